@@ -1,0 +1,142 @@
+// Point queries: `paired` (point i against shape i) and `nearest` (nearest shape of a scene).
+// KIND_* and MODE_* come from the generated prelude (src/gpu/shaders.rs).
+#import shared/types
+#import shared/math
+#import shapes/sphere
+#import shapes/aabb
+#import shapes/plane
+#import shapes/segment
+#import shapes/line
+#import shapes/ray
+#import shapes/triangle
+#import shapes/capsule
+
+// Threads per workgroup; the host reads it back from naga, so it is stated only here.
+const WORKGROUP_SIZE: u32 = 64u;
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> shapes: array<Shape>;
+@group(0) @binding(2) var<storage, read> points: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
+
+fn is_solid(kind: u32) -> bool {
+    return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE;
+}
+
+// Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
+fn project_point(s: Shape, p_world: vec3<f32>) -> Projection {
+    let p = p_world - s.anchor.xyz;
+    var proj: Projection;
+    switch s.kind {
+        case KIND_SPHERE: {
+            proj = project_sphere(p, s.p0.w);
+        }
+        case KIND_AABB, KIND_BOX: {
+            let axes = mat3x3<f32>(s.p1.xyz, s.p2.xyz, s.p3.xyz);
+            proj = project_box(p * axes, s.p0.xyz);
+            proj.point = axes * proj.point;
+            proj.normal = axes * proj.normal;
+        }
+        case KIND_PLANE: {
+            proj = project_plane(p, s.p0.xyz);
+        }
+        case KIND_SEGMENT: {
+            proj = project_segment(p, s.p0.xyz);
+        }
+        case KIND_LINE: {
+            proj = project_line(p, s.p0.xyz);
+        }
+        case KIND_RAY: {
+            proj = project_ray(p, s.p0.xyz);
+        }
+        case KIND_TRIANGLE: {
+            proj = project_triangle(p, s.p0.xyz, s.p1.xyz, s.p2.xyz);
+        }
+        case KIND_CAPSULE: {
+            proj = project_capsule(p, s.p0.xyz, s.p0.w);
+        }
+        default: {
+            proj = Projection(p, false, vec3<f32>(0.0));
+        }
+    }
+    proj.point = proj.point + s.anchor.xyz;
+    return proj;
+}
+
+// Distance, sign and normal from a projection (SPEC §2). Twin: reference::finish.
+fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
+    if params.mode == MODE_SOLID && is_solid(kind) && proj.inside {
+        // Inside a solid: the point is its own closest point; d is 0 there, so its gradient is 0.
+        return Hit(p, 0.0, vec3<f32>(0.0), i32(index));
+    }
+    let delta = p - proj.point;
+    let len = length(delta);
+    let sign = select(1.0, -1.0, params.mode == MODE_SURFACE && proj.inside);
+    var normal = proj.normal;
+    if len > 0.0 {
+        normal = delta / len * sign;
+    }
+    return Hit(proj.point, sign * len, normal, i32(index));
+}
+
+fn query_shape(s: Shape, index: u32, p: vec3<f32>) -> Hit {
+    return finish(s.kind, index, p, project_point(s, p));
+}
+
+fn non_finite_hit() -> Hit {
+    let nan = bitcast<f32>(params.nan_bits);
+    return Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+}
+
+fn load_point(row: u32) -> vec3<f32> {
+    return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
+}
+
+// Rows are laid out over a 2-D grid of workgroups so a chunk may exceed 65 535 workgroups.
+fn row_of(group: vec3<u32>, groups: vec3<u32>, local: u32) -> u32 {
+    return (group.y * groups.x + group.x) * WORKGROUP_SIZE + local;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn paired(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let p = load_point(row);
+    if !is_finite_vec3(p) {
+        hits[row] = non_finite_hit();
+        return;
+    }
+    hits[row] = query_shape(shapes[row], params.first_row + row, p);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn nearest(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let p = load_point(row);
+    if !is_finite_vec3(p) || params.shape_count == 0u {
+        hits[row] = non_finite_hit();
+        return;
+    }
+    var best = query_shape(shapes[0], 0u, p);
+    for (var i = 1u; i < params.shape_count; i++) {
+        let hit = query_shape(shapes[i], i, p);
+        // Strictly smaller: ties keep the lowest index.
+        if abs(hit.distance) < abs(best.distance) {
+            best = hit;
+        }
+    }
+    hits[row] = best;
+}

@@ -1,0 +1,4 @@
+// Infinite line through the local origin along unit `dir` (zero: the origin). Twin: src/reference/line.rs.
+fn project_line(p: vec3<f32>, dir: vec3<f32>) -> Projection {
+    return Projection(dir * dot(p, dir), false, vec3<f32>(0.0));
+}

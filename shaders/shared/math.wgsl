@@ -1,0 +1,23 @@
+// Bit test, so it survives compilers that assume finite math.
+fn is_finite_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+fn is_finite_vec3(v: vec3<f32>) -> bool {
+    return is_finite_f32(v.x) && is_finite_f32(v.y) && is_finite_f32(v.z);
+}
+
+// Twin of math::any_perpendicular: cross with the least-aligned coordinate axis; +X for zero.
+fn any_perpendicular(axis: vec3<f32>) -> vec3<f32> {
+    let a = abs(axis);
+    if all(a == vec3<f32>(0.0)) {
+        return vec3<f32>(1.0, 0.0, 0.0);
+    }
+    var helper = vec3<f32>(0.0, 0.0, 1.0);
+    if a.x <= a.y && a.x <= a.z {
+        helper = vec3<f32>(1.0, 0.0, 0.0);
+    } else if a.y <= a.z {
+        helper = vec3<f32>(0.0, 1.0, 0.0);
+    }
+    return normalize(cross(axis, helper));
+}

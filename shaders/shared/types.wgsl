@@ -1,0 +1,44 @@
+// Host-shared structs. Their Rust twins live in src/gpu/layout.rs; a test compares the
+// offsets naga computes with the Rust ones, so neither side can drift.
+
+// One shape in its local frame: `anchor` is the world position of the local origin and
+// p0..p3 hold the per-kind parameters listed in src/gpu/layout.rs (GpuShape::from_shape).
+struct Shape {
+    kind: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+    anchor: vec4<f32>,
+    p0: vec4<f32>,
+    p1: vec4<f32>,
+    p2: vec4<f32>,
+    p3: vec4<f32>,
+}
+
+struct Hit {
+    point: vec3<f32>,
+    distance: f32,
+    normal: vec3<f32>,
+    // Shape index (scene or paired row); -1 for a non-finite query row.
+    shape: i32,
+}
+
+struct Params {
+    row_count: u32,
+    shape_count: u32,
+    mode: u32,
+    // 0x7fc00000, passed at run time because WGSL forbids NaN constants.
+    nan_bits: u32,
+    // Global index of this chunk's first row (paired mode reports it as the shape index).
+    first_row: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// Boundary projection in the shape's local frame; see src/reference/mod.rs (Projection).
+struct Projection {
+    point: vec3<f32>,
+    inside: bool,
+    normal: vec3<f32>,
+}

@@ -1,0 +1,70 @@
+//! Every way a `closest` job can fail, and the exit code each maps to (SPEC §5).
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A shape in a scene is invalid: unknown type, missing or non-finite field, negative size…
+    #[error("{file}: shape {index}: field `{field}`: {problem}")]
+    BadShape {
+        file: String,
+        index: usize,
+        field: String,
+        problem: String,
+    },
+    /// A row of a points file is invalid (unparsable CSV cell, wrong column count…).
+    #[error("{file}: row {row}: {field}: {problem}")]
+    BadRow {
+        file: String,
+        row: usize,
+        field: String,
+        problem: String,
+    },
+    /// A whole input file is malformed (bad JSON, wrong .npy shape or dtype, unknown extension…).
+    #[error("{file}: {problem}")]
+    BadFile { file: String, problem: String },
+    /// An input file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// An output file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The command line is inconsistent (e.g. `--paired` with different counts).
+    #[error("{0}")]
+    Usage(String),
+    /// No adapter could be found or opened.
+    #[error(
+        "no usable GPU adapter: {0}\n\
+         To run on the CPU, install Mesa's software Vulkan driver (lavapipe): \
+         `sudo apt-get install -y mesa-vulkan-drivers` on Debian/Ubuntu, \
+         `sudo dnf install mesa-vulkan-drivers` on Fedora; then check with `closest info`."
+    )]
+    NoAdapter(String),
+    /// The device reported a validation error, ran out of memory or was lost.
+    #[error("GPU error: {0}")]
+    Gpu(String),
+}
+
+impl Error {
+    /// The process exit code for this error (SPEC §5): 2 bad input, 3 no adapter, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::BadShape { .. }
+            | Error::BadRow { .. }
+            | Error::BadFile { .. }
+            | Error::Read { .. }
+            | Error::Write { .. }
+            | Error::Usage(_) => 2,
+            Error::NoAdapter(_) => 3,
+            Error::Gpu(_) => 1,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

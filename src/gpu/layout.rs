@@ -1,0 +1,153 @@
+//! Host twins of the WGSL structs in `shaders/shared/types.wgsl`. `tests/shaders.rs` checks
+//! every offset and size against naga's layout of the composed shader.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::Mode;
+use crate::math::DVec3;
+use crate::reference::triangle_unit_normal;
+use crate::shape::Shape;
+
+/// One shape in its local frame. Per kind (all derived in f64, then rounded once):
+///
+/// | kind | anchor | p0 | p1, p2, p3 |
+/// |---|---|---|---|
+/// | sphere | center | w = radius | – |
+/// | aabb, box | center | xyz = half extents | local X, Y, Z axes in world space |
+/// | plane | normal · offset | xyz = unit normal | – |
+/// | segment | a | xyz = b − a | – |
+/// | line | a | xyz = unit(b − a) | – |
+/// | ray | origin | xyz = unit direction | – |
+/// | triangle | a | xyz = b − a | p1 = c − a, p2 = unit normal (zero if degenerate) |
+/// | capsule | a | xyz = b − a, w = radius | – |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuShape {
+    pub kind: u32,
+    pub _pad: [u32; 3],
+    pub anchor: [f32; 4],
+    pub p0: [f32; 4],
+    pub p1: [f32; 4],
+    pub p2: [f32; 4],
+    pub p3: [f32; 4],
+}
+
+/// One query's answer as the GPU writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuHit {
+    pub point: [f32; 3],
+    pub distance: f32,
+    pub normal: [f32; 3],
+    /// Shape index, −1 for a non-finite query row.
+    pub shape: i32,
+}
+
+/// Per-dispatch uniforms.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct Params {
+    pub row_count: u32,
+    pub shape_count: u32,
+    pub mode: u32,
+    pub nan_bits: u32,
+    pub first_row: u32,
+    pub _pad: [u32; 3],
+}
+
+impl Params {
+    pub fn new(row_count: u32, shape_count: u32, mode: Mode, first_row: u32) -> Self {
+        Params {
+            row_count,
+            shape_count,
+            mode: mode as u32,
+            nan_bits: f32::NAN.to_bits(),
+            first_row,
+            _pad: [0; 3],
+        }
+    }
+}
+
+fn v4(v: DVec3, w: f64) -> [f32; 4] {
+    [v.x as f32, v.y as f32, v.z as f32, w as f32]
+}
+
+impl GpuShape {
+    /// The local-frame form the kernels read; `reference::project_point` derives the same
+    /// parameters in f64.
+    pub fn from_shape(shape: &Shape) -> GpuShape {
+        let identity = [DVec3::X, DVec3::Y, DVec3::Z];
+        let (anchor, p0, p1, p2, p3) = match *shape {
+            Shape::Sphere { center, radius } => (
+                center,
+                v4(DVec3::ZERO, radius),
+                [0.0; 4],
+                [0.0; 4],
+                [0.0; 4],
+            ),
+            Shape::Aabb { min, max } => {
+                let [x, y, z] = identity;
+                (
+                    (min + max) * 0.5,
+                    v4((max - min) * 0.5, 0.0),
+                    v4(x, 0.0),
+                    v4(y, 0.0),
+                    v4(z, 0.0),
+                )
+            }
+            Shape::Box {
+                center,
+                half_extents,
+                rotation,
+            } => {
+                let [x, y, z] = Shape::axes(rotation);
+                (
+                    center,
+                    v4(half_extents, 0.0),
+                    v4(x, 0.0),
+                    v4(y, 0.0),
+                    v4(z, 0.0),
+                )
+            }
+            Shape::Plane { normal, offset } => (
+                normal * offset,
+                v4(normal, 0.0),
+                [0.0; 4],
+                [0.0; 4],
+                [0.0; 4],
+            ),
+            Shape::Segment { a, b } => (a, v4(b - a, 0.0), [0.0; 4], [0.0; 4], [0.0; 4]),
+            Shape::Line { a, b } => (
+                a,
+                v4((b - a).normalize_or_zero(), 0.0),
+                [0.0; 4],
+                [0.0; 4],
+                [0.0; 4],
+            ),
+            Shape::Ray { origin, direction } => (
+                origin,
+                v4(direction.normalize_or_zero(), 0.0),
+                [0.0; 4],
+                [0.0; 4],
+                [0.0; 4],
+            ),
+            Shape::Triangle { a, b, c } => (
+                a,
+                v4(b - a, 0.0),
+                v4(c - a, 0.0),
+                v4(triangle_unit_normal(a, b, c), 0.0),
+                [0.0; 4],
+            ),
+            Shape::Capsule { a, b, radius } => (a, v4(b - a, radius), [0.0; 4], [0.0; 4], [0.0; 4]),
+        };
+        GpuShape {
+            kind: shape.kind() as u32,
+            _pad: [0; 3],
+            anchor: v4(anchor, 0.0),
+            p0,
+            p1,
+            p2,
+            p3,
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The GPU engine: adapter choice, one device, pipelines built once, and a streaming loop
+//! that splits any number of rows into chunks sized from the device limits, overlapping the
+//! upload of one chunk with the compute and readback of the others.
+
+pub mod adapter;
+pub mod layout;
+pub mod shaders;
+mod stream;
+
+pub use adapter::{AdapterSummary, list_adapters};
+pub use layout::{GpuHit, GpuShape, Params};
+pub use stream::{RowSink, RowSource};
+
+use std::sync::{Arc, Mutex};
+
+use crate::Mode;
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+
+/// How to open the engine.
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    /// Substring of the adapter name, or a backend (`vulkan`, `gl`, `metal`, `dx12`).
+    /// `None` reads `CLOSEST_ADAPTER`, then prefers a hardware GPU over a software one.
+    pub adapter: Option<String>,
+    /// Rows per chunk; `None` sizes chunks from the device limits. Tests set it small to force
+    /// many chunks.
+    pub chunk_rows: Option<usize>,
+}
+
+/// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
+/// that two chunks in flight overlap well.
+const DEFAULT_CHUNK_ROWS: usize = 1 << 20;
+/// Chunks in flight at once (upload of one overlaps compute/readback of the other).
+const SLOTS: usize = 2;
+
+/// A scene uploaded once; query it many times with [`Engine::query_scene`].
+pub struct GpuScene {
+    shapes: wgpu::Buffer,
+    count: u32,
+}
+
+impl GpuScene {
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+pub(crate) struct Kernels {
+    pub layout: wgpu::BindGroupLayout,
+    pub paired: wgpu::ComputePipeline,
+    pub nearest: wgpu::ComputePipeline,
+    pub workgroup_size: u32,
+}
+
+pub struct Engine {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    pub(crate) limits: wgpu::Limits,
+    /// Host-visible storage buffers are used directly (no staging copies).
+    pub(crate) unified_memory: bool,
+    pub(crate) kernels: Kernels,
+    pub(crate) chunk_rows: usize,
+    /// Buffers of the chunk slots, kept between jobs.
+    pub(crate) slots: Mutex<Vec<stream::Slot>>,
+    /// Errors wgpu reports outside an error scope, and device loss.
+    pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Engine {
+    /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
+    pub fn new(options: &EngineOptions) -> Result<Engine> {
+        let (adapter, info) = adapter::choose(options.adapter.as_deref())?;
+        let features = adapter.features();
+        let unified_memory = matches!(
+            info.device_type,
+            wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
+        ) && features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
+        let required_features = if unified_memory {
+            wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
+        } else {
+            wgpu::Features::empty()
+        };
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("closest"),
+            required_features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::NoAdapter(format!("cannot open {}: {e}", info.name)))?;
+
+        let device_errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = device_errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock().unwrap().push(e.to_string());
+        }));
+        let sink = device_errors.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            sink.lock()
+                .unwrap()
+                .push(format!("device lost ({reason:?}): {message}"));
+        });
+
+        let kernels = in_error_scope(&device, || build_kernels(&device))??;
+        let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
+        let by_binding = limits.max_storage_buffer_binding_size as u64 / row_bytes;
+        let by_buffer = limits.max_buffer_size / row_bytes;
+        let by_dispatch = 65_535u64 * 65_535 * kernels.workgroup_size as u64;
+        let limit = by_binding.min(by_buffer).min(by_dispatch).max(1) as usize;
+        let chunk_rows = options
+            .chunk_rows
+            .unwrap_or(DEFAULT_CHUNK_ROWS)
+            .clamp(1, limit);
+
+        Ok(Engine {
+            device,
+            queue,
+            info,
+            limits,
+            unified_memory,
+            kernels,
+            chunk_rows,
+            slots: Mutex::new(Vec::new()),
+            device_errors,
+        })
+    }
+
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.info
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+    /// Rows per chunk in use.
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+    /// Whether inputs and outputs are written and read in place (no staging copies).
+    pub fn unified_memory(&self) -> bool {
+        self.unified_memory
+    }
+    /// One line naming the adapter, for summaries.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?})",
+            self.info.name, self.info.backend, self.info.device_type
+        )
+    }
+
+    /// Upload a scene once; it stays on the device for any number of queries.
+    pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        let gpu: Vec<GpuShape> = shapes.iter().map(GpuShape::from_shape).collect();
+        let bytes: &[u8] = bytemuck::cast_slice(&gpu);
+        let max = self.limits.max_storage_buffer_binding_size as u64;
+        if bytes.len() as u64 > max {
+            return Err(Error::Usage(format!(
+                "the scene has {} shapes ({} bytes), more than one storage binding holds on this \
+                 adapter ({max} bytes)",
+                shapes.len(),
+                bytes.len()
+            )));
+        }
+        // A zero-size binding is invalid: an empty scene still gets one (unused) record.
+        let padded = if gpu.is_empty() {
+            bytemuck::bytes_of(&GpuShape::default()).to_vec()
+        } else {
+            bytes.to_vec()
+        };
+        let buffer = self.checked(|| {
+            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("scene shapes"),
+                size: padded.len() as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            self.queue.write_buffer(&buffer, 0, &padded);
+            buffer
+        })?;
+        Ok(GpuScene {
+            shapes: buffer,
+            count: shapes.len() as u32,
+        })
+    }
+
+    /// Nearest shape of `scene` for every point (SPEC §2).
+    pub fn query_scene(
+        &self,
+        scene: &GpuScene,
+        points: &[[f32; 3]],
+        mode: Mode,
+    ) -> Result<Vec<GpuHit>> {
+        let mut out = vec![GpuHit::default(); points.len()];
+        self.query_scene_stream(
+            scene,
+            points.len(),
+            &mut stream::points_from_slice(points),
+            mode,
+            &mut stream::hits_into_slice(&mut out),
+        )?;
+        Ok(out)
+    }
+
+    /// Streaming form of [`Engine::query_scene`]: `source` fills each chunk's points and `sink`
+    /// receives each chunk's hits, in row order.
+    pub fn query_scene_stream(
+        &self,
+        scene: &GpuScene,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        sink: &mut dyn RowSink,
+    ) -> Result<()> {
+        stream::run(
+            self,
+            stream::Job::Nearest(scene),
+            rows,
+            source,
+            None,
+            mode,
+            sink,
+        )
+    }
+
+    /// Point i against shape i (SPEC §2 "paired").
+    pub fn query_paired(
+        &self,
+        shapes: &[Shape],
+        points: &[[f32; 3]],
+        mode: Mode,
+    ) -> Result<Vec<GpuHit>> {
+        if shapes.len() != points.len() {
+            return Err(Error::Usage(format!(
+                "paired queries need as many shapes as points ({} shapes, {} points)",
+                shapes.len(),
+                points.len()
+            )));
+        }
+        let mut out = vec![GpuHit::default(); points.len()];
+        let mut shape_source = stream::shapes_from_slice(shapes);
+        stream::run(
+            self,
+            stream::Job::Paired,
+            points.len(),
+            &mut stream::points_from_slice(points),
+            Some(&mut shape_source),
+            mode,
+            &mut stream::hits_into_slice(&mut out),
+        )?;
+        Ok(out)
+    }
+
+    /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
+    /// [`Error::Gpu`].
+    pub(crate) fn checked<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        in_error_scope(&self.device, f)
+    }
+
+    /// Errors reported outside a scope since the last call (device loss included).
+    pub(crate) fn take_device_error(&self) -> Result<()> {
+        let mut errors = self.device_errors.lock().unwrap();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Gpu(errors.drain(..).collect::<Vec<_>>().join("; ")))
+        }
+    }
+}
+
+/// Run `f` inside validation and out-of-memory error scopes.
+fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let value = f();
+    let v = pollster::block_on(validation.pop());
+    let o = pollster::block_on(oom.pop());
+    match (v, o) {
+        (None, None) => Ok(value),
+        (Some(e), _) | (None, Some(e)) => Err(Error::Gpu(e.to_string())),
+    }
+}
+
+fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
+    let shader = shaders::compose("query").map_err(Error::Gpu)?;
+    let [workgroup_size, _, _] = shader
+        .workgroup_size("paired")
+        .ok_or_else(|| Error::Gpu("query.wgsl has no `paired` entry point".into()))?;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("query.wgsl"),
+        source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+    });
+    let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("query bindings"),
+        entries: &[
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            },
+            storage(1, true),
+            storage(2, true),
+            storage(3, false),
+        ],
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("query"),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = |entry: &str| {
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    };
+    let paired = pipeline("paired");
+    let nearest = pipeline("nearest");
+    Ok(Kernels {
+        layout,
+        paired,
+        nearest,
+        workgroup_size,
+    })
+}

@@ -1,0 +1,440 @@
+//! The chunked, overlapped dispatch loop. Each slot owns one chunk's buffers; with two slots
+//! the host fills chunk k+1 and drains chunk k−1 while the device computes chunk k. On
+//! unified-memory adapters the storage buffers themselves are mapped (no staging copies).
+
+use std::ops::Range;
+use std::sync::mpsc;
+
+use super::layout::{GpuHit, GpuShape, Params};
+use super::{Engine, GpuScene, SLOTS};
+use crate::Mode;
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+
+/// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
+pub trait RowSource {
+    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()>;
+}
+
+/// Receives the hits of rows `first_row ..`, in row order.
+pub trait RowSink {
+    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()>;
+}
+
+impl<F: FnMut(Range<usize>, wgpu::WriteOnly<'_, [u8]>) -> Result<()>> RowSource for F {
+    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
+        self(range, out)
+    }
+}
+
+impl<F: FnMut(usize, &[GpuHit]) -> Result<()>> RowSink for F {
+    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()> {
+        self(first_row, hits)
+    }
+}
+
+/// Points from a host slice: a plain copy into the mapped buffer.
+pub fn points_from_slice(points: &[[f32; 3]]) -> impl RowSource + '_ {
+    move |range: Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
+        out.copy_from_slice(bytemuck::cast_slice(&points[range]));
+        Ok(())
+    }
+}
+
+/// Paired shapes, converted to their GPU form as they are written.
+pub fn shapes_from_slice(shapes: &[Shape]) -> impl RowSource + '_ {
+    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        rows.write_iter(
+            shapes[range]
+                .iter()
+                .map(|s| bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_shape(s))),
+        );
+        Ok(())
+    }
+}
+
+/// Hits copied into a host slice.
+pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
+    move |first: usize, hits: &[GpuHit]| {
+        out[first..first + hits.len()].copy_from_slice(hits);
+        Ok(())
+    }
+}
+
+pub(crate) enum Job<'a> {
+    Paired,
+    Nearest(&'a GpuScene),
+}
+
+/// A buffer the host writes: the storage buffer itself on unified memory, else a staging
+/// buffer copied into it. Between uses it is mapped, or has a map request pending.
+struct Upload {
+    storage: wgpu::Buffer,
+    staging: Option<wgpu::Buffer>,
+    mapped: Option<mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>>,
+}
+
+impl Upload {
+    fn new(engine: &Engine, label: &str, size: u64) -> Upload {
+        let unified = engine.unified_memory;
+        let mut usage = wgpu::BufferUsages::STORAGE;
+        if unified {
+            usage |= wgpu::BufferUsages::MAP_WRITE;
+        } else {
+            usage |= wgpu::BufferUsages::COPY_DST;
+        }
+        let storage = engine.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: unified,
+        });
+        let staging = (!unified).then(|| {
+            engine.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            })
+        });
+        Upload {
+            storage,
+            staging,
+            mapped: None,
+        }
+    }
+
+    fn host(&self) -> &wgpu::Buffer {
+        self.staging.as_ref().unwrap_or(&self.storage)
+    }
+
+    /// Wait until the host buffer is mapped, then fill `bytes` of it and unmap.
+    fn fill(
+        &mut self,
+        engine: &Engine,
+        bytes: u64,
+        range: Range<usize>,
+        source: &mut dyn RowSource,
+    ) -> Result<()> {
+        if let Some(rx) = self.mapped.take() {
+            wait_map(engine, rx)?;
+        }
+        {
+            let mut view = self
+                .host()
+                .get_mapped_range_mut(..bytes)
+                .map_err(|e| Error::Gpu(format!("mapping an upload buffer: {e}")))?;
+            source.fill(range, view.slice(..))?;
+        }
+        self.host().unmap();
+        Ok(())
+    }
+
+    fn request_map(&mut self) {
+        let (tx, rx) = mpsc::channel();
+        self.host()
+            .map_async(wgpu::MapMode::Write, .., move |r| drop(tx.send(r)));
+        self.mapped = Some(rx);
+    }
+}
+
+fn wait_map(
+    engine: &Engine,
+    rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+) -> Result<()> {
+    loop {
+        match rx.try_recv() {
+            Ok(r) => return r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
+            Err(mpsc::TryRecvError::Disconnected) => {
+                return Err(Error::Gpu("buffer mapping was dropped".into()));
+            }
+            Err(mpsc::TryRecvError::Empty) => {
+                engine
+                    .device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| Error::Gpu(format!("waiting for the device: {e}")))?;
+                engine.take_device_error()?;
+            }
+        }
+    }
+}
+
+/// One chunk's buffers.
+pub(crate) struct Slot {
+    capacity: usize,
+    params: wgpu::Buffer,
+    points: Upload,
+    shapes: Option<Upload>,
+    hits: wgpu::Buffer,
+    readback: Option<wgpu::Buffer>,
+    in_flight: Option<InFlight>,
+}
+
+struct InFlight {
+    range: Range<usize>,
+    mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+}
+
+impl Slot {
+    fn new(engine: &Engine, capacity: usize) -> Slot {
+        let device = &engine.device;
+        let hit_bytes = (capacity * std::mem::size_of::<GpuHit>()) as u64;
+        let unified = engine.unified_memory;
+        Slot {
+            capacity,
+            params: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("params"),
+                size: std::mem::size_of::<Params>() as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            points: Upload::new(engine, "points", (capacity * 12) as u64),
+            shapes: None,
+            hits: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("hits"),
+                size: hit_bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | if unified {
+                        wgpu::BufferUsages::MAP_READ
+                    } else {
+                        wgpu::BufferUsages::COPY_SRC
+                    },
+                mapped_at_creation: false,
+            }),
+            readback: (!unified).then(|| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("hits readback"),
+                    size: hit_bytes,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            }),
+            in_flight: None,
+        }
+    }
+
+    fn readable(&self) -> &wgpu::Buffer {
+        self.readback.as_ref().unwrap_or(&self.hits)
+    }
+
+    /// Wait for the chunk in flight, if any, and hand its hits to `sink`.
+    fn drain(&mut self, engine: &Engine, sink: &mut dyn RowSink) -> Result<()> {
+        let Some(flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        wait_map(engine, flight.mapped)?;
+        let bytes = (flight.range.len() * std::mem::size_of::<GpuHit>()) as u64;
+        let result = {
+            let view = self
+                .readable()
+                .get_mapped_range(..bytes)
+                .map_err(|e| Error::Gpu(format!("mapping the hits: {e}")))?;
+            sink.take(flight.range.start, bytemuck::cast_slice(&view))
+        };
+        self.readable().unmap();
+        result
+    }
+}
+
+/// Run a job over `rows` rows in chunks.
+pub(crate) fn run(
+    engine: &Engine,
+    job: Job<'_>,
+    rows: usize,
+    points: &mut dyn RowSource,
+    mut shapes: Option<&mut dyn RowSource>,
+    mode: Mode,
+    sink: &mut dyn RowSink,
+) -> Result<()> {
+    if rows == 0 {
+        return Ok(());
+    }
+    engine.take_device_error()?;
+    let chunk = engine.chunk_rows.min(rows);
+    let mut slots = engine.slots.lock().unwrap();
+    if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
+        slots.clear();
+        let capacity = engine.chunk_rows.min(rows.max(chunk));
+        for _ in 0..SLOTS {
+            slots.push(engine.checked(|| Slot::new(engine, capacity))?);
+        }
+    }
+    let paired = matches!(job, Job::Paired);
+    if paired {
+        for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
+            let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
+            slot.shapes = Some(engine.checked(|| Upload::new(engine, "paired shapes", size))?);
+        }
+    }
+
+    let outcome = run_chunks(
+        engine,
+        &job,
+        &mut slots,
+        rows,
+        chunk,
+        points,
+        shapes.as_deref_mut(),
+        mode,
+        sink,
+    );
+    if outcome.is_err() {
+        // Leave no half-finished slot behind for the next job.
+        slots.clear();
+    }
+    outcome
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one job's inputs, passed through"
+)]
+fn run_chunks(
+    engine: &Engine,
+    job: &Job<'_>,
+    slots: &mut [Slot],
+    rows: usize,
+    chunk: usize,
+    points: &mut dyn RowSource,
+    mut shapes: Option<&mut (dyn RowSource + '_)>,
+    mode: Mode,
+    sink: &mut dyn RowSink,
+) -> Result<()> {
+    for (k, start) in (0..rows).step_by(chunk).enumerate() {
+        let range = start..(start + chunk).min(rows);
+        let slot = &mut slots[k % SLOTS];
+        slot.drain(engine, sink)?;
+        submit_chunk(
+            engine,
+            job,
+            slot,
+            range,
+            points,
+            shapes.as_deref_mut(),
+            mode,
+        )?;
+    }
+    // Drain in submission order so the sink sees rows in order.
+    let chunks = rows.div_ceil(chunk);
+    for k in chunks.saturating_sub(SLOTS)..chunks {
+        slots[k % SLOTS].drain(engine, sink)?;
+    }
+    Ok(())
+}
+
+fn submit_chunk(
+    engine: &Engine,
+    job: &Job<'_>,
+    slot: &mut Slot,
+    range: Range<usize>,
+    points: &mut dyn RowSource,
+    shapes: Option<&mut (dyn RowSource + '_)>,
+    mode: Mode,
+) -> Result<()> {
+    let n = range.len();
+    let point_bytes = (n * 12) as u64;
+    let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
+    let hit_bytes = (n * std::mem::size_of::<GpuHit>()) as u64;
+    slot.points
+        .fill(engine, point_bytes, range.clone(), points)?;
+    if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
+        upload.fill(engine, shape_bytes, range.clone(), source)?;
+    }
+    let (pipeline, shape_buffer, shape_count) = match job {
+        Job::Paired => (
+            &engine.kernels.paired,
+            &slot
+                .shapes
+                .as_ref()
+                .expect("paired slots have shape buffers")
+                .storage,
+            n as u32,
+        ),
+        Job::Nearest(scene) => (&engine.kernels.nearest, &scene.shapes, scene.count),
+    };
+    let params = Params::new(n as u32, shape_count, mode, range.start as u32);
+    engine
+        .queue
+        .write_buffer(&slot.params, 0, bytemuck::bytes_of(&params));
+    let bind_group = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("query"),
+        layout: &engine.kernels.layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: slot.params.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: shape_buffer.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: slot.points.storage.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: slot.hits.as_entire_binding(),
+            },
+        ],
+    });
+    let mut encoder = engine
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("chunk"),
+        });
+    let paired_shapes = slot.shapes.as_ref().filter(|_| matches!(job, Job::Paired));
+    for (upload, bytes) in [
+        (Some(&slot.points), point_bytes),
+        (paired_shapes, shape_bytes),
+    ] {
+        if let Some(Upload {
+            storage,
+            staging: Some(staging),
+            ..
+        }) = upload
+        {
+            encoder.copy_buffer_to_buffer(staging, 0, storage, 0, bytes);
+        }
+    }
+    {
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("query"),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        let [x, y] = dispatch_grid(n, engine.kernels.workgroup_size);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+    if let Some(readback) = &slot.readback {
+        encoder.copy_buffer_to_buffer(&slot.hits, 0, readback, 0, hit_bytes);
+    }
+    engine.queue.submit([encoder.finish()]);
+    engine.take_device_error()?;
+
+    let (tx, rx) = mpsc::channel();
+    slot.readable()
+        .map_async(wgpu::MapMode::Read, ..hit_bytes, move |r| drop(tx.send(r)));
+    slot.points.request_map();
+    if matches!(job, Job::Paired) {
+        if let Some(upload) = slot.shapes.as_mut() {
+            upload.request_map();
+        }
+    }
+    slot.in_flight = Some(InFlight { range, mapped: rx });
+    Ok(())
+}
+
+/// Workgroups for `rows` rows: one row of up to 65 535 groups, then more rows of groups
+/// (the kernel's `row_of` flattens them back).
+pub fn dispatch_grid(rows: usize, workgroup_size: u32) -> [u32; 2] {
+    const MAX: usize = 65_535;
+    let groups = rows.div_ceil(workgroup_size as usize).max(1);
+    if groups <= MAX {
+        [groups as u32, 1]
+    } else {
+        [MAX as u32, groups.div_ceil(MAX) as u32]
+    }
+}

@@ -1,0 +1,10 @@
+//! File formats of SPEC §1 and §5: scene JSON, points (.npy / .csv), results (.npz / .csv).
+
+pub mod npy;
+pub mod output;
+pub mod points;
+pub mod scene;
+
+pub use output::{OutputFile, write_hits};
+pub use points::PointFile;
+pub use scene::{load_scene, parse_scene};

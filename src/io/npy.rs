@@ -1,0 +1,133 @@
+//! NumPy `.npy` headers: reading (little-endian f4/f8, C order) and writing.
+
+use std::io::{Read, Write};
+
+/// Element type of an array we read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F32,
+    F64,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
+        }
+    }
+}
+
+/// A parsed header: dtype, shape, and where the data starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub data_offset: u64,
+}
+
+/// Parse the header at the start of `reader`; errors are plain descriptions for the caller to
+/// put the file name on.
+pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
+    let mut magic = [0u8; 8];
+    reader
+        .read_exact(&mut magic)
+        .map_err(|_| "not a .npy file (too short)".to_string())?;
+    if &magic[..6] != b"\x93NUMPY" {
+        return Err("not a .npy file (bad magic bytes)".into());
+    }
+    let (len, prefix) = match magic[6] {
+        1 => {
+            let mut b = [0u8; 2];
+            reader
+                .read_exact(&mut b)
+                .map_err(|_| "truncated .npy header")?;
+            (u16::from_le_bytes(b) as usize, 10)
+        }
+        2 | 3 => {
+            let mut b = [0u8; 4];
+            reader
+                .read_exact(&mut b)
+                .map_err(|_| "truncated .npy header")?;
+            (u32::from_le_bytes(b) as usize, 12)
+        }
+        v => return Err(format!("unsupported .npy version {v}")),
+    };
+    if len > 1 << 20 {
+        return Err(format!(".npy header of {len} bytes is implausibly long"));
+    }
+    let mut text = vec![0u8; len];
+    reader
+        .read_exact(&mut text)
+        .map_err(|_| "truncated .npy header".to_string())?;
+    let text = String::from_utf8_lossy(&text);
+    let field = |key: &str| -> Result<String, String> {
+        let at = text
+            .find(&format!("'{key}'"))
+            .ok_or_else(|| format!(".npy header has no '{key}'"))?;
+        let rest = text[at + key.len() + 2..].trim_start();
+        let rest = rest
+            .strip_prefix(':')
+            .ok_or_else(|| format!("malformed .npy header near '{key}'"))?
+            .trim_start();
+        let end = if rest.starts_with('(') {
+            rest.find(')').map(|i| i + 1)
+        } else {
+            rest.find([',', '}'])
+        }
+        .ok_or_else(|| format!("malformed .npy header near '{key}'"))?;
+        Ok(rest[..end].trim().to_string())
+    };
+    let descr = field("descr")?;
+    let dtype = match descr.trim_matches(|c| c == '\'' || c == '"') {
+        "<f4" => Dtype::F32,
+        "<f8" => Dtype::F64,
+        other => {
+            return Err(format!(
+                "dtype `{other}` is not supported (use little-endian float32 `<f4` or float64 `<f8`)"
+            ));
+        }
+    };
+    if field("fortran_order")? != "False" {
+        return Err("Fortran-ordered arrays are not supported (save with C order)".into());
+    }
+    let shape_text = field("shape")?;
+    let shape = shape_text
+        .trim_matches(|c| c == '(' || c == ')')
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("malformed shape {shape_text}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Header {
+        dtype,
+        shape,
+        data_offset: (prefix + len) as u64,
+    })
+}
+
+/// Write a header for a C-ordered little-endian array (`descr` such as `<f4` or `<i4`).
+pub fn write_header(out: &mut impl Write, descr: &str, shape: &[usize]) -> std::io::Result<()> {
+    let dims = match shape {
+        [n] => format!("({n},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    // Pad with spaces so the data starts on a 64-byte boundary; the header ends with '\n'.
+    let unpadded = 10 + dict.len() + 1;
+    dict.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    dict.push('\n');
+    out.write_all(b"\x93NUMPY\x01\x00")?;
+    out.write_all(&(dict.len() as u16).to_le_bytes())?;
+    out.write_all(dict.as_bytes())
+}

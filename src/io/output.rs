@@ -1,0 +1,161 @@
+//! Results files (SPEC §5): `.npz` with arrays `point`, `distance`, `shape`, `normal`, or
+//! `.csv` with the same columns. Written to a temporary file beside the target and renamed
+//! into place on success, so a failed job leaves no partial output.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use zip::write::SimpleFileOptions;
+
+use super::npy;
+use crate::error::{Error, Result};
+use crate::gpu::GpuHit;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Npz,
+    Csv,
+}
+
+/// An output being prepared; dropped without [`OutputFile::commit`], it removes itself.
+pub struct OutputFile {
+    target: PathBuf,
+    temp: PathBuf,
+    file: Option<File>,
+    format: Format,
+}
+
+impl OutputFile {
+    /// Check the target's format and that its folder is writable, before any work is done.
+    pub fn create(target: &Path) -> Result<OutputFile> {
+        let ext = target
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_lowercase)
+            .unwrap_or_default();
+        let format = match ext.as_str() {
+            "npz" => Format::Npz,
+            "csv" => Format::Csv,
+            _ => {
+                return Err(Error::BadFile {
+                    file: target.display().to_string(),
+                    problem: "the output must end in .npz or .csv".into(),
+                });
+            }
+        };
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        let file = File::create(&temp).map_err(|source| Error::Write {
+            path: target.to_path_buf(),
+            source,
+        })?;
+        Ok(OutputFile {
+            target: target.to_path_buf(),
+            temp,
+            file: Some(file),
+            format,
+        })
+    }
+
+    /// Write the hits and move the file into place.
+    pub fn commit(mut self, hits: &[GpuHit]) -> Result<()> {
+        let file = self.file.take().expect("an output is committed once");
+        let written = match self.format {
+            Format::Npz => write_npz(file, hits),
+            Format::Csv => write_csv(file, hits),
+        };
+        written
+            .and_then(|_| std::fs::rename(&self.temp, &self.target))
+            .map_err(|source| Error::Write {
+                path: self.target.clone(),
+                source,
+            })
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        // Still present unless commit renamed it.
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+/// Convenience: create, write and commit in one call.
+pub fn write_hits(target: &Path, hits: &[GpuHit]) -> Result<()> {
+    OutputFile::create(target)?.commit(hits)
+}
+
+fn npy_entry(
+    zip: &mut zip::ZipWriter<BufWriter<File>>,
+    name: &str,
+    descr: &str,
+    shape: &[usize],
+    data: &[u8],
+) -> std::io::Result<()> {
+    let options = SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(data.len() as u64 >= u32::MAX as u64 / 2);
+    zip.start_file(format!("{name}.npy"), options)?;
+    npy::write_header(zip, descr, shape)?;
+    zip.write_all(data)
+}
+
+fn write_npz(file: File, hits: &[GpuHit]) -> std::io::Result<()> {
+    let n = hits.len();
+    let mut zip = zip::ZipWriter::new(BufWriter::new(file));
+    let points: Vec<[f32; 3]> = hits.iter().map(|h| h.point).collect();
+    let distances: Vec<f32> = hits.iter().map(|h| h.distance).collect();
+    let shapes: Vec<i32> = hits.iter().map(|h| h.shape).collect();
+    let normals: Vec<[f32; 3]> = hits.iter().map(|h| h.normal).collect();
+    npy_entry(
+        &mut zip,
+        "point",
+        "<f4",
+        &[n, 3],
+        bytemuck::cast_slice(&points),
+    )?;
+    npy_entry(
+        &mut zip,
+        "distance",
+        "<f4",
+        &[n],
+        bytemuck::cast_slice(&distances),
+    )?;
+    npy_entry(
+        &mut zip,
+        "shape",
+        "<i4",
+        &[n],
+        bytemuck::cast_slice(&shapes),
+    )?;
+    npy_entry(
+        &mut zip,
+        "normal",
+        "<f4",
+        &[n, 3],
+        bytemuck::cast_slice(&normals),
+    )?;
+    zip.finish()?.flush()
+}
+
+fn write_csv(file: File, hits: &[GpuHit]) -> std::io::Result<()> {
+    let mut out = BufWriter::new(file);
+    writeln!(
+        out,
+        "point_x,point_y,point_z,distance,shape,normal_x,normal_y,normal_z"
+    )?;
+    for h in hits {
+        let [px, py, pz] = h.point;
+        let [nx, ny, nz] = h.normal;
+        writeln!(
+            out,
+            "{px},{py},{pz},{},{},{nx},{ny},{nz}",
+            h.distance, h.shape
+        )?;
+    }
+    out.flush()
+}

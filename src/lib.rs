@@ -1,0 +1,48 @@
+//! `closest`: closest-point, distance and signed-distance queries on the GPU.
+//!
+//! WGSL kernels (`shaders/`) run through wgpu on any adapter; [`reference`] is the f64 oracle
+//! every GPU result is checked against. Start with [`Engine`], [`Shape`] and [`Mode`].
+
+pub mod error;
+pub mod gpu;
+pub mod io;
+pub mod math;
+pub mod reference;
+pub mod shape;
+
+pub use error::{Error, Result};
+pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene};
+pub use math::DVec3;
+pub use shape::{Shape, ShapeKind};
+
+/// Query mode (SPEC §2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Mode {
+    /// Inside a solid the point is its own closest point (d = 0); otherwise d ≥ 0 to the boundary.
+    #[default]
+    Solid = 0,
+    /// q is always on the boundary; d is negative inside solids and below planes.
+    Surface = 1,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Solid => "solid",
+            Mode::Surface => "surface",
+        }
+    }
+}
+
+/// SPEC §3's bound: every GPU distance and closest point lies within this of the f64
+/// reference, for `scale` the largest absolute coordinate of the query point and the shape.
+pub fn tolerance(scale: f64) -> f64 {
+    1e-5 * scale.max(1e-3)
+}
+
+/// Whether a query point gets an answer: finite once converted to the GPU's f32 (SPEC §2's
+/// NaN/inf rule; coordinates beyond f32's range count as infinite).
+pub fn is_queryable(p: DVec3) -> bool {
+    p.is_finite() && p.max_abs() <= f32::MAX as f64
+}

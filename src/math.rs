@@ -1,0 +1,148 @@
+//! A small f64 vector type for the reference module and the host-side shape preparation.
+
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct DVec3 {
+    pub x: f64,
+    pub y: f64,
+    pub z: f64,
+}
+
+impl DVec3 {
+    pub const ZERO: DVec3 = DVec3::new(0.0, 0.0, 0.0);
+    pub const X: DVec3 = DVec3::new(1.0, 0.0, 0.0);
+    pub const Y: DVec3 = DVec3::new(0.0, 1.0, 0.0);
+    pub const Z: DVec3 = DVec3::new(0.0, 0.0, 1.0);
+
+    pub const fn new(x: f64, y: f64, z: f64) -> Self {
+        DVec3 { x, y, z }
+    }
+    pub fn from_array(a: [f64; 3]) -> Self {
+        DVec3::new(a[0], a[1], a[2])
+    }
+    pub fn to_array(self) -> [f64; 3] {
+        [self.x, self.y, self.z]
+    }
+    pub fn to_f32(self) -> [f32; 3] {
+        [self.x as f32, self.y as f32, self.z as f32]
+    }
+    pub fn dot(self, o: DVec3) -> f64 {
+        self.x * o.x + self.y * o.y + self.z * o.z
+    }
+    pub fn cross(self, o: DVec3) -> DVec3 {
+        DVec3::new(
+            self.y * o.z - self.z * o.y,
+            self.z * o.x - self.x * o.z,
+            self.x * o.y - self.y * o.x,
+        )
+    }
+    pub fn length_squared(self) -> f64 {
+        self.dot(self)
+    }
+    pub fn length(self) -> f64 {
+        self.x.hypot(self.y).hypot(self.z)
+    }
+    /// Unit vector, or zero for the zero vector (the degenerate case is the caller's to define).
+    pub fn normalize_or_zero(self) -> DVec3 {
+        let len = self.length();
+        if len > 0.0 { self / len } else { DVec3::ZERO }
+    }
+    pub fn abs(self) -> DVec3 {
+        DVec3::new(self.x.abs(), self.y.abs(), self.z.abs())
+    }
+    pub fn max_abs(self) -> f64 {
+        self.x.abs().max(self.y.abs()).max(self.z.abs())
+    }
+    pub fn is_finite(self) -> bool {
+        self.x.is_finite() && self.y.is_finite() && self.z.is_finite()
+    }
+    pub fn get(self, axis: usize) -> f64 {
+        [self.x, self.y, self.z][axis]
+    }
+    pub fn with(self, axis: usize, value: f64) -> DVec3 {
+        let mut a = self.to_array();
+        a[axis] = value;
+        DVec3::from_array(a)
+    }
+    pub fn clamp(self, lo: DVec3, hi: DVec3) -> DVec3 {
+        DVec3::new(
+            self.x.clamp(lo.x, hi.x),
+            self.y.clamp(lo.y, hi.y),
+            self.z.clamp(lo.z, hi.z),
+        )
+    }
+}
+
+impl Add for DVec3 {
+    type Output = DVec3;
+    fn add(self, o: DVec3) -> DVec3 {
+        DVec3::new(self.x + o.x, self.y + o.y, self.z + o.z)
+    }
+}
+impl Sub for DVec3 {
+    type Output = DVec3;
+    fn sub(self, o: DVec3) -> DVec3 {
+        DVec3::new(self.x - o.x, self.y - o.y, self.z - o.z)
+    }
+}
+impl Mul<f64> for DVec3 {
+    type Output = DVec3;
+    fn mul(self, s: f64) -> DVec3 {
+        DVec3::new(self.x * s, self.y * s, self.z * s)
+    }
+}
+impl Div<f64> for DVec3 {
+    type Output = DVec3;
+    fn div(self, s: f64) -> DVec3 {
+        DVec3::new(self.x / s, self.y / s, self.z / s)
+    }
+}
+impl Neg for DVec3 {
+    type Output = DVec3;
+    fn neg(self) -> DVec3 {
+        DVec3::new(-self.x, -self.y, -self.z)
+    }
+}
+
+/// A unit vector perpendicular to `axis`, chosen by a fixed rule so CPU and GPU agree:
+/// cross `axis` with the coordinate axis it is least aligned with; `+X` for a zero axis.
+pub fn any_perpendicular(axis: DVec3) -> DVec3 {
+    let a = axis.abs();
+    if a.x == 0.0 && a.y == 0.0 && a.z == 0.0 {
+        return DVec3::X;
+    }
+    let helper = if a.x <= a.y && a.x <= a.z {
+        DVec3::X
+    } else if a.y <= a.z {
+        DVec3::Y
+    } else {
+        DVec3::Z
+    };
+    axis.cross(helper).normalize_or_zero()
+}
+
+/// Rotation matrix columns (the local X, Y, Z axes in world space) of a quaternion
+/// `[x, y, z, w]`; it is normalised here, so any non-zero quaternion gives a rotation.
+pub fn quaternion_axes(q: [f64; 4]) -> [DVec3; 3] {
+    let [x, y, z, w] = q;
+    let norm2 = x * x + y * y + z * z + w * w;
+    let s = if norm2 > 0.0 { 2.0 / norm2 } else { 0.0 };
+    [
+        DVec3::new(
+            1.0 - s * (y * y + z * z),
+            s * (x * y + w * z),
+            s * (x * z - w * y),
+        ),
+        DVec3::new(
+            s * (x * y - w * z),
+            1.0 - s * (x * x + z * z),
+            s * (y * z + w * x),
+        ),
+        DVec3::new(
+            s * (x * z + w * y),
+            s * (y * z - w * x),
+            1.0 - s * (x * x + y * y),
+        ),
+    ]
+}

@@ -1,0 +1,147 @@
+//! The user-facing shapes (f64, world space), as SPEC §1 defines them.
+
+use crate::math::{DVec3, quaternion_axes};
+
+/// One shape. Rotations are stored normalised; all fields are finite (see `io::scene`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    Sphere {
+        center: DVec3,
+        radius: f64,
+    },
+    Aabb {
+        min: DVec3,
+        max: DVec3,
+    },
+    /// Oriented box; `rotation` is a unit quaternion `[x, y, z, w]`.
+    Box {
+        center: DVec3,
+        half_extents: DVec3,
+        rotation: [f64; 4],
+    },
+    /// Surface `n·x = offset` with unit `normal`.
+    Plane {
+        normal: DVec3,
+        offset: f64,
+    },
+    Segment {
+        a: DVec3,
+        b: DVec3,
+    },
+    Line {
+        a: DVec3,
+        b: DVec3,
+    },
+    Ray {
+        origin: DVec3,
+        direction: DVec3,
+    },
+    Triangle {
+        a: DVec3,
+        b: DVec3,
+        c: DVec3,
+    },
+    Capsule {
+        a: DVec3,
+        b: DVec3,
+        radius: f64,
+    },
+}
+
+/// The GPU's shape tag. The WGSL constants `KIND_*` are generated from this list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ShapeKind {
+    Sphere = 0,
+    Aabb = 1,
+    Box = 2,
+    Plane = 3,
+    Segment = 4,
+    Line = 5,
+    Ray = 6,
+    Triangle = 7,
+    Capsule = 8,
+}
+
+impl ShapeKind {
+    pub const ALL: [ShapeKind; 9] = [
+        ShapeKind::Sphere,
+        ShapeKind::Aabb,
+        ShapeKind::Box,
+        ShapeKind::Plane,
+        ShapeKind::Segment,
+        ShapeKind::Line,
+        ShapeKind::Ray,
+        ShapeKind::Triangle,
+        ShapeKind::Capsule,
+    ];
+
+    /// The `type` string of the scene file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeKind::Sphere => "sphere",
+            ShapeKind::Aabb => "aabb",
+            ShapeKind::Box => "box",
+            ShapeKind::Plane => "plane",
+            ShapeKind::Segment => "segment",
+            ShapeKind::Line => "line",
+            ShapeKind::Ray => "ray",
+            ShapeKind::Triangle => "triangle",
+            ShapeKind::Capsule => "capsule",
+        }
+    }
+
+    /// Solids collapse to `q = p, d = 0` inside them in solid mode.
+    pub fn is_solid(self) -> bool {
+        matches!(
+            self,
+            ShapeKind::Sphere | ShapeKind::Aabb | ShapeKind::Box | ShapeKind::Capsule
+        )
+    }
+}
+
+impl Shape {
+    pub fn kind(&self) -> ShapeKind {
+        match self {
+            Shape::Sphere { .. } => ShapeKind::Sphere,
+            Shape::Aabb { .. } => ShapeKind::Aabb,
+            Shape::Box { .. } => ShapeKind::Box,
+            Shape::Plane { .. } => ShapeKind::Plane,
+            Shape::Segment { .. } => ShapeKind::Segment,
+            Shape::Line { .. } => ShapeKind::Line,
+            Shape::Ray { .. } => ShapeKind::Ray,
+            Shape::Triangle { .. } => ShapeKind::Triangle,
+            Shape::Capsule { .. } => ShapeKind::Capsule,
+        }
+    }
+
+    /// The largest absolute coordinate among the shape's defining points and extents
+    /// (SPEC §3's `scale`, shape side).
+    pub fn scale(&self) -> f64 {
+        let m = |v: &[DVec3], s: &[f64]| {
+            v.iter()
+                .map(|p| p.max_abs())
+                .chain(s.iter().map(|x| x.abs()))
+                .fold(0.0, f64::max)
+        };
+        match self {
+            Shape::Sphere { center, radius } => m(&[*center], &[*radius]),
+            Shape::Aabb { min, max } => m(&[*min, *max], &[]),
+            Shape::Box {
+                center,
+                half_extents,
+                ..
+            } => m(&[*center, *half_extents], &[]),
+            Shape::Plane { normal, offset } => m(&[*normal], &[*offset]),
+            Shape::Segment { a, b } | Shape::Line { a, b } => m(&[*a, *b], &[]),
+            Shape::Ray { origin, direction } => m(&[*origin, *direction], &[]),
+            Shape::Triangle { a, b, c } => m(&[*a, *b, *c], &[]),
+            Shape::Capsule { a, b, radius } => m(&[*a, *b], &[*radius]),
+        }
+    }
+
+    /// Rotation axes (local X, Y, Z in world space) of an oriented shape.
+    pub fn axes(rotation: [f64; 4]) -> [DVec3; 3] {
+        quaternion_axes(rotation)
+    }
+}

@@ -1,0 +1,248 @@
+//! The one GPU-vs-reference harness: SPEC §3's bound (`closest::tolerance`) is applied here
+//! and nowhere else.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use closest::reference::{self, Hit};
+use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode, Shape};
+
+/// The shared engine. Without an adapter this fails loudly: GPU tests never skip.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| open_engine(EngineOptions::default()))
+}
+
+pub fn open_engine(options: EngineOptions) -> Engine {
+    Engine::new(&options).unwrap_or_else(|e| {
+        panic!(
+            "GPU tests need an adapter and found none.\n{e}\n\
+             On Debian/Ubuntu: `sudo apt-get install -y mesa-vulkan-drivers` (lavapipe)."
+        )
+    })
+}
+
+/// Deterministic splitmix64 generator, so failures reproduce.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn vec(&mut self, lo: f64, hi: f64) -> DVec3 {
+        DVec3::new(self.range(lo, hi), self.range(lo, hi), self.range(lo, hi))
+    }
+    pub fn unit(&mut self) -> DVec3 {
+        loop {
+            let v = self.vec(-1.0, 1.0);
+            let l = v.length();
+            if l > 0.1 && l <= 1.0 {
+                return v / l;
+            }
+        }
+    }
+    pub fn quaternion(&mut self) -> [f64; 4] {
+        let u = self.unit();
+        let w = self.range(-1.0, 1.0);
+        let s = (1.0 - w * w).sqrt();
+        [u.x * s, u.y * s, u.z * s, w]
+    }
+}
+
+pub fn f32_points(points: &[DVec3]) -> Vec<[f32; 3]> {
+    points.iter().map(|p| p.to_f32()).collect()
+}
+
+fn hit_point(h: &GpuHit) -> DVec3 {
+    DVec3::new(h.point[0] as f64, h.point[1] as f64, h.point[2] as f64)
+}
+
+fn hit_normal(h: &GpuHit) -> DVec3 {
+    DVec3::new(h.normal[0] as f64, h.normal[1] as f64, h.normal[2] as f64)
+}
+
+/// Signed distance of `q` to the shape's boundary (surface mode), by the reference.
+fn surface_distance(shape: &Shape, q: DVec3) -> f64 {
+    reference::query_shape(shape, 0, q, Mode::Surface).distance
+}
+
+/// Check one GPU hit for point `p` against `shape` (which the GPU chose, or was paired with)
+/// and the reference's answer `expected`. Returns a description of every violation.
+pub fn check_hit(
+    shape: &Shape,
+    p: DVec3,
+    gpu: &GpuHit,
+    expected: &Hit,
+    mode: Mode,
+) -> Result<(), String> {
+    if !closest::is_queryable(p) {
+        let all_nan = gpu
+            .point
+            .iter()
+            .chain(gpu.normal.iter())
+            .all(|x| x.is_nan())
+            && gpu.distance.is_nan();
+        return if gpu.shape == -1 && all_nan {
+            Ok(())
+        } else {
+            Err(format!(
+                "non-finite row must give NaN and shape -1, got {gpu:?}"
+            ))
+        };
+    }
+    let tol = closest::tolerance(shape.scale().max(p.max_abs()));
+    let q = hit_point(gpu);
+    let d = gpu.distance as f64;
+    let mut problems = Vec::new();
+    if !((d - expected.distance).abs() <= tol) {
+        problems.push(format!(
+            "distance {d} vs reference {} (|diff| {:e} > tol {tol:e})",
+            expected.distance,
+            (d - expected.distance).abs()
+        ));
+    }
+    // q must lie on the shape (in it, for solids in solid mode) …
+    let on_shape = surface_distance(shape, q);
+    let solid = mode == Mode::Solid && shape.kind().is_solid();
+    let off_shape = if solid {
+        on_shape.max(0.0)
+    } else {
+        on_shape.abs()
+    };
+    if !(off_shape <= tol) {
+        problems.push(format!(
+            "q = {q:?} is {off_shape:e} off the shape (tol {tol:e})"
+        ));
+    }
+    // … and be a closest point: the reference's q, or at a near tie another one as close.
+    let same_q = (q - expected.point).length() <= tol;
+    let as_close = ((p - q).length() - expected.distance.abs()).abs() <= tol;
+    if !(same_q || as_close) {
+        problems.push(format!(
+            "q = {q:?} vs reference {:?} (|diff| {:e}) and not as close to p",
+            expected.point,
+            (q - expected.point).length()
+        ));
+    }
+    let n = hit_normal(gpu);
+    let n_len = n.length();
+    if !(n_len == 0.0 || (n_len - 1.0).abs() <= 1e-4) {
+        problems.push(format!("normal {n:?} is neither unit nor zero"));
+    }
+    // Where d is well above the bound, the gradient is well defined and must match.
+    if same_q && expected.distance.abs() > 100.0 * tol {
+        let allowed = 10.0 * tol / expected.distance.abs() + 1e-4;
+        if !((n - expected.normal).length() <= allowed) {
+            problems.push(format!("normal {n:?} vs reference {:?}", expected.normal));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Point i against shape i on the GPU, checked row by row against the reference.
+/// Panics with every failing row (up to 20) named by `label(i)`.
+pub fn assert_paired(
+    shapes: &[Shape],
+    points: &[DVec3],
+    mode: Mode,
+    label: impl Fn(usize) -> String,
+) {
+    let hits = engine()
+        .query_paired(shapes, &f32_points(points), mode)
+        .expect("paired query");
+    assert_eq!(hits.len(), points.len());
+    let mut failures = Vec::new();
+    for (i, ((shape, p), hit)) in shapes.iter().zip(points).zip(&hits).enumerate() {
+        let expected = reference::query_shape(shape, i, *p, mode);
+        if closest::is_queryable(*p) && hit.shape != i as i32 {
+            failures.push(format!(
+                "{}: shape index {} instead of {i}",
+                label(i),
+                hit.shape
+            ));
+        }
+        if let Err(e) = check_hit(shape, *p, hit, &expected, mode) {
+            failures.push(format!("{} [{mode:?}] {shape:?} p = {p:?}: {e}", label(i)));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows fail:\n{}",
+        failures.len(),
+        points.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// Nearest shape of `shapes` for every point, checked against the reference.
+pub fn assert_nearest(engine: &Engine, shapes: &[Shape], points: &[DVec3], mode: Mode) {
+    let scene = engine.upload_scene(shapes).expect("upload scene");
+    let hits = engine
+        .query_scene(&scene, &f32_points(points), mode)
+        .expect("scene query");
+    let mut failures = Vec::new();
+    for (p, hit) in points.iter().zip(&hits) {
+        let expected = reference::nearest(shapes, *p, mode);
+        if !closest::is_queryable(*p) {
+            if let Err(e) = check_hit(&shapes[0], *p, hit, &expected, mode) {
+                failures.push(e);
+            }
+            continue;
+        }
+        let Some(chosen) = usize::try_from(hit.shape)
+            .ok()
+            .filter(|&i| i < shapes.len())
+        else {
+            failures.push(format!("p = {p:?}: shape index {} out of range", hit.shape));
+            continue;
+        };
+        let best = &shapes[expected.shape as usize];
+        let tol = closest::tolerance(best.scale().max(shapes[chosen].scale()).max(p.max_abs()));
+        // A different shape is fine only at a near tie.
+        let own = reference::query_shape(&shapes[chosen], chosen, *p, mode);
+        if chosen as i64 != expected.shape
+            && !((own.distance.abs() - expected.distance.abs()).abs() <= tol)
+        {
+            failures.push(format!(
+                "p = {p:?}: chose shape {chosen} at {} but shape {} is at {}",
+                own.distance, expected.shape, expected.distance
+            ));
+            continue;
+        }
+        if let Err(e) = check_hit(&shapes[chosen], *p, hit, &own, mode) {
+            failures.push(format!("p = {p:?} (shape {chosen}): {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows fail:\n{}",
+        failures.len(),
+        points.len(),
+        failures
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

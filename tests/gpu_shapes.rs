@@ -1,0 +1,449 @@
+//! GPU vs the f64 reference for every shape: random points around random shapes at several
+//! placements and sizes, plus named adversarial points (on faces, edges, vertices, centres,
+//! degenerate shapes, non-finite rows), in both modes.
+
+mod common;
+
+use closest::{DVec3, Mode, Shape, ShapeKind};
+use common::{Rng, assert_paired};
+
+/// Where and how big the random shapes are.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    name: &'static str,
+    center: f64,
+    size: f64,
+}
+
+const PLACEMENTS: &[Placement] = &[
+    Placement {
+        name: "unit at origin",
+        center: 1.0,
+        size: 1.0,
+    },
+    Placement {
+        name: "millimetre at 1e4",
+        center: 1e4,
+        size: 1e-3,
+    },
+    Placement {
+        name: "metre at 1e4",
+        center: 1e4,
+        size: 1.0,
+    },
+    Placement {
+        name: "tiny at origin",
+        center: 1e-3,
+        size: 1e-3,
+    },
+    Placement {
+        name: "huge",
+        center: 1e3,
+        size: 1e5,
+    },
+];
+
+fn random_shape(kind: ShapeKind, rng: &mut Rng, at: Placement) -> Shape {
+    let c = rng.vec(-at.center, at.center);
+    let s = at.size;
+    let point = |rng: &mut Rng| c + rng.vec(-s, s);
+    match kind {
+        ShapeKind::Sphere => Shape::Sphere {
+            center: c,
+            radius: rng.range(0.1, 1.0) * s,
+        },
+        ShapeKind::Aabb => {
+            let h = rng.vec(0.05, 1.0) * s;
+            Shape::Aabb {
+                min: c - h,
+                max: c + h,
+            }
+        }
+        ShapeKind::Box => Shape::Box {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::Plane => {
+            let normal = rng.unit();
+            Shape::Plane {
+                normal,
+                offset: normal.dot(c),
+            }
+        }
+        ShapeKind::Segment => Shape::Segment {
+            a: point(rng),
+            b: point(rng),
+        },
+        ShapeKind::Line => Shape::Line {
+            a: point(rng),
+            b: point(rng),
+        },
+        ShapeKind::Ray => Shape::Ray {
+            origin: point(rng),
+            direction: rng.unit() * rng.range(0.1, 10.0),
+        },
+        ShapeKind::Triangle => Shape::Triangle {
+            a: point(rng),
+            b: point(rng),
+            c: point(rng),
+        },
+        ShapeKind::Capsule => Shape::Capsule {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 0.5) * s,
+        },
+    }
+}
+
+/// Points on a shape's named features (vertices, edges, faces, centre) and just off them.
+fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
+    let mut out: Vec<(String, DVec3)> = Vec::new();
+    let mut add = |name: &str, p: DVec3| out.push((name.to_string(), p));
+    match *shape {
+        Shape::Sphere { center, radius } => {
+            add("centre", center);
+            for axis in [DVec3::X, DVec3::Y, DVec3::Z, -DVec3::X] {
+                add("on surface (axis)", center + axis * radius);
+                add("just inside", center + axis * (radius * 0.999));
+                add("just outside", center + axis * (radius * 1.001));
+            }
+            add("on surface (random)", center + rng.unit() * radius);
+        }
+        Shape::Aabb { min, max } => {
+            box_features(
+                &mut add,
+                (min + max) * 0.5,
+                (max - min) * 0.5,
+                [DVec3::X, DVec3::Y, DVec3::Z],
+            );
+        }
+        Shape::Box {
+            center,
+            half_extents,
+            rotation,
+        } => {
+            box_features(&mut add, center, half_extents, Shape::axes(rotation));
+        }
+        Shape::Plane { normal, offset } => {
+            let on = normal * offset;
+            add("on plane", on);
+            add(
+                "on plane, sideways",
+                on + closest::math::any_perpendicular(normal) * 3.0,
+            );
+            add("above", on + normal * 2.0);
+            add("below", on - normal * 2.0);
+        }
+        Shape::Segment { a, b } | Shape::Line { a, b } | Shape::Capsule { a, b, .. } => {
+            add("a", a);
+            add("b", b);
+            add("midpoint", (a + b) * 0.5);
+            add("beyond b", b + (b - a));
+            add("before a", a - (b - a));
+            let perp = closest::math::any_perpendicular(b - a);
+            let r = (b - a).length().max(1e-3);
+            add("beside midpoint", (a + b) * 0.5 + perp * r);
+            if let Shape::Capsule { radius, .. } = *shape {
+                add("on side surface", (a + b) * 0.5 + perp * radius);
+                add("on cap", b + (b - a).normalize_or_zero() * radius);
+            }
+        }
+        Shape::Ray { origin, direction } => {
+            add("origin", origin);
+            add("on ray", origin + direction * 2.0);
+            add("behind origin", origin - direction * 2.0);
+            add(
+                "beside",
+                origin + direction + closest::math::any_perpendicular(direction),
+            );
+        }
+        Shape::Triangle { a, b, c } => {
+            let n = (b - a).cross(c - a).normalize_or_zero();
+            let size = (b - a).length().max((c - a).length()).max(1e-3);
+            for (name, p) in [("vertex a", a), ("vertex b", b), ("vertex c", c)] {
+                add(name, p);
+                add(&format!("{name} + normal"), p + n * size);
+            }
+            for (name, p) in [
+                ("edge ab", (a + b) * 0.5),
+                ("edge bc", (b + c) * 0.5),
+                ("edge ca", (c + a) * 0.5),
+            ] {
+                add(name, p);
+            }
+            let centroid = (a + b + c) / 3.0;
+            add("centroid", centroid);
+            add("above centroid", centroid + n * size);
+            add("below centroid", centroid - n * size);
+        }
+    }
+    out
+}
+
+fn box_features(add: &mut impl FnMut(&str, DVec3), c: DVec3, h: DVec3, axes: [DVec3; 3]) {
+    let at = |l: DVec3| c + axes[0] * l.x + axes[1] * l.y + axes[2] * l.z;
+    add("centre", c);
+    for sx in [-1.0, 1.0] {
+        for sy in [-1.0, 1.0] {
+            for sz in [-1.0, 1.0] {
+                add("vertex", at(DVec3::new(sx * h.x, sy * h.y, sz * h.z)));
+                add(
+                    "beyond vertex",
+                    at(DVec3::new(sx * h.x, sy * h.y, sz * h.z) * 1.5),
+                );
+            }
+            add("edge x", at(DVec3::new(0.0, sx * h.y, sy * h.z)));
+            add("edge y", at(DVec3::new(sx * h.x, 0.0, sy * h.z)));
+            add("edge z", at(DVec3::new(sx * h.x, sy * h.y, 0.0)));
+        }
+        add("face x", at(DVec3::new(sx * h.x, 0.0, 0.0)));
+        add("face y", at(DVec3::new(0.0, sx * h.y, 0.0)));
+        add("face z", at(DVec3::new(0.0, 0.0, sx * h.z)));
+        add(
+            "inside near face x",
+            at(DVec3::new(sx * h.x * 0.9, 0.1 * h.y, 0.0)),
+        );
+    }
+}
+
+/// Random shapes of `kind` at every placement, random points around each plus its feature
+/// points, and non-finite rows, in both modes.
+fn check_kind(kind: ShapeKind) {
+    let mut rng = Rng::new(kind as u64 + 1);
+    let mut shapes = Vec::new();
+    let mut points = Vec::new();
+    let mut labels = Vec::new();
+    for at in PLACEMENTS {
+        for _ in 0..12 {
+            let shape = random_shape(kind, &mut rng, *at);
+            let c = rng.vec(-at.center, at.center);
+            let _ = c;
+            for _ in 0..24 {
+                let anchor = match &shape {
+                    Shape::Plane { normal, offset } => *normal * *offset,
+                    _ => feature_points(&shape, &mut rng)[0].1,
+                };
+                let p = anchor + rng.vec(-3.0, 3.0) * at.size;
+                shapes.push(shape.clone());
+                points.push(p);
+                labels.push(format!("{}: random", at.name));
+            }
+            for (name, p) in feature_points(&shape, &mut rng) {
+                shapes.push(shape.clone());
+                points.push(p);
+                labels.push(format!("{}: {name}", at.name));
+            }
+        }
+    }
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300] {
+        shapes.push(shapes[0].clone());
+        points.push(DVec3::new(1.0, bad, 0.0));
+        labels.push(format!("non-finite row ({bad})"));
+    }
+    for mode in [Mode::Solid, Mode::Surface] {
+        assert_paired(&shapes, &points, mode, |i| labels[i].clone());
+    }
+}
+
+#[test]
+fn sphere_matches_reference() {
+    check_kind(ShapeKind::Sphere);
+}
+#[test]
+fn aabb_matches_reference() {
+    check_kind(ShapeKind::Aabb);
+}
+#[test]
+fn box_matches_reference() {
+    check_kind(ShapeKind::Box);
+}
+#[test]
+fn plane_matches_reference() {
+    check_kind(ShapeKind::Plane);
+}
+#[test]
+fn segment_matches_reference() {
+    check_kind(ShapeKind::Segment);
+}
+#[test]
+fn line_matches_reference() {
+    check_kind(ShapeKind::Line);
+}
+#[test]
+fn ray_matches_reference() {
+    check_kind(ShapeKind::Ray);
+}
+#[test]
+fn triangle_matches_reference() {
+    check_kind(ShapeKind::Triangle);
+}
+#[test]
+fn capsule_matches_reference() {
+    check_kind(ShapeKind::Capsule);
+}
+
+/// Degenerate shapes with defined answers, checked on their feature points and a ring of
+/// random points, in both modes.
+#[test]
+fn degenerate_shapes_match_reference() {
+    let o = DVec3::new(1.0, 2.0, 3.0);
+    let far = DVec3::new(1e4, -1e4, 1e4);
+    let degenerate = vec![
+        (
+            "zero-radius sphere",
+            Shape::Sphere {
+                center: o,
+                radius: 0.0,
+            },
+        ),
+        ("zero-size aabb", Shape::Aabb { min: o, max: o }),
+        (
+            "flat aabb",
+            Shape::Aabb {
+                min: o,
+                max: o + DVec3::new(1.0, 1.0, 0.0),
+            },
+        ),
+        (
+            "zero-size box",
+            Shape::Box {
+                center: o,
+                half_extents: DVec3::ZERO,
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+        ),
+        ("zero-length segment", Shape::Segment { a: o, b: o }),
+        ("zero-length line", Shape::Line { a: o, b: o }),
+        (
+            "zero-direction ray",
+            Shape::Ray {
+                origin: o,
+                direction: DVec3::ZERO,
+            },
+        ),
+        (
+            "zero-length capsule",
+            Shape::Capsule {
+                a: o,
+                b: o,
+                radius: 0.5,
+            },
+        ),
+        (
+            "zero-radius capsule",
+            Shape::Capsule {
+                a: o,
+                b: o + DVec3::X,
+                radius: 0.0,
+            },
+        ),
+        ("point triangle", Shape::Triangle { a: o, b: o, c: o }),
+        (
+            "collinear triangle",
+            Shape::Triangle {
+                a: o,
+                b: o + DVec3::new(1.0, 1.0, 1.0),
+                c: o + DVec3::new(3.0, 3.0, 3.0),
+            },
+        ),
+        (
+            "needle triangle",
+            Shape::Triangle {
+                a: o,
+                b: o + DVec3::new(10.0, 0.0, 0.0),
+                c: o + DVec3::new(10.0, 1e-4, 0.0),
+            },
+        ),
+        (
+            "sliver triangle",
+            Shape::Triangle {
+                a: o,
+                b: o + DVec3::new(10.0, 0.0, 0.0),
+                c: o + DVec3::new(5.0, 1e-5, 1e-5),
+            },
+        ),
+        (
+            "millimetre triangle at 1e4",
+            Shape::Triangle {
+                a: far,
+                b: far + DVec3::new(1e-3, 0.0, 0.0),
+                c: far + DVec3::new(0.0, 1e-3, 1e-4),
+            },
+        ),
+        (
+            "millimetre sphere at 1e4",
+            Shape::Sphere {
+                center: far,
+                radius: 1e-3,
+            },
+        ),
+        (
+            "millimetre box at 1e4",
+            Shape::Box {
+                center: far,
+                half_extents: DVec3::new(1e-3, 2e-3, 5e-4),
+                rotation: [0.3, 0.1, 0.2, 0.9],
+            },
+        ),
+    ];
+    let mut rng = Rng::new(99);
+    let (mut shapes, mut points, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, shape) in &degenerate {
+        let size = shape.scale().max(1.0) * 1e-3;
+        let mut pts = feature_points(shape, &mut rng);
+        let centre = pts[0].1;
+        for _ in 0..64 {
+            pts.push((
+                "random".into(),
+                centre + rng.vec(-2.0, 2.0) * size.max(1e-3),
+            ));
+        }
+        for (what, p) in pts {
+            shapes.push(shape.clone());
+            points.push(p);
+            labels.push(format!("{name}: {what}"));
+        }
+    }
+    for mode in [Mode::Solid, Mode::Surface] {
+        assert_paired(&shapes, &points, mode, |i| labels[i].clone());
+    }
+}
+
+/// The seed example: an AABB with centre (2,4,0) and half extents (1,2,3); the point
+/// (2,3.4,1) is inside, so in solid mode it is its own closest point.
+#[test]
+fn seed_aabb_example_returns_the_point_itself() {
+    let shape = Shape::Aabb {
+        min: DVec3::new(1.0, 2.0, -3.0),
+        max: DVec3::new(3.0, 6.0, 3.0),
+    };
+    let hits = common::engine()
+        .query_paired(&[shape.clone()], &[[2.0, 3.4, 1.0]], Mode::Solid)
+        .unwrap();
+    assert_eq!(hits[0].point, [2.0, 3.4, 1.0]);
+    assert_eq!(hits[0].distance, 0.0);
+    assert_eq!(hits[0].shape, 0);
+    // In surface mode the nearest face is x = 3 (1 away; y = 2 is 1.4 away, z = 3 is 2).
+    let hits = common::engine()
+        .query_paired(&[shape], &[[2.0, 3.4, 1.0]], Mode::Surface)
+        .unwrap();
+    assert_eq!(hits[0].distance, -1.0);
+    assert_eq!(hits[0].point, [3.0, 3.4, 1.0]);
+    assert_eq!(hits[0].normal, [1.0, 0.0, 0.0]);
+}
+
+/// A ball at its centre: q = c + r·X, d = −r in surface mode (the defined answer).
+#[test]
+fn sphere_centre_is_defined() {
+    let shape = Shape::Sphere {
+        center: DVec3::new(5.0, 5.0, 5.0),
+        radius: 2.0,
+    };
+    let hits = common::engine()
+        .query_paired(&[shape], &[[5.0, 5.0, 5.0]], Mode::Surface)
+        .unwrap();
+    assert_eq!(hits[0].point, [7.0, 5.0, 5.0]);
+    assert_eq!(hits[0].distance, -2.0);
+    assert_eq!(hits[0].normal, [1.0, 0.0, 0.0]);
+}
