@@ -3,9 +3,11 @@
 //! WGSL kernels (`shaders/`) run through wgpu on any adapter; [`reference`] is the f64 oracle
 //! every GPU result is checked against. Start with [`Engine`], [`Shape`] and [`Mode`].
 
+pub mod bench;
 pub mod error;
 pub mod gpu;
 pub mod io;
+pub mod job;
 pub mod math;
 pub mod reference;
 pub mod shape;

@@ -1,1 +1,171 @@
-fn main() {}
+//! The `closest` command line: parse, call the library, report. Exit codes follow SPEC §5.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use closest::job::{QueryJob, run_query};
+use closest::{Engine, EngineOptions, Error, Mode};
+
+#[derive(Parser)]
+#[command(name = "closest", version, about = "Closest-point queries on the GPU")]
+struct Cli {
+    /// Adapter to use: a substring of its name or a backend (vulkan, gl, metal, dx12).
+    /// Default: $CLOSEST_ADAPTER, else a hardware GPU, else a software one (lavapipe).
+    #[arg(long, global = true)]
+    adapter: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List adapters, the one chosen and its limits.
+    Info,
+    /// Closest point, distance, shape index and normal for every query point.
+    Query {
+        /// Scene file (JSON, SPEC §1).
+        #[arg(long)]
+        shapes: PathBuf,
+        /// Query points: .npy (N, 3) float32/float64 or .csv with 3 columns.
+        #[arg(long)]
+        points: PathBuf,
+        #[arg(long, value_enum, default_value = "solid")]
+        mode: ModeArg,
+        /// Point i against shape i instead of the nearest shape of the scene.
+        #[arg(long)]
+        paired: bool,
+        /// Output: .npz (arrays point, distance, shape, normal) or .csv.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Throughput table: GPU adapter vs the CPU reference.
+    Bench {
+        /// Points per shape type.
+        #[arg(long, default_value_t = 4_000_000)]
+        points: usize,
+        /// Timed repetitions (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Solid,
+    Surface,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("closest: error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    let options = EngineOptions {
+        adapter: cli.adapter.clone(),
+        chunk_rows: None,
+    };
+    match cli.command {
+        Command::Info => info(&options),
+        Command::Query {
+            shapes,
+            points,
+            mode,
+            paired,
+            out,
+        } => {
+            let mode = match mode {
+                ModeArg::Solid => Mode::Solid,
+                ModeArg::Surface => Mode::Surface,
+            };
+            let job = QueryJob {
+                shapes: &shapes,
+                points: &points,
+                out: &out,
+                mode,
+                paired,
+            };
+            let bar = progress_bar();
+            let summary = run_query(&job, || Engine::new(&options), &mut |done, total| {
+                if let Some(bar) = &bar {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                }
+            })?;
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            eprintln!("closest: {}", summary.line("queries"));
+            Ok(())
+        }
+        Command::Bench { points, repeats } => {
+            let engine = Engine::new(&options)?;
+            closest::bench::run_table(&engine, points, repeats.max(1), &mut std::io::stdout())
+        }
+    }
+}
+
+/// A bar on a terminal only; it appears once a job has run for a second.
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::hidden();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    let visible = bar.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if !visible.is_finished() {
+            visible.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+    });
+    Some(bar)
+}
+
+fn info(options: &EngineOptions) -> Result<(), Error> {
+    let adapters = closest::gpu::list_adapters();
+    println!("adapters ({}):", adapters.len());
+    for a in &adapters {
+        let i = &a.info;
+        println!(
+            "  {} | {:?} | {:?} | driver {} {}",
+            i.name, i.backend, i.device_type, i.driver, i.driver_info
+        );
+    }
+    let engine = Engine::new(options)?;
+    let l = engine.limits();
+    println!("chosen: {}", engine.describe());
+    println!(
+        "  max_storage_buffer_binding_size: {}",
+        l.max_storage_buffer_binding_size
+    );
+    println!("  max_buffer_size: {}", l.max_buffer_size);
+    println!(
+        "  max_compute_workgroups_per_dimension: {}",
+        l.max_compute_workgroups_per_dimension
+    );
+    println!(
+        "  max_compute_invocations_per_workgroup: {}",
+        l.max_compute_invocations_per_workgroup
+    );
+    println!(
+        "  unified memory (in-place mapping): {}",
+        engine.unified_memory()
+    );
+    println!("  rows per chunk: {}", engine.chunk_rows());
+    Ok(())
+}

@@ -9,7 +9,10 @@ mod stream;
 
 pub use adapter::{AdapterSummary, list_adapters};
 pub use layout::{GpuHit, GpuShape, Params};
-pub use stream::{RowSink, RowSource};
+pub use stream::{
+    JobTiming, RowSink, RowSource, hits_into_slice as stream_sink,
+    points_from_slice as stream_source,
+};
 
 use std::sync::{Arc, Mutex};
 
@@ -67,6 +70,8 @@ pub struct Engine {
     pub(crate) chunk_rows: usize,
     /// Buffers of the chunk slots, kept between jobs.
     pub(crate) slots: Mutex<Vec<stream::Slot>>,
+    /// Where the last job's time went.
+    pub(crate) timing: Mutex<JobTiming>,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -110,7 +115,7 @@ impl Engine {
 
         let kernels = in_error_scope(&device, || build_kernels(&device))??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
-        let by_binding = limits.max_storage_buffer_binding_size as u64 / row_bytes;
+        let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
         let by_buffer = limits.max_buffer_size / row_bytes;
         let by_dispatch = 65_535u64 * 65_535 * kernels.workgroup_size as u64;
         let limit = by_binding.min(by_buffer).min(by_dispatch).max(1) as usize;
@@ -128,6 +133,7 @@ impl Engine {
             kernels,
             chunk_rows,
             slots: Mutex::new(Vec::new()),
+            timing: Mutex::new(JobTiming::default()),
             device_errors,
         })
     }
@@ -146,6 +152,11 @@ impl Engine {
     pub fn unified_memory(&self) -> bool {
         self.unified_memory
     }
+    /// Where the last job's time went (host fill, waiting on the device, host drain).
+    pub fn last_timing(&self) -> JobTiming {
+        *self.timing.lock().unwrap()
+    }
+
     /// One line naming the adapter, for summaries.
     pub fn describe(&self) -> String {
         format!(
@@ -158,7 +169,7 @@ impl Engine {
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
         let gpu: Vec<GpuShape> = shapes.iter().map(GpuShape::from_shape).collect();
         let bytes: &[u8] = bytemuck::cast_slice(&gpu);
-        let max = self.limits.max_storage_buffer_binding_size as u64;
+        let max = self.limits.max_storage_buffer_binding_size;
         if bytes.len() as u64 > max {
             return Err(Error::Usage(format!(
                 "the scene has {} shapes ({} bytes), more than one storage binding holds on this \
@@ -228,6 +239,26 @@ impl Engine {
         )
     }
 
+    /// Streaming form of [`Engine::query_paired`]: one row per shape.
+    pub fn query_paired_stream(
+        &self,
+        shapes: &[Shape],
+        points: &mut dyn RowSource,
+        mode: Mode,
+        sink: &mut dyn RowSink,
+    ) -> Result<()> {
+        let mut shape_source = stream::shapes_from_slice(shapes);
+        stream::run(
+            self,
+            stream::Job::Paired,
+            shapes.len(),
+            points,
+            Some(&mut shape_source),
+            mode,
+            sink,
+        )
+    }
+
     /// Point i against shape i (SPEC §2 "paired").
     pub fn query_paired(
         &self,
@@ -243,13 +274,9 @@ impl Engine {
             )));
         }
         let mut out = vec![GpuHit::default(); points.len()];
-        let mut shape_source = stream::shapes_from_slice(shapes);
-        stream::run(
-            self,
-            stream::Job::Paired,
-            points.len(),
+        self.query_paired_stream(
+            shapes,
             &mut stream::points_from_slice(points),
-            Some(&mut shape_source),
             mode,
             &mut stream::hits_into_slice(&mut out),
         )?;

@@ -62,6 +62,18 @@ pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
     }
 }
 
+/// Where a job's host time went; the device computes while the host fills and drains.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobTiming {
+    /// Writing inputs into mapped buffers.
+    pub fill: std::time::Duration,
+    /// Blocked on the device (compute, and copies on non-unified adapters).
+    pub wait: std::time::Duration,
+    /// Handing mapped results to the sink.
+    pub drain: std::time::Duration,
+    pub chunks: usize,
+}
+
 pub(crate) enum Job<'a> {
     Paired,
     Nearest(&'a GpuScene),
@@ -120,6 +132,7 @@ impl Upload {
         if let Some(rx) = self.mapped.take() {
             wait_map(engine, rx)?;
         }
+        let started = std::time::Instant::now();
         {
             let mut view = self
                 .host()
@@ -128,6 +141,7 @@ impl Upload {
             source.fill(range, view.slice(..))?;
         }
         self.host().unmap();
+        engine.timing.lock().unwrap().fill += started.elapsed();
         Ok(())
     }
 
@@ -140,6 +154,16 @@ impl Upload {
 }
 
 fn wait_map(
+    engine: &Engine,
+    rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let result = wait_map_untimed(engine, rx);
+    engine.timing.lock().unwrap().wait += started.elapsed();
+    result
+}
+
+fn wait_map_untimed(
     engine: &Engine,
     rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 ) -> Result<()> {
@@ -224,6 +248,7 @@ impl Slot {
             return Ok(());
         };
         wait_map(engine, flight.mapped)?;
+        let started = std::time::Instant::now();
         let bytes = (flight.range.len() * std::mem::size_of::<GpuHit>()) as u64;
         let result = {
             let view = self
@@ -233,6 +258,9 @@ impl Slot {
             sink.take(flight.range.start, bytemuck::cast_slice(&view))
         };
         self.readable().unmap();
+        let mut timing = engine.timing.lock().unwrap();
+        timing.drain += started.elapsed();
+        timing.chunks += 1;
         result
     }
 }
@@ -243,7 +271,7 @@ pub(crate) fn run(
     job: Job<'_>,
     rows: usize,
     points: &mut dyn RowSource,
-    mut shapes: Option<&mut dyn RowSource>,
+    shapes: Option<&mut dyn RowSource>,
     mode: Mode,
     sink: &mut dyn RowSink,
 ) -> Result<()> {
@@ -251,6 +279,7 @@ pub(crate) fn run(
         return Ok(());
     }
     engine.take_device_error()?;
+    *engine.timing.lock().unwrap() = JobTiming::default();
     let chunk = engine.chunk_rows.min(rows);
     let mut slots = engine.slots.lock().unwrap();
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
@@ -269,15 +298,7 @@ pub(crate) fn run(
     }
 
     let outcome = run_chunks(
-        engine,
-        &job,
-        &mut slots,
-        rows,
-        chunk,
-        points,
-        shapes.as_deref_mut(),
-        mode,
-        sink,
+        engine, &job, &mut slots, rows, chunk, points, shapes, mode, sink,
     );
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.

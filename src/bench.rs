@@ -1,0 +1,173 @@
+//! `closest bench`: queries per second for one shape of each type, GPU end to end (host slice
+//! in, host results out) beside the f64 reference on all cores and a plain memcpy of the same
+//! bytes, all in the same run. Medians of `repeats` runs.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::gpu::{Engine, GpuHit};
+use crate::math::DVec3;
+use crate::shape::{Shape, ShapeKind};
+use crate::{Mode, reference};
+
+/// One shape of each kind, unit-sized at the origin.
+pub fn sample_shapes() -> Vec<Shape> {
+    let a = DVec3::new(-0.5, -0.2, 0.1);
+    let b = DVec3::new(0.6, 0.3, -0.2);
+    ShapeKind::ALL
+        .iter()
+        .map(|kind| match kind {
+            ShapeKind::Sphere => Shape::Sphere {
+                center: a,
+                radius: 0.7,
+            },
+            ShapeKind::Aabb => Shape::Aabb {
+                min: a,
+                max: b + DVec3::new(0.0, 0.0, 0.5),
+            },
+            ShapeKind::Box => Shape::Box {
+                center: a,
+                half_extents: DVec3::new(0.5, 0.3, 0.8),
+                rotation: [0.2, 0.3, 0.1, 0.93],
+            },
+            ShapeKind::Plane => Shape::Plane {
+                normal: DVec3::new(0.0, 0.6, 0.8),
+                offset: 0.3,
+            },
+            ShapeKind::Segment => Shape::Segment { a, b },
+            ShapeKind::Line => Shape::Line { a, b },
+            ShapeKind::Ray => Shape::Ray {
+                origin: a,
+                direction: b,
+            },
+            ShapeKind::Triangle => Shape::Triangle {
+                a,
+                b,
+                c: DVec3::new(0.1, 0.9, 0.4),
+            },
+            ShapeKind::Capsule => Shape::Capsule { a, b, radius: 0.3 },
+        })
+        .collect()
+}
+
+/// `n` deterministic points in the cube [-2, 2]³.
+pub fn sample_points(n: usize) -> Vec<[f32; 3]> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+    };
+    (0..n).map(|_| [next(), next(), next()]).collect()
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn timed(repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    f()?; // warm-up: pipelines, buffers, page faults
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed());
+    }
+    Ok(median(times))
+}
+
+/// Median time to copy the bytes a query moves (12 in, 32 out per row) with plain memcpy.
+pub fn memcpy_time(rows: usize, repeats: usize) -> Duration {
+    let src_in = vec![1u8; rows * 12];
+    let src_out = vec![2u8; rows * 32];
+    let mut dst_in = vec![0u8; rows * 12];
+    let mut dst_out = vec![0u8; rows * 32];
+    timed(repeats, || {
+        dst_in.copy_from_slice(&src_in);
+        dst_out.copy_from_slice(&src_out);
+        std::hint::black_box((&dst_in, &dst_out));
+        Ok(())
+    })
+    .expect("memcpy cannot fail")
+}
+
+/// The reference on all cores, f64, for the same points.
+pub fn reference_time(shape: &Shape, points: &[[f32; 3]], repeats: usize) -> Duration {
+    let mut out = vec![reference::Hit::NON_FINITE; points.len()];
+    timed(repeats, || {
+        out.par_iter_mut()
+            .zip(points.par_iter())
+            .for_each(|(o, p)| {
+                let p = DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+                *o = reference::query_shape(shape, 0, p, Mode::Solid);
+            });
+        std::hint::black_box(&out);
+        Ok(())
+    })
+    .expect("the reference cannot fail")
+}
+
+/// Print the throughput table.
+pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Write) -> Result<()> {
+    let points = sample_points(rows);
+    let w = |e: std::io::Error| Error::Write {
+        path: "<stdout>".into(),
+        source: e,
+    };
+    writeln!(
+        out,
+        "adapter: {}; {rows} points per shape; median of {repeats} runs; CPU: {} threads",
+        engine.describe(),
+        rayon::current_num_threads()
+    )
+    .map_err(w)?;
+    let copy = memcpy_time(rows, repeats);
+    writeln!(
+        out,
+        "memcpy of the same bytes (12 in + 32 out per row): {:.1} ms",
+        copy.as_secs_f64() * 1e3
+    )
+    .map_err(w)?;
+    writeln!(
+        out,
+        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9}",
+        "shape", "GPU Mq/s", "ref Mq/s", "GPU/ref", "GPU/memcpy", "fill ms", "wait ms", "drain ms"
+    )
+    .map_err(w)?;
+    let mut hits = vec![GpuHit::default(); rows];
+    for shape in sample_shapes() {
+        let scene = engine.upload_scene(std::slice::from_ref(&shape))?;
+        let gpu = timed(repeats, || {
+            let mut sink = crate::gpu::stream_sink(&mut hits);
+            engine.query_scene_stream(
+                &scene,
+                rows,
+                &mut crate::gpu::stream_source(&points),
+                Mode::Solid,
+                &mut sink,
+            )
+        })?;
+        let split = engine.last_timing();
+        let cpu = reference_time(&shape, &points, repeats);
+        let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
+        writeln!(
+            out,
+            "{:<10} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1}",
+            shape.kind().name(),
+            rate(gpu),
+            rate(cpu),
+            cpu.as_secs_f64() / gpu.as_secs_f64(),
+            gpu.as_secs_f64() / copy.as_secs_f64(),
+            split.fill.as_secs_f64() * 1e3,
+            split.wait.as_secs_f64() * 1e3,
+            split.drain.as_secs_f64() * 1e3,
+        )
+        .map_err(w)?;
+    }
+    Ok(())
+}
