@@ -419,7 +419,11 @@ fn seed_aabb_example_returns_the_point_itself() {
         max: DVec3::new(3.0, 6.0, 3.0),
     };
     let hits = common::engine()
-        .query_paired(&[shape.clone()], &[[2.0, 3.4, 1.0]], Mode::Solid)
+        .query_paired(
+            std::slice::from_ref(&shape),
+            &[[2.0, 3.4, 1.0]],
+            Mode::Solid,
+        )
         .unwrap();
     assert_eq!(hits[0].point, [2.0, 3.4, 1.0]);
     assert_eq!(hits[0].distance, 0.0);

@@ -10,7 +10,7 @@ mod stream;
 pub use adapter::{AdapterSummary, list_adapters};
 pub use layout::{GpuHit, GpuShape, Params};
 pub use stream::{
-    JobTiming, RowSink, RowSource, hits_into_slice as stream_sink,
+    JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice as stream_sink,
     points_from_slice as stream_source,
 };
 

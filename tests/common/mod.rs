@@ -72,6 +72,11 @@ fn hit_normal(h: &GpuHit) -> DVec3 {
     DVec3::new(h.normal[0] as f64, h.normal[1] as f64, h.normal[2] as f64)
 }
 
+/// `x ≤ bound`, false for NaN (so a NaN result always fails a check).
+pub fn within(x: f64, bound: f64) -> bool {
+    x <= bound
+}
+
 /// Signed distance of `q` to the shape's boundary (surface mode), by the reference.
 fn surface_distance(shape: &Shape, q: DVec3) -> f64 {
     reference::query_shape(shape, 0, q, Mode::Surface).distance
@@ -105,7 +110,7 @@ pub fn check_hit(
     let q = hit_point(gpu);
     let d = gpu.distance as f64;
     let mut problems = Vec::new();
-    if !((d - expected.distance).abs() <= tol) {
+    if !within((d - expected.distance).abs(), tol) {
         problems.push(format!(
             "distance {d} vs reference {} (|diff| {:e} > tol {tol:e})",
             expected.distance,
@@ -120,7 +125,7 @@ pub fn check_hit(
     } else {
         on_shape.abs()
     };
-    if !(off_shape <= tol) {
+    if !within(off_shape, tol) {
         problems.push(format!(
             "q = {q:?} is {off_shape:e} off the shape (tol {tol:e})"
         ));
@@ -143,7 +148,7 @@ pub fn check_hit(
     // Where d is well above the bound, the gradient is well defined and must match.
     if same_q && expected.distance.abs() > 100.0 * tol {
         let allowed = 10.0 * tol / expected.distance.abs() + 1e-4;
-        if !((n - expected.normal).length() <= allowed) {
+        if !within((n - expected.normal).length(), allowed) {
             problems.push(format!("normal {n:?} vs reference {:?}", expected.normal));
         }
     }
@@ -221,7 +226,7 @@ pub fn assert_nearest(engine: &Engine, shapes: &[Shape], points: &[DVec3], mode:
         // A different shape is fine only at a near tie.
         let own = reference::query_shape(&shapes[chosen], chosen, *p, mode);
         if chosen as i64 != expected.shape
-            && !((own.distance.abs() - expected.distance.abs()).abs() <= tol)
+            && !within((own.distance.abs() - expected.distance.abs()).abs(), tol)
         {
             failures.push(format!(
                 "p = {p:?}: chose shape {chosen} at {} but shape {} is at {}",

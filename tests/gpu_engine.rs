@@ -1,0 +1,156 @@
+//! Engine behaviour: chunking (dozens of chunks, every row checked), nearest over mixed
+//! scenes against the reference, and the degenerate inputs of a job.
+
+mod common;
+
+use closest::{DVec3, EngineOptions, Mode, Shape};
+use common::{Rng, assert_nearest, engine, f32_points, open_engine};
+
+fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
+    (0..count)
+        .map(|i| {
+            let c = rng.vec(-spread, spread);
+            let s = rng.range(0.05, 1.0);
+            match i % 9 {
+                0 => Shape::Sphere {
+                    center: c,
+                    radius: s,
+                },
+                1 => Shape::Aabb {
+                    min: c - DVec3::new(s, s, s),
+                    max: c + DVec3::new(s, 2.0 * s, s),
+                },
+                2 => Shape::Box {
+                    center: c,
+                    half_extents: rng.vec(0.05, 1.0),
+                    rotation: rng.quaternion(),
+                },
+                3 => Shape::Plane {
+                    normal: rng.unit(),
+                    offset: rng.range(-spread, spread) * 3.0,
+                },
+                4 => Shape::Segment {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                },
+                5 => Shape::Line {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                },
+                6 => Shape::Ray {
+                    origin: c,
+                    direction: rng.unit(),
+                },
+                7 => Shape::Triangle {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    c: c + rng.vec(-1.0, 1.0),
+                },
+                _ => Shape::Capsule {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    radius: s,
+                },
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn nearest_over_a_mixed_scene_matches_reference() {
+    let mut rng = Rng::new(7);
+    let shapes = mixed_scene(&mut rng, 45, 5.0);
+    let mut points: Vec<DVec3> = (0..3000).map(|_| rng.vec(-8.0, 8.0)).collect();
+    points.push(DVec3::new(f64::NAN, 0.0, 0.0));
+    points.push(DVec3::new(0.0, 0.0, f64::INFINITY));
+    for mode in [Mode::Solid, Mode::Surface] {
+        assert_nearest(engine(), &shapes, &points, mode);
+    }
+}
+
+#[test]
+fn nearest_ties_go_to_the_lowest_index() {
+    // Two identical spheres: every point is at a tie, so shape 0 must win.
+    let s = Shape::Sphere {
+        center: DVec3::new(1.0, 1.0, 1.0),
+        radius: 0.5,
+    };
+    let scene = engine().upload_scene(&[s.clone(), s]).unwrap();
+    let hits = engine()
+        .query_scene(
+            &scene,
+            &[[3.0, 1.0, 1.0], [1.0, 1.0, 1.0], [-2.0, 0.0, 5.0]],
+            Mode::Surface,
+        )
+        .unwrap();
+    assert!(hits.iter().all(|h| h.shape == 0), "{hits:?}");
+}
+
+#[test]
+fn dozens_of_chunks_give_every_row() {
+    // 37 rows per chunk forces ~80 chunks through the two slots, with a ragged last chunk.
+    let small = open_engine(EngineOptions {
+        chunk_rows: Some(37),
+        ..Default::default()
+    });
+    assert_eq!(small.chunk_rows(), 37);
+    let mut rng = Rng::new(11);
+    let shapes = mixed_scene(&mut rng, 12, 3.0);
+    let points: Vec<DVec3> = (0..2953).map(|_| rng.vec(-5.0, 5.0)).collect();
+    assert_nearest(&small, &shapes, &points, Mode::Surface);
+
+    // Paired mode streams the shapes too; the shape index is the global row.
+    let paired_shapes: Vec<Shape> = (0..points.len())
+        .map(|i| shapes[i % shapes.len()].clone())
+        .collect();
+    let hits = small
+        .query_paired(&paired_shapes, &f32_points(&points), Mode::Solid)
+        .unwrap();
+    for (i, (hit, (shape, p))) in hits
+        .iter()
+        .zip(paired_shapes.iter().zip(&points))
+        .enumerate()
+    {
+        assert_eq!(hit.shape, i as i32);
+        let expected = closest::reference::query_shape(shape, i, *p, Mode::Solid);
+        common::check_hit(shape, *p, hit, &expected, Mode::Solid)
+            .unwrap_or_else(|e| panic!("row {i}: {e}"));
+    }
+    assert!(
+        small.last_timing().chunks >= 80,
+        "{:?}",
+        small.last_timing()
+    );
+}
+
+#[test]
+fn the_same_engine_serves_jobs_of_different_sizes() {
+    let shapes = [Shape::Sphere {
+        center: DVec3::ZERO,
+        radius: 1.0,
+    }];
+    let scene = engine().upload_scene(&shapes).unwrap();
+    for n in [1usize, 0, 5000, 3] {
+        let points: Vec<[f32; 3]> = (0..n).map(|i| [i as f32 + 2.0, 0.0, 0.0]).collect();
+        let hits = engine().query_scene(&scene, &points, Mode::Solid).unwrap();
+        assert_eq!(hits.len(), n);
+        for (i, h) in hits.iter().enumerate() {
+            assert!(
+                (h.distance - (i as f32 + 1.0)).abs() <= 1e-5 * (i as f32 + 2.0),
+                "row {i}: {h:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn paired_needs_equal_counts() {
+    let shapes = [Shape::Sphere {
+        center: DVec3::ZERO,
+        radius: 1.0,
+    }];
+    let err = engine()
+        .query_paired(&shapes, &[[0.0; 3], [1.0; 3]], Mode::Solid)
+        .unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+}

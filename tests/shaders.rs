@@ -1,0 +1,138 @@
+//! Shader composition and layout checks that need no GPU: every composed shader parses and
+//! validates with naga, and the Rust twins of the WGSL structs match naga's layout.
+
+use std::mem::{offset_of, size_of};
+
+use closest::gpu::layout::{GpuHit, GpuShape, Params};
+use closest::gpu::shaders::{KERNELS, compose, prelude};
+use closest::shape::ShapeKind;
+
+#[test]
+fn every_kernel_composes_and_validates() {
+    for (name, entries) in KERNELS {
+        let shader = compose(name).unwrap_or_else(|e| panic!("{e}"));
+        for entry in *entries {
+            let size = shader
+                .workgroup_size(entry)
+                .unwrap_or_else(|| panic!("{name}.wgsl lacks entry point {entry}"));
+            assert!(
+                size[0] >= 1 && size[1] == 1 && size[2] == 1,
+                "{entry}: {size:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_unknown_import_is_a_readable_error() {
+    // The composer names the missing file rather than failing somewhere in naga.
+    let err = closest::gpu::shaders::compose("no/such/file")
+        .err()
+        .unwrap();
+    assert!(err.contains("no/such/file"), "{err}");
+}
+
+#[test]
+fn prelude_names_every_shape_kind() {
+    let text = prelude();
+    for kind in ShapeKind::ALL {
+        let line = format!(
+            "const KIND_{}: u32 = {}u;",
+            kind.name().to_uppercase(),
+            kind as u32
+        );
+        assert!(text.contains(&line), "missing `{line}` in\n{text}");
+    }
+}
+
+/// (member name, offset) pairs and the size naga computes for struct `name`.
+fn naga_layout(module: &naga::Module, name: &str) -> (Vec<(String, u32)>, u32) {
+    for (_, ty) in module.types.iter() {
+        if ty.name.as_deref() == Some(name) {
+            if let naga::TypeInner::Struct { members, span } = &ty.inner {
+                let fields = members
+                    .iter()
+                    .map(|m| (m.name.clone().unwrap_or_default(), m.offset))
+                    .collect();
+                return (fields, *span);
+            }
+        }
+    }
+    panic!("struct {name} not found in the composed shader");
+}
+
+fn assert_layout(name: &str, rust_size: usize, rust_offsets: &[(&str, usize)]) {
+    let shader = compose("query").unwrap();
+    let (fields, span) = naga_layout(&shader.module, name);
+    assert_eq!(
+        span as usize, rust_size,
+        "{name}: WGSL size {span} vs Rust {rust_size}"
+    );
+    for (field, offset) in rust_offsets {
+        let wgsl = fields
+            .iter()
+            .find(|(f, _)| f == field)
+            .unwrap_or_else(|| panic!("{name}.{field} missing in WGSL"));
+        assert_eq!(
+            wgsl.1 as usize, *offset,
+            "{name}.{field}: WGSL offset {} vs Rust {offset}",
+            wgsl.1
+        );
+    }
+}
+
+#[test]
+fn shape_layout_matches_wgsl() {
+    assert_layout(
+        "Shape",
+        size_of::<GpuShape>(),
+        &[
+            ("kind", offset_of!(GpuShape, kind)),
+            ("anchor", offset_of!(GpuShape, anchor)),
+            ("p0", offset_of!(GpuShape, p0)),
+            ("p1", offset_of!(GpuShape, p1)),
+            ("p2", offset_of!(GpuShape, p2)),
+            ("p3", offset_of!(GpuShape, p3)),
+        ],
+    );
+}
+
+#[test]
+fn hit_layout_matches_wgsl() {
+    assert_layout(
+        "Hit",
+        size_of::<GpuHit>(),
+        &[
+            ("point", offset_of!(GpuHit, point)),
+            ("distance", offset_of!(GpuHit, distance)),
+            ("normal", offset_of!(GpuHit, normal)),
+            ("shape", offset_of!(GpuHit, shape)),
+        ],
+    );
+}
+
+#[test]
+fn params_layout_matches_wgsl() {
+    assert_layout(
+        "Params",
+        size_of::<Params>(),
+        &[
+            ("row_count", offset_of!(Params, row_count)),
+            ("shape_count", offset_of!(Params, shape_count)),
+            ("mode", offset_of!(Params, mode)),
+            ("nan_bits", offset_of!(Params, nan_bits)),
+            ("first_row", offset_of!(Params, first_row)),
+        ],
+    );
+}
+
+#[test]
+fn dispatch_grid_stays_within_65535_per_dimension() {
+    use closest::gpu::dispatch_grid;
+    assert_eq!(dispatch_grid(1, 64), [1, 1]);
+    assert_eq!(dispatch_grid(64 * 65_535, 64), [65_535, 1]);
+    let [x, y] = dispatch_grid(64 * 65_535 + 1, 64);
+    assert_eq!((x, y), (65_535, 2));
+    let [x, y] = dispatch_grid(4_000_000_000, 256);
+    assert!(x <= 65_535 && y <= 65_535 && x as u64 * y as u64 * 256 >= 4_000_000_000);
+}
