@@ -10,6 +10,17 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The float dtypes points may have.
+    pub fn from_descr(descr: &str) -> Result<Dtype, String> {
+        match descr {
+            "<f4" => Ok(Dtype::F32),
+            "<f8" => Ok(Dtype::F64),
+            other => Err(format!(
+                "dtype `{other}` is not supported (use little-endian float32 `<f4` or float64 `<f8`)"
+            )),
+        }
+    }
+
     pub fn size(self) -> usize {
         match self {
             Dtype::F32 => 4,
@@ -21,7 +32,8 @@ impl Dtype {
 /// A parsed header: dtype, shape, and where the data starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Header {
-    pub dtype: Dtype,
+    /// The array's `descr`, such as `<f4`.
+    pub descr: String,
     pub shape: Vec<usize>,
     pub data_offset: u64,
 }
@@ -78,16 +90,9 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
         .ok_or_else(|| format!("malformed .npy header near '{key}'"))?;
         Ok(rest[..end].trim().to_string())
     };
-    let descr = field("descr")?;
-    let dtype = match descr.trim_matches(|c| c == '\'' || c == '"') {
-        "<f4" => Dtype::F32,
-        "<f8" => Dtype::F64,
-        other => {
-            return Err(format!(
-                "dtype `{other}` is not supported (use little-endian float32 `<f4` or float64 `<f8`)"
-            ));
-        }
-    };
+    let descr = field("descr")?
+        .trim_matches(|c| c == '\'' || c == '"')
+        .to_string();
     if field("fortran_order")? != "False" {
         return Err("Fortran-ordered arrays are not supported (save with C order)".into());
     }
@@ -103,7 +108,7 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Header {
-        dtype,
+        descr,
         shape,
         data_offset: (prefix + len) as u64,
     })

@@ -57,6 +57,7 @@ impl PointFile {
         let file_len = file.metadata().map_err(read_err)?.len();
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let header = npy::read_header(&mut reader).map_err(bad)?;
+        let dtype = Dtype::from_descr(&header.descr).map_err(bad)?;
         let rows = match header.shape[..] {
             [n, 3] => n,
             _ => {
@@ -66,7 +67,7 @@ impl PointFile {
                 )));
             }
         };
-        let expected = header.data_offset + (rows * 3 * header.dtype.size()) as u64;
+        let expected = header.data_offset + (rows * 3 * dtype.size()) as u64;
         if file_len < expected {
             return Err(bad(format!(
                 "truncated: the header promises {rows} rows ({expected} bytes) but the file has {file_len} bytes"
@@ -77,7 +78,7 @@ impl PointFile {
             rows,
             data: PointData::Npy {
                 reader,
-                dtype: header.dtype,
+                dtype,
                 next_row: 0,
                 data_offset: header.data_offset,
             },

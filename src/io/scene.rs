@@ -86,10 +86,11 @@ impl ShapeReader<'_> {
         }
         let mut out = [0.0; N];
         for (slot, item) in out.iter_mut().zip(items) {
-            // serde_json has no NaN or infinity literals; strings such as "nan" are rejected here.
-            let x = item
-                .as_f64()
-                .ok_or_else(|| self.error(field, format!("must be {what} (found {item})")))?;
+            // JSON has no NaN or infinity literals, but numbers such as 1e999 overflow f64.
+            let x = match item {
+                Value::Number(n) => n.to_string().parse::<f64>().unwrap_or(f64::INFINITY),
+                _ => return Err(self.error(field, format!("must be {what} (found {item})"))),
+            };
             if !x.is_finite() {
                 return Err(self.error(field, "must be finite"));
             }
