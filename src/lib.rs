@@ -1,7 +1,4 @@
-//! `closest`: closest-point, distance and signed-distance queries on the GPU.
-//!
-//! WGSL kernels (`shaders/`) run through wgpu on any adapter; [`reference`] is the f64 oracle
-//! every GPU result is checked against. Start with [`Engine`], [`Shape`] and [`Mode`].
+#![doc = include_str!("../README.md")]
 
 pub mod bench;
 pub mod error;

@@ -38,13 +38,20 @@ fn read_npz(path: &Path) -> Vec<(String, Vec<usize>, Vec<u8>)> {
         let mut bytes = Vec::new();
         entry.read_to_end(&mut bytes).unwrap();
         let header = npy::read_header(&mut bytes.as_slice()).unwrap();
-        out.push((name, header.shape, bytes[header.data_offset as usize..].to_vec()));
+        out.push((
+            name,
+            header.shape,
+            bytes[header.data_offset as usize..].to_vec(),
+        ));
     }
     out
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
 }
 
 const SCENE: &str = r#"{"shapes": [
@@ -76,11 +83,36 @@ impl Dir {
 fn query_writes_npz_matching_the_reference() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE);
-    let points: Vec<[f64; 3]> = vec![[2.0, 3.4, 1.0], [0.0, 0.0, 3.0], [-5.0, 2.0, 0.2], [f64::NAN, 0.0, 0.0], [9.0, 9.0, 9.0]];
-    write_npy(&dir.path("p.npy"), "<f8", &[points.len(), 3], bytemuck::cast_slice(&points));
-    let out = closest(&["query", "--shapes", &scene.display().to_string(), "--points", &dir.s("p.npy"), "--mode", "surface", "--out", &dir.s("r.npz")]);
+    let points: Vec<[f64; 3]> = vec![
+        [2.0, 3.4, 1.0],
+        [0.0, 0.0, 3.0],
+        [-5.0, 2.0, 0.2],
+        [f64::NAN, 0.0, 0.0],
+        [9.0, 9.0, 9.0],
+    ];
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    let out = closest(&[
+        "query",
+        "--shapes",
+        &scene.display().to_string(),
+        "--points",
+        &dir.s("p.npy"),
+        "--mode",
+        "surface",
+        "--out",
+        &dir.s("r.npz"),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("5 queries") && stderr(&out).contains("1 non-finite"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("5 queries") && stderr(&out).contains("1 non-finite"),
+        "{}",
+        stderr(&out)
+    );
 
     let arrays = read_npz(&dir.path("r.npz"));
     let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
@@ -89,7 +121,11 @@ fn query_writes_npz_matching_the_reference() {
     assert_eq!(arrays[1].1, [5]);
     let q = f32s(&arrays[0].2);
     let d = f32s(&arrays[1].2);
-    let shape: Vec<i32> = arrays[2].2.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+    let shape: Vec<i32> = arrays[2]
+        .2
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
     let shapes = closest::io::parse_scene(SCENE, "scene").unwrap();
     for (i, p) in points.iter().enumerate() {
         let expected = reference::nearest(&shapes, DVec3::from_array(*p), Mode::Surface);
@@ -98,10 +134,26 @@ fn query_writes_npz_matching_the_reference() {
             continue;
         }
         assert_eq!(shape[i] as i64, expected.shape, "row {i}");
-        assert!(common::within((d[i] as f64 - expected.distance).abs(), closest::tolerance(10.0)), "row {i}: {} vs {}", d[i], expected.distance);
+        assert!(
+            common::within(
+                (d[i] as f64 - expected.distance).abs(),
+                closest::tolerance(10.0)
+            ),
+            "row {i}: {} vs {}",
+            d[i],
+            expected.distance
+        );
     }
     // The seed example: (2, 3.4, 1) is inside the aabb; in solid mode it is its own closest point.
-    let out = closest(&["query", "--shapes", &scene.display().to_string(), "--points", &dir.s("p.npy"), "--out", &dir.s("solid.csv")]);
+    let out = closest(&[
+        "query",
+        "--shapes",
+        &scene.display().to_string(),
+        "--points",
+        &dir.s("p.npy"),
+        "--out",
+        &dir.s("solid.csv"),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(dir.path("solid.csv")).unwrap();
     let row1: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
@@ -113,10 +165,23 @@ fn csv_points_and_paired_mode() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE);
     let points = dir.file("p.csv", "x,y,z\n0,0,2\n# a comment\n\n2,10,0\n-5,5,0\n");
-    let out = closest(&["query", "--paired", "--shapes", &scene.display().to_string(), "--points", &points.display().to_string(), "--out", &dir.s("r.csv")]);
+    let out = closest(&[
+        "query",
+        "--paired",
+        "--shapes",
+        &scene.display().to_string(),
+        "--points",
+        &points.display().to_string(),
+        "--out",
+        &dir.s("r.csv"),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(dir.path("r.csv")).unwrap();
-    let rows: Vec<Vec<f64>> = text.lines().skip(1).map(|l| l.split(',').map(|c| c.parse().unwrap()).collect()).collect();
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
     assert_eq!(rows.len(), 3);
     // Row i against shape i: sphere (d = 1), aabb (top face y = 6, d = 4), capsule cap (d = 0.5).
     for (row, (shape, d)) in rows.iter().zip([(0.0, 1.0), (1.0, 4.0), (2.0, 0.5)]) {
@@ -139,9 +204,16 @@ fn assert_bad_input(dir: &Dir, args: &[&str], needles: &[&str]) {
     for needle in needles {
         assert!(msg.contains(needle), "{args:?}: `{needle}` not in: {msg}");
     }
-    assert!(!msg.contains("panicked") && !msg.contains("RUST_BACKTRACE"), "{msg}");
+    assert!(
+        !msg.contains("panicked") && !msg.contains("RUST_BACKTRACE"),
+        "{msg}"
+    );
     assert!(!out_path.exists(), "{args:?} left an output file");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.0.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".partial")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(dir.0.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".partial"))
+        .collect();
     assert!(leftovers.is_empty(), "{args:?} left {leftovers:?}");
 }
 
@@ -151,22 +223,66 @@ fn bad_scene(dir: &Dir, json: &str, needles: &[&str]) {
     let (scene, points) = (scene.display().to_string(), points.display().to_string());
     let mut all = vec!["bad.json"];
     all.extend_from_slice(needles);
-    assert_bad_input(dir, &["query", "--shapes", &scene, "--points", &points], &all);
+    assert_bad_input(
+        dir,
+        &["query", "--shapes", &scene, "--points", &points],
+        &all,
+    );
 }
 
 #[test]
 fn bad_scenes_name_the_shape_and_field() {
     let dir = Dir::new();
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, "#, &["malformed JSON"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus"} ]}"#, &["shape 1", "`type`", "torus"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#, &["shape 0", "`radius`", "missing"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,1e999,0], "radius": 1} ]}"#, &["shape 0", "`center`", "finite"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,0], "radius": 1} ]}"#, &["shape 0", "`center`", "3 numbers"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "capsule", "a": [0,0,0], "b": [1,0,0], "radius": -1} ]}"#, &["shape 0", "`radius`", "≥ 0"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "box", "center": [0,0,0], "half_extents": [1,-1,1], "rotation": [0,0,0,1]} ]}"#, &["shape 0", "`half_extents`"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "aabb", "min": [0,0,5], "max": [1,1,1]} ]}"#, &["shape 0", "`min`", "min.z"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "plane", "normal": [0,0,0], "offset": 1} ]}"#, &["shape 0", "`normal`", "non-zero"]);
-    bad_scene(&dir, r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "box", "center": [0,0,0], "half_extents": [1,1,1], "rotation": [0,0,0,0]} ]}"#, &["shape 1", "`rotation`", "non-zero"]);
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, "#,
+        &["malformed JSON"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus"} ]}"#,
+        &["shape 1", "`type`", "torus"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#,
+        &["shape 0", "`radius`", "missing"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,1e999,0], "radius": 1} ]}"#,
+        &["shape 0", "`center`", "finite"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,0], "radius": 1} ]}"#,
+        &["shape 0", "`center`", "3 numbers"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "capsule", "a": [0,0,0], "b": [1,0,0], "radius": -1} ]}"#,
+        &["shape 0", "`radius`", "≥ 0"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "box", "center": [0,0,0], "half_extents": [1,-1,1], "rotation": [0,0,0,1]} ]}"#,
+        &["shape 0", "`half_extents`"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "aabb", "min": [0,0,5], "max": [1,1,1]} ]}"#,
+        &["shape 0", "`min`", "min.z"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "plane", "normal": [0,0,0], "offset": 1} ]}"#,
+        &["shape 0", "`normal`", "non-zero"],
+    );
+    bad_scene(
+        &dir,
+        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "box", "center": [0,0,0], "half_extents": [1,1,1], "rotation": [0,0,0,0]} ]}"#,
+        &["shape 1", "`rotation`", "non-zero"],
+    );
     bad_scene(&dir, r#"{"objects": []}"#, &["`shapes`"]);
 }
 
@@ -175,21 +291,72 @@ fn bad_points_name_the_file_row_and_field() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE).display().to_string();
     write_npy(&dir.path("two.npy"), "<f4", &[2, 2], &[0u8; 16]);
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &dir.s("two.npy")], &["two.npy", "(N, 3)"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &dir.s("two.npy")],
+        &["two.npy", "(N, 3)"],
+    );
     write_npy(&dir.path("int.npy"), "<i4", &[2, 3], &[0u8; 24]);
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &dir.s("int.npy")], &["int.npy", "<i4"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &dir.s("int.npy")],
+        &["int.npy", "<i4"],
+    );
     write_npy(&dir.path("short.npy"), "<f8", &[4, 3], &[0u8; 24]);
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &dir.s("short.npy")], &["short.npy", "truncated"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &dir.s("short.npy")],
+        &["short.npy", "truncated"],
+    );
     std::fs::write(dir.path("junk.npy"), b"hello").unwrap();
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")], &["junk.npy", "not a .npy"]);
-    let csv = dir.file("bad.csv", "1,2,3\n4,five,6\n").display().to_string();
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &csv], &["bad.csv", "row 2", "column 2 (y)", "five"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")],
+        &["junk.npy", "not a .npy"],
+    );
+    let csv = dir
+        .file("bad.csv", "1,2,3\n4,five,6\n")
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &csv],
+        &["bad.csv", "row 2", "column 2 (y)", "five"],
+    );
     let csv = dir.file("wide.csv", "1,2,3,4\n").display().to_string();
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &csv], &["wide.csv", "row 1", "found 4"]);
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &dir.s("missing.npy")], &["missing.npy"]);
-    assert_bad_input(&dir, &["query", "--shapes", &dir.s("missing.json"), "--points", &csv], &["missing.json"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &csv],
+        &["wide.csv", "row 1", "found 4"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s("missing.npy"),
+        ],
+        &["missing.npy"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &dir.s("missing.json"),
+            "--points",
+            &csv,
+        ],
+        &["missing.json"],
+    );
     let ok = dir.file("ok.csv", "1,2,3\n").display().to_string();
-    assert_bad_input(&dir, &["query", "--paired", "--shapes", &scene, "--points", &ok], &["--paired", "3 shapes", "1 points"]);
+    assert_bad_input(
+        &dir,
+        &["query", "--paired", "--shapes", &scene, "--points", &ok],
+        &["--paired", "3 shapes", "1 points"],
+    );
 }
 
 #[test]
@@ -198,15 +365,35 @@ fn unwritable_output_fails_before_any_work() {
     let scene = dir.file("scene.json", SCENE).display().to_string();
     let ok = dir.file("ok.csv", "1,2,3\n").display().to_string();
     let target = dir.path("no/such/dir/out.npz").display().to_string();
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &ok, "--out", &target], &["cannot write", "out.npz"]);
-    assert_bad_input(&dir, &["query", "--shapes", &scene, "--points", &ok, "--out", &dir.s("out.txt")], &["out.txt", ".npz or .csv"]);
+    assert_bad_input(
+        &dir,
+        &[
+            "query", "--shapes", &scene, "--points", &ok, "--out", &target,
+        ],
+        &["cannot write", "out.npz"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &ok,
+            "--out",
+            &dir.s("out.txt"),
+        ],
+        &["out.txt", ".npz or .csv"],
+    );
 }
 
 #[test]
 fn bad_usage_exits_2() {
     let out = closest(&["query", "--shapes"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = closest(&["query", "--shapes", "a.json", "--points", "p.csv", "--out", "o.npz", "--mode", "hollow"]);
+    let out = closest(&[
+        "query", "--shapes", "a.json", "--points", "p.csv", "--out", "o.npz", "--mode", "hollow",
+    ]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -216,13 +403,24 @@ fn no_matching_adapter_exits_3_with_install_hint() {
     let scene = dir.file("scene.json", SCENE).display().to_string();
     let ok = dir.file("ok.csv", "1,2,3\n").display().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_closest"))
-        .args(["query", "--shapes", &scene, "--points", &ok, "--out", &dir.s("o.npz")])
+        .args([
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &ok,
+            "--out",
+            &dir.s("o.npz"),
+        ])
         .env("CLOSEST_ADAPTER", "no-such-adapter-anywhere")
         .output()
         .unwrap();
     let msg = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{msg}");
-    assert!(msg.contains("mesa-vulkan-drivers") && msg.contains("no-such-adapter-anywhere"), "{msg}");
+    assert!(
+        msg.contains("mesa-vulkan-drivers") && msg.contains("no-such-adapter-anywhere"),
+        "{msg}"
+    );
     assert!(!dir.path("o.npz").exists());
 }
 
@@ -231,5 +429,8 @@ fn info_lists_the_chosen_adapter_and_limits() {
     let out = closest(&["info"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(text.contains("chosen:") && text.contains("max_storage_buffer_binding_size"), "{text}");
+    assert!(
+        text.contains("chosen:") && text.contains("max_storage_buffer_binding_size"),
+        "{text}"
+    );
 }
