@@ -1,1 +1,106 @@
-fn main() {}
+//! Criterion throughput bench: 4,000,000 points (CLOSEST_BENCH_POINTS overrides) against one
+//! shape of each type, GPU end to end (host slice in, host results out) beside the f64
+//! reference and parry3d, both on all cores via rayon, and a memcpy of the same bytes, all in
+//! one run. Throughput is reported in elements (queries) per second.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use closest::bench::{sample_points, sample_shapes};
+use closest::gpu::{stream_sink, stream_source};
+use closest::{Engine, EngineOptions, GpuHit, Mode, Shape, reference};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use parry3d::math::{Pose, Rotation, Vector};
+use parry3d::query::{PointProjection, PointQuery};
+use rayon::prelude::*;
+
+fn rows() -> usize {
+    std::env::var("CLOSEST_BENCH_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4_000_000)
+}
+
+fn v(p: closest::DVec3) -> Vector {
+    Vector::new(p.x as f32, p.y as f32, p.z as f32)
+}
+
+/// The parry3d twin of a shape, where parry has one, with its pose.
+fn parry_shape(shape: &Shape) -> Option<(Box<dyn PointQuery + Send + Sync>, Pose)> {
+    use parry3d::shape::{Ball, Capsule, Cuboid, HalfSpace, Segment, Triangle};
+    let at = |c: closest::DVec3| Pose::from_translation(v(c));
+    Some(match *shape {
+        Shape::Sphere { center, radius } => (Box::new(Ball::new(radius as f32)), at(center)),
+        Shape::Aabb { min, max } => (Box::new(Cuboid::new(v((max - min) * 0.5))), at((min + max) * 0.5)),
+        Shape::Box { center, half_extents, rotation } => {
+            let [x, y, z, w] = rotation.map(|c| c as f32);
+            let pose = Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize());
+            (Box::new(Cuboid::new(v(half_extents))), pose)
+        }
+        Shape::Plane { normal, offset } => (Box::new(HalfSpace::new(v(normal))), at(normal * offset)),
+        Shape::Segment { a, b } => (Box::new(Segment::new(v(a), v(b))), Pose::IDENTITY),
+        Shape::Triangle { a, b, c } => (Box::new(Triangle::new(v(a), v(b), v(c))), Pose::IDENTITY),
+        Shape::Capsule { a, b, radius } => (Box::new(Capsule::new(v(a), v(b), radius as f32)), Pose::IDENTITY),
+        Shape::Line { .. } | Shape::Ray { .. } => return None,
+    })
+}
+
+fn throughput(c: &mut Criterion) {
+    let n = rows();
+    let engine = Engine::new(&EngineOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("adapter: {}; {n} points per shape; {} CPU threads", engine.describe(), rayon::current_num_threads());
+    let points = sample_points(n);
+    let mut hits = vec![GpuHit::default(); n];
+
+    let mut group = c.benchmark_group("memcpy");
+    group.throughput(Throughput::Elements(n as u64)).sample_size(10).warm_up_time(Duration::from_secs(1));
+    let (src_in, src_out) = (vec![1u8; n * 12], vec![2u8; n * 32]);
+    let (mut dst_in, mut dst_out) = (vec![0u8; n * 12], vec![0u8; n * 32]);
+    group.bench_function("12 in + 32 out bytes per row", |b| {
+        b.iter(|| {
+            dst_in.copy_from_slice(&src_in);
+            dst_out.copy_from_slice(&src_out);
+            black_box((&dst_in, &dst_out));
+        })
+    });
+    group.finish();
+
+    for shape in sample_shapes() {
+        let mut group = c.benchmark_group(shape.kind().name());
+        group.throughput(Throughput::Elements(n as u64)).sample_size(10).warm_up_time(Duration::from_secs(1));
+        let scene = engine.upload_scene(std::slice::from_ref(&shape)).unwrap();
+        group.bench_function("closest GPU", |b| {
+            b.iter(|| {
+                engine
+                    .query_scene_stream(&scene, n, &mut stream_source(&points), Mode::Solid, &mut stream_sink(&mut hits))
+                    .unwrap();
+                black_box(&hits);
+            })
+        });
+        let mut ref_out = vec![reference::Hit::NON_FINITE; n];
+        group.bench_function("reference f64, all cores", |b| {
+            b.iter(|| {
+                ref_out.par_iter_mut().zip(points.par_iter()).for_each(|(o, p)| {
+                    let p = closest::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+                    *o = reference::query_shape(&shape, 0, p, Mode::Solid);
+                });
+                black_box(&ref_out);
+            })
+        });
+        if let Some((parry, pose)) = parry_shape(&shape) {
+            let mut out = vec![PointProjection::new(false, Vector::ZERO); n];
+            group.bench_function("parry3d, all cores", |b| {
+                b.iter(|| {
+                    out.par_iter_mut().zip(points.par_iter()).for_each(|(o, p)| {
+                        *o = parry.project_point(&pose, Vector::new(p[0], p[1], p[2]), true);
+                    });
+                    black_box(&out);
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, throughput);
+criterion_main!(benches);

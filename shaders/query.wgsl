@@ -11,8 +11,13 @@
 #import shapes/triangle
 #import shapes/capsule
 
+// Set per pipeline: a scene (or paired batch) of one shape kind gets a pipeline with that kind
+// baked in, so the compiler drops the other cases. Software adapters run every case of a
+// divergent-looking switch otherwise. ANY_KIND keeps the general switch.
+override ONLY_KIND: u32 = ANY_KIND;
+
 // Threads per workgroup; the host reads it back from naga, so it is stated only here.
-const WORKGROUP_SIZE: u32 = 64u;
+const WORKGROUP_SIZE: u32 = 256u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
@@ -27,7 +32,8 @@ fn is_solid(kind: u32) -> bool {
 fn project_point(s: Shape, p_world: vec3<f32>) -> Projection {
     let p = p_world - s.anchor.xyz;
     var proj: Projection;
-    switch s.kind {
+    let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
+    switch kind {
         case KIND_SPHERE: {
             proj = project_sphere(p, s.p0.w);
         }
@@ -80,7 +86,8 @@ fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
 }
 
 fn query_shape(s: Shape, index: u32, p: vec3<f32>) -> Hit {
-    return finish(s.kind, index, p, project_point(s, p));
+    let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
+    return finish(kind, index, p, project_point(s, p));
 }
 
 fn non_finite_hit() -> Hit {

@@ -49,7 +49,7 @@ pub enum Shape {
 }
 
 /// The GPU's shape tag. The WGSL constants `KIND_*` are generated from this list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ShapeKind {
     Sphere = 0,

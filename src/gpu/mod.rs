@@ -14,11 +14,12 @@ pub use stream::{
     points_from_slice as stream_source,
 };
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::shape::{Shape, ShapeKind};
 
 /// How to open the engine.
 #[derive(Clone, Debug, Default)]
@@ -41,6 +42,8 @@ const SLOTS: usize = 2;
 pub struct GpuScene {
     shapes: wgpu::Buffer,
     count: u32,
+    /// Set when every shape has this kind (a specialised pipeline then runs).
+    kind: Option<ShapeKind>,
 }
 
 impl GpuScene {
@@ -52,11 +55,66 @@ impl GpuScene {
     }
 }
 
+/// Entry points of `query.wgsl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Entry {
+    Paired,
+    Nearest,
+}
+
+impl Entry {
+    fn name(self) -> &'static str {
+        match self {
+            Entry::Paired => "paired",
+            Entry::Nearest => "nearest",
+        }
+    }
+}
+
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
-    pub paired: wgpu::ComputePipeline,
-    pub nearest: wgpu::ComputePipeline,
+    pipeline_layout: wgpu::PipelineLayout,
+    module: wgpu::ShaderModule,
+    /// Pipelines by entry point and `ONLY_KIND` (None: every kind), built on first use.
+    pipelines: Mutex<HashMap<(Entry, Option<ShapeKind>), wgpu::ComputePipeline>>,
     pub workgroup_size: u32,
+}
+
+impl Kernels {
+    /// The pipeline for `entry`, specialised to `kind` when every shape has that kind.
+    pub(crate) fn pipeline(
+        &self,
+        device: &wgpu::Device,
+        entry: Entry,
+        kind: Option<ShapeKind>,
+    ) -> Result<wgpu::ComputePipeline> {
+        let mut cache = self.pipelines.lock().unwrap();
+        if let Some(p) = cache.get(&(entry, kind)) {
+            return Ok(p.clone());
+        }
+        let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
+        let pipeline = in_error_scope(device, || {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry.name()),
+                layout: Some(&self.pipeline_layout),
+                module: &self.module,
+                entry_point: Some(entry.name()),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[("ONLY_KIND", only_kind)],
+                    ..Default::default()
+                },
+                cache: None,
+            })
+        })?;
+        cache.insert((entry, kind), pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+/// The one kind all `shapes` share, if they share one.
+pub(crate) fn common_kind<'a>(mut kinds: impl Iterator<Item = ShapeKind>) -> Option<ShapeKind> {
+    let first = kinds.next()?;
+    kinds.all(|k| k == first).then_some(first)
 }
 
 pub struct Engine {
@@ -197,6 +255,7 @@ impl Engine {
         Ok(GpuScene {
             shapes: buffer,
             count: shapes.len() as u32,
+            kind: common_kind(shapes.iter().map(Shape::kind)),
         })
     }
 
@@ -248,9 +307,10 @@ impl Engine {
         sink: &mut dyn RowSink,
     ) -> Result<()> {
         let mut shape_source = stream::shapes_from_slice(shapes);
+        let kind = common_kind(shapes.iter().map(Shape::kind));
         stream::run(
             self,
-            stream::Job::Paired,
+            stream::Job::Paired(kind),
             shapes.len(),
             points,
             Some(&mut shape_source),
@@ -355,22 +415,11 @@ fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
         bind_group_layouts: &[Some(&layout)],
         immediate_size: 0,
     });
-    let pipeline = |entry: &str| {
-        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        })
-    };
-    let paired = pipeline("paired");
-    let nearest = pipeline("nearest");
     Ok(Kernels {
         layout,
-        paired,
-        nearest,
+        pipeline_layout,
+        module,
+        pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
     })
 }

@@ -47,6 +47,9 @@ const SOURCES: &[(&str, &str)] = &[
     ("query", include_str!("../../shaders/query.wgsl")),
 ];
 
+/// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
+pub const ANY_KIND: u32 = u32::MAX;
+
 /// The kernels the engine runs: (shader, entry points).
 pub const KERNELS: &[(&str, &[&str])] = &[("query", &["paired", "nearest"])];
 
@@ -78,6 +81,7 @@ pub fn prelude() -> String {
             kind as u32
         );
     }
+    out += &format!("const ANY_KIND: u32 = {}u;\n", ANY_KIND);
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(
             "const MODE_{}: u32 = {}u;\n",

@@ -6,10 +6,10 @@ use std::ops::Range;
 use std::sync::mpsc;
 
 use super::layout::{GpuHit, GpuShape, Params};
-use super::{Engine, GpuScene, SLOTS};
+use super::{Engine, Entry, GpuScene, SLOTS};
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::shape::Shape;
+use crate::shape::{Shape, ShapeKind};
 
 /// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
 pub trait RowSource {
@@ -75,7 +75,8 @@ pub struct JobTiming {
 }
 
 pub(crate) enum Job<'a> {
-    Paired,
+    /// Point i against shape i; the kind is set when all shapes share it.
+    Paired(Option<ShapeKind>),
     Nearest(&'a GpuScene),
 }
 
@@ -289,7 +290,7 @@ pub(crate) fn run(
             slots.push(engine.checked(|| Slot::new(engine, capacity))?);
         }
     }
-    let paired = matches!(job, Job::Paired);
+    let paired = matches!(job, Job::Paired(_));
     if paired {
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
@@ -362,9 +363,10 @@ fn submit_chunk(
     if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
         upload.fill(engine, shape_bytes, range.clone(), source)?;
     }
-    let (pipeline, shape_buffer, shape_count) = match job {
-        Job::Paired => (
-            &engine.kernels.paired,
+    let (entry, kind, shape_buffer, shape_count) = match job {
+        Job::Paired(kind) => (
+            Entry::Paired,
+            *kind,
             &slot
                 .shapes
                 .as_ref()
@@ -372,8 +374,9 @@ fn submit_chunk(
                 .storage,
             n as u32,
         ),
-        Job::Nearest(scene) => (&engine.kernels.nearest, &scene.shapes, scene.count),
+        Job::Nearest(scene) => (Entry::Nearest, scene.kind, &scene.shapes, scene.count),
     };
+    let pipeline = engine.kernels.pipeline(&engine.device, entry, kind)?;
     let params = Params::new(n as u32, shape_count, mode, range.start as u32);
     engine
         .queue
@@ -405,7 +408,7 @@ fn submit_chunk(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("chunk"),
         });
-    let paired_shapes = slot.shapes.as_ref().filter(|_| matches!(job, Job::Paired));
+    let paired_shapes = slot.shapes.as_ref().filter(|_| matches!(job, Job::Paired(_)));
     for (upload, bytes) in [
         (Some(&slot.points), point_bytes),
         (paired_shapes, shape_bytes),
@@ -424,7 +427,7 @@ fn submit_chunk(
             label: Some("query"),
             timestamp_writes: None,
         });
-        pass.set_pipeline(pipeline);
+        pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         let [x, y] = dispatch_grid(n, engine.kernels.workgroup_size);
         pass.dispatch_workgroups(x, y, 1);
@@ -439,7 +442,7 @@ fn submit_chunk(
     slot.readable()
         .map_async(wgpu::MapMode::Read, ..hit_bytes, move |r| drop(tx.send(r)));
     slot.points.request_map();
-    if matches!(job, Job::Paired) {
+    if matches!(job, Job::Paired(_)) {
         if let Some(upload) = slot.shapes.as_mut() {
             upload.request_map();
         }
