@@ -31,16 +31,28 @@ fn parry_shape(shape: &Shape) -> Option<(Box<dyn PointQuery + Send + Sync>, Pose
     let at = |c: closest::DVec3| Pose::from_translation(v(c));
     Some(match *shape {
         Shape::Sphere { center, radius } => (Box::new(Ball::new(radius as f32)), at(center)),
-        Shape::Aabb { min, max } => (Box::new(Cuboid::new(v((max - min) * 0.5))), at((min + max) * 0.5)),
-        Shape::Box { center, half_extents, rotation } => {
+        Shape::Aabb { min, max } => (
+            Box::new(Cuboid::new(v((max - min) * 0.5))),
+            at((min + max) * 0.5),
+        ),
+        Shape::Box {
+            center,
+            half_extents,
+            rotation,
+        } => {
             let [x, y, z, w] = rotation.map(|c| c as f32);
             let pose = Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize());
             (Box::new(Cuboid::new(v(half_extents))), pose)
         }
-        Shape::Plane { normal, offset } => (Box::new(HalfSpace::new(v(normal))), at(normal * offset)),
+        Shape::Plane { normal, offset } => {
+            (Box::new(HalfSpace::new(v(normal))), at(normal * offset))
+        }
         Shape::Segment { a, b } => (Box::new(Segment::new(v(a), v(b))), Pose::IDENTITY),
         Shape::Triangle { a, b, c } => (Box::new(Triangle::new(v(a), v(b), v(c))), Pose::IDENTITY),
-        Shape::Capsule { a, b, radius } => (Box::new(Capsule::new(v(a), v(b), radius as f32)), Pose::IDENTITY),
+        Shape::Capsule { a, b, radius } => (
+            Box::new(Capsule::new(v(a), v(b), radius as f32)),
+            Pose::IDENTITY,
+        ),
         Shape::Line { .. } | Shape::Ray { .. } => return None,
     })
 }
@@ -48,12 +60,19 @@ fn parry_shape(shape: &Shape) -> Option<(Box<dyn PointQuery + Send + Sync>, Pose
 fn throughput(c: &mut Criterion) {
     let n = rows();
     let engine = Engine::new(&EngineOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("adapter: {}; {n} points per shape; {} CPU threads", engine.describe(), rayon::current_num_threads());
+    eprintln!(
+        "adapter: {}; {n} points per shape; {} CPU threads",
+        engine.describe(),
+        rayon::current_num_threads()
+    );
     let points = sample_points(n);
     let mut hits = vec![GpuHit::default(); n];
 
     let mut group = c.benchmark_group("memcpy");
-    group.throughput(Throughput::Elements(n as u64)).sample_size(10).warm_up_time(Duration::from_secs(1));
+    group
+        .throughput(Throughput::Elements(n as u64))
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1));
     let (src_in, src_out) = (vec![1u8; n * 12], vec![2u8; n * 32]);
     let (mut dst_in, mut dst_out) = (vec![0u8; n * 12], vec![0u8; n * 32]);
     group.bench_function("12 in + 32 out bytes per row", |b| {
@@ -67,12 +86,21 @@ fn throughput(c: &mut Criterion) {
 
     for shape in sample_shapes() {
         let mut group = c.benchmark_group(shape.kind().name());
-        group.throughput(Throughput::Elements(n as u64)).sample_size(10).warm_up_time(Duration::from_secs(1));
+        group
+            .throughput(Throughput::Elements(n as u64))
+            .sample_size(10)
+            .warm_up_time(Duration::from_secs(1));
         let scene = engine.upload_scene(std::slice::from_ref(&shape)).unwrap();
         group.bench_function("closest GPU", |b| {
             b.iter(|| {
                 engine
-                    .query_scene_stream(&scene, n, &mut stream_source(&points), Mode::Solid, &mut stream_sink(&mut hits))
+                    .query_scene_stream(
+                        &scene,
+                        n,
+                        &mut stream_source(&points),
+                        Mode::Solid,
+                        &mut stream_sink(&mut hits),
+                    )
                     .unwrap();
                 black_box(&hits);
             })
@@ -80,10 +108,13 @@ fn throughput(c: &mut Criterion) {
         let mut ref_out = vec![reference::Hit::NON_FINITE; n];
         group.bench_function("reference f64, all cores", |b| {
             b.iter(|| {
-                ref_out.par_iter_mut().zip(points.par_iter()).for_each(|(o, p)| {
-                    let p = closest::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
-                    *o = reference::query_shape(&shape, 0, p, Mode::Solid);
-                });
+                ref_out
+                    .par_iter_mut()
+                    .zip(points.par_iter())
+                    .for_each(|(o, p)| {
+                        let p = closest::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+                        *o = reference::query_shape(&shape, 0, p, Mode::Solid);
+                    });
                 black_box(&ref_out);
             })
         });
@@ -91,9 +122,11 @@ fn throughput(c: &mut Criterion) {
             let mut out = vec![PointProjection::new(false, Vector::ZERO); n];
             group.bench_function("parry3d, all cores", |b| {
                 b.iter(|| {
-                    out.par_iter_mut().zip(points.par_iter()).for_each(|(o, p)| {
-                        *o = parry.project_point(&pose, Vector::new(p[0], p[1], p[2]), true);
-                    });
+                    out.par_iter_mut()
+                        .zip(points.par_iter())
+                        .for_each(|(o, p)| {
+                            *o = parry.project_point(&pose, Vector::new(p[0], p[1], p[2]), true);
+                        });
                     black_box(&out);
                 })
             });

@@ -37,11 +37,17 @@ fn project_point(s: Shape, p_world: vec3<f32>) -> Projection {
         case KIND_SPHERE: {
             proj = project_sphere(p, s.p0.w);
         }
-        case KIND_AABB, KIND_BOX: {
-            let axes = mat3x3<f32>(s.p1.xyz, s.p2.xyz, s.p3.xyz);
-            proj = project_box(p * axes, s.p0.xyz);
-            proj.point = axes * proj.point;
-            proj.normal = axes * proj.normal;
+        case KIND_AABB: {
+            proj = project_box(p, s.p0.xyz);
+        }
+        case KIND_BOX: {
+            // Local axes as three vectors (not a mat3x3, which some compilers spill).
+            let ax = s.p1.xyz;
+            let ay = s.p2.xyz;
+            let az = s.p3.xyz;
+            proj = project_box(vec3<f32>(dot(p, ax), dot(p, ay), dot(p, az)), s.p0.xyz);
+            proj.point = ax * proj.point.x + ay * proj.point.y + az * proj.point.z;
+            proj.normal = ax * proj.normal.x + ay * proj.normal.y + az * proj.normal.z;
         }
         case KIND_PLANE: {
             proj = project_plane(p, s.p0.xyz);

@@ -135,8 +135,16 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     .map_err(w)?;
     writeln!(
         out,
-        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9}",
-        "shape", "GPU Mq/s", "ref Mq/s", "GPU/ref", "GPU/memcpy", "fill ms", "wait ms", "drain ms"
+        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "shape",
+        "GPU Mq/s",
+        "ref Mq/s",
+        "GPU/ref",
+        "GPU/memcpy",
+        "fill ms",
+        "wait ms",
+        "drain ms",
+        "submit ms"
     )
     .map_err(w)?;
     let mut hits = vec![GpuHit::default(); rows];
@@ -157,7 +165,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
             out,
-            "{:<10} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1}",
+            "{:<10} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             shape.kind().name(),
             rate(gpu),
             rate(cpu),
@@ -166,6 +174,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
             split.fill.as_secs_f64() * 1e3,
             split.wait.as_secs_f64() * 1e3,
             split.drain.as_secs_f64() * 1e3,
+            split.submit.as_secs_f64() * 1e3,
         )
         .map_err(w)?;
     }

@@ -1,23 +1,15 @@
 // Box [-half, half] in its local frame (aabb, and box after rotation). Twin: src/reference/aabb.rs.
+// Written with selects rather than a dynamic component index, which SIMD compilers spill.
 fn project_box(p: vec3<f32>, half: vec3<f32>) -> Projection {
     // Nearest face of an inside point, or the face a boundary point is on: largest |p| - half,
     // first axis on ties.
     let gap = abs(p) - half;
-    var axis = 0u;
-    if gap.y > gap[axis] {
-        axis = 1u;
-    }
-    if gap.z > gap[axis] {
-        axis = 2u;
-    }
-    let side = select(-1.0, 1.0, p[axis] >= 0.0);
+    let is_x = gap.x >= gap.y && gap.x >= gap.z;
+    let is_y = !is_x && gap.y >= gap.z;
+    let axis = vec3<bool>(is_x, is_y, !is_x && !is_y);
+    let side = select(vec3<f32>(-1.0), vec3<f32>(1.0), p >= vec3<f32>(0.0));
     let inside = all(gap < vec3<f32>(0.0));
-    var point = clamp(p, -half, half);
-    if inside {
-        point = p;
-        point[axis] = side * half[axis];
-    }
-    var normal = vec3<f32>(0.0);
-    normal[axis] = side;
-    return Projection(point, inside, normal);
+    // Inside: push the point out along the nearest face's axis; outside: clamp.
+    let point = select(clamp(p, -half, half), select(p, side * half, axis), inside);
+    return Projection(point, inside, select(vec3<f32>(0.0), side, axis));
 }

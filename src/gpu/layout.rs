@@ -13,7 +13,8 @@ use crate::shape::Shape;
 /// | kind | anchor | p0 | p1, p2, p3 |
 /// |---|---|---|---|
 /// | sphere | center | w = radius | – |
-/// | aabb, box | center | xyz = half extents | local X, Y, Z axes in world space |
+/// | aabb | center | xyz = half extents | – |
+/// | box | center | xyz = half extents | local X, Y, Z axes in world space |
 /// | plane | normal · offset | xyz = unit normal | – |
 /// | segment | a | xyz = b − a | – |
 /// | line | a | xyz = unit(b − a) | – |
@@ -76,7 +77,6 @@ impl GpuShape {
     /// The local-frame form the kernels read; `reference::project_point` derives the same
     /// parameters in f64.
     pub fn from_shape(shape: &Shape) -> GpuShape {
-        let identity = [DVec3::X, DVec3::Y, DVec3::Z];
         let (anchor, p0, p1, p2, p3) = match *shape {
             Shape::Sphere { center, radius } => (
                 center,
@@ -85,16 +85,13 @@ impl GpuShape {
                 [0.0; 4],
                 [0.0; 4],
             ),
-            Shape::Aabb { min, max } => {
-                let [x, y, z] = identity;
-                (
-                    (min + max) * 0.5,
-                    v4((max - min) * 0.5, 0.0),
-                    v4(x, 0.0),
-                    v4(y, 0.0),
-                    v4(z, 0.0),
-                )
-            }
+            Shape::Aabb { min, max } => (
+                (min + max) * 0.5,
+                v4((max - min) * 0.5, 0.0),
+                [0.0; 4],
+                [0.0; 4],
+                [0.0; 4],
+            ),
             Shape::Box {
                 center,
                 half_extents,

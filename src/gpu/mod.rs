@@ -33,8 +33,9 @@ pub struct EngineOptions {
 }
 
 /// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
-/// that two chunks in flight overlap well.
-const DEFAULT_CHUNK_ROWS: usize = 1 << 20;
+/// that a chunk's results are still in cache when the host drains them (measured in
+/// docs/PERF.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
+const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 /// Chunks in flight at once (upload of one overlaps compute/readback of the other).
 const SLOTS: usize = 2;
 
@@ -112,7 +113,7 @@ impl Kernels {
 }
 
 /// The one kind all `shapes` share, if they share one.
-pub(crate) fn common_kind<'a>(mut kinds: impl Iterator<Item = ShapeKind>) -> Option<ShapeKind> {
+pub(crate) fn common_kind(mut kinds: impl Iterator<Item = ShapeKind>) -> Option<ShapeKind> {
     let first = kinds.next()?;
     kinds.all(|k| k == first).then_some(first)
 }

@@ -71,6 +71,8 @@ pub struct JobTiming {
     pub wait: std::time::Duration,
     /// Handing mapped results to the sink.
     pub drain: std::time::Duration,
+    /// Inside `queue.submit` (software adapters may execute the work right there).
+    pub submit: std::time::Duration,
     pub chunks: usize,
 }
 
@@ -146,11 +148,16 @@ impl Upload {
         Ok(())
     }
 
-    fn request_map(&mut self) {
+    /// A request to map the host buffer again once the submission that uses it is done.
+    fn remap_after_submit(&mut self) -> MapRequest {
         let (tx, rx) = mpsc::channel();
-        self.host()
-            .map_async(wgpu::MapMode::Write, .., move |r| drop(tx.send(r)));
         self.mapped = Some(rx);
+        MapRequest {
+            buffer: self.host().clone(),
+            mode: wgpu::MapMode::Write,
+            bytes: self.host().size(),
+            done: tx,
+        }
     }
 }
 
@@ -168,19 +175,60 @@ fn wait_map_untimed(
     engine: &Engine,
     rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 ) -> Result<()> {
-    loop {
-        match rx.try_recv() {
-            Ok(r) => return r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
-            Err(mpsc::TryRecvError::Disconnected) => {
-                return Err(Error::Gpu("buffer mapping was dropped".into()));
-            }
-            Err(mpsc::TryRecvError::Empty) => {
-                engine
-                    .device
-                    .poll(wgpu::PollType::wait_indefinitely())
-                    .map_err(|e| Error::Gpu(format!("waiting for the device: {e}")))?;
-                engine.take_device_error()?;
-            }
+    // The submitter thread polls the device, which runs the map callbacks.
+    match rx.recv() {
+        Ok(r) => r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
+        Err(_) => {
+            engine.take_device_error()?;
+            Err(Error::Gpu(
+                "the device stopped before a buffer was mapped".into(),
+            ))
+        }
+    }
+}
+
+type MapDone = mpsc::Sender<std::result::Result<(), wgpu::BufferAsyncError>>;
+
+/// A buffer to map once its submission is done.
+struct MapRequest {
+    buffer: wgpu::Buffer,
+    mode: wgpu::MapMode,
+    bytes: u64,
+    done: MapDone,
+}
+
+/// One chunk's work, handed to the submitter thread.
+struct Order {
+    commands: wgpu::CommandBuffer,
+    maps: Vec<MapRequest>,
+}
+
+/// Submits orders in turn, then maps their buffers and polls until that is done. It runs on
+/// its own thread because software adapters (lavapipe) execute the work inside
+/// `queue.submit`: the host can fill and drain other chunks meanwhile.
+fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
+    let timing = &engine.timing;
+    for order in orders {
+        let started = std::time::Instant::now();
+        let index = engine.queue.submit([order.commands]);
+        timing.lock().unwrap().submit += started.elapsed();
+        for map in order.maps {
+            let done = map.done;
+            map.buffer
+                .map_async(map.mode, ..map.bytes, move |r| drop(done.send(r)));
+        }
+        let waited = engine.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
+        if let Err(e) = waited {
+            engine
+                .device_errors
+                .lock()
+                .unwrap()
+                .push(format!("waiting for the device: {e}"));
+            // Dropping the receiver makes the host's waits fail with this error.
+            return;
         }
     }
 }
@@ -323,29 +371,38 @@ fn run_chunks(
     mode: Mode,
     sink: &mut dyn RowSink,
 ) -> Result<()> {
-    for (k, start) in (0..rows).step_by(chunk).enumerate() {
-        let range = start..(start + chunk).min(rows);
-        let slot = &mut slots[k % SLOTS];
-        slot.drain(engine, sink)?;
-        submit_chunk(
-            engine,
-            job,
-            slot,
-            range,
-            points,
-            shapes.as_deref_mut(),
-            mode,
-        )?;
-    }
-    // Drain in submission order so the sink sees rows in order.
-    let chunks = rows.div_ceil(chunk);
-    for k in chunks.saturating_sub(SLOTS)..chunks {
-        slots[k % SLOTS].drain(engine, sink)?;
-    }
-    Ok(())
+    std::thread::scope(|scope| {
+        let (orders, queue) = mpsc::channel();
+        scope.spawn(move || submitter(engine, queue));
+        for (k, start) in (0..rows).step_by(chunk).enumerate() {
+            let range = start..(start + chunk).min(rows);
+            let slot = &mut slots[k % SLOTS];
+            slot.drain(engine, sink)?;
+            let order = encode_chunk(
+                engine,
+                job,
+                slot,
+                range,
+                points,
+                shapes.as_deref_mut(),
+                mode,
+            )?;
+            orders
+                .send(order)
+                .map_err(|_| Error::Gpu("the submitter thread stopped".into()))?;
+        }
+        drop(orders);
+        // Drain in submission order so the sink sees rows in order.
+        let chunks = rows.div_ceil(chunk);
+        for k in chunks.saturating_sub(SLOTS)..chunks {
+            slots[k % SLOTS].drain(engine, sink)?;
+        }
+        Ok(())
+    })
 }
 
-fn submit_chunk(
+/// Fill a chunk's inputs and record its commands; the submitter thread submits them.
+fn encode_chunk(
     engine: &Engine,
     job: &Job<'_>,
     slot: &mut Slot,
@@ -353,7 +410,7 @@ fn submit_chunk(
     points: &mut dyn RowSource,
     shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
-) -> Result<()> {
+) -> Result<Order> {
     let n = range.len();
     let point_bytes = (n * 12) as u64;
     let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
@@ -408,7 +465,10 @@ fn submit_chunk(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("chunk"),
         });
-    let paired_shapes = slot.shapes.as_ref().filter(|_| matches!(job, Job::Paired(_)));
+    let paired_shapes = slot
+        .shapes
+        .as_ref()
+        .filter(|_| matches!(job, Job::Paired(_)));
     for (upload, bytes) in [
         (Some(&slot.points), point_bytes),
         (paired_shapes, shape_bytes),
@@ -435,20 +495,24 @@ fn submit_chunk(
     if let Some(readback) = &slot.readback {
         encoder.copy_buffer_to_buffer(&slot.hits, 0, readback, 0, hit_bytes);
     }
-    engine.queue.submit([encoder.finish()]);
-    engine.take_device_error()?;
-
-    let (tx, rx) = mpsc::channel();
-    slot.readable()
-        .map_async(wgpu::MapMode::Read, ..hit_bytes, move |r| drop(tx.send(r)));
-    slot.points.request_map();
+    let (done, mapped) = mpsc::channel();
+    let mut maps = vec![MapRequest {
+        buffer: slot.readable().clone(),
+        mode: wgpu::MapMode::Read,
+        bytes: hit_bytes,
+        done,
+    }];
+    maps.push(slot.points.remap_after_submit());
     if matches!(job, Job::Paired(_)) {
         if let Some(upload) = slot.shapes.as_mut() {
-            upload.request_map();
+            maps.push(upload.remap_after_submit());
         }
     }
-    slot.in_flight = Some(InFlight { range, mapped: rx });
-    Ok(())
+    slot.in_flight = Some(InFlight { range, mapped });
+    Ok(Order {
+        commands: encoder.finish(),
+        maps,
+    })
 }
 
 /// Workgroups for `rows` rows: one row of up to 65 535 groups, then more rows of groups
