@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use closest::bench::{sample_points, sample_shapes};
-use closest::gpu::{stream_sink, stream_source};
+use closest::gpu::{hits_into_slice, points_from_slice};
 use closest::{Engine, EngineOptions, GpuHit, Mode, Shape, reference};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parry3d::math::{Pose, Rotation, Vector};
@@ -97,9 +97,9 @@ fn throughput(c: &mut Criterion) {
                     .query_scene_stream(
                         &scene,
                         n,
-                        &mut stream_source(&points),
+                        &mut points_from_slice(&points),
                         Mode::Solid,
-                        &mut stream_sink(&mut hits),
+                        &mut hits_into_slice(&mut hits),
                     )
                     .unwrap();
                 black_box(&hits);

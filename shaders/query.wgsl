@@ -41,13 +41,11 @@ fn project_point(s: Shape, p_world: vec3<f32>) -> Projection {
             proj = project_box(p, s.p0.xyz);
         }
         case KIND_BOX: {
-            // Local axes as three vectors (not a mat3x3, which some compilers spill).
-            let ax = s.p1.xyz;
-            let ay = s.p2.xyz;
-            let az = s.p3.xyz;
-            proj = project_box(vec3<f32>(dot(p, ax), dot(p, ay), dot(p, az)), s.p0.xyz);
-            proj.point = ax * proj.point.x + ay * proj.point.y + az * proj.point.z;
-            proj.normal = ax * proj.normal.x + ay * proj.normal.y + az * proj.normal.z;
+            // The rotation as a unit quaternion: one vec4 to load rather than three axes.
+            let q = s.p1;
+            proj = project_box(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz);
+            proj.point = rotate(q, proj.point);
+            proj.normal = rotate(q, proj.normal);
         }
         case KIND_PLANE: {
             proj = project_plane(p, s.p0.xyz);

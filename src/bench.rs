@@ -151,11 +151,11 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     for shape in sample_shapes() {
         let scene = engine.upload_scene(std::slice::from_ref(&shape))?;
         let gpu = timed(repeats, || {
-            let mut sink = crate::gpu::stream_sink(&mut hits);
+            let mut sink = crate::gpu::hits_into_slice(&mut hits);
             engine.query_scene_stream(
                 &scene,
                 rows,
-                &mut crate::gpu::stream_source(&points),
+                &mut crate::gpu::points_from_slice(&points),
                 Mode::Solid,
                 &mut sink,
             )

@@ -217,8 +217,6 @@ fn check_kind(kind: ShapeKind) {
     for at in PLACEMENTS {
         for _ in 0..12 {
             let shape = random_shape(kind, &mut rng, *at);
-            let c = rng.vec(-at.center, at.center);
-            let _ = c;
             for _ in 0..24 {
                 let anchor = match &shape {
                     Shape::Plane { normal, offset } => *normal * *offset,

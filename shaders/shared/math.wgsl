@@ -21,3 +21,9 @@ fn any_perpendicular(axis: vec3<f32>) -> vec3<f32> {
     }
     return normalize(cross(axis, helper));
 }
+
+// v rotated by the unit quaternion q = (x, y, z, w).
+fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    let t = 2.0 * cross(q.xyz, v);
+    return v + q.w * t + cross(q.xyz, t);
+}

@@ -14,7 +14,7 @@ use crate::shape::Shape;
 /// |---|---|---|---|
 /// | sphere | center | w = radius | – |
 /// | aabb | center | xyz = half extents | – |
-/// | box | center | xyz = half extents | local X, Y, Z axes in world space |
+/// | box | center | xyz = half extents | p1 = unit rotation quaternion `[x, y, z, w]` |
 /// | plane | normal · offset | xyz = unit normal | – |
 /// | segment | a | xyz = b − a | – |
 /// | line | a | xyz = unit(b − a) | – |
@@ -97,14 +97,10 @@ impl GpuShape {
                 half_extents,
                 rotation,
             } => {
-                let [x, y, z] = Shape::axes(rotation);
-                (
-                    center,
-                    v4(half_extents, 0.0),
-                    v4(x, 0.0),
-                    v4(y, 0.0),
-                    v4(z, 0.0),
-                )
+                let [x, y, z, w] = rotation;
+                let norm = (x * x + y * y + z * z + w * w).sqrt();
+                let q = [x / norm, y / norm, z / norm, w / norm].map(|c| c as f32);
+                (center, v4(half_extents, 0.0), q, [0.0; 4], [0.0; 4])
             }
             Shape::Plane { normal, offset } => (
                 normal * offset,

@@ -10,8 +10,7 @@ mod stream;
 pub use adapter::{AdapterSummary, list_adapters};
 pub use layout::{GpuHit, GpuShape, Params};
 pub use stream::{
-    JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice as stream_sink,
-    points_from_slice as stream_source,
+    JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice, points_from_slice,
 };
 
 use std::collections::HashMap;
