@@ -11,9 +11,9 @@
 #import shapes/triangle
 #import shapes/capsule
 
-// Set per pipeline: a scene (or paired batch) of one shape kind gets a pipeline with that kind
-// baked in, so the compiler drops the other cases. Software adapters run every case of a
-// divergent-looking switch otherwise. ANY_KIND keeps the general switch.
+// Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
+// baked in, so the compiler drops the other cases (software adapters run every case of a
+// switch on loaded data). ANY_KIND keeps the general paths.
 override ONLY_KIND: u32 = ANY_KIND;
 
 // Threads per workgroup; the host reads it back from naga, so it is stated only here.
@@ -23,16 +23,18 @@ const WORKGROUP_SIZE: u32 = 256u;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
+// Scenes are uploaded sorted by kind: shapes of kind k are shapes[x .. y) of kind_ranges[k].
+@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT>;
 
 fn is_solid(kind: u32) -> bool {
     return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE;
 }
 
 // Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
-fn project_point(s: Shape, p_world: vec3<f32>) -> Projection {
+// Callers pass `kind` as a constant wherever they can, so the switch folds away.
+fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
     let p = p_world - s.anchor.xyz;
     var proj: Projection;
-    let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
     switch kind {
         case KIND_SPHERE: {
             proj = project_sphere(p, s.p0.w);
@@ -89,9 +91,28 @@ fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
     return Hit(proj.point, sign * len, normal, i32(index));
 }
 
-fn query_shape(s: Shape, index: u32, p: vec3<f32>) -> Hit {
-    let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
-    return finish(kind, index, p, project_point(s, p));
+fn query_shape(kind: u32, s: Shape, index: u32, p: vec3<f32>) -> Hit {
+    return finish(kind, index, p, project_point(kind, s, p));
+}
+
+// Nearer by |d|, ties to the lower shape index (SPEC §2); an empty `best` has shape -1.
+fn is_nearer(hit: Hit, best: Hit) -> bool {
+    let d = abs(hit.distance);
+    let b = abs(best.distance);
+    return best.shape < 0 || d < b || (d == b && hit.shape < best.shape);
+}
+
+// Every shape of one kind against p. `kind` is a literal at each call site, so each loop is
+// compiled for its kind alone: software adapters would otherwise pay for every case.
+fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    let range = kind_ranges[kind];
+    for (var i = range.x; i < range.y; i++) {
+        let s = shapes[i];
+        let hit = query_shape(kind, s, s.index, p);
+        if is_nearer(hit, *best) {
+            *best = hit;
+        }
+    }
 }
 
 fn non_finite_hit() -> Hit {
@@ -123,7 +144,9 @@ fn paired(
         hits[row] = non_finite_hit();
         return;
     }
-    hits[row] = query_shape(shapes[row], params.first_row + row, p);
+    let s = shapes[row];
+    let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
+    hits[row] = query_shape(kind, s, params.first_row + row, p);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -141,13 +164,29 @@ fn nearest(
         hits[row] = non_finite_hit();
         return;
     }
-    var best = query_shape(shapes[0], 0u, p);
-    for (var i = 1u; i < params.shape_count; i++) {
-        let hit = query_shape(shapes[i], i, p);
-        // Strictly smaller: ties keep the lowest index.
-        if abs(hit.distance) < abs(best.distance) {
-            best = hit;
+    if ONLY_KIND != ANY_KIND {
+        // A scene of one kind: one loop compiled for that kind, shapes in scene order.
+        var nearest = query_shape(ONLY_KIND, shapes[0], 0u, p);
+        for (var i = 1u; i < params.shape_count; i++) {
+            let hit = query_shape(ONLY_KIND, shapes[i], i, p);
+            // Strictly nearer: ties keep the lower index.
+            if abs(hit.distance) < abs(nearest.distance) {
+                nearest = hit;
+            }
         }
+        hits[row] = nearest;
+        return;
     }
+    var best = non_finite_hit();
+    // One call per kind (tests/shaders.rs checks that none is missing).
+    scan_kind(KIND_SPHERE, p, &best);
+    scan_kind(KIND_AABB, p, &best);
+    scan_kind(KIND_BOX, p, &best);
+    scan_kind(KIND_PLANE, p, &best);
+    scan_kind(KIND_SEGMENT, p, &best);
+    scan_kind(KIND_LINE, p, &best);
+    scan_kind(KIND_RAY, p, &best);
+    scan_kind(KIND_TRIANGLE, p, &best);
+    scan_kind(KIND_CAPSULE, p, &best);
     hits[row] = best;
 }

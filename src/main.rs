@@ -121,7 +121,7 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
     let bar = indicatif::ProgressBar::hidden();
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} rows ({per_sec}, eta {eta})",
+            "{elapsed_precise} [{bar:40}] {human_pos}/{human_len} rows, eta {eta}",
         )
         .expect("a valid template")
         .progress_chars("=> "),

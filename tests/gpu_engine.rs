@@ -87,6 +87,42 @@ fn nearest_ties_go_to_the_lowest_index() {
 }
 
 #[test]
+fn ties_across_kinds_go_to_the_lowest_index() {
+    // Scenes are uploaded sorted by kind (spheres first), yet the segment at index 0 must win
+    // its exact tie with the zero-radius sphere at index 1 at the same point.
+    let c = DVec3::new(2.0, -1.0, 0.5);
+    let shapes = [
+        Shape::Segment { a: c, b: c },
+        Shape::Sphere {
+            center: c,
+            radius: 0.0,
+        },
+    ];
+    let scene = engine().upload_scene(&shapes).unwrap();
+    let hits = engine()
+        .query_scene(&scene, &[[5.0, 1.0, 1.0], [2.0, -1.0, 0.5]], Mode::Surface)
+        .unwrap();
+    assert!(hits.iter().all(|h| h.shape == 0), "{hits:?}");
+    // And a nearer shape of a later kind still beats an earlier one.
+    let shapes = [
+        Shape::Capsule {
+            a: DVec3::ZERO,
+            b: DVec3::X,
+            radius: 0.1,
+        },
+        Shape::Sphere {
+            center: DVec3::new(0.0, 5.0, 0.0),
+            radius: 1.0,
+        },
+    ];
+    let scene = engine().upload_scene(&shapes).unwrap();
+    let hits = engine()
+        .query_scene(&scene, &[[0.5, 0.5, 0.0]], Mode::Solid)
+        .unwrap();
+    assert_eq!(hits[0].shape, 0, "{hits:?}");
+}
+
+#[test]
 fn dozens_of_chunks_give_every_row() {
     // 37 rows per chunk forces ~80 chunks through the two slots, with a ragged last chunk.
     let small = open_engine(EngineOptions {

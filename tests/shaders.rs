@@ -88,6 +88,7 @@ fn shape_layout_matches_wgsl() {
         size_of::<GpuShape>(),
         &[
             ("kind", offset_of!(GpuShape, kind)),
+            ("index", offset_of!(GpuShape, index)),
             ("anchor", offset_of!(GpuShape, anchor)),
             ("p0", offset_of!(GpuShape, p0)),
             ("p1", offset_of!(GpuShape, p1)),
@@ -135,4 +136,14 @@ fn dispatch_grid_stays_within_65535_per_dimension() {
     assert_eq!((x, y), (65_535, 2));
     let [x, y] = dispatch_grid(4_000_000_000, 256);
     assert!(x <= 65_535 && y <= 65_535 && x as u64 * y as u64 * 256 >= 4_000_000_000);
+}
+
+#[test]
+fn nearest_scans_every_shape_kind() {
+    // The mixed-scene path of `nearest` has one literal `scan_kind` call per kind.
+    let source = compose("query").unwrap().source;
+    for kind in ShapeKind::ALL {
+        let call = format!("scan_kind(KIND_{}, p, &best);", kind.name().to_uppercase());
+        assert!(source.contains(&call), "query.wgsl lacks `{call}`");
+    }
 }

@@ -5,9 +5,10 @@
 // p0..p3 hold the per-kind parameters listed in src/gpu/layout.rs (GpuShape::from_shape).
 struct Shape {
     kind: u32,
+    // Index in the user's scene (scenes are uploaded sorted by kind).
+    index: u32,
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
     anchor: vec4<f32>,
     p0: vec4<f32>,
     p1: vec4<f32>,

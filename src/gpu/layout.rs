@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::Mode;
 use crate::math::DVec3;
 use crate::reference::triangle_unit_normal;
-use crate::shape::Shape;
+use crate::shape::{Shape, ShapeKind};
 
 /// One shape in its local frame. Per kind (all derived in f64, then rounded once):
 ///
@@ -25,7 +25,9 @@ use crate::shape::Shape;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuShape {
     pub kind: u32,
-    pub _pad: [u32; 3],
+    /// Index in the user's scene (scenes are uploaded sorted by kind).
+    pub index: u32,
+    pub _pad: [u32; 2],
     pub anchor: [f32; 4],
     pub p0: [f32; 4],
     pub p1: [f32; 4],
@@ -135,7 +137,8 @@ impl GpuShape {
         };
         GpuShape {
             kind: shape.kind() as u32,
-            _pad: [0; 3],
+            index: 0,
+            _pad: [0; 2],
             anchor: v4(anchor, 0.0),
             p0,
             p1,
@@ -143,4 +146,27 @@ impl GpuShape {
             p3,
         }
     }
+}
+
+/// A scene's shapes in upload order (sorted by kind, each carrying its scene index) and the
+/// `[start, end)` row range of each kind, as the `kind_ranges` uniform holds them.
+pub fn scene_layout(shapes: &[Shape]) -> (Vec<GpuShape>, Vec<[u32; 4]>) {
+    let mut order: Vec<usize> = (0..shapes.len()).collect();
+    order.sort_by_key(|&i| shapes[i].kind() as u32);
+    let gpu: Vec<GpuShape> = order
+        .iter()
+        .map(|&i| GpuShape {
+            index: i as u32,
+            ..GpuShape::from_shape(&shapes[i])
+        })
+        .collect();
+    let ranges = ShapeKind::ALL
+        .iter()
+        .map(|&kind| {
+            let start = gpu.partition_point(|s| s.kind < kind as u32) as u32;
+            let end = gpu.partition_point(|s| s.kind <= kind as u32) as u32;
+            [start, end, 0, 0]
+        })
+        .collect();
+    (gpu, ranges)
 }

@@ -14,7 +14,9 @@ pub use stream::{
 };
 
 use std::collections::HashMap;
+
 use std::sync::{Arc, Mutex};
+use wgpu::util::DeviceExt;
 
 use crate::Mode;
 use crate::error::{Error, Result};
@@ -40,7 +42,10 @@ const SLOTS: usize = 2;
 
 /// A scene uploaded once; query it many times with [`Engine::query_scene`].
 pub struct GpuScene {
+    /// Shapes sorted by kind (see `layout::scene_layout`).
     shapes: wgpu::Buffer,
+    /// `[start, end)` of each kind in `shapes`, a uniform.
+    ranges: wgpu::Buffer,
     count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     kind: Option<ShapeKind>,
@@ -130,6 +135,8 @@ pub struct Engine {
     pub(crate) slots: Mutex<Vec<stream::Slot>>,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
+    /// The `kind_ranges` binding of paired jobs, which do not read it.
+    pub(crate) unused_ranges: wgpu::Buffer,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -182,6 +189,11 @@ impl Engine {
             .unwrap_or(DEFAULT_CHUNK_ROWS)
             .clamp(1, limit);
 
+        let unused_ranges = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused kind ranges"),
+            contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len()]),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
         Ok(Engine {
             device,
             queue,
@@ -192,6 +204,7 @@ impl Engine {
             chunk_rows,
             slots: Mutex::new(Vec::new()),
             timing: Mutex::new(JobTiming::default()),
+            unused_ranges,
             device_errors,
         })
     }
@@ -225,35 +238,39 @@ impl Engine {
 
     /// Upload a scene once; it stays on the device for any number of queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        let gpu: Vec<GpuShape> = shapes.iter().map(GpuShape::from_shape).collect();
-        let bytes: &[u8] = bytemuck::cast_slice(&gpu);
+        let (mut gpu, ranges) = layout::scene_layout(shapes);
+        let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
         let max = self.limits.max_storage_buffer_binding_size;
-        if bytes.len() as u64 > max {
+        if bytes > max {
             return Err(Error::Usage(format!(
-                "the scene has {} shapes ({} bytes), more than one storage binding holds on this \
-                 adapter ({max} bytes)",
+                "the scene has {} shapes ({bytes} bytes), more than one storage binding holds on \
+                 this adapter ({max} bytes)",
                 shapes.len(),
-                bytes.len()
             )));
         }
-        // A zero-size binding is invalid: an empty scene still gets one (unused) record.
-        let padded = if gpu.is_empty() {
-            bytemuck::bytes_of(&GpuShape::default()).to_vec()
-        } else {
-            bytes.to_vec()
-        };
-        let buffer = self.checked(|| {
-            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("scene shapes"),
-                size: padded.len() as u64,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            self.queue.write_buffer(&buffer, 0, &padded);
-            buffer
+        // A zero-size binding is invalid: an empty scene still gets one (never read) record.
+        if gpu.is_empty() {
+            gpu.push(GpuShape::default());
+        }
+        let (shapes_buffer, ranges) = self.checked(|| {
+            (
+                self.device
+                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: Some("scene shapes"),
+                        contents: bytemuck::cast_slice(&gpu),
+                        usage: wgpu::BufferUsages::STORAGE,
+                    }),
+                self.device
+                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: Some("scene kind ranges"),
+                        contents: bytemuck::cast_slice(&ranges),
+                        usage: wgpu::BufferUsages::UNIFORM,
+                    }),
+            )
         })?;
         Ok(GpuScene {
-            shapes: buffer,
+            shapes: shapes_buffer,
+            ranges,
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
         })
@@ -408,6 +425,16 @@ fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
             storage(1, true),
             storage(2, true),
             storage(3, false),
+            wgpu::BindGroupLayoutEntry {
+                binding: 4,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            },
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

@@ -82,6 +82,7 @@ pub fn prelude() -> String {
         );
     }
     out += &format!("const ANY_KIND: u32 = {}u;\n", ANY_KIND);
+    out += &format!("const KIND_COUNT: u32 = {}u;\n", ShapeKind::ALL.len());
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(
             "const MODE_{}: u32 = {}u;\n",

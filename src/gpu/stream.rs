@@ -420,7 +420,7 @@ fn encode_chunk(
     if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
         upload.fill(engine, shape_bytes, range.clone(), source)?;
     }
-    let (entry, kind, shape_buffer, shape_count) = match job {
+    let (entry, kind, shape_buffer, ranges, shape_count) = match job {
         Job::Paired(kind) => (
             Entry::Paired,
             *kind,
@@ -429,9 +429,16 @@ fn encode_chunk(
                 .as_ref()
                 .expect("paired slots have shape buffers")
                 .storage,
+            &engine.unused_ranges,
             n as u32,
         ),
-        Job::Nearest(scene) => (Entry::Nearest, scene.kind, &scene.shapes, scene.count),
+        Job::Nearest(scene) => (
+            Entry::Nearest,
+            scene.kind,
+            &scene.shapes,
+            &scene.ranges,
+            scene.count,
+        ),
     };
     let pipeline = engine.kernels.pipeline(&engine.device, entry, kind)?;
     let params = Params::new(n as u32, shape_count, mode, range.start as u32);
@@ -457,6 +464,10 @@ fn encode_chunk(
             wgpu::BindGroupEntry {
                 binding: 3,
                 resource: slot.hits.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 4,
+                resource: ranges.as_entire_binding(),
             },
         ],
     });
