@@ -89,55 +89,78 @@ pub fn write_hits(target: &Path, hits: &[GpuHit]) -> Result<()> {
     OutputFile::create(target)?.commit(hits)
 }
 
+/// One array of the archive, its rows written straight from the hits (no intermediate copy).
 fn npy_entry(
     zip: &mut zip::ZipWriter<BufWriter<File>>,
     name: &str,
     descr: &str,
     shape: &[usize],
-    data: &[u8],
+    row_bytes: usize,
+    rows: impl Iterator<Item = [u8; 12]>,
 ) -> std::io::Result<()> {
+    let data_len = (shape[0] * row_bytes) as u64;
     let options = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
-        .large_file(data.len() as u64 >= u32::MAX as u64 / 2);
+        .large_file(data_len >= u32::MAX as u64 / 2);
     zip.start_file(format!("{name}.npy"), options)?;
     npy::write_header(zip, descr, shape)?;
-    zip.write_all(data)
+    // Batched, so the archive's CRC and buffering see large writes.
+    let mut batch = Vec::with_capacity(1 << 20);
+    for row in rows {
+        batch.extend_from_slice(&row[..row_bytes]);
+        if batch.len() >= (1 << 20) - 12 {
+            zip.write_all(&batch)?;
+            batch.clear();
+        }
+    }
+    zip.write_all(&batch)
+}
+
+fn vec3_bytes(v: [f32; 3]) -> [u8; 12] {
+    bytemuck::cast(v)
+}
+
+fn scalar_bytes(x: [u8; 4]) -> [u8; 12] {
+    let mut out = [0; 12];
+    out[..4].copy_from_slice(&x);
+    out
 }
 
 fn write_npz(file: File, hits: &[GpuHit]) -> std::io::Result<()> {
     let n = hits.len();
-    let mut zip = zip::ZipWriter::new(BufWriter::new(file));
-    let points: Vec<[f32; 3]> = hits.iter().map(|h| h.point).collect();
-    let distances: Vec<f32> = hits.iter().map(|h| h.distance).collect();
-    let shapes: Vec<i32> = hits.iter().map(|h| h.shape).collect();
-    let normals: Vec<[f32; 3]> = hits.iter().map(|h| h.normal).collect();
+    let mut zip = zip::ZipWriter::new(BufWriter::with_capacity(1 << 20, file));
+    let rows = || hits.iter();
     npy_entry(
         &mut zip,
         "point",
         "<f4",
         &[n, 3],
-        bytemuck::cast_slice(&points),
+        12,
+        rows().map(|h| vec3_bytes(h.point)),
     )?;
     npy_entry(
         &mut zip,
         "distance",
         "<f4",
         &[n],
-        bytemuck::cast_slice(&distances),
+        4,
+        rows().map(|h| scalar_bytes(h.distance.to_le_bytes())),
     )?;
     npy_entry(
         &mut zip,
         "shape",
         "<i4",
         &[n],
-        bytemuck::cast_slice(&shapes),
+        4,
+        rows().map(|h| scalar_bytes(h.shape.to_le_bytes())),
     )?;
     npy_entry(
         &mut zip,
         "normal",
         "<f4",
         &[n, 3],
-        bytemuck::cast_slice(&normals),
+        12,
+        rows().map(|h| vec3_bytes(h.normal)),
     )?;
     zip.finish()?.flush()
 }
