@@ -96,15 +96,15 @@ pub fn memcpy_time(rows: usize, repeats: usize) -> Duration {
     .expect("memcpy cannot fail")
 }
 
-/// The reference on all cores, f64, for the same points.
-pub fn reference_time(shape: &Shape, points: &[[f32; 3]], repeats: usize) -> Duration {
+/// The reference (nearest of `shapes`) on all cores, f64, for the same points.
+pub fn reference_time(shapes: &[Shape], points: &[[f32; 3]], repeats: usize) -> Duration {
     let mut out = vec![reference::Hit::NON_FINITE; points.len()];
     timed(repeats, || {
         out.par_iter_mut()
             .zip(points.par_iter())
             .for_each(|(o, p)| {
                 let p = DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
-                *o = reference::query_shape(shape, 0, p, Mode::Solid);
+                *o = reference::nearest(shapes, p, Mode::Solid);
             });
         std::hint::black_box(&out);
         Ok(())
@@ -148,8 +148,14 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     )
     .map_err(w)?;
     let mut hits = vec![GpuHit::default(); rows];
-    for shape in sample_shapes() {
-        let scene = engine.upload_scene(std::slice::from_ref(&shape))?;
+    // One shape of each kind alone, then all of them as one mixed scene (nearest of 9).
+    let mut scenes: Vec<(String, Vec<Shape>)> = sample_shapes()
+        .into_iter()
+        .map(|s| (s.kind().name().to_string(), vec![s]))
+        .collect();
+    scenes.push(("mixed (9)".to_string(), sample_shapes()));
+    for (name, shapes) in &scenes {
+        let scene = engine.upload_scene(shapes)?;
         let gpu = timed(repeats, || {
             let mut sink = crate::gpu::hits_into_slice(&mut hits);
             engine.query_scene_stream(
@@ -161,12 +167,12 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
             )
         })?;
         let split = engine.last_timing();
-        let cpu = reference_time(&shape, &points, repeats);
+        let cpu = reference_time(shapes, &points, repeats);
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
             out,
             "{:<10} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-            shape.kind().name(),
+            name,
             rate(gpu),
             rate(cpu),
             cpu.as_secs_f64() / gpu.as_secs_f64(),

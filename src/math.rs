@@ -40,8 +40,10 @@ impl DVec3 {
     pub fn length_squared(self) -> f64 {
         self.dot(self)
     }
+    /// Plain sqrt of the sum of squares: inputs are within f32's range, so the squares cannot
+    /// overflow f64 (and `hypot` would triple the reference's cost).
     pub fn length(self) -> f64 {
-        self.x.hypot(self.y).hypot(self.z)
+        self.length_squared().sqrt()
     }
     /// Unit vector, or zero for the zero vector (the degenerate case is the caller's to define).
     pub fn normalize_or_zero(self) -> DVec3 {

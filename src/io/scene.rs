@@ -94,6 +94,12 @@ impl ShapeReader<'_> {
             if !x.is_finite() {
                 return Err(self.error(field, "must be finite"));
             }
+            if x.abs() > f32::MAX as f64 {
+                return Err(self.error(
+                    field,
+                    format!("{x} is beyond the f32 range the GPU computes in (±3.4e38)"),
+                ));
+            }
             *slot = x;
         }
         Ok(out)
