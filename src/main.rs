@@ -71,7 +71,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Error> {
     let options = EngineOptions {
         adapter: cli.adapter.clone(),
-        chunk_rows: None,
+        ..Default::default()
     };
     match cli.command {
         Command::Info => info(&options),

@@ -124,11 +124,25 @@ fn ties_across_kinds_go_to_the_lowest_index() {
 
 #[test]
 fn dozens_of_chunks_give_every_row() {
+    many_chunks(false);
+}
+
+#[test]
+fn dozens_of_chunks_through_staging_buffers_give_every_row() {
+    // The discrete-GPU path: staging uploads and readback copies.
+    many_chunks(true);
+}
+
+fn many_chunks(force_staging: bool) {
     // 37 rows per chunk forces ~80 chunks through the two slots, with a ragged last chunk.
     let small = open_engine(EngineOptions {
         chunk_rows: Some(37),
+        force_staging,
         ..Default::default()
     });
+    if force_staging {
+        assert!(!small.unified_memory());
+    }
     assert_eq!(small.chunk_rows(), 37);
     let mut rng = Rng::new(11);
     let shapes = mixed_scene(&mut rng, 12, 3.0);

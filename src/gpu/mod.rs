@@ -31,6 +31,9 @@ pub struct EngineOptions {
     /// Rows per chunk; `None` sizes chunks from the device limits. Tests set it small to force
     /// many chunks.
     pub chunk_rows: Option<usize>,
+    /// Use staging buffers and copies even on a unified-memory adapter (the path discrete
+    /// GPUs take), so tests can exercise it on lavapipe.
+    pub force_staging: bool,
 }
 
 /// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
@@ -146,10 +149,12 @@ impl Engine {
     pub fn new(options: &EngineOptions) -> Result<Engine> {
         let (adapter, info) = adapter::choose(options.adapter.as_deref())?;
         let features = adapter.features();
-        let unified_memory = matches!(
-            info.device_type,
-            wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
-        ) && features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
+        let unified_memory = !options.force_staging
+            && matches!(
+                info.device_type,
+                wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
+            )
+            && features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let required_features = if unified_memory {
             wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
         } else {
