@@ -233,57 +233,52 @@ fn bad_scene(dir: &Dir, json: &str, needles: &[&str]) {
 #[test]
 fn bad_scenes_name_the_shape_and_field() {
     let dir = Dir::new();
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, "#,
-        &["malformed JSON"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus"} ]}"#,
-        &["shape 1", "`type`", "torus"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#,
-        &["shape 0", "`radius`", "missing"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,1e999,0], "radius": 1} ]}"#,
-        &["shape 0", "`center`", "finite"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,0], "radius": 1} ]}"#,
-        &["shape 0", "`center`", "3 numbers"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "capsule", "a": [0,0,0], "b": [1,0,0], "radius": -1} ]}"#,
-        &["shape 0", "`radius`", "≥ 0"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "box", "center": [0,0,0], "half_extents": [1,-1,1], "rotation": [0,0,0,1]} ]}"#,
-        &["shape 0", "`half_extents`"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "aabb", "min": [0,0,5], "max": [1,1,1]} ]}"#,
-        &["shape 0", "`min`", "min.z"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "plane", "normal": [0,0,0], "offset": 1} ]}"#,
-        &["shape 0", "`normal`", "non-zero"],
-    );
-    bad_scene(
-        &dir,
-        r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "box", "center": [0,0,0], "half_extents": [1,1,1], "rotation": [0,0,0,0]} ]}"#,
-        &["shape 1", "`rotation`", "non-zero"],
-    );
-    bad_scene(&dir, r#"{"objects": []}"#, &["`shapes`"]);
+    // (scene, what the message must name)
+    let cases: &[(&str, &[&str])] = &[
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, "#,
+            &["malformed JSON"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus"} ]}"#,
+            &["shape 1", "`type`", "torus"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#,
+            &["shape 0", "`radius`", "missing"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,1e999,0], "radius": 1} ]}"#,
+            &["shape 0", "`center`", "finite"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0], "radius": 1} ]}"#,
+            &["shape 0", "`center`", "3 numbers"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "capsule", "a": [0,0,0], "b": [1,0,0], "radius": -1} ]}"#,
+            &["shape 0", "`radius`", "≥ 0"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "box", "center": [0,0,0], "half_extents": [1,-1,1], "rotation": [0,0,0,1]} ]}"#,
+            &["shape 0", "`half_extents`"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "aabb", "min": [0,0,5], "max": [1,1,1]} ]}"#,
+            &["shape 0", "`min`", "min.z"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "plane", "normal": [0,0,0], "offset": 1} ]}"#,
+            &["shape 0", "`normal`", "non-zero"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "box", "center": [0,0,0], "half_extents": [1,1,1], "rotation": [0,0,0,0]} ]}"#,
+            &["shape 1", "`rotation`", "non-zero"],
+        ),
+    ];
+    for (json, needles) in cases {
+        bad_scene(&dir, json, needles);
+    }
 }
 
 #[test]

@@ -404,42 +404,27 @@ fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
         label: Some("query.wgsl"),
         source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
     });
-    let storage = |binding, read_only| wgpu::BindGroupLayoutEntry {
+    let buffer = |binding, ty| wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
+            ty,
             has_dynamic_offset: false,
             min_binding_size: None,
         },
         count: None,
     };
+    let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+    let uniform = wgpu::BufferBindingType::Uniform;
     let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("query bindings"),
+        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges.
         entries: &[
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            },
-            storage(1, true),
-            storage(2, true),
-            storage(3, false),
-            wgpu::BindGroupLayoutEntry {
-                binding: 4,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            },
+            buffer(0, uniform),
+            buffer(1, storage(true)),
+            buffer(2, storage(true)),
+            buffer(3, storage(false)),
+            buffer(4, uniform),
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

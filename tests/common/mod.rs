@@ -185,18 +185,7 @@ pub fn assert_paired(
             failures.push(format!("{} [{mode:?}] {shape:?} p = {p:?}: {e}", label(i)));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows fail:\n{}",
-        failures.len(),
-        points.len(),
-        failures
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_no_failures(&failures, points.len());
 }
 
 /// Nearest shape of `shapes` for every point, checked against the reference.
@@ -238,16 +227,15 @@ pub fn assert_nearest(engine: &Engine, shapes: &[Shape], points: &[DVec3], mode:
             failures.push(format!("p = {p:?} (shape {chosen}): {e}"));
         }
     }
+    assert_no_failures(&failures, points.len());
+}
+
+/// Fail with the first 20 failing rows, if any.
+fn assert_no_failures(failures: &[String], rows: usize) {
     assert!(
         failures.is_empty(),
-        "{} of {} rows fail:\n{}",
+        "{} of {rows} rows fail:\n{}",
         failures.len(),
-        points.len(),
-        failures
-            .iter()
-            .take(20)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        failures[..failures.len().min(20)].join("\n")
     );
 }
