@@ -275,6 +275,11 @@ fn bad_scenes_name_the_shape_and_field() {
             r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "box", "center": [0,0,0], "half_extents": [1,1,1], "rotation": [0,0,0,0]} ]}"#,
             &["shape 1", "`rotation`", "non-zero"],
         ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1e200} ]}"#,
+            &["shape 0", "`radius`", "f32 range"],
+        ),
+        (r#"{"objects": []}"#, &["`shapes`"]),
     ];
     for (json, needles) in cases {
         bad_scene(&dir, json, needles);
