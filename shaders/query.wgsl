@@ -10,6 +10,8 @@
 #import shapes/ray
 #import shapes/triangle
 #import shapes/capsule
+#import shapes/cylinder
+#import shapes/polyhedron
 
 // Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
 // baked in, so the compiler drops the other cases (software adapters run every case of a
@@ -27,7 +29,8 @@ const WORKGROUP_SIZE: u32 = 256u;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT>;
 
 fn is_solid(kind: u32) -> bool {
-    return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE;
+    return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE
+        || kind == KIND_CYLINDER || kind == KIND_WEDGE || kind == KIND_CORNER_WEDGE;
 }
 
 // Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
@@ -42,10 +45,18 @@ fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
         case KIND_AABB: {
             proj = project_box(p, s.p0.xyz);
         }
-        case KIND_BOX: {
-            // The rotation as a unit quaternion: one vec4 to load rather than three axes.
+        // Oriented shapes: the rotation as a unit quaternion, one vec4 to load rather than
+        // three axes.
+        case KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE: {
             let q = s.p1;
-            proj = project_box(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz);
+            let local = rotate(vec4<f32>(-q.xyz, q.w), p);
+            if kind == KIND_BOX {
+                proj = project_box(local, s.p0.xyz);
+            } else if kind == KIND_WEDGE {
+                proj = project_wedge(local, s.p0.xyz);
+            } else {
+                proj = project_corner_wedge(local, s.p0.xyz);
+            }
             proj.point = rotate(q, proj.point);
             proj.normal = rotate(q, proj.normal);
         }
@@ -66,6 +77,9 @@ fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
         }
         case KIND_CAPSULE: {
             proj = project_capsule(p, s.p0.xyz, s.p0.w);
+        }
+        case KIND_CYLINDER: {
+            proj = project_cylinder(p, s.p0.xyz, s.p0.w, s.p1.w);
         }
         default: {
             proj = Projection(p, false, vec3<f32>(0.0));
@@ -188,5 +202,8 @@ fn nearest(
     scan_kind(KIND_RAY, p, &best);
     scan_kind(KIND_TRIANGLE, p, &best);
     scan_kind(KIND_CAPSULE, p, &best);
+    scan_kind(KIND_CYLINDER, p, &best);
+    scan_kind(KIND_WEDGE, p, &best);
+    scan_kind(KIND_CORNER_WEDGE, p, &best);
     hits[row] = best;
 }

@@ -49,6 +49,17 @@ pub fn sample_shapes() -> Vec<Shape> {
                 c: DVec3::new(0.1, 0.9, 0.4),
             },
             ShapeKind::Capsule => Shape::Capsule { a, b, radius: 0.3 },
+            ShapeKind::Cylinder => Shape::Cylinder { a, b, radius: 0.4 },
+            ShapeKind::Wedge => Shape::Wedge {
+                center: a,
+                half_extents: DVec3::new(0.5, 0.3, 0.8),
+                rotation: [0.2, 0.3, 0.1, 0.93],
+            },
+            ShapeKind::CornerWedge => Shape::CornerWedge {
+                center: a,
+                half_extents: DVec3::new(0.5, 0.3, 0.8),
+                rotation: [0.2, 0.3, 0.1, 0.93],
+            },
         })
         .collect()
 }

@@ -46,6 +46,27 @@ pub enum Shape {
         b: DVec3,
         radius: f64,
     },
+    /// Solid capped cylinder, axis from cap centre `a` to cap centre `b`. With a == b it is a
+    /// disk of `radius` centred at `a`, perpendicular to Z.
+    Cylinder {
+        a: DVec3,
+        b: DVec3,
+        radius: f64,
+    },
+    /// Roblox WedgePart: in local space the prism with vertices (±hx,−hy,−hz), (±hx,−hy,+hz),
+    /// (±hx,+hy,+hz); `rotation` is a unit quaternion `[x, y, z, w]`.
+    Wedge {
+        center: DVec3,
+        half_extents: DVec3,
+        rotation: [f64; 4],
+    },
+    /// Roblox CornerWedgePart: in local space the pyramid with base (±hx,−hy,±hz) and apex
+    /// (+hx,+hy,−hz).
+    CornerWedge {
+        center: DVec3,
+        half_extents: DVec3,
+        rotation: [f64; 4],
+    },
 }
 
 /// The GPU's shape tag. The WGSL constants `KIND_*` are generated from this list.
@@ -61,10 +82,13 @@ pub enum ShapeKind {
     Ray = 6,
     Triangle = 7,
     Capsule = 8,
+    Cylinder = 9,
+    Wedge = 10,
+    CornerWedge = 11,
 }
 
 impl ShapeKind {
-    pub const ALL: [ShapeKind; 9] = [
+    pub const ALL: [ShapeKind; 12] = [
         ShapeKind::Sphere,
         ShapeKind::Aabb,
         ShapeKind::Box,
@@ -74,6 +98,9 @@ impl ShapeKind {
         ShapeKind::Ray,
         ShapeKind::Triangle,
         ShapeKind::Capsule,
+        ShapeKind::Cylinder,
+        ShapeKind::Wedge,
+        ShapeKind::CornerWedge,
     ];
 
     /// The `type` string of the scene file.
@@ -88,6 +115,9 @@ impl ShapeKind {
             ShapeKind::Ray => "ray",
             ShapeKind::Triangle => "triangle",
             ShapeKind::Capsule => "capsule",
+            ShapeKind::Cylinder => "cylinder",
+            ShapeKind::Wedge => "wedge",
+            ShapeKind::CornerWedge => "corner_wedge",
         }
     }
 
@@ -95,7 +125,13 @@ impl ShapeKind {
     pub fn is_solid(self) -> bool {
         matches!(
             self,
-            ShapeKind::Sphere | ShapeKind::Aabb | ShapeKind::Box | ShapeKind::Capsule
+            ShapeKind::Sphere
+                | ShapeKind::Aabb
+                | ShapeKind::Box
+                | ShapeKind::Capsule
+                | ShapeKind::Cylinder
+                | ShapeKind::Wedge
+                | ShapeKind::CornerWedge
         )
     }
 }
@@ -112,6 +148,9 @@ impl Shape {
             Shape::Ray { .. } => ShapeKind::Ray,
             Shape::Triangle { .. } => ShapeKind::Triangle,
             Shape::Capsule { .. } => ShapeKind::Capsule,
+            Shape::Cylinder { .. } => ShapeKind::Cylinder,
+            Shape::Wedge { .. } => ShapeKind::Wedge,
+            Shape::CornerWedge { .. } => ShapeKind::CornerWedge,
         }
     }
 
@@ -127,16 +166,28 @@ impl Shape {
         match self {
             Shape::Sphere { center, radius } => m(&[*center], &[*radius]),
             Shape::Aabb { min, max } => m(&[*min, *max], &[]),
-            Shape::Box {
-                center,
-                half_extents,
-                ..
-            } => m(&[*center, *half_extents], &[]),
             Shape::Plane { normal, offset } => m(&[*normal], &[*offset]),
             Shape::Segment { a, b } | Shape::Line { a, b } => m(&[*a, *b], &[]),
             Shape::Ray { origin, direction } => m(&[*origin, *direction], &[]),
             Shape::Triangle { a, b, c } => m(&[*a, *b, *c], &[]),
-            Shape::Capsule { a, b, radius } => m(&[*a, *b], &[*radius]),
+            Shape::Capsule { a, b, radius } | Shape::Cylinder { a, b, radius } => {
+                m(&[*a, *b], &[*radius])
+            }
+            Shape::Box {
+                center,
+                half_extents,
+                ..
+            }
+            | Shape::Wedge {
+                center,
+                half_extents,
+                ..
+            }
+            | Shape::CornerWedge {
+                center,
+                half_extents,
+                ..
+            } => m(&[*center, *half_extents], &[]),
         }
     }
 

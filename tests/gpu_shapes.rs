@@ -93,6 +93,21 @@ fn random_shape(kind: ShapeKind, rng: &mut Rng, at: Placement) -> Shape {
             b: point(rng),
             radius: rng.range(0.05, 0.5) * s,
         },
+        ShapeKind::Cylinder => Shape::Cylinder {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 0.5) * s,
+        },
+        ShapeKind::Wedge => Shape::Wedge {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::CornerWedge => Shape::CornerWedge {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
     }
 }
 
@@ -125,6 +140,38 @@ fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
         } => {
             box_features(&mut add, center, half_extents, Shape::axes(rotation));
         }
+        Shape::Wedge {
+            center,
+            half_extents: h,
+            rotation,
+        }
+        | Shape::CornerWedge {
+            center,
+            half_extents: h,
+            rotation,
+        } => {
+            let axes = Shape::axes(rotation);
+            let at = |x: f64, y: f64, z: f64| {
+                center + axes[0] * (x * h.x) + axes[1] * (y * h.y) + axes[2] * (z * h.z)
+            };
+            // The bounding box's corners and face centres: vertices of the solid, points on
+            // its faces, or points outside its slopes.
+            add("centre of the bounding box", center);
+            for x in [-1.0, 1.0] {
+                for y in [-1.0, 1.0] {
+                    for z in [-1.0, 1.0] {
+                        add("box corner", at(x, y, z));
+                    }
+                }
+                add("box face x", at(x, 0.0, 0.0));
+                add("box face y", at(0.0, x, 0.0));
+                add("box face z", at(0.0, 0.0, x));
+            }
+            add("on the wedge slope", at(0.2, 0.0, 0.0));
+            add("above the slope", at(0.2, 0.5, -0.5));
+            add("inside near the bottom", at(0.1, -0.9, 0.5));
+            add("edge midpoint", at(1.0, -1.0, 0.0));
+        }
         Shape::Plane { normal, offset } => {
             let on = normal * offset;
             add("on plane", on);
@@ -135,7 +182,10 @@ fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
             add("above", on + normal * 2.0);
             add("below", on - normal * 2.0);
         }
-        Shape::Segment { a, b } | Shape::Line { a, b } | Shape::Capsule { a, b, .. } => {
+        Shape::Segment { a, b }
+        | Shape::Line { a, b }
+        | Shape::Capsule { a, b, .. }
+        | Shape::Cylinder { a, b, .. } => {
             add("a", a);
             add("b", b);
             add("midpoint", (a + b) * 0.5);
@@ -147,6 +197,15 @@ fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
             if let Shape::Capsule { radius, .. } = *shape {
                 add("on side surface", (a + b) * 0.5 + perp * radius);
                 add("on cap", b + (b - a).normalize_or_zero() * radius);
+            }
+            if let Shape::Cylinder { radius, .. } = *shape {
+                add("on side surface", (a + b) * 0.5 + perp * radius);
+                add("on rim", b + perp * radius);
+                add("on cap face", b + perp * (radius * 0.5));
+                add(
+                    "just inside the cap",
+                    b - (b - a) * 0.01 + perp * (radius * 0.5),
+                );
             }
         }
         Shape::Ray { origin, direction } => {
@@ -279,6 +338,18 @@ fn triangle_matches_reference() {
 #[test]
 fn capsule_matches_reference() {
     check_kind(ShapeKind::Capsule);
+}
+#[test]
+fn cylinder_matches_reference() {
+    check_kind(ShapeKind::Cylinder);
+}
+#[test]
+fn wedge_matches_reference() {
+    check_kind(ShapeKind::Wedge);
+}
+#[test]
+fn corner_wedge_matches_reference() {
+    check_kind(ShapeKind::CornerWedge);
 }
 
 /// Degenerate shapes with defined answers, checked on their feature points and a ring of

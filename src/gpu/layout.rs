@@ -5,7 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::Mode;
 use crate::math::DVec3;
-use crate::reference::triangle_unit_normal;
+use crate::reference::{cylinder_axis, triangle_unit_normal};
 use crate::shape::{Shape, ShapeKind};
 
 /// One shape in its local frame. Per kind (all derived in f64, then rounded once):
@@ -14,13 +14,14 @@ use crate::shape::{Shape, ShapeKind};
 /// |---|---|---|---|
 /// | sphere | center | w = radius | – |
 /// | aabb | center | xyz = half extents | – |
-/// | box | center | xyz = half extents | p1 = unit rotation quaternion `[x, y, z, w]` |
+/// | box, wedge, corner_wedge | center | xyz = half extents | p1 = unit rotation quaternion `[x, y, z, w]` |
 /// | plane | normal · offset | xyz = unit normal | – |
 /// | segment | a | xyz = b − a | – |
 /// | line | a | xyz = unit(b − a) | – |
 /// | ray | origin | xyz = unit direction | – |
 /// | triangle | a | xyz = b − a | p1 = c − a, p2 = unit normal (zero if degenerate) |
 /// | capsule | a | xyz = b − a, w = radius | – |
+/// | cylinder | a | xyz = unit axis (Z when a == b), w = length | p1.w = radius |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuShape {
@@ -98,6 +99,16 @@ impl GpuShape {
                 center,
                 half_extents,
                 rotation,
+            }
+            | Shape::Wedge {
+                center,
+                half_extents,
+                rotation,
+            }
+            | Shape::CornerWedge {
+                center,
+                half_extents,
+                rotation,
             } => {
                 let [x, y, z, w] = rotation;
                 let norm = (x * x + y * y + z * z + w * w).sqrt();
@@ -134,6 +145,16 @@ impl GpuShape {
                 [0.0; 4],
             ),
             Shape::Capsule { a, b, radius } => (a, v4(b - a, radius), [0.0; 4], [0.0; 4], [0.0; 4]),
+            Shape::Cylinder { a, b, radius } => {
+                let (axis, length) = cylinder_axis(a, b);
+                (
+                    a,
+                    v4(axis, length),
+                    v4(DVec3::ZERO, radius),
+                    [0.0; 4],
+                    [0.0; 4],
+                )
+            }
         };
         GpuShape {
             kind: shape.kind() as u32,

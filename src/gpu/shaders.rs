@@ -5,46 +5,31 @@
 use crate::Mode;
 use crate::shape::ShapeKind;
 
-/// Every WGSL file, by import path (relative to `shaders/`, without `.wgsl`).
+/// A WGSL file under `shaders/`, by import path (without `.wgsl`).
+macro_rules! wgsl {
+    ($path:literal) => {
+        (
+            $path,
+            include_str!(concat!("../../shaders/", $path, ".wgsl")),
+        )
+    };
+}
+
+/// Every WGSL file, by import path.
 const SOURCES: &[(&str, &str)] = &[
-    (
-        "shared/types",
-        include_str!("../../shaders/shared/types.wgsl"),
-    ),
-    (
-        "shared/math",
-        include_str!("../../shaders/shared/math.wgsl"),
-    ),
-    (
-        "shapes/sphere",
-        include_str!("../../shaders/shapes/sphere.wgsl"),
-    ),
-    (
-        "shapes/aabb",
-        include_str!("../../shaders/shapes/aabb.wgsl"),
-    ),
-    (
-        "shapes/plane",
-        include_str!("../../shaders/shapes/plane.wgsl"),
-    ),
-    (
-        "shapes/segment",
-        include_str!("../../shaders/shapes/segment.wgsl"),
-    ),
-    (
-        "shapes/line",
-        include_str!("../../shaders/shapes/line.wgsl"),
-    ),
-    ("shapes/ray", include_str!("../../shaders/shapes/ray.wgsl")),
-    (
-        "shapes/triangle",
-        include_str!("../../shaders/shapes/triangle.wgsl"),
-    ),
-    (
-        "shapes/capsule",
-        include_str!("../../shaders/shapes/capsule.wgsl"),
-    ),
-    ("query", include_str!("../../shaders/query.wgsl")),
+    wgsl!("shared/types"),
+    wgsl!("shared/math"),
+    wgsl!("shapes/sphere"),
+    wgsl!("shapes/aabb"),
+    wgsl!("shapes/plane"),
+    wgsl!("shapes/segment"),
+    wgsl!("shapes/line"),
+    wgsl!("shapes/ray"),
+    wgsl!("shapes/triangle"),
+    wgsl!("shapes/capsule"),
+    wgsl!("shapes/cylinder"),
+    wgsl!("shapes/polyhedron"),
+    wgsl!("query"),
 ];
 
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.

@@ -142,6 +142,81 @@ impl ShapeReader<'_> {
         Ok(v / len)
     }
 
+    /// A Roblox BasePart (SPEC §1): `shape`, `size`, and `cframe` as `CFrame:GetComponents()`
+    /// (position, then the rotation matrix row-major; its columns are the part's axes).
+    fn part(&self) -> Result<Shape> {
+        let shape = self
+            .fields
+            .get("shape")
+            .ok_or_else(|| self.error("shape", "missing"))?
+            .as_str()
+            .ok_or_else(|| self.error("shape", "must be a string"))?;
+        let size = self.extents("size")?;
+        let cframe = self.numbers::<12>("cframe")?;
+        let center = DVec3::new(cframe[0], cframe[1], cframe[2]);
+        let r = |row: usize, col: usize| cframe[3 + 3 * row + col];
+        let axes = [0, 1, 2].map(|col| DVec3::new(r(0, col), r(1, col), r(2, col)));
+        // Roblox CFrames are float32: orthonormal to ~1e-6. Beyond this it is not a rotation.
+        const TOLERANCE: f64 = 1e-4;
+        for i in 0..3 {
+            for j in 0..3 {
+                let expected = if i == j { 1.0 } else { 0.0 };
+                let got = axes[i].dot(axes[j]);
+                if (got - expected).abs() > TOLERANCE {
+                    return Err(self.error(
+                        "cframe",
+                        format!(
+                            "the rotation is not orthonormal (axis {i} · axis {j} = {got:.6}, \
+                             expected {expected}; tolerance {TOLERANCE})"
+                        ),
+                    ));
+                }
+            }
+        }
+        if axes[0].cross(axes[1]).dot(axes[2]) < 0.0 {
+            return Err(self.error(
+                "cframe",
+                "the rotation matrix is a reflection (determinant −1)",
+            ));
+        }
+        let rotation = matrix_to_quaternion(axes);
+        let half = size * 0.5;
+        Ok(match shape {
+            "Ball" => Shape::Sphere {
+                center,
+                radius: size.x.min(size.y).min(size.z) / 2.0,
+            },
+            "Block" => Shape::Box {
+                center,
+                half_extents: half,
+                rotation,
+            },
+            "Cylinder" => Shape::Cylinder {
+                a: center - axes[0] * half.x,
+                b: center + axes[0] * half.x,
+                radius: size.y.min(size.z) / 2.0,
+            },
+            "Wedge" => Shape::Wedge {
+                center,
+                half_extents: half,
+                rotation,
+            },
+            "CornerWedge" => Shape::CornerWedge {
+                center,
+                half_extents: half,
+                rotation,
+            },
+            other => {
+                return Err(self.error(
+                    "shape",
+                    format!(
+                        "unknown part shape `{other}` (Ball, Block, Cylinder, Wedge, CornerWedge)"
+                    ),
+                ));
+            }
+        })
+    }
+
     fn read(&self) -> Result<Shape> {
         let kind = self
             .fields
@@ -201,8 +276,25 @@ impl ShapeReader<'_> {
                 b: self.vec3("b")?,
                 radius: self.non_negative("radius")?,
             },
+            "cylinder" => Shape::Cylinder {
+                a: self.vec3("a")?,
+                b: self.vec3("b")?,
+                radius: self.non_negative("radius")?,
+            },
+            "wedge" => Shape::Wedge {
+                center: self.vec3("center")?,
+                half_extents: self.extents("half_extents")?,
+                rotation: self.unit_quaternion("rotation")?,
+            },
+            "corner_wedge" => Shape::CornerWedge {
+                center: self.vec3("center")?,
+                half_extents: self.extents("half_extents")?,
+                rotation: self.unit_quaternion("rotation")?,
+            },
+            "part" => self.part()?,
             other => {
-                let known: Vec<&str> = ShapeKind::ALL.iter().map(|k| k.name()).collect();
+                let mut known: Vec<&str> = ShapeKind::ALL.iter().map(|k| k.name()).collect();
+                known.push("part");
                 return Err(self.error(
                     "type",
                     format!(
@@ -212,5 +304,75 @@ impl ShapeReader<'_> {
                 ));
             }
         })
+    }
+}
+
+/// Unit quaternion `[x, y, z, w]` of the rotation whose columns are `axes` (Shepperd's method:
+/// the largest of the four candidates keeps the division well conditioned).
+pub fn matrix_to_quaternion(axes: [DVec3; 3]) -> [f64; 4] {
+    let m = |row: usize, col: usize| axes[col].get(row);
+    let trace = m(0, 0) + m(1, 1) + m(2, 2);
+    let q = if trace > 0.0 {
+        let s = (trace + 1.0).sqrt() * 2.0;
+        [
+            (m(2, 1) - m(1, 2)) / s,
+            (m(0, 2) - m(2, 0)) / s,
+            (m(1, 0) - m(0, 1)) / s,
+            0.25 * s,
+        ]
+    } else if m(0, 0) > m(1, 1) && m(0, 0) > m(2, 2) {
+        let s = (1.0 + m(0, 0) - m(1, 1) - m(2, 2)).sqrt() * 2.0;
+        [
+            0.25 * s,
+            (m(0, 1) + m(1, 0)) / s,
+            (m(0, 2) + m(2, 0)) / s,
+            (m(2, 1) - m(1, 2)) / s,
+        ]
+    } else if m(1, 1) > m(2, 2) {
+        let s = (1.0 + m(1, 1) - m(0, 0) - m(2, 2)).sqrt() * 2.0;
+        [
+            (m(0, 1) + m(1, 0)) / s,
+            0.25 * s,
+            (m(1, 2) + m(2, 1)) / s,
+            (m(0, 2) - m(2, 0)) / s,
+        ]
+    } else {
+        let s = (1.0 + m(2, 2) - m(0, 0) - m(1, 1)).sqrt() * 2.0;
+        [
+            (m(0, 2) + m(2, 0)) / s,
+            (m(1, 2) + m(2, 1)) / s,
+            0.25 * s,
+            (m(1, 0) - m(0, 1)) / s,
+        ]
+    };
+    let norm = q.iter().map(|c| c * c).sum::<f64>().sqrt();
+    q.map(|c| c / norm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::quaternion_axes;
+
+    #[test]
+    fn matrix_to_quaternion_inverts_quaternion_axes() {
+        // Every branch of Shepperd's method: identity, and half-turns about X, Y and Z.
+        let cases = [
+            [0.0, 0.0, 0.0, 1.0],
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+            [0.3, -0.5, 0.1, 0.8],
+            [-0.7, 0.1, 0.6, 0.2],
+        ];
+        for q in cases {
+            let norm = q.iter().map(|c: &f64| c * c).sum::<f64>().sqrt();
+            let q = q.map(|c| c / norm);
+            let back = matrix_to_quaternion(quaternion_axes(q));
+            // q and −q are the same rotation.
+            let same = q.iter().zip(&back).all(|(a, b)| (a - b).abs() < 1e-12);
+            let opposite = q.iter().zip(&back).all(|(a, b)| (a + b).abs() < 1e-12);
+            assert!(same || opposite, "{q:?} -> {back:?}");
+        }
     }
 }

@@ -5,8 +5,10 @@
 
 mod aabb;
 mod capsule;
+mod cylinder;
 mod line;
 mod plane;
+mod polyhedron;
 mod ray;
 mod segment;
 mod sphere;
@@ -14,8 +16,10 @@ mod triangle;
 
 pub use aabb::project_box;
 pub use capsule::project_capsule;
+pub use cylinder::project_cylinder;
 pub use line::project_line;
 pub use plane::project_plane;
+pub use polyhedron::{ConvexSearch, project_corner_wedge, project_wedge};
 pub use ray::project_ray;
 pub use segment::project_segment;
 pub use sphere::project_sphere;
@@ -72,18 +76,19 @@ pub fn project_point(shape: &Shape, p: DVec3) -> Projection {
             center,
             half_extents,
             rotation,
-        } => {
-            let axes = Shape::axes(rotation);
-            let rel = p - center;
-            let local = DVec3::new(rel.dot(axes[0]), rel.dot(axes[1]), rel.dot(axes[2]));
-            let proj = project_box(local, half_extents);
-            let to_world = |v: DVec3| axes[0] * v.x + axes[1] * v.y + axes[2] * v.z;
-            Projection {
-                point: center + to_world(proj.point),
-                inside: proj.inside,
-                normal: to_world(proj.normal),
-            }
-        }
+        } => oriented(center, rotation, p, |l| project_box(l, half_extents)),
+        Shape::Wedge {
+            center,
+            half_extents,
+            rotation,
+        } => oriented(center, rotation, p, |l| project_wedge(l, half_extents)),
+        Shape::CornerWedge {
+            center,
+            half_extents,
+            rotation,
+        } => oriented(center, rotation, p, |l| {
+            project_corner_wedge(l, half_extents)
+        }),
         Shape::Plane { normal, offset } => {
             let anchor = normal * offset;
             world(anchor, project_plane(p - anchor, normal))
@@ -99,6 +104,39 @@ pub fn project_point(shape: &Shape, p: DVec3) -> Projection {
             project_triangle(p - a, b - a, c - a, triangle_unit_normal(a, b, c)),
         ),
         Shape::Capsule { a, b, radius } => world(a, project_capsule(p - a, b - a, radius)),
+        Shape::Cylinder { a, b, radius } => {
+            let (axis, length) = cylinder_axis(a, b);
+            world(a, project_cylinder(p - a, axis, length, radius))
+        }
+    }
+}
+
+/// Unit axis and length of a cylinder; a == b is a disk perpendicular to Z.
+pub fn cylinder_axis(a: DVec3, b: DVec3) -> (DVec3, f64) {
+    let length = (b - a).length();
+    if length > 0.0 {
+        ((b - a) / length, length)
+    } else {
+        (DVec3::Z, 0.0)
+    }
+}
+
+/// Project in the local frame of a shape at `center` rotated by `rotation`, back to world.
+fn oriented(
+    center: DVec3,
+    rotation: [f64; 4],
+    p: DVec3,
+    project_local: impl Fn(DVec3) -> Projection,
+) -> Projection {
+    let axes = Shape::axes(rotation);
+    let rel = p - center;
+    let local = DVec3::new(rel.dot(axes[0]), rel.dot(axes[1]), rel.dot(axes[2]));
+    let proj = project_local(local);
+    let to_world = |v: DVec3| axes[0] * v.x + axes[1] * v.y + axes[2] * v.z;
+    Projection {
+        point: center + to_world(proj.point),
+        inside: proj.inside,
+        normal: to_world(proj.normal),
     }
 }
 

@@ -1,0 +1,29 @@
+// Solid capped cylinder from the local origin along unit `axis` for `height` (0: a disk).
+// Twin: src/reference/cylinder.rs.
+fn project_cylinder(p: vec3<f32>, axis: vec3<f32>, height: f32, radius: f32) -> Projection {
+    let t = dot(p, axis);
+    // Orthogonalised twice: for a point on or near the axis the first pass leaves a rounding
+    // residue along it, which would tilt the radial direction off the side.
+    let first = p - axis * t;
+    let radial = first - axis * dot(first, axis);
+    let rho = length(radial);
+    // On the axis every radial direction is closest: take the fixed perpendicular.
+    var dir = any_perpendicular(axis);
+    if rho > 0.0 {
+        dir = radial / rho;
+    }
+    // Signed gaps to the bottom cap, the top cap and the side (positive outside each face);
+    // the nearest face of an inside point, or the face a boundary point is on, is the largest,
+    // first on ties.
+    let gaps = vec3<f32>(-t, t - height, rho - radius);
+    let is_bottom = gaps.x >= gaps.y && gaps.x >= gaps.z;
+    let is_top = !is_bottom && gaps.y >= gaps.z;
+    let side_normal = select(vec3<f32>(0.0), dir, radius > 0.0);
+    let normal = select(select(side_normal, axis, is_top), -axis, is_bottom);
+    let inside = all(gaps < vec3<f32>(0.0));
+    var point = axis * clamp(t, 0.0, height) + dir * min(rho, radius);
+    if inside {
+        point = select(select(axis * t + dir * radius, radial + axis * height, is_top), radial, is_bottom);
+    }
+    return Projection(point, inside, normal);
+}
