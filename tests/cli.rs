@@ -280,6 +280,22 @@ fn bad_scenes_name_the_shape_and_field() {
             &["shape 0", "`radius`", "f32 range"],
         ),
         (r#"{"objects": []}"#, &["`shapes`"]),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "part", "shape": "Block", "size": [1,1,1], "cframe": [0,0,0, 1,0,0, 0,1,0, 0,0.5,1]} ]}"#,
+            &["shape 1", "`cframe`", "orthonormal"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "part", "shape": "Block", "size": [1,1,1], "cframe": [0,0,0, -1,0,0, 0,1,0, 0,0,1]} ]}"#,
+            &["shape 0", "`cframe`", "reflection"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "part", "shape": "Truss", "size": [1,1,1], "cframe": [0,0,0, 1,0,0, 0,1,0, 0,0,1]} ]}"#,
+            &["shape 0", "`shape`", "Truss"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "part", "shape": "Ball", "size": [1,-1,1], "cframe": [0,0,0, 1,0,0, 0,1,0, 0,0,1]} ]}"#,
+            &["shape 0", "`size`"],
+        ),
     ];
     for (json, needles) in cases {
         bad_scene(&dir, json, needles);

@@ -354,6 +354,66 @@ mod tests {
     use super::*;
     use crate::math::quaternion_axes;
 
+    fn part(shape: &str, size: [f64; 3], cframe: [f64; 12]) -> Shape {
+        let json = serde_json::json!({"shapes": [{"type": "part", "shape": shape, "size": size, "cframe": cframe}]});
+        parse_scene(&json.to_string(), "scene.json")
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn parts_follow_roblox_semantics() {
+        // A part at (1, 2, 3) turned 90° about Y: its local X axis is world −Z.
+        let cframe = [1.0, 2.0, 3.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 0.0];
+        let c = DVec3::new(1.0, 2.0, 3.0);
+        assert_eq!(
+            part("Ball", [4.0, 2.0, 3.0], cframe),
+            Shape::Sphere {
+                center: c,
+                radius: 1.0
+            }
+        );
+        // Cylinder: axis along local X with length size.x, radius min(size.y, size.z)/2.
+        let Shape::Cylinder { a, b, radius } = part("Cylinder", [6.0, 2.0, 3.0], cframe) else {
+            panic!("a cylinder")
+        };
+        assert!((a - DVec3::new(1.0, 2.0, 6.0)).length() < 1e-12, "{a:?}");
+        assert!((b - DVec3::new(1.0, 2.0, 0.0)).length() < 1e-12, "{b:?}");
+        assert_eq!(radius, 1.0);
+        for (name, kind) in [
+            ("Block", ShapeKind::Box),
+            ("Wedge", ShapeKind::Wedge),
+            ("CornerWedge", ShapeKind::CornerWedge),
+        ] {
+            let shape = part(name, [2.0, 4.0, 6.0], cframe);
+            assert_eq!(shape.kind(), kind);
+            let (Shape::Box {
+                half_extents,
+                rotation,
+                ..
+            }
+            | Shape::Wedge {
+                half_extents,
+                rotation,
+                ..
+            }
+            | Shape::CornerWedge {
+                half_extents,
+                rotation,
+                ..
+            }) = shape
+            else {
+                unreachable!()
+            };
+            assert_eq!(half_extents, DVec3::new(1.0, 2.0, 3.0));
+            let x = quaternion_axes(rotation)[0];
+            assert!(
+                (x - DVec3::new(0.0, 0.0, -1.0)).length() < 1e-12,
+                "{name}: {x:?}"
+            );
+        }
+    }
+
     #[test]
     fn matrix_to_quaternion_inverts_quaternion_axes() {
         // Every branch of Shepperd's method: identity, and half-turns about X, Y and Z.
