@@ -52,7 +52,9 @@ fn bench_parry_twin(
     points: &[[f32; 3]],
     shape: &Shape,
 ) {
-    use parry3d::shape::{Ball, Capsule, Cuboid, HalfSpace, Segment, Triangle};
+    use parry3d::shape::{
+        Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, Segment, Triangle,
+    };
     let at = |c: closest::DVec3| Pose::from_translation(v(c));
     match *shape {
         Shape::Sphere { center, radius } => {
@@ -94,9 +96,69 @@ fn bench_parry_twin(
             Capsule::new(v(a), v(b), radius as f32),
             Pose::IDENTITY,
         ),
+        Shape::Cylinder { a, b, radius } => {
+            // parry's cylinder stands on Y, centred at its pose.
+            let (axis, height) = closest::reference::cylinder_axis(a, b);
+            let pose = Pose::from_parts(
+                v((a + b) * 0.5),
+                Rotation::from_rotation_arc(Vector::Y, v(axis)),
+            );
+            bench_parry(
+                group,
+                points,
+                Cylinder::new(height as f32 * 0.5, radius as f32),
+                pose,
+            )
+        }
+        Shape::Wedge { .. } | Shape::CornerWedge { .. } => {
+            // parry has no wedge: its convex polyhedron over the same vertices.
+            let vertices: Vec<Vector> = polyhedron_vertices(shape).into_iter().map(v).collect();
+            let hull = ConvexPolyhedron::from_convex_hull(&vertices).expect("a solid part");
+            bench_parry(group, points, hull, Pose::IDENTITY)
+        }
         // parry3d has no line or ray point query.
         Shape::Line { .. } | Shape::Ray { .. } => {}
     }
+}
+
+/// World-space vertices of a wedge or corner wedge (SPEC §1).
+fn polyhedron_vertices(shape: &Shape) -> Vec<closest::DVec3> {
+    let (Shape::Wedge {
+        center,
+        half_extents: h,
+        rotation,
+    }
+    | Shape::CornerWedge {
+        center,
+        half_extents: h,
+        rotation,
+    }) = *shape
+    else {
+        unreachable!("only wedges")
+    };
+    let axes = Shape::axes(rotation);
+    let local: &[[f64; 3]] = if matches!(shape, Shape::Wedge { .. }) {
+        &[
+            [-1., -1., -1.],
+            [1., -1., -1.],
+            [-1., -1., 1.],
+            [1., -1., 1.],
+            [-1., 1., 1.],
+            [1., 1., 1.],
+        ]
+    } else {
+        &[
+            [-1., -1., -1.],
+            [1., -1., -1.],
+            [1., -1., 1.],
+            [-1., -1., 1.],
+            [1., 1., -1.],
+        ]
+    };
+    local
+        .iter()
+        .map(|[x, y, z]| center + axes[0] * (x * h.x) + axes[1] * (y * h.y) + axes[2] * (z * h.z))
+        .collect()
 }
 
 fn throughput(c: &mut Criterion) {

@@ -115,7 +115,7 @@ fn nearest_sample(samples: &[DVec3], p: DVec3) -> f64 {
 
 /// Random parts of very different proportions (extents 0.05 to 20, log-uniform).
 fn random_parts(rng: &mut Rng, count: usize) -> Vec<Shape> {
-    let mut extent = |rng: &mut Rng| 0.05 * 400f64.powf(rng.range(0.0, 1.0));
+    let extent = |rng: &mut Rng| 0.05 * 400f64.powf(rng.range(0.0, 1.0));
     (0..count)
         .map(|i| {
             let center = rng.vec(-5.0, 5.0);
