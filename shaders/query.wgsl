@@ -2,6 +2,7 @@
 // KIND_* and MODE_* come from the generated prelude (src/gpu/shaders.rs).
 #import shared/types
 #import shared/math
+#import shared/rows
 #import shapes/sphere
 #import shapes/aabb
 #import shapes/plane
@@ -17,9 +18,6 @@
 // baked in, so the compiler drops the other cases (software adapters run every case of a
 // switch on loaded data). ANY_KIND keeps the general paths.
 override ONLY_KIND: u32 = ANY_KIND;
-
-// Threads per workgroup; the host reads it back from naga, so it is stated only here.
-const WORKGROUP_SIZE: u32 = 256u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
@@ -136,11 +134,6 @@ fn non_finite_hit() -> Hit {
 
 fn load_point(row: u32) -> vec3<f32> {
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
-}
-
-// Rows are laid out over a 2-D grid of workgroups so a chunk may exceed 65 535 workgroups.
-fn row_of(group: vec3<u32>, groups: vec3<u32>, local: u32) -> u32 {
-    return (group.y * groups.x + group.x) * WORKGROUP_SIZE + local;
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

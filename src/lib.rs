@@ -10,7 +10,7 @@ pub mod reference;
 pub mod shape;
 
 pub use error::{Error, Result};
-pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene};
+pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
 pub use math::DVec3;
 pub use shape::{Shape, ShapeKind};
 

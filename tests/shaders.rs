@@ -3,7 +3,7 @@
 
 use std::mem::{offset_of, size_of};
 
-use closest::gpu::layout::{GpuHit, GpuShape, Params};
+use closest::gpu::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 use closest::gpu::shaders::{KERNELS, compose, prelude};
 use closest::shape::ShapeKind;
 
@@ -62,7 +62,11 @@ fn naga_layout(module: &naga::Module, name: &str) -> (Vec<(String, u32)>, u32) {
 }
 
 fn assert_layout(name: &str, rust_size: usize, rust_offsets: &[(&str, usize)]) {
-    let shader = compose("query").unwrap();
+    assert_layout_in("query", name, rust_size, rust_offsets);
+}
+
+fn assert_layout_in(shader: &str, name: &str, rust_size: usize, rust_offsets: &[(&str, usize)]) {
+    let shader = compose(shader).unwrap();
     let (fields, span) = naga_layout(&shader.module, name);
     assert_eq!(
         span as usize, rust_size,
@@ -146,4 +150,20 @@ fn nearest_scans_every_shape_kind() {
         let call = format!("scan_kind(KIND_{}, p, &best);", kind.name().to_uppercase());
         assert!(source.contains(&call), "query.wgsl lacks `{call}`");
     }
+}
+
+#[test]
+fn segment_hit_layout_matches_wgsl() {
+    assert_layout_in(
+        "segments",
+        "SegmentHit",
+        size_of::<GpuSegmentHit>(),
+        &[
+            ("point_a", offset_of!(GpuSegmentHit, point_a)),
+            ("s", offset_of!(GpuSegmentHit, s)),
+            ("point_b", offset_of!(GpuSegmentHit, point_b)),
+            ("t", offset_of!(GpuSegmentHit, t)),
+            ("distance", offset_of!(GpuSegmentHit, distance)),
+        ],
+    );
 }

@@ -47,6 +47,18 @@ pub struct GpuHit {
     pub shape: i32,
 }
 
+/// Closest points between one segment pair, as the GPU writes them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuSegmentHit {
+    pub point_a: [f32; 3],
+    pub s: f32,
+    pub point_b: [f32; 3],
+    pub t: f32,
+    pub distance: f32,
+    pub _pad: [u32; 3],
+}
+
 /// Per-dispatch uniforms.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -77,6 +89,19 @@ fn v4(v: DVec3, w: f64) -> [f32; 4] {
 }
 
 impl GpuShape {
+    /// A segment pair in the record the `segment_pairs` kernel reads: anchor a0, then
+    /// a1 − a0, b0 − a0 and b1 − a0, differences taken in f64.
+    pub fn from_segment_pair(a: [DVec3; 2], b: [DVec3; 2]) -> GpuShape {
+        let a0 = a[0];
+        GpuShape {
+            anchor: v4(a0, 0.0),
+            p0: v4(a[1] - a0, 0.0),
+            p1: v4(b[0] - a0, 0.0),
+            p2: v4(b[1] - a0, 0.0),
+            ..GpuShape::default()
+        }
+    }
+
     /// The local-frame form the kernels read; `reference::project_point` derives the same
     /// parameters in f64.
     pub fn from_shape(shape: &Shape) -> GpuShape {

@@ -8,7 +8,7 @@ pub mod shaders;
 mod stream;
 
 pub use adapter::{AdapterSummary, list_adapters};
-pub use layout::{GpuHit, GpuShape, Params};
+pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use stream::{
     JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice, points_from_slice,
 };
@@ -20,6 +20,7 @@ use wgpu::util::DeviceExt;
 
 use crate::Mode;
 use crate::error::{Error, Result};
+use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 
 /// How to open the engine.
@@ -68,6 +69,7 @@ impl GpuScene {
 pub(crate) enum Entry {
     Paired,
     Nearest,
+    SegmentPairs,
 }
 
 impl Entry {
@@ -75,6 +77,15 @@ impl Entry {
         match self {
             Entry::Paired => "paired",
             Entry::Nearest => "nearest",
+            Entry::SegmentPairs => "segment_pairs",
+        }
+    }
+
+    /// The composed shader holding this entry point.
+    fn shader(self) -> &'static str {
+        match self {
+            Entry::Paired | Entry::Nearest => "query",
+            Entry::SegmentPairs => "segments",
         }
     }
 }
@@ -82,7 +93,8 @@ impl Entry {
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
-    module: wgpu::ShaderModule,
+    /// Shader modules by name (`query`, `segments`); all share one bind-group layout.
+    modules: HashMap<&'static str, wgpu::ShaderModule>,
     /// Pipelines by entry point and `ONLY_KIND` (None: every kind), built on first use.
     pipelines: Mutex<HashMap<(Entry, Option<ShapeKind>), wgpu::ComputePipeline>>,
     pub workgroup_size: u32,
@@ -101,14 +113,20 @@ impl Kernels {
             return Ok(p.clone());
         }
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
+        // Only the query kernels declare the override.
+        let constants: Vec<(&str, f64)> = if entry.shader() == "query" {
+            vec![("ONLY_KIND", only_kind)]
+        } else {
+            Vec::new()
+        };
         let pipeline = in_error_scope(device, || {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry.name()),
                 layout: Some(&self.pipeline_layout),
-                module: &self.module,
+                module: &self.modules[entry.shader()],
                 entry_point: Some(entry.name()),
                 compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: &[("ONLY_KIND", only_kind)],
+                    constants: &constants,
                     ..Default::default()
                 },
                 cache: None,
@@ -313,10 +331,10 @@ impl Engine {
             self,
             stream::Job::Nearest(scene),
             rows,
-            source,
+            Some(source),
             None,
             mode,
-            sink,
+            &mut stream::HitRows(sink),
         )
     }
 
@@ -334,10 +352,50 @@ impl Engine {
             self,
             stream::Job::Paired(kind),
             shapes.len(),
-            points,
+            Some(points),
             Some(&mut shape_source),
             mode,
-            sink,
+            &mut stream::HitRows(sink),
+        )
+    }
+
+    /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2).
+    pub fn segment_pairs(&self, a: &[[DVec3; 2]], b: &[[DVec3; 2]]) -> Result<Vec<GpuSegmentHit>> {
+        if a.len() != b.len() {
+            return Err(Error::Usage(format!(
+                "segment pairs need as many segments in A as in B ({} and {})",
+                a.len(),
+                b.len()
+            )));
+        }
+        let mut out = vec![GpuSegmentHit::default(); a.len()];
+        self.segment_pairs_stream(
+            a.len(),
+            &mut stream::segment_pairs_from_slices(a, b),
+            &mut |first: usize, rows: &[GpuSegmentHit]| {
+                out[first..first + rows.len()].copy_from_slice(rows);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Streaming form of [`Engine::segment_pairs`]: `pairs` writes each chunk's records
+    /// (`GpuShape::from_segment_pair`) and `sink` receives each chunk's results in row order.
+    pub fn segment_pairs_stream(
+        &self,
+        rows: usize,
+        pairs: &mut dyn RowSource,
+        sink: &mut dyn FnMut(usize, &[GpuSegmentHit]) -> Result<()>,
+    ) -> Result<()> {
+        stream::run(
+            self,
+            stream::Job::SegmentPairs,
+            rows,
+            None,
+            Some(pairs),
+            Mode::Solid,
+            &mut |first: usize, rows: &[GpuSegmentHit]| sink(first, rows),
         )
     }
 
@@ -396,14 +454,28 @@ fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> 
 }
 
 fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
-    let shader = shaders::compose("query").map_err(Error::Gpu)?;
-    let [workgroup_size, _, _] = shader
-        .workgroup_size("paired")
-        .ok_or_else(|| Error::Gpu("query.wgsl has no `paired` entry point".into()))?;
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("query.wgsl"),
-        source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
-    });
+    // Every entry point shares one workgroup size (the dispatch grid is computed once).
+    let mut modules = HashMap::new();
+    let mut workgroup_size = None;
+    for (name, entries) in shaders::KERNELS {
+        let shader = shaders::compose(name).map_err(Error::Gpu)?;
+        for entry in *entries {
+            let [size, _, _] = shader
+                .workgroup_size(entry)
+                .ok_or_else(|| Error::Gpu(format!("{name}.wgsl has no `{entry}` entry point")))?;
+            if *workgroup_size.get_or_insert(size) != size {
+                return Err(Error::Gpu(format!(
+                    "{name}.wgsl: `{entry}` has another workgroup size"
+                )));
+            }
+        }
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+        });
+        modules.insert(*name, module);
+    }
+    let workgroup_size = workgroup_size.expect("at least one kernel");
     let buffer = |binding, ty| wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
@@ -435,7 +507,7 @@ fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
     Ok(Kernels {
         layout,
         pipeline_layout,
-        module,
+        modules,
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
     })

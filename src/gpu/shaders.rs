@@ -19,6 +19,7 @@ macro_rules! wgsl {
 const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/types"),
     wgsl!("shared/math"),
+    wgsl!("shared/rows"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),
@@ -30,13 +31,17 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shapes/cylinder"),
     wgsl!("shapes/polyhedron"),
     wgsl!("query"),
+    wgsl!("segments"),
 ];
 
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
 pub const ANY_KIND: u32 = u32::MAX;
 
 /// The kernels the engine runs: (shader, entry points).
-pub const KERNELS: &[(&str, &[&str])] = &[("query", &["paired", "nearest"])];
+pub const KERNELS: &[(&str, &[&str])] = &[
+    ("query", &["paired", "nearest"]),
+    ("segments", &["segment_pairs"]),
+];
 
 /// A composed, validated shader.
 pub struct ComposedShader {

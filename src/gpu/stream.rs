@@ -5,10 +5,11 @@
 use std::ops::Range;
 use std::sync::mpsc;
 
-use super::layout::{GpuHit, GpuShape, Params};
+use super::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 use super::{Engine, Entry, GpuScene, SLOTS};
 use crate::Mode;
 use crate::error::{Error, Result};
+use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 
 /// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
@@ -54,6 +55,20 @@ pub fn shapes_from_slice(shapes: &[Shape]) -> impl RowSource + '_ {
     }
 }
 
+/// Segment pairs, converted to their GPU records as they are written.
+pub fn segment_pairs_from_slices<'a>(
+    a: &'a [[DVec3; 2]],
+    b: &'a [[DVec3; 2]],
+) -> impl RowSource + 'a {
+    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        rows.write_iter(range.map(|i| {
+            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a[i], b[i]))
+        }));
+        Ok(())
+    }
+}
+
 /// Hits copied into a host slice.
 pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
     move |first: usize, hits: &[GpuHit]| {
@@ -80,6 +95,46 @@ pub(crate) enum Job<'a> {
     /// Point i against shape i; the kind is set when all shapes share it.
     Paired(Option<ShapeKind>),
     Nearest(&'a GpuScene),
+    /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
+    SegmentPairs,
+}
+
+impl Job<'_> {
+    /// Bytes of one output row.
+    fn output_row_bytes(&self) -> usize {
+        match self {
+            Job::SegmentPairs => std::mem::size_of::<GpuSegmentHit>(),
+            Job::Paired(_) | Job::Nearest(_) => std::mem::size_of::<GpuHit>(),
+        }
+    }
+
+    /// Whether every row brings its own shape record, streamed beside the points.
+    fn streams_shapes(&self) -> bool {
+        !matches!(self, Job::Nearest(_))
+    }
+}
+
+/// The widest output row of any job: a slot's result buffer holds a chunk of these.
+const MAX_OUTPUT_ROW_BYTES: usize = std::mem::size_of::<GpuSegmentHit>();
+
+/// Receives each chunk's raw output rows, in row order.
+pub(crate) trait ByteSink {
+    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()>;
+}
+
+/// A [`RowSink`] of hits behind the byte interface.
+pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
+
+impl ByteSink for HitRows<'_> {
+    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
+        self.0.take(first_row, bytemuck::cast_slice(bytes))
+    }
+}
+
+impl<F: FnMut(usize, &[GpuSegmentHit]) -> Result<()>> ByteSink for F {
+    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
+        self(first_row, bytemuck::cast_slice(bytes))
+    }
 }
 
 /// A buffer the host writes: the storage buffer itself on unified memory, else a staging
@@ -124,19 +179,20 @@ impl Upload {
         self.staging.as_ref().unwrap_or(&self.storage)
     }
 
-    /// Wait until the host buffer is mapped, then fill `bytes` of it and unmap.
+    /// Wait until the host buffer is mapped, fill `bytes` of it from `source` (if any) and
+    /// unmap: a bound buffer must be unmapped at submission even when the kernel ignores it.
     fn fill(
         &mut self,
         engine: &Engine,
         bytes: u64,
         range: Range<usize>,
-        source: &mut dyn RowSource,
+        source: Option<&mut (dyn RowSource + '_)>,
     ) -> Result<()> {
         if let Some(rx) = self.mapped.take() {
             wait_map(engine, rx)?;
         }
         let started = std::time::Instant::now();
-        {
+        if let Some(source) = source {
             let mut view = self
                 .host()
                 .get_mapped_range_mut(..bytes)
@@ -175,14 +231,18 @@ fn wait_map_untimed(
     engine: &Engine,
     rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 ) -> Result<()> {
-    // The submitter thread polls the device, which runs the map callbacks.
-    match rx.recv() {
-        Ok(r) => r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
-        Err(_) => {
-            engine.take_device_error()?;
-            Err(Error::Gpu(
-                "the device stopped before a buffer was mapped".into(),
-            ))
+    // The submitter thread polls the device, which runs the map callbacks. A device error
+    // (validation, loss) may mean a callback never comes: check for one while waiting.
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(r) => return r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
+            Err(mpsc::RecvTimeoutError::Timeout) => engine.take_device_error()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                engine.take_device_error()?;
+                return Err(Error::Gpu(
+                    "the device stopped before a buffer was mapped".into(),
+                ));
+            }
         }
     }
 }
@@ -246,13 +306,14 @@ pub(crate) struct Slot {
 
 struct InFlight {
     range: Range<usize>,
+    row_bytes: usize,
     mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 }
 
 impl Slot {
     fn new(engine: &Engine, capacity: usize) -> Slot {
         let device = &engine.device;
-        let hit_bytes = (capacity * std::mem::size_of::<GpuHit>()) as u64;
+        let hit_bytes = (capacity * MAX_OUTPUT_ROW_BYTES) as u64;
         let unified = engine.unified_memory;
         Slot {
             capacity,
@@ -292,19 +353,19 @@ impl Slot {
     }
 
     /// Wait for the chunk in flight, if any, and hand its hits to `sink`.
-    fn drain(&mut self, engine: &Engine, sink: &mut dyn RowSink) -> Result<()> {
+    fn drain(&mut self, engine: &Engine, sink: &mut dyn ByteSink) -> Result<()> {
         let Some(flight) = self.in_flight.take() else {
             return Ok(());
         };
         wait_map(engine, flight.mapped)?;
         let started = std::time::Instant::now();
-        let bytes = (flight.range.len() * std::mem::size_of::<GpuHit>()) as u64;
+        let bytes = (flight.range.len() * flight.row_bytes) as u64;
         let result = {
             let view = self
                 .readable()
                 .get_mapped_range(..bytes)
-                .map_err(|e| Error::Gpu(format!("mapping the hits: {e}")))?;
-            sink.take(flight.range.start, bytemuck::cast_slice(&view))
+                .map_err(|e| Error::Gpu(format!("mapping the results: {e}")))?;
+            sink.take(flight.range.start, &view)
         };
         self.readable().unmap();
         let mut timing = engine.timing.lock().unwrap();
@@ -319,10 +380,10 @@ pub(crate) fn run(
     engine: &Engine,
     job: Job<'_>,
     rows: usize,
-    points: &mut dyn RowSource,
+    points: Option<&mut dyn RowSource>,
     shapes: Option<&mut dyn RowSource>,
     mode: Mode,
-    sink: &mut dyn RowSink,
+    sink: &mut dyn ByteSink,
 ) -> Result<()> {
     if rows == 0 {
         return Ok(());
@@ -338,8 +399,7 @@ pub(crate) fn run(
             slots.push(engine.checked(|| Slot::new(engine, capacity))?);
         }
     }
-    let paired = matches!(job, Job::Paired(_));
-    if paired {
+    if job.streams_shapes() {
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
             slot.shapes = Some(engine.checked(|| Upload::new(engine, "paired shapes", size))?);
@@ -366,10 +426,10 @@ fn run_chunks(
     slots: &mut [Slot],
     rows: usize,
     chunk: usize,
-    points: &mut dyn RowSource,
+    mut points: Option<&mut (dyn RowSource + '_)>,
     mut shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
-    sink: &mut dyn RowSink,
+    sink: &mut dyn ByteSink,
 ) -> Result<()> {
     std::thread::scope(|scope| {
         let (orders, queue) = mpsc::channel();
@@ -383,7 +443,7 @@ fn run_chunks(
                 job,
                 slot,
                 range,
-                points,
+                points.as_deref_mut(),
                 shapes.as_deref_mut(),
                 mode,
             )?;
@@ -407,28 +467,40 @@ fn encode_chunk(
     job: &Job<'_>,
     slot: &mut Slot,
     range: Range<usize>,
-    points: &mut dyn RowSource,
+    points: Option<&mut (dyn RowSource + '_)>,
     shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
 ) -> Result<Order> {
     let n = range.len();
     let point_bytes = (n * 12) as u64;
     let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
-    let hit_bytes = (n * std::mem::size_of::<GpuHit>()) as u64;
+    let row_bytes = job.output_row_bytes();
+    let hit_bytes = (n * row_bytes) as u64;
+    // A job without points still binds the buffer, so it is unmapped all the same.
     slot.points
         .fill(engine, point_bytes, range.clone(), points)?;
     if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
-        upload.fill(engine, shape_bytes, range.clone(), source)?;
+        upload.fill(engine, shape_bytes, range.clone(), Some(source))?;
     }
+    let row_shapes = || {
+        &slot
+            .shapes
+            .as_ref()
+            .expect("slots of per-row jobs have shape buffers")
+            .storage
+    };
     let (entry, kind, shape_buffer, ranges, shape_count) = match job {
         Job::Paired(kind) => (
             Entry::Paired,
             *kind,
-            &slot
-                .shapes
-                .as_ref()
-                .expect("paired slots have shape buffers")
-                .storage,
+            row_shapes(),
+            &engine.unused_ranges,
+            n as u32,
+        ),
+        Job::SegmentPairs => (
+            Entry::SegmentPairs,
+            None,
+            row_shapes(),
             &engine.unused_ranges,
             n as u32,
         ),
@@ -476,10 +548,7 @@ fn encode_chunk(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("chunk"),
         });
-    let paired_shapes = slot
-        .shapes
-        .as_ref()
-        .filter(|_| matches!(job, Job::Paired(_)));
+    let paired_shapes = slot.shapes.as_ref().filter(|_| job.streams_shapes());
     for (upload, bytes) in [
         (Some(&slot.points), point_bytes),
         (paired_shapes, shape_bytes),
@@ -514,12 +583,16 @@ fn encode_chunk(
         done,
     }];
     maps.push(slot.points.remap_after_submit());
-    if matches!(job, Job::Paired(_)) {
+    if job.streams_shapes() {
         if let Some(upload) = slot.shapes.as_mut() {
             maps.push(upload.remap_after_submit());
         }
     }
-    slot.in_flight = Some(InFlight { range, mapped });
+    slot.in_flight = Some(InFlight {
+        range,
+        row_bytes,
+        mapped,
+    });
     Ok(Order {
         commands: encoder.finish(),
         maps,

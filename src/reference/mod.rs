@@ -11,6 +11,7 @@ mod plane;
 mod polyhedron;
 mod ray;
 mod segment;
+mod segment_pair;
 mod sphere;
 mod triangle;
 
@@ -22,6 +23,7 @@ pub use plane::project_plane;
 pub use polyhedron::{ConvexSearch, project_corner_wedge, project_wedge};
 pub use ray::project_ray;
 pub use segment::project_segment;
+pub use segment_pair::{SegmentPair, closest_segment_pair};
 pub use sphere::project_sphere;
 pub use triangle::{project_triangle, triangle_unit_normal};
 

@@ -1,0 +1,95 @@
+// Closest points between segment pairs: row i pairs segment A = a0 -> a1 with B = b0 -> b1.
+// Twin: src/reference/segment_pair.rs (exact in f64); the kernel is formulated to stay inside
+// SPEC §3's bound in f32 for near-parallel pairs too (docs/PERF.md and tests/segments.rs).
+#import shared/types
+#import shared/math
+#import shared/rows
+
+struct SegmentHit {
+    point_a: vec3<f32>,
+    s: f32,
+    point_b: vec3<f32>,
+    t: f32,
+    distance: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+// One record per pair: anchor = a0, p0 = a1 - a0, p1 = b0 - a0, p2 = b1 - a0 (see
+// GpuShape::from_segment_pair); the differences are taken in f64 on the host.
+@group(0) @binding(1) var<storage, read> pairs: array<Shape>;
+@group(0) @binding(3) var<storage, read_write> hits: array<SegmentHit>;
+
+// Parameter in [0, 1] of the point of segment origin -> d nearest p (0 for a zero-length d).
+fn segment_parameter(p: vec3<f32>, d: vec3<f32>) -> f32 {
+    let dd = dot(d, d);
+    return select(0.0, clamp(dot(p, d) / dd, 0.0, 1.0), dd > 0.0);
+}
+
+// Squared distance between A(s) = da·s and B(t) = b0 + db·t.
+fn pair_gap2(da: vec3<f32>, b0: vec3<f32>, db: vec3<f32>, s: f32, t: f32) -> f32 {
+    let gap = da * s - (b0 + db * t);
+    return dot(gap, gap);
+}
+
+// (s, t) of the closest points between A = [0, da] and B = [b0, b0 + db].
+fn closest_parameters(da: vec3<f32>, b0: vec3<f32>, db: vec3<f32>) -> vec2<f32> {
+    // Three steps (shared/seeds/002), steady in f32 where the closed form is not:
+    // 1. t1: the point of B nearest the infinite line through A, found in the plane
+    //    perpendicular to A where that line is a point;
+    let len_a = length(da);
+    let ua = select(vec3<f32>(0.0), da / len_a, len_a > 0.0);
+    let b0_flat = b0 - ua * dot(b0, ua);
+    let db_flat = db - ua * dot(db, ua);
+    let t1 = segment_parameter(-b0_flat, db_flat);
+    // 2. s: the point of A nearest B(t1); 3. t: the point of B nearest A(s).
+    let s = segment_parameter(b0 + db * t1, da);
+    let t = segment_parameter(da * s - b0, db);
+    var best = vec2<f32>(s, t);
+    var best_gap2 = pair_gap2(da, b0, db, s, t);
+    // Each endpoint against the other segment: exact whenever the answer has a clamped
+    // parameter, and a guard for the steps above. Strictly nearer only: ties keep the first.
+    let candidates = array<vec2<f32>, 4>(
+        vec2<f32>(0.0, segment_parameter(-b0, db)),
+        vec2<f32>(1.0, segment_parameter(da - b0, db)),
+        vec2<f32>(segment_parameter(b0, da), 0.0),
+        vec2<f32>(segment_parameter(b0 + db, da), 1.0),
+    );
+    for (var k = 0; k < 4; k++) {
+        let c = candidates[k];
+        let gap2 = pair_gap2(da, b0, db, c.x, c.y);
+        if gap2 < best_gap2 {
+            best = c;
+            best_gap2 = gap2;
+        }
+    }
+    return best;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn segment_pairs(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let pair = pairs[row];
+    let a0 = pair.anchor.xyz;
+    let da = pair.p0.xyz;
+    let b0 = pair.p1.xyz;
+    let db = pair.p2.xyz - b0;
+    if !(is_finite_vec3(a0) && is_finite_vec3(da) && is_finite_vec3(pair.p1.xyz) && is_finite_vec3(pair.p2.xyz)) {
+        let nan = bitcast<f32>(params.nan_bits);
+        hits[row] = SegmentHit(vec3<f32>(nan), nan, vec3<f32>(nan), nan, nan, 0u, 0u, 0u);
+        return;
+    }
+    let st = closest_parameters(da, b0, db);
+    let on_a = da * st.x;
+    let on_b = b0 + db * st.y;
+    hits[row] = SegmentHit(a0 + on_a, st.x, a0 + on_b, st.y, length(on_a - on_b), 0u, 0u, 0u);
+}
