@@ -6,9 +6,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::Mode;
+use crate::contacts::{Contact, check_radius};
 use crate::error::{Error, Result};
 use crate::gpu::{Engine, GpuHit, RowSource};
-use crate::io::{OutputFile, PointFile, load_scene};
+use crate::gpu::{GpuSegmentHit, GpuShape};
+use crate::io::points::{SEGMENTS, SPHERES};
+use crate::io::{Column, OutputFile, PointFile, RowFile, load_scene};
+use crate::math::DVec3;
 
 /// What a finished job reports in its summary line.
 #[derive(Clone, Debug)]
@@ -101,6 +105,135 @@ pub fn run_query(
     Ok(Summary {
         rows,
         non_finite_rows: hits.iter().filter(|h| h.shape < 0).count(),
+        elapsed,
+        adapter: engine.describe(),
+    })
+}
+
+/// `closest segments --a A --b B --out O`: closest points between segment pairs.
+pub fn run_segments(
+    a_path: &Path,
+    b_path: &Path,
+    out: &Path,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let mut a = RowFile::open_as(a_path, SEGMENTS)?;
+    let mut b = RowFile::open_as(b_path, SEGMENTS)?;
+    let rows = a.len();
+    if b.len() != rows {
+        return Err(Error::Usage(format!(
+            "{} has {rows} segments but {} has {}: segment i of A pairs with segment i of B",
+            a_path.display(),
+            b_path.display(),
+            b.len()
+        )));
+    }
+    let output = OutputFile::create(out)?;
+    let engine = engine_for()?;
+    let started = Instant::now();
+    let mut hits = vec![GpuSegmentHit::default(); rows];
+    let (mut rows_a, mut rows_b) = (Vec::new(), Vec::new());
+    let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        a.read_rows(range.clone(), &mut rows_a)?;
+        b.read_rows(range, &mut rows_b)?;
+        let segment = |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
+        let (records, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        records.write_iter(rows_a.iter().zip(&rows_b).map(|(ra, rb)| {
+            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(
+                segment(ra),
+                segment(rb),
+            ))
+        }));
+        Ok(())
+    };
+    engine.segment_pairs_stream(rows, &mut source, &mut |first, chunk| {
+        hits[first..first + chunk.len()].copy_from_slice(chunk);
+        progress(first + chunk.len(), rows);
+        Ok(())
+    })?;
+    let elapsed = started.elapsed();
+    output.commit_columns(
+        rows,
+        &[
+            Column::vector("point_a", |i| hits[i].point_a),
+            Column::vector("point_b", |i| hits[i].point_b),
+            Column::scalar("s", |i| hits[i].s),
+            Column::scalar("t", |i| hits[i].t),
+            Column::scalar("distance", |i| hits[i].distance),
+        ],
+    )?;
+    Ok(Summary {
+        rows,
+        non_finite_rows: hits.iter().filter(|h| h.distance.is_nan()).count(),
+        elapsed,
+        adapter: engine.describe(),
+    })
+}
+
+/// `closest contacts --shapes S --spheres P --out O`: sphere contacts with a scene.
+pub fn run_contacts(
+    shapes_path: &Path,
+    spheres_path: &Path,
+    out: &Path,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let shapes = load_scene(shapes_path)?;
+    let spheres = RowFile::open_as(spheres_path, SPHERES)?.read_all()?;
+    let file = spheres_path.display().to_string();
+    for (i, s) in spheres.iter().enumerate() {
+        // Rows are numbered from 0 as in the array.
+        check_radius(i, s[3], &file)?;
+    }
+    if shapes.is_empty() && !spheres.is_empty() {
+        return Err(Error::BadFile {
+            file: shapes_path.display().to_string(),
+            problem: "the scene has no shapes".into(),
+        });
+    }
+    let output = OutputFile::create(out)?;
+    let engine = engine_for()?;
+    let started = Instant::now();
+    let rows = spheres.len();
+    let scene = engine.upload_scene(&shapes)?;
+    let mut contacts = vec![Contact::default(); rows];
+    let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (values, _) = out.into_chunks::<4>();
+        values.write_iter(
+            spheres[range]
+                .iter()
+                .flat_map(|s| [s[0], s[1], s[2]])
+                .map(|x| (x as f32).to_le_bytes()),
+        );
+        Ok(())
+    };
+    engine.query_scene_stream(
+        &scene,
+        rows,
+        &mut source,
+        Mode::Surface,
+        &mut |first: usize, hits: &[GpuHit]| {
+            for (k, hit) in hits.iter().enumerate() {
+                contacts[first + k] = Contact::from_hit(hit, spheres[first + k][3] as f32);
+            }
+            progress(first + hits.len(), rows);
+            Ok(())
+        },
+    )?;
+    let elapsed = started.elapsed();
+    output.commit_columns(
+        rows,
+        &[
+            Column::vector("point", |i| contacts[i].point),
+            Column::scalar("depth", |i| contacts[i].depth),
+            Column::vector("normal", |i| contacts[i].normal),
+            Column::index("shape", |i| contacts[i].shape),
+        ],
+    )?;
+    Ok(Summary {
+        rows,
+        non_finite_rows: contacts.iter().filter(|c| c.shape < 0).count(),
         elapsed,
         adapter: engine.describe(),
     })

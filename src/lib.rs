@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod bench;
+pub mod contacts;
 pub mod error;
 pub mod gpu;
 pub mod io;
@@ -9,6 +10,7 @@ pub mod math;
 pub mod reference;
 pub mod shape;
 
+pub use contacts::Contact;
 pub use error::{Error, Result};
 pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
 pub use math::DVec3;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use closest::job::{QueryJob, run_query};
+use closest::job::{QueryJob, Summary, run_contacts, run_query, run_segments};
 use closest::{Engine, EngineOptions, Error, Mode};
 
 #[derive(Parser)]
@@ -37,6 +37,30 @@ enum Command {
         #[arg(long)]
         paired: bool,
         /// Output: .npz (arrays point, distance, shape, normal) or .csv.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Closest points between segment i of A and segment i of B.
+    Segments {
+        /// Segments A: .npy (N, 2, 3) or .csv with 6 columns.
+        #[arg(long)]
+        a: PathBuf,
+        /// Segments B, as many as A.
+        #[arg(long)]
+        b: PathBuf,
+        /// Output: .npz (arrays point_a, point_b, s, t, distance) or .csv.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Contacts of spheres with a scene (collision response): depth, normal, contact point.
+    Contacts {
+        /// Scene file (JSON, SPEC §1).
+        #[arg(long)]
+        shapes: PathBuf,
+        /// Spheres: .npy (N, 4) as cx, cy, cz, r, or .csv with 4 columns.
+        #[arg(long)]
+        spheres: PathBuf,
+        /// Output: .npz (arrays point, depth, normal, shape) or .csv.
         #[arg(long)]
         out: PathBuf,
     },
@@ -93,24 +117,44 @@ fn run(cli: Cli) -> Result<(), Error> {
                 mode,
                 paired,
             };
-            let bar = progress_bar();
-            let summary = run_query(&job, || Engine::new(&options), &mut |done, total| {
-                if let Some(bar) = &bar {
-                    bar.set_length(total as u64);
-                    bar.set_position(done as u64);
-                }
-            })?;
-            if let Some(bar) = bar {
-                bar.finish_and_clear();
-            }
-            eprintln!("closest: {}", summary.line("queries"));
-            Ok(())
+            report("queries", |progress| {
+                run_query(&job, || Engine::new(&options), progress)
+            })
         }
+        Command::Segments { a, b, out } => report("segment pairs", |progress| {
+            run_segments(&a, &b, &out, || Engine::new(&options), progress)
+        }),
+        Command::Contacts {
+            shapes,
+            spheres,
+            out,
+        } => report("sphere contacts", |progress| {
+            run_contacts(&shapes, &spheres, &out, || Engine::new(&options), progress)
+        }),
         Command::Bench { points, repeats } => {
             let engine = Engine::new(&options)?;
             closest::bench::run_table(&engine, points, repeats.max(1), &mut std::io::stdout())
         }
     }
+}
+
+/// Run a job with a progress bar (on a terminal) and print its summary line.
+fn report(
+    what: &str,
+    job: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<Summary, Error>,
+) -> Result<(), Error> {
+    let bar = progress_bar();
+    let summary = job(&mut |done, total| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    eprintln!("closest: {}", summary.line(what));
+    Ok(())
 }
 
 /// A bar on a terminal only; it appears once a job has run for a second.

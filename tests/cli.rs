@@ -337,13 +337,13 @@ fn bad_points_name_the_file_row_and_field() {
     assert_bad_input(
         &dir,
         &["query", "--shapes", &scene, "--points", &csv],
-        &["bad.csv", "row 2", "column 2 (y)", "five"],
+        &["bad.csv", "row 1", "line 2", "column 2 (y)", "five"],
     );
     let csv = dir.file("wide.csv", "1,2,3,4\n").display().to_string();
     assert_bad_input(
         &dir,
         &["query", "--shapes", &scene, "--points", &csv],
-        &["wide.csv", "row 1", "found 4"],
+        &["wide.csv", "row 0", "line 1", "found 4"],
     );
     assert_bad_input(
         &dir,
@@ -448,5 +448,162 @@ fn info_lists_the_chosen_adapter_and_limits() {
     assert!(
         text.contains("chosen:") && text.contains("max_storage_buffer_binding_size"),
         "{text}"
+    );
+}
+
+#[test]
+fn segments_job_writes_every_array() {
+    let dir = Dir::new();
+    // Pair 0 crosses at right angles 2 apart; pair 1 has a NaN.
+    let a: [[f64; 3]; 4] = [
+        [-1.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [f64::NAN, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+    ];
+    let b: [[f64; 3]; 4] = [
+        [0.0, -1.0, 2.0],
+        [0.0, 1.0, 2.0],
+        [0.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0],
+    ];
+    write_npy(
+        &dir.path("a.npy"),
+        "<f8",
+        &[2, 2, 3],
+        bytemuck::cast_slice(&a),
+    );
+    write_npy(
+        &dir.path("b.npy"),
+        "<f8",
+        &[2, 2, 3],
+        bytemuck::cast_slice(&b),
+    );
+    let out = closest(&[
+        "segments",
+        "--a",
+        &dir.s("a.npy"),
+        "--b",
+        &dir.s("b.npy"),
+        "--out",
+        &dir.s("s.npz"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 segment pairs") && stderr(&out).contains("1 non-finite"),
+        "{}",
+        stderr(&out)
+    );
+    let arrays = read_npz(&dir.path("s.npz"));
+    let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(names, ["point_a", "point_b", "s", "t", "distance"]);
+    assert_eq!(arrays[0].1, [2, 3]);
+    assert_eq!(f32s(&arrays[0].2)[..3], [0.0, 0.0, 0.0]);
+    assert_eq!(f32s(&arrays[1].2)[..3], [0.0, 0.0, 2.0]);
+    assert_eq!(
+        (
+            f32s(&arrays[2].2)[0],
+            f32s(&arrays[3].2)[0],
+            f32s(&arrays[4].2)[0]
+        ),
+        (0.5, 0.5, 2.0)
+    );
+    assert!(f32s(&arrays[4].2)[1].is_nan());
+    // CSV in, CSV out.
+    let a = dir.file("a.csv", "0,0,0,4,0,0\n");
+    let b = dir.file("b.csv", "2,1,0,6,1,0\n");
+    let out = closest(&[
+        "segments",
+        "--a",
+        &a.display().to_string(),
+        "--b",
+        &b.display().to_string(),
+        "--out",
+        &dir.s("s.csv"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(dir.path("s.csv")).unwrap();
+    assert!(
+        text.starts_with(
+            "point_a_x,point_a_y,point_a_z,point_b_x,point_b_y,point_b_z,s,t,distance\n"
+        ),
+        "{text}"
+    );
+    assert!(text.lines().nth(1).unwrap().ends_with(",1"), "{text}");
+}
+
+#[test]
+fn contacts_job_writes_every_array() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    // A ball overlapping the unit sphere at the origin, and one clear of everything.
+    let spheres: [[f32; 4]; 2] = [[1.25, 0.0, 0.0, 0.5], [0.0, -20.0, 0.0, 1.0]];
+    write_npy(
+        &dir.path("s.npy"),
+        "<f4",
+        &[2, 4],
+        bytemuck::cast_slice(&spheres),
+    );
+    let out = closest(&[
+        "contacts",
+        "--shapes",
+        &scene,
+        "--spheres",
+        &dir.s("s.npy"),
+        "--out",
+        &dir.s("c.npz"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let arrays = read_npz(&dir.path("c.npz"));
+    let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(names, ["point", "depth", "normal", "shape"]);
+    let depth = f32s(&arrays[1].2);
+    assert!(
+        (depth[0] - 0.25).abs() < 1e-6 && depth[1] < 0.0,
+        "{depth:?}"
+    );
+    assert_eq!(f32s(&arrays[2].2)[..3], [1.0, 0.0, 0.0]);
+}
+
+#[test]
+fn bad_segment_and_sphere_inputs_exit_2() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let spheres = dir
+        .file("s.csv", "0,0,0,1\n1,2,3,-0.5\n")
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &scene, "--spheres", &spheres],
+        &["s.csv", "row 1", "radius"],
+    );
+    write_npy(&dir.path("s3.npy"), "<f4", &[2, 3], &[0u8; 24]);
+    assert_bad_input(
+        &dir,
+        &[
+            "contacts",
+            "--shapes",
+            &scene,
+            "--spheres",
+            &dir.s("s3.npy"),
+        ],
+        &["s3.npy", "(N, 4)"],
+    );
+    let a = dir
+        .file("a.csv", "0,0,0,1,0,0\n0,0,0,1,0,0\n")
+        .display()
+        .to_string();
+    let b = dir.file("b.csv", "0,0,0,1,0,0\n").display().to_string();
+    assert_bad_input(
+        &dir,
+        &["segments", "--a", &a, "--b", &b],
+        &["2 segments", "has 1"],
+    );
+    write_npy(&dir.path("flat.npy"), "<f8", &[2, 6], &[0u8; 96]);
+    assert_bad_input(
+        &dir,
+        &["segments", "--a", &dir.s("flat.npy"), "--b", &b],
+        &["flat.npy", "(N, 2, 3)"],
     );
 }

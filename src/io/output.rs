@@ -62,11 +62,16 @@ impl OutputFile {
     }
 
     /// Write the hits and move the file into place.
-    pub fn commit(mut self, hits: &[GpuHit]) -> Result<()> {
+    pub fn commit(self, hits: &[GpuHit]) -> Result<()> {
+        self.commit_columns(hits.len(), &hit_columns(hits))
+    }
+
+    /// Write `rows` rows of named columns (SPEC §5) and move the file into place.
+    pub fn commit_columns(mut self, rows: usize, columns: &[Column<'_>]) -> Result<()> {
         let file = self.file.take().expect("an output is committed once");
         let written = match self.format {
-            Format::Npz => write_npz(file, hits),
-            Format::Csv => write_csv(file, hits),
+            Format::Npz => write_npz(file, rows, columns),
+            Format::Csv => write_csv(file, rows, columns),
         };
         written
             .and_then(|_| std::fs::rename(&self.temp, &self.target))
@@ -75,6 +80,69 @@ impl OutputFile {
                 source,
             })
     }
+}
+
+/// One named output array: `width` values per row (1, or 3 for vectors).
+pub struct Column<'a> {
+    pub name: &'static str,
+    pub width: usize,
+    pub values: Values<'a>,
+}
+
+/// How a column reads row i.
+pub enum Values<'a> {
+    /// f32 values; the first `width` of the three are used.
+    F32(Box<dyn Fn(usize) -> [f32; 3] + 'a>),
+    I32(Box<dyn Fn(usize) -> i32 + 'a>),
+}
+
+impl<'a> Column<'a> {
+    pub fn vector(name: &'static str, f: impl Fn(usize) -> [f32; 3] + 'a) -> Self {
+        Column {
+            name,
+            width: 3,
+            values: Values::F32(Box::new(f)),
+        }
+    }
+    pub fn scalar(name: &'static str, f: impl Fn(usize) -> f32 + 'a) -> Self {
+        Column {
+            name,
+            width: 1,
+            values: Values::F32(Box::new(move |i| [f(i), 0.0, 0.0])),
+        }
+    }
+    pub fn index(name: &'static str, f: impl Fn(usize) -> i32 + 'a) -> Self {
+        Column {
+            name,
+            width: 1,
+            values: Values::I32(Box::new(f)),
+        }
+    }
+
+    /// Row i as little-endian bytes (`width` values).
+    fn row_bytes(&self, i: usize) -> ([u8; 12], usize) {
+        let mut out = [0u8; 12];
+        match &self.values {
+            Values::F32(f) => {
+                let v = f(i);
+                for k in 0..self.width {
+                    out[4 * k..4 * k + 4].copy_from_slice(&v[k].to_le_bytes());
+                }
+            }
+            Values::I32(f) => out[..4].copy_from_slice(&f(i).to_le_bytes()),
+        }
+        (out, 4 * self.width)
+    }
+}
+
+/// The columns of point-query results: `point`, `distance`, `shape`, `normal`.
+pub fn hit_columns(hits: &[GpuHit]) -> Vec<Column<'_>> {
+    vec![
+        Column::vector("point", |i| hits[i].point),
+        Column::scalar("distance", |i| hits[i].distance),
+        Column::index("shape", |i| hits[i].shape),
+        Column::vector("normal", |i| hits[i].normal),
+    ]
 }
 
 impl Drop for OutputFile {
@@ -89,25 +157,32 @@ pub fn write_hits(target: &Path, hits: &[GpuHit]) -> Result<()> {
     OutputFile::create(target)?.commit(hits)
 }
 
-/// One array of the archive, its rows written straight from the hits (no intermediate copy).
+/// One array of the archive, its rows written straight from the column (no intermediate copy).
 fn npy_entry(
     zip: &mut zip::ZipWriter<BufWriter<File>>,
-    name: &str,
-    descr: &str,
-    shape: &[usize],
-    row_bytes: usize,
-    rows: impl Iterator<Item = [u8; 12]>,
+    rows: usize,
+    column: &Column<'_>,
 ) -> std::io::Result<()> {
-    let data_len = (shape[0] * row_bytes) as u64;
+    let data_len = (rows * column.width * 4) as u64;
     let options = SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(data_len >= u32::MAX as u64 / 2);
-    zip.start_file(format!("{name}.npy"), options)?;
+    zip.start_file(format!("{}.npy", column.name), options)?;
+    let descr = match column.values {
+        Values::F32(_) => "<f4",
+        Values::I32(_) => "<i4",
+    };
+    let shape: &[usize] = if column.width == 1 {
+        &[rows]
+    } else {
+        &[rows, column.width]
+    };
     npy::write_header(zip, descr, shape)?;
     // Batched, so the archive's CRC and buffering see large writes.
     let mut batch = Vec::with_capacity(1 << 20);
-    for row in rows {
-        batch.extend_from_slice(&row[..row_bytes]);
+    for i in 0..rows {
+        let (bytes, len) = column.row_bytes(i);
+        batch.extend_from_slice(&bytes[..len]);
         if batch.len() >= (1 << 20) - 12 {
             zip.write_all(&batch)?;
             batch.clear();
@@ -116,69 +191,37 @@ fn npy_entry(
     zip.write_all(&batch)
 }
 
-fn vec3_bytes(v: [f32; 3]) -> [u8; 12] {
-    bytemuck::cast(v)
-}
-
-fn scalar_bytes(x: [u8; 4]) -> [u8; 12] {
-    let mut out = [0; 12];
-    out[..4].copy_from_slice(&x);
-    out
-}
-
-fn write_npz(file: File, hits: &[GpuHit]) -> std::io::Result<()> {
-    let n = hits.len();
+fn write_npz(file: File, rows: usize, columns: &[Column<'_>]) -> std::io::Result<()> {
     let mut zip = zip::ZipWriter::new(BufWriter::with_capacity(1 << 20, file));
-    let rows = || hits.iter();
-    npy_entry(
-        &mut zip,
-        "point",
-        "<f4",
-        &[n, 3],
-        12,
-        rows().map(|h| vec3_bytes(h.point)),
-    )?;
-    npy_entry(
-        &mut zip,
-        "distance",
-        "<f4",
-        &[n],
-        4,
-        rows().map(|h| scalar_bytes(h.distance.to_le_bytes())),
-    )?;
-    npy_entry(
-        &mut zip,
-        "shape",
-        "<i4",
-        &[n],
-        4,
-        rows().map(|h| scalar_bytes(h.shape.to_le_bytes())),
-    )?;
-    npy_entry(
-        &mut zip,
-        "normal",
-        "<f4",
-        &[n, 3],
-        12,
-        rows().map(|h| vec3_bytes(h.normal)),
-    )?;
+    for column in columns {
+        npy_entry(&mut zip, rows, column)?;
+    }
     zip.finish()?.flush()
 }
 
-fn write_csv(file: File, hits: &[GpuHit]) -> std::io::Result<()> {
+fn write_csv(file: File, rows: usize, columns: &[Column<'_>]) -> std::io::Result<()> {
     let mut out = BufWriter::new(file);
-    writeln!(
-        out,
-        "point_x,point_y,point_z,distance,shape,normal_x,normal_y,normal_z"
-    )?;
-    for h in hits {
-        let [px, py, pz] = h.point;
-        let [nx, ny, nz] = h.normal;
-        writeln!(
-            out,
-            "{px},{py},{pz},{},{},{nx},{ny},{nz}",
-            h.distance, h.shape
-        )?;
+    let header: Vec<String> = columns
+        .iter()
+        .flat_map(|c| match c.width {
+            1 => vec![c.name.to_string()],
+            _ => ["x", "y", "z"]
+                .iter()
+                .take(c.width)
+                .map(|axis| format!("{}_{axis}", c.name))
+                .collect(),
+        })
+        .collect();
+    writeln!(out, "{}", header.join(","))?;
+    for i in 0..rows {
+        let mut cells = Vec::with_capacity(header.len());
+        for column in columns {
+            match &column.values {
+                Values::F32(f) => cells.extend(f(i)[..column.width].iter().map(|v| v.to_string())),
+                Values::I32(f) => cells.push(f(i).to_string()),
+            }
+        }
+        writeln!(out, "{}", cells.join(","))?;
     }
     out.flush()
 }

@@ -1,5 +1,6 @@
-//! Query points: `.npy` (N, 3) float32/float64, read chunk by chunk, or `.csv` with three
-//! columns (an optional header line, blank lines and `#` comments are skipped).
+//! Row inputs: query points (N, 3), spheres (N, 4) and segments (N, 2, 3), from `.npy`
+//! (float32/float64, C order; read chunk by chunk) or `.csv` (N values a line; an optional
+//! header line, blank lines and `#` comments are skipped; `nan`/`inf` cells are accepted).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -9,41 +10,80 @@ use std::path::{Path, PathBuf};
 use super::npy::{self, Dtype};
 use crate::error::{Error, Result};
 
-/// An opened points file; rows are read as the engine asks for them.
-pub struct PointFile {
-    path: PathBuf,
-    rows: usize,
-    data: PointData,
+/// What one row holds: its `.npy` trailing shape and the name of each value.
+#[derive(Clone, Copy, Debug)]
+pub struct RowLayout<const N: usize> {
+    /// Trailing dimensions of the `.npy` array, e.g. `[3]` for (N, 3) or `[2, 3]` for (N, 2, 3).
+    pub npy_dims: &'static [usize],
+    /// Names of the values, for error messages (`x`, `radius`, …).
+    pub names: [&'static str; N],
+    /// What a file of such rows is, for error messages.
+    pub what: &'static str,
 }
 
-enum PointData {
+pub const POINTS: RowLayout<3> = RowLayout {
+    npy_dims: &[3],
+    names: ["x", "y", "z"],
+    what: "points must be a .npy (N, 3) array or a .csv file with 3 columns",
+};
+
+pub const SPHERES: RowLayout<4> = RowLayout {
+    npy_dims: &[4],
+    names: ["cx", "cy", "cz", "radius"],
+    what: "spheres must be a .npy (N, 4) array (cx, cy, cz, r) or a .csv file with 4 columns",
+};
+
+pub const SEGMENTS: RowLayout<6> = RowLayout {
+    npy_dims: &[2, 3],
+    names: ["ax", "ay", "az", "bx", "by", "bz"],
+    what: "segments must be a .npy (N, 2, 3) array or a .csv file with 6 columns",
+};
+
+/// An opened file of rows of `N` values; rows are read as the engine asks for them.
+pub struct RowFile<const N: usize> {
+    path: PathBuf,
+    rows: usize,
+    data: RowData<N>,
+}
+
+/// Query points.
+pub type PointFile = RowFile<3>;
+
+enum RowData<const N: usize> {
     Npy {
         reader: BufReader<File>,
         dtype: Dtype,
         next_row: usize,
         data_offset: u64,
     },
-    Memory(Vec<[f64; 3]>),
+    Memory(Vec<[f64; N]>),
 }
 
 impl PointFile {
+    /// Open a points file ((N, 3) or 3 columns).
     pub fn open(path: &Path) -> Result<PointFile> {
+        RowFile::open_as(path, POINTS)
+    }
+}
+
+impl<const N: usize> RowFile<N> {
+    pub fn open_as(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
             .map(str::to_lowercase)
             .unwrap_or_default();
         match ext.as_str() {
-            "npy" => Self::open_npy(path),
-            "csv" => Self::open_csv(path),
+            "npy" => Self::open_npy(path, layout),
+            "csv" => Self::open_csv(path, layout),
             _ => Err(Error::BadFile {
                 file: path.display().to_string(),
-                problem: "points must be a .npy (N, 3) array or a .csv file with 3 columns".into(),
+                problem: layout.what.into(),
             }),
         }
     }
 
-    fn open_npy(path: &Path) -> Result<PointFile> {
+    fn open_npy(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
         let file_name = path.display().to_string();
         let bad = |problem: String| Error::BadFile {
             file: file_name.clone(),
@@ -58,25 +98,25 @@ impl PointFile {
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let header = npy::read_header(&mut reader).map_err(bad)?;
         let dtype = Dtype::from_descr(&header.descr).map_err(bad)?;
-        let rows = match header.shape[..] {
-            [n, 3] => n,
+        let rows = match header.shape.split_first() {
+            Some((&n, rest)) if rest == layout.npy_dims => n,
             _ => {
                 return Err(bad(format!(
-                    "points must have shape (N, 3), found {:?}",
-                    header.shape
+                    "{}; found shape {:?}",
+                    layout.what, header.shape
                 )));
             }
         };
-        let expected = header.data_offset + (rows * 3 * dtype.size()) as u64;
+        let expected = header.data_offset + (rows * N * dtype.size()) as u64;
         if file_len < expected {
             return Err(bad(format!(
                 "truncated: the header promises {rows} rows ({expected} bytes) but the file has {file_len} bytes"
             )));
         }
-        Ok(PointFile {
+        Ok(RowFile {
             path: path.to_path_buf(),
             rows,
-            data: PointData::Npy {
+            data: RowData::Npy {
                 reader,
                 dtype,
                 next_row: 0,
@@ -85,7 +125,7 @@ impl PointFile {
         })
     }
 
-    fn open_csv(path: &Path) -> Result<PointFile> {
+    fn open_csv(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
         let file_name = path.display().to_string();
         let file = File::open(path).map_err(|source| Error::Read {
             path: path.to_path_buf(),
@@ -102,39 +142,44 @@ impl PointFile {
                 continue;
             }
             let cells: Vec<&str> = text.split(',').map(str::trim).collect();
-            let parsed: Vec<Option<f64>> = cells.iter().map(|c| parse_number(c)).collect();
+            let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
             // A first line with no number at all is a header.
             if rows.is_empty() && i == 0 && parsed.iter().all(Option::is_none) {
                 continue;
             }
-            // Rows are numbered from 1 as a text editor shows lines.
+            // Rows are numbered from 0 like the array's rows (and shape indices); the line
+            // number, from 1 as an editor shows it, is in the message too.
+            let row = rows.len();
             let bad_row = |field: String, problem: String| Error::BadRow {
                 file: file_name.clone(),
-                row: i + 1,
+                row,
                 field,
-                problem,
+                problem: format!("{problem} (line {})", i + 1),
             };
-            if cells.len() != 3 {
+            if cells.len() != N {
                 return Err(bad_row(
                     "columns".into(),
-                    format!("expected 3 comma-separated numbers, found {}", cells.len()),
+                    format!(
+                        "expected {N} comma-separated numbers, found {}",
+                        cells.len()
+                    ),
                 ));
             }
-            let mut point = [0.0; 3];
-            for (axis, (value, cell)) in parsed.iter().zip(&cells).enumerate() {
-                point[axis] = value.ok_or_else(|| {
+            let mut row = [0.0; N];
+            for (k, (value, cell)) in parsed.iter().zip(&cells).enumerate() {
+                row[k] = value.ok_or_else(|| {
                     bad_row(
-                        format!("column {} ({})", axis + 1, ["x", "y", "z"][axis]),
+                        format!("column {} ({})", k + 1, layout.names[k]),
                         format!("`{cell}` is not a number"),
                     )
                 })?;
             }
-            rows.push(point);
+            rows.push(row);
         }
-        Ok(PointFile {
+        Ok(RowFile {
             path: path.to_path_buf(),
             rows: rows.len(),
-            data: PointData::Memory(rows),
+            data: RowData::Memory(rows),
         })
     }
 
@@ -151,60 +196,46 @@ impl PointFile {
     }
 
     /// Rows `range` as f64 (NaN and infinities pass through: they become NaN result rows).
-    pub fn read_rows(&mut self, range: Range<usize>, out: &mut Vec<[f64; 3]>) -> Result<()> {
+    pub fn read_rows(&mut self, range: Range<usize>, out: &mut Vec<[f64; N]>) -> Result<()> {
         out.clear();
         match &mut self.data {
-            PointData::Memory(rows) => out.extend_from_slice(&rows[range]),
-            PointData::Npy {
+            RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
+            RowData::Npy {
                 reader,
                 dtype,
                 next_row,
                 data_offset,
             } => {
                 let size = dtype.size();
+                let read_err = |source| Error::Read {
+                    path: self.path.clone(),
+                    source,
+                };
                 if *next_row != range.start {
-                    let at = *data_offset + (range.start * 3 * size) as u64;
-                    reader
-                        .seek(SeekFrom::Start(at))
-                        .map_err(|source| Error::Read {
-                            path: self.path.clone(),
-                            source,
-                        })?;
+                    let at = *data_offset + (range.start * N * size) as u64;
+                    reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
                 }
-                let mut bytes = vec![0u8; range.len() * 3 * size];
-                reader
-                    .read_exact(&mut bytes)
-                    .map_err(|source| Error::Read {
-                        path: self.path.clone(),
-                        source,
-                    })?;
+                let mut bytes = vec![0u8; range.len() * N * size];
+                reader.read_exact(&mut bytes).map_err(read_err)?;
                 *next_row = range.end;
-                match dtype {
-                    Dtype::F32 => out.extend(bytes.chunks_exact(12).map(|r| {
-                        std::array::from_fn(|k| {
-                            f32::from_le_bytes(r[4 * k..4 * k + 4].try_into().unwrap()) as f64
-                        })
-                    })),
-                    Dtype::F64 => out.extend(bytes.chunks_exact(24).map(|r| {
-                        std::array::from_fn(|k| {
-                            f64::from_le_bytes(r[8 * k..8 * k + 8].try_into().unwrap())
-                        })
-                    })),
-                }
+                let value = |b: &[u8]| match dtype {
+                    Dtype::F32 => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
+                    Dtype::F64 => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+                };
+                out.extend(
+                    bytes
+                        .chunks_exact(N * size)
+                        .map(|row| std::array::from_fn(|k| value(&row[k * size..(k + 1) * size]))),
+                );
             }
         }
         Ok(())
     }
 
-    /// Read every row (for the reference and for small inputs).
-    pub fn read_all(&mut self) -> Result<Vec<[f64; 3]>> {
+    /// Read every row.
+    pub fn read_all(&mut self) -> Result<Vec<[f64; N]>> {
         let mut out = Vec::new();
         self.read_rows(0..self.rows, &mut out)?;
         Ok(out)
     }
-}
-
-/// A CSV cell as a number; `nan`, `inf` and `-inf` are accepted (they give NaN result rows).
-fn parse_number(cell: &str) -> Option<f64> {
-    cell.parse::<f64>().ok()
 }

@@ -1,0 +1,71 @@
+//! Sphere contacts for collision response (SPEC §2): for a sphere (c, r) the nearest shape of
+//! the scene in surface mode, seen from c, gives the contact point q, the outward normal n and
+//! the depth r − d (positive when overlapping). Moving the sphere by depth·n resolves the
+//! overlap with that shape: its centre ends at distance r from it.
+
+use crate::Mode;
+use crate::error::{Error, Result};
+use crate::gpu::{Engine, GpuHit, GpuScene};
+
+/// One sphere's contact.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Contact {
+    /// Closest point of the nearest shape to the sphere's centre.
+    pub point: [f32; 3],
+    /// r − d: positive when the sphere overlaps the shape.
+    pub depth: f32,
+    /// Outward normal at the contact (zero for a centre exactly on a curve).
+    pub normal: [f32; 3],
+    /// The nearest shape; −1 for a sphere with a non-finite centre or radius.
+    pub shape: i32,
+}
+
+impl Contact {
+    /// The contact of a sphere of `radius` from the hit of its centre.
+    pub fn from_hit(hit: &GpuHit, radius: f32) -> Contact {
+        if hit.shape < 0 || !radius.is_finite() {
+            let nan = f32::NAN;
+            return Contact {
+                point: [nan; 3],
+                depth: nan,
+                normal: [nan; 3],
+                shape: -1,
+            };
+        }
+        Contact {
+            point: hit.point,
+            depth: radius - hit.distance,
+            normal: hit.normal,
+            shape: hit.shape,
+        }
+    }
+}
+
+/// A radius that is not a sphere's: negative (NaN and infinities give NaN rows instead).
+pub fn check_radius(row: usize, radius: f64, file: &str) -> Result<()> {
+    if radius < 0.0 {
+        return Err(Error::BadRow {
+            file: file.to_string(),
+            row,
+            field: "radius".into(),
+            problem: format!("must be ≥ 0 (found {radius})"),
+        });
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Contacts of spheres `[cx, cy, cz, r]` with a scene.
+    pub fn sphere_contacts(&self, scene: &GpuScene, spheres: &[[f32; 4]]) -> Result<Vec<Contact>> {
+        for (row, s) in spheres.iter().enumerate() {
+            check_radius(row, s[3] as f64, "spheres")?;
+        }
+        let centres: Vec<[f32; 3]> = spheres.iter().map(|s| [s[0], s[1], s[2]]).collect();
+        let hits = self.query_scene(scene, &centres, Mode::Surface)?;
+        Ok(hits
+            .iter()
+            .zip(spheres)
+            .map(|(hit, s)| Contact::from_hit(hit, s[3]))
+            .collect())
+    }
+}
