@@ -146,7 +146,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     .map_err(w)?;
     writeln!(
         out,
-        "{:<10} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "shape",
         "GPU Mq/s",
         "ref Mq/s",
@@ -164,7 +164,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         .into_iter()
         .map(|s| (s.kind().name().to_string(), vec![s]))
         .collect();
-    scenes.push(("mixed (9)".to_string(), sample_shapes()));
+    scenes.push((format!("mixed ({})", ShapeKind::ALL.len()), sample_shapes()));
     for (name, shapes) in &scenes {
         let scene = engine.upload_scene(shapes)?;
         let gpu = timed(repeats, || {
@@ -182,7 +182,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
             out,
-            "{:<10} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            "{:<12} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             name,
             rate(gpu),
             rate(cpu),
@@ -195,5 +195,48 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         )
         .map_err(w)?;
     }
-    Ok(())
+    segment_pairs_row(engine, &points, repeats, out)
+}
+
+/// Segment pairs: the sample points taken four at a time as (a0, a1, b0, b1), so the row
+/// count matches the point rows; GPU end to end beside the f64 reference on all cores.
+fn segment_pairs_row(
+    engine: &Engine,
+    points: &[[f32; 3]],
+    repeats: usize,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let v = |p: [f32; 3]| DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+    let quads: Vec<[DVec3; 4]> = points
+        .chunks_exact(4)
+        .map(|q| [v(q[0]), v(q[1]), v(q[2]), v(q[3])])
+        .collect();
+    let a: Vec<[DVec3; 2]> = quads.iter().map(|q| [q[0], q[1]]).collect();
+    let b: Vec<[DVec3; 2]> = quads.iter().map(|q| [q[2], q[3]]).collect();
+    let rows = quads.len();
+    let gpu = timed(repeats, || engine.segment_pairs(&a, &b).map(|_| ()))?;
+    let mut reference_out = vec![reference::SegmentPair::NON_FINITE; rows];
+    let cpu = timed(repeats, || {
+        reference_out
+            .par_iter_mut()
+            .zip(quads.par_iter())
+            .for_each(|(o, q)| {
+                *o = reference::closest_segment_pair(q[0], q[1], q[2], q[3]);
+            });
+        std::hint::black_box(&reference_out);
+        Ok(())
+    })?;
+    let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
+    writeln!(
+        out,
+        "{:<12} {:>12.2} {:>12.2} {:>9.2}   ({rows} pairs; GPU includes building the records from f64)",
+        "seg pairs",
+        rate(gpu),
+        rate(cpu),
+        cpu.as_secs_f64() / gpu.as_secs_f64(),
+    )
+    .map_err(|e| Error::Write {
+        path: "<stdout>".into(),
+        source: e,
+    })
 }
