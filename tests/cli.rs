@@ -324,6 +324,17 @@ fn bad_points_name_the_file_row_and_field() {
         &["query", "--shapes", &scene, "--points", &dir.s("short.npy")],
         &["short.npy", "truncated"],
     );
+    write_npy(
+        &dir.path("huge.npy"),
+        "<f8",
+        &[1_000_000_000_000_000_000, 3],
+        &[0u8; 24],
+    );
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &dir.s("huge.npy")],
+        &["huge.npy", "implausible"],
+    );
     std::fs::write(dir.path("junk.npy"), b"hello").unwrap();
     assert_bad_input(
         &dir,

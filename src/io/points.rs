@@ -107,7 +107,10 @@ impl<const N: usize> RowFile<N> {
                 )));
             }
         };
-        let expected = header.data_offset + (rows * N * dtype.size()) as u64;
+        let expected = (rows as u64)
+            .checked_mul((N * dtype.size()) as u64)
+            .and_then(|data| data.checked_add(header.data_offset))
+            .ok_or_else(|| bad(format!("implausible row count {rows}")))?;
         if file_len < expected {
             return Err(bad(format!(
                 "truncated: the header promises {rows} rows ({expected} bytes) but the file has {file_len} bytes"
