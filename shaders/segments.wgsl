@@ -51,20 +51,22 @@ fn closest_parameters(da: vec3<f32>, b0: vec3<f32>, db: vec3<f32>) -> vec2<f32> 
     var best_gap2 = pair_gap2(da, b0, db, s, t);
     // Each endpoint against the other segment: exact whenever the answer has a clamped
     // parameter, and a guard for the steps above. Strictly nearer only: ties keep the first.
-    let candidates = array<vec2<f32>, 4>(
-        vec2<f32>(0.0, segment_parameter(-b0, db)),
-        vec2<f32>(1.0, segment_parameter(da - b0, db)),
-        vec2<f32>(segment_parameter(b0, da), 0.0),
-        vec2<f32>(segment_parameter(b0 + db, da), 1.0),
-    );
-    for (var k = 0; k < 4; k++) {
-        let c = candidates[k];
-        let gap2 = pair_gap2(da, b0, db, c.x, c.y);
-        if gap2 < best_gap2 {
-            best = c;
-            best_gap2 = gap2;
-        }
-    }
+    // Written out, not as a loop over an array, which SIMD compilers keep in memory.
+    let c0 = vec2<f32>(0.0, segment_parameter(-b0, db));
+    let c1 = vec2<f32>(1.0, segment_parameter(da - b0, db));
+    let c2 = vec2<f32>(segment_parameter(b0, da), 0.0);
+    let c3 = vec2<f32>(segment_parameter(b0 + db, da), 1.0);
+    let g0 = pair_gap2(da, b0, db, c0.x, c0.y);
+    let g1 = pair_gap2(da, b0, db, c1.x, c1.y);
+    let g2 = pair_gap2(da, b0, db, c2.x, c2.y);
+    let g3 = pair_gap2(da, b0, db, c3.x, c3.y);
+    best = select(best, c0, g0 < best_gap2);
+    best_gap2 = min(best_gap2, g0);
+    best = select(best, c1, g1 < best_gap2);
+    best_gap2 = min(best_gap2, g1);
+    best = select(best, c2, g2 < best_gap2);
+    best_gap2 = min(best_gap2, g2);
+    best = select(best, c3, g3 < best_gap2);
     return best;
 }
 
