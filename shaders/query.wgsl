@@ -18,13 +18,18 @@
 // baked in, so the compiler drops the other cases (software adapters run every case of a
 // switch on loaded data). ANY_KIND keeps the general paths.
 override ONLY_KIND: u32 = ANY_KIND;
+// ONLY_KIND as an array index: the generic pipeline never takes the branches that use it,
+// but a constant index past the end would not validate.
+override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
-// Scenes are uploaded sorted by kind: shapes of kind k are shapes[x .. y) of kind_ranges[k].
+// Scenes are uploaded grouped by kind: kind k's shapes are shapes[x .. y) of kind_ranges[k],
+// its BVH nodes[z .. z + w) rooted at z (w = 0: no BVH, scan the range).
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT>;
+@group(0) @binding(5) var<storage, read> nodes: array<BvhNode>;
 
 fn is_solid(kind: u32) -> bool {
     return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE
@@ -114,16 +119,65 @@ fn is_nearer(hit: Hit, best: Hit) -> bool {
     return best.shape < 0 || d < b || (d == b && hit.shape < best.shape);
 }
 
+// Distance from p to a node's box (0 inside): a lower bound for every shape in it.
+fn box_distance(node: BvhNode, p: vec3<f32>) -> f32 {
+    return length(max(max(node.min - p, p - node.max), vec3<f32>(0.0)));
+}
+
+// Whether a box may hold a shape nearer than `best` (or tied with it: ties go by index).
+fn may_hold_nearer(node: BvhNode, p: vec3<f32>, best: Hit) -> bool {
+    return best.shape < 0 || box_distance(node, p) <= abs(best.distance);
+}
+
+fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    let s = shapes[i];
+    let hit = query_shape(kind, s, s.index, p);
+    if is_nearer(hit, *best) {
+        *best = hit;
+    }
+}
+
 // Every shape of one kind against p. `kind` is a literal at each call site, so each loop is
 // compiled for its kind alone: software adapters would otherwise pay for every case.
+// With a BVH the traversal visits the nearer child first and skips boxes farther than the
+// best answer so far; a stack overflow marks the row instead of answering it.
 fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    // An overflow mark is final: later kinds must not overwrite it with an answer.
+    if (*best).shape == TRAVERSAL_OVERFLOW {
+        return;
+    }
     let range = kind_ranges[kind];
-    for (var i = range.x; i < range.y; i++) {
-        let s = shapes[i];
-        let hit = query_shape(kind, s, s.index, p);
-        if is_nearer(hit, *best) {
-            *best = hit;
+    if range.w == 0u {
+        for (var i = range.x; i < range.y; i++) {
+            test_shape(kind, i, p, best);
         }
+        return;
+    }
+    var stack: array<u32, STACK_SIZE>;
+    var top = 0u;
+    stack[0] = range.z;
+    top = 1u;
+    while top > 0u {
+        top -= 1u;
+        let node = nodes[stack[top]];
+        if !may_hold_nearer(node, p, *best) {
+            continue;
+        }
+        if node.count > 0u {
+            for (var i = node.first; i < node.first + node.count; i++) {
+                test_shape(kind, i, p, best);
+            }
+            continue;
+        }
+        // Push the farther child first so the nearer one is visited next.
+        let near_first = box_distance(nodes[node.first], p) <= box_distance(nodes[node.first + 1u], p);
+        if top + 2u > STACK_SIZE {
+            (*best).shape = TRAVERSAL_OVERFLOW;
+            return;
+        }
+        stack[top] = select(node.first, node.first + 1u, near_first);
+        stack[top + 1u] = select(node.first + 1u, node.first, near_first);
+        top += 2u;
     }
 }
 
@@ -171,8 +225,8 @@ fn nearest(
         hits[row] = non_finite_hit();
         return;
     }
-    if ONLY_KIND != ANY_KIND {
-        // A scene of one kind: one loop compiled for that kind, shapes in scene order.
+    if ONLY_KIND != ANY_KIND && kind_ranges[ONLY_KIND_INDEX].w == 0u {
+        // A small scene of one kind: one loop compiled for that kind, shapes in scene order.
         var nearest = query_shape(ONLY_KIND, shapes[0], 0u, p);
         for (var i = 1u; i < params.shape_count; i++) {
             let hit = query_shape(ONLY_KIND, shapes[i], i, p);
@@ -185,6 +239,11 @@ fn nearest(
         return;
     }
     var best = non_finite_hit();
+    if ONLY_KIND != ANY_KIND {
+        scan_kind(ONLY_KIND_INDEX, p, &best);
+        hits[row] = best;
+        return;
+    }
     // One call per kind (tests/shaders.rs checks that none is missing).
     scan_kind(KIND_SPHERE, p, &best);
     scan_kind(KIND_AABB, p, &best);

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod bench;
+pub mod bvh;
 pub mod contacts;
 pub mod error;
 pub mod gpu;

@@ -43,3 +43,12 @@ struct Projection {
     inside: bool,
     normal: vec3<f32>,
 }
+
+// One BVH node (src/bvh.rs, GpuBvhNode): a leaf (count > 0) holds shapes first .. first+count;
+// an inner node (count == 0) has its children at nodes first and first + 1.
+struct BvhNode {
+    min: vec3<f32>,
+    first: u32,
+    max: vec3<f32>,
+    count: u32,
+}

@@ -4,6 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::Mode;
+use crate::bvh::{self, Bounds, GpuBvhNode, shape_bounds};
 use crate::math::DVec3;
 use crate::reference::{cylinder_axis, triangle_unit_normal};
 use crate::shape::{Shape, ShapeKind};
@@ -194,25 +195,48 @@ impl GpuShape {
     }
 }
 
-/// A scene's shapes in upload order (sorted by kind, each carrying its scene index) and the
-/// `[start, end)` row range of each kind, as the `kind_ranges` uniform holds them.
-pub fn scene_layout(shapes: &[Shape]) -> (Vec<GpuShape>, Vec<[u32; 4]>) {
-    let mut order: Vec<usize> = (0..shapes.len()).collect();
-    order.sort_by_key(|&i| shapes[i].kind() as u32);
-    let gpu: Vec<GpuShape> = order
-        .iter()
-        .map(|&i| GpuShape {
+/// A scene as the GPU holds it: shapes grouped by kind, each kind in its BVH's leaf order
+/// and carrying its scene index; per kind `[start, end, root node, node count]` (node count 0:
+/// scanned linearly); and every kind's BVH nodes.
+pub struct SceneLayout {
+    pub shapes: Vec<GpuShape>,
+    pub ranges: Vec<[u32; 4]>,
+    pub nodes: Vec<GpuBvhNode>,
+}
+
+/// Kinds with at most this many shapes are scanned linearly (a hierarchy would not pay).
+const LINEAR_SCAN_MAX: usize = 4;
+
+pub fn scene_layout(shapes: &[Shape]) -> SceneLayout {
+    let mut layout = SceneLayout {
+        shapes: Vec::new(),
+        ranges: Vec::new(),
+        nodes: Vec::new(),
+    };
+    for kind in ShapeKind::ALL {
+        let members: Vec<usize> = (0..shapes.len())
+            .filter(|&i| shapes[i].kind() == kind)
+            .collect();
+        let start = layout.shapes.len() as u32;
+        let bounds: Option<Vec<Bounds>> =
+            members.iter().map(|&i| shape_bounds(&shapes[i])).collect();
+        let (order, root, count) = match bounds {
+            Some(bounds) if members.len() > LINEAR_SCAN_MAX => {
+                let root = layout.nodes.len() as u32;
+                let bvh = bvh::build(&bounds, start, root);
+                let count = bvh.nodes.len() as u32;
+                layout.nodes.extend(bvh.nodes);
+                (bvh.order.iter().map(|&k| members[k]).collect(), root, count)
+            }
+            _ => (members, 0, 0),
+        };
+        layout.shapes.extend(order.iter().map(|&i| GpuShape {
             index: i as u32,
             ..GpuShape::from_shape(&shapes[i])
-        })
-        .collect();
-    let ranges = ShapeKind::ALL
-        .iter()
-        .map(|&kind| {
-            let start = gpu.partition_point(|s| s.kind < kind as u32) as u32;
-            let end = gpu.partition_point(|s| s.kind <= kind as u32) as u32;
-            [start, end, 0, 0]
-        })
-        .collect();
-    (gpu, ranges)
+        }));
+        layout
+            .ranges
+            .push([start, layout.shapes.len() as u32, root, count]);
+    }
+    layout
 }

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 use crate::Mode;
+use crate::bvh::GpuBvhNode;
 use crate::error::{Error, Result};
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
@@ -48,8 +49,10 @@ const SLOTS: usize = 2;
 pub struct GpuScene {
     /// Shapes sorted by kind (see `layout::scene_layout`).
     shapes: wgpu::Buffer,
-    /// `[start, end)` of each kind in `shapes`, a uniform.
+    /// Per kind `[start, end, root node, node count]`, a uniform.
     ranges: wgpu::Buffer,
+    /// Every kind's BVH nodes (`bvh::GpuBvhNode`).
+    nodes: wgpu::Buffer,
     count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     kind: Option<ShapeKind>,
@@ -156,8 +159,9 @@ pub struct Engine {
     pub(crate) slots: Mutex<Vec<stream::Slot>>,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
-    /// The `kind_ranges` binding of paired jobs, which do not read it.
+    /// The `kind_ranges` and `nodes` bindings of jobs that do not read them.
     pub(crate) unused_ranges: wgpu::Buffer,
+    pub(crate) unused_nodes: wgpu::Buffer,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -217,6 +221,11 @@ impl Engine {
             contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len()]),
             usage: wgpu::BufferUsages::UNIFORM,
         });
+        let unused_nodes = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused bvh nodes"),
+            contents: bytemuck::bytes_of(&GpuBvhNode::default()),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
         Ok(Engine {
             device,
             queue,
@@ -228,6 +237,7 @@ impl Engine {
             slots: Mutex::new(Vec::new()),
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
+            unused_nodes,
             device_errors,
         })
     }
@@ -261,7 +271,11 @@ impl Engine {
 
     /// Upload a scene once; it stays on the device for any number of queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        let (mut gpu, ranges) = layout::scene_layout(shapes);
+        let layout::SceneLayout {
+            shapes: mut gpu,
+            ranges,
+            mut nodes,
+        } = layout::scene_layout(shapes);
         let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
@@ -271,29 +285,37 @@ impl Engine {
                 shapes.len(),
             )));
         }
-        // A zero-size binding is invalid: an empty scene still gets one (never read) record.
+        // A zero-size binding is invalid: empty buffers still get one (never read) record.
         if gpu.is_empty() {
             gpu.push(GpuShape::default());
         }
-        let (shapes_buffer, ranges) = self.checked(|| {
+        if nodes.is_empty() {
+            nodes.push(GpuBvhNode::default());
+        }
+        let storage = |label, contents: &[u8]| {
+            self.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents,
+                    usage: wgpu::BufferUsages::STORAGE,
+                })
+        };
+        let (shapes_buffer, ranges, nodes) = self.checked(|| {
             (
-                self.device
-                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                        label: Some("scene shapes"),
-                        contents: bytemuck::cast_slice(&gpu),
-                        usage: wgpu::BufferUsages::STORAGE,
-                    }),
+                storage("scene shapes", bytemuck::cast_slice(&gpu)),
                 self.device
                     .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                         label: Some("scene kind ranges"),
                         contents: bytemuck::cast_slice(&ranges),
                         usage: wgpu::BufferUsages::UNIFORM,
                     }),
+                storage("scene bvh nodes", bytemuck::cast_slice(&nodes)),
             )
         })?;
         Ok(GpuScene {
             shapes: shapes_buffer,
             ranges,
+            nodes,
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
         })
@@ -490,13 +512,14 @@ fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
     let uniform = wgpu::BufferBindingType::Uniform;
     let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("query bindings"),
-        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges.
+        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges, nodes.
         entries: &[
             buffer(0, uniform),
             buffer(1, storage(true)),
             buffer(2, storage(true)),
             buffer(3, storage(false)),
             buffer(4, uniform),
+            buffer(5, storage(true)),
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

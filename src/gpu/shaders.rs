@@ -73,6 +73,11 @@ pub fn prelude() -> String {
     }
     out += &format!("const ANY_KIND: u32 = {}u;\n", ANY_KIND);
     out += &format!("const KIND_COUNT: u32 = {}u;\n", ShapeKind::ALL.len());
+    out += &format!("const STACK_SIZE: u32 = {}u;\n", crate::bvh::STACK_SIZE);
+    out += &format!(
+        "const TRAVERSAL_OVERFLOW: i32 = {};\n",
+        super::stream::TRAVERSAL_OVERFLOW
+    );
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(
             "const MODE_{}: u32 = {}u;\n",

@@ -127,9 +127,21 @@ pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
 
 impl ByteSink for HitRows<'_> {
     fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
-        self.0.take(first_row, bytemuck::cast_slice(bytes))
+        let hits: &[GpuHit] = bytemuck::cast_slice(bytes);
+        // The kernel marks a row whose BVH traversal outgrew its stack rather than answer it.
+        if let Some(k) = hits.iter().position(|h| h.shape == TRAVERSAL_OVERFLOW) {
+            return Err(Error::Gpu(format!(
+                "BVH traversal overflowed its stack of {} entries at row {}",
+                crate::bvh::STACK_SIZE,
+                first_row + k
+            )));
+        }
+        self.0.take(first_row, hits)
     }
 }
+
+/// The shape index the kernel writes for a row whose traversal overflowed.
+pub const TRAVERSAL_OVERFLOW: i32 = -2;
 
 impl<F: FnMut(usize, &[GpuSegmentHit]) -> Result<()>> ByteSink for F {
     fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
@@ -489,26 +501,15 @@ fn encode_chunk(
             .expect("slots of per-row jobs have shape buffers")
             .storage
     };
-    let (entry, kind, shape_buffer, ranges, shape_count) = match job {
-        Job::Paired(kind) => (
-            Entry::Paired,
-            *kind,
-            row_shapes(),
-            &engine.unused_ranges,
-            n as u32,
-        ),
-        Job::SegmentPairs => (
-            Entry::SegmentPairs,
-            None,
-            row_shapes(),
-            &engine.unused_ranges,
-            n as u32,
-        ),
+    let unused = (&engine.unused_ranges, &engine.unused_nodes);
+    let (entry, kind, shape_buffer, (ranges, nodes), shape_count) = match job {
+        Job::Paired(kind) => (Entry::Paired, *kind, row_shapes(), unused, n as u32),
+        Job::SegmentPairs => (Entry::SegmentPairs, None, row_shapes(), unused, n as u32),
         Job::Nearest(scene) => (
             Entry::Nearest,
             scene.kind,
             &scene.shapes,
-            &scene.ranges,
+            (&scene.ranges, &scene.nodes),
             scene.count,
         ),
     };
@@ -540,6 +541,10 @@ fn encode_chunk(
             wgpu::BindGroupEntry {
                 binding: 4,
                 resource: ranges.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 5,
+                resource: nodes.as_entire_binding(),
             },
         ],
     });

@@ -1,0 +1,151 @@
+//! Nearest-shape queries through the per-kind BVHs against the f64 brute-force reference:
+//! random scenes of 1, 2, 1 000 and 100 000 shapes, and degenerate scenes (all shapes at one
+//! point, all on a line, huge and tiny shapes mixed).
+
+mod common;
+
+use closest::bvh;
+use closest::{DVec3, Mode, Shape};
+use common::{Rng, assert_nearest, engine};
+
+fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
+    let h = rng.vec(0.1, 1.0) * size;
+    match rng.next_u64() % 8 {
+        0 => Shape::Sphere {
+            center: c,
+            radius: h.x,
+        },
+        1 => Shape::Aabb {
+            min: c - h,
+            max: c + h,
+        },
+        2 => Shape::Box {
+            center: c,
+            half_extents: h,
+            rotation: rng.quaternion(),
+        },
+        3 => Shape::Segment {
+            a: c,
+            b: c + rng.unit() * size,
+        },
+        4 => Shape::Triangle {
+            a: c,
+            b: c + rng.unit() * size,
+            c: c + rng.unit() * size,
+        },
+        5 => Shape::Capsule {
+            a: c,
+            b: c + rng.unit() * size,
+            radius: h.y,
+        },
+        6 => Shape::Cylinder {
+            a: c,
+            b: c + rng.unit() * size,
+            radius: h.z,
+        },
+        _ => Shape::Wedge {
+            center: c,
+            half_extents: h,
+            rotation: rng.quaternion(),
+        },
+    }
+}
+
+fn scene(rng: &mut Rng, count: usize, spread: f64, size: f64) -> Vec<Shape> {
+    (0..count)
+        .map(|_| {
+            let c = rng.vec(-spread, spread);
+            random_bounded_shape(rng, c, size)
+        })
+        .collect()
+}
+
+fn points(rng: &mut Rng, count: usize, spread: f64) -> Vec<DVec3> {
+    (0..count).map(|_| rng.vec(-spread, spread)).collect()
+}
+
+#[test]
+fn bvh_scenes_of_1_2_and_1000_shapes_match_reference() {
+    let mut rng = Rng::new(5);
+    for count in [1, 2, 1000] {
+        let shapes = scene(&mut rng, count, 20.0, 1.0);
+        let pts = points(&mut rng, 2000, 25.0);
+        for mode in [Mode::Solid, Mode::Surface] {
+            assert_nearest(engine(), &shapes, &pts, mode);
+        }
+    }
+}
+
+#[test]
+fn bvh_scene_of_100000_shapes_matches_reference() {
+    let mut rng = Rng::new(6);
+    let mut shapes = scene(&mut rng, 100_000, 100.0, 0.5);
+    // Unbounded kinds ride along, scanned linearly.
+    shapes.push(Shape::Plane {
+        normal: DVec3::Z,
+        offset: -150.0,
+    });
+    shapes.push(Shape::Line {
+        a: DVec3::new(0.0, 0.0, 140.0),
+        b: DVec3::new(1.0, 0.0, 140.0),
+    });
+    let pts = points(&mut rng, 300, 110.0);
+    assert_nearest(engine(), &shapes, &pts, Mode::Surface);
+}
+
+#[test]
+fn degenerate_bvh_scenes_match_reference() {
+    let mut rng = Rng::new(7);
+    let c = DVec3::new(3.0, -2.0, 1.0);
+    // All shapes at one point: every centroid equal, so every split is a median split.
+    let same: Vec<Shape> = (0..500)
+        .map(|i| Shape::Sphere {
+            center: c,
+            radius: 0.1 + (i % 7) as f64 * 0.1,
+        })
+        .collect();
+    // All on a line.
+    let line: Vec<Shape> = (0..500)
+        .map(|i| Shape::Segment {
+            a: c + DVec3::X * i as f64,
+            b: c + DVec3::X * (i as f64 + 0.5),
+        })
+        .collect();
+    // Huge and tiny mixed, far from the origin.
+    let far = DVec3::new(1e4, 1e4, -1e4);
+    let mut mixed = Vec::new();
+    for i in 0..405 {
+        let (reach, size) = if i < 400 { (1.0, 1e-3) } else { (1e3, 300.0) };
+        let c = far + rng.vec(-reach, reach);
+        mixed.push(random_bounded_shape(&mut rng, c, size));
+    }
+    for (name, shapes, spread, centre) in [
+        ("one point", same, 3.0, c),
+        ("line", line, 600.0, c),
+        ("huge and tiny", mixed, 2.0, far),
+    ] {
+        let pts: Vec<DVec3> = points(&mut rng, 1500, spread)
+            .into_iter()
+            .map(|p| p + centre)
+            .collect();
+        eprintln!("scene: {name}");
+        assert_nearest(engine(), &shapes, &pts, Mode::Solid);
+    }
+}
+
+#[test]
+fn bvh_depth_stays_within_the_stack() {
+    // Identical bounds force median splits; depth must stay far below the kernel's stack.
+    let bounds = vec![
+        bvh::Bounds {
+            min: DVec3::ZERO,
+            max: DVec3::ZERO
+        };
+        200_000
+    ];
+    let built = bvh::build(&bounds, 0, 0);
+    assert!(built.depth < bvh::STACK_SIZE / 2, "depth {}", built.depth);
+    let mut order = built.order.clone();
+    order.sort();
+    assert_eq!(order, (0..200_000).collect::<Vec<_>>());
+}
