@@ -123,42 +123,24 @@ fn bench_parry_twin(
 
 /// World-space vertices of a wedge or corner wedge (SPEC §1).
 fn polyhedron_vertices(shape: &Shape) -> Vec<closest::DVec3> {
-    let (Shape::Wedge {
-        center,
-        half_extents: h,
-        rotation,
+    use closest::reference::{corner_wedge_vertices, wedge_vertices};
+    match *shape {
+        Shape::Wedge {
+            center,
+            half_extents,
+            rotation,
+        } => wedge_vertices(half_extents)
+            .map(|v| Shape::oriented_point(center, rotation, v))
+            .to_vec(),
+        Shape::CornerWedge {
+            center,
+            half_extents,
+            rotation,
+        } => corner_wedge_vertices(half_extents)
+            .map(|v| Shape::oriented_point(center, rotation, v))
+            .to_vec(),
+        _ => unreachable!("only wedges"),
     }
-    | Shape::CornerWedge {
-        center,
-        half_extents: h,
-        rotation,
-    }) = *shape
-    else {
-        unreachable!("only wedges")
-    };
-    let axes = Shape::axes(rotation);
-    let local: &[[f64; 3]] = if matches!(shape, Shape::Wedge { .. }) {
-        &[
-            [-1., -1., -1.],
-            [1., -1., -1.],
-            [-1., -1., 1.],
-            [1., -1., 1.],
-            [-1., 1., 1.],
-            [1., 1., 1.],
-        ]
-    } else {
-        &[
-            [-1., -1., -1.],
-            [1., -1., -1.],
-            [1., -1., 1.],
-            [-1., -1., 1.],
-            [1., 1., -1.],
-        ]
-    };
-    local
-        .iter()
-        .map(|[x, y, z]| center + axes[0] * (x * h.x) + axes[1] * (y * h.y) + axes[2] * (z * h.z))
-        .collect()
 }
 
 fn throughput(c: &mut Criterion) {

@@ -191,6 +191,12 @@ impl Shape {
         }
     }
 
+    /// World position of `local`, a point in the frame of an oriented shape at `center`.
+    pub fn oriented_point(center: DVec3, rotation: [f64; 4], local: DVec3) -> DVec3 {
+        let axes = quaternion_axes(rotation);
+        center + axes[0] * local.x + axes[1] * local.y + axes[2] * local.z
+    }
+
     /// Rotation axes (local X, Y, Z in world space) of an oriented shape.
     pub fn axes(rotation: [f64; 4]) -> [DVec3; 3] {
         quaternion_axes(rotation)

@@ -5,7 +5,7 @@
 mod common;
 
 use closest::math::DVec3;
-use closest::reference::{self, Hit};
+use closest::reference::{self, Hit, corner_wedge_vertices, wedge_vertices};
 use closest::{Mode, Shape};
 use common::Rng;
 
@@ -16,51 +16,35 @@ fn boundary_triangles(shape: &Shape) -> Vec<[DVec3; 3]> {
             center,
             half_extents: h,
             rotation,
+        } => {
+            let [a, b, c, d, e, f] =
+                wedge_vertices(h).map(|v| Shape::oriented_point(center, rotation, v));
+            vec![
+                [a, b, d],
+                [a, d, c],
+                [c, d, f],
+                [c, f, e],
+                [a, e, f],
+                [a, f, b],
+                [a, c, e],
+                [b, f, d],
+            ]
         }
-        | Shape::CornerWedge {
+        Shape::CornerWedge {
             center,
             half_extents: h,
             rotation,
         } => {
-            let axes = Shape::axes(rotation);
-            let v = |x: f64, y: f64, z: f64| {
-                center + axes[0] * (x * h.x) + axes[1] * (y * h.y) + axes[2] * (z * h.z)
-            };
-            if matches!(shape, Shape::Wedge { .. }) {
-                let (a, b, c, d) = (
-                    v(-1., -1., -1.),
-                    v(1., -1., -1.),
-                    v(-1., -1., 1.),
-                    v(1., -1., 1.),
-                );
-                let (e, f) = (v(-1., 1., 1.), v(1., 1., 1.));
-                vec![
-                    [a, b, d],
-                    [a, d, c],
-                    [c, d, f],
-                    [c, f, e],
-                    [a, e, f],
-                    [a, f, b],
-                    [a, c, e],
-                    [b, f, d],
-                ]
-            } else {
-                let (b1, b2, b3, b4) = (
-                    v(-1., -1., -1.),
-                    v(1., -1., -1.),
-                    v(1., -1., 1.),
-                    v(-1., -1., 1.),
-                );
-                let apex = v(1., 1., -1.);
-                vec![
-                    [b1, b2, b3],
-                    [b1, b3, b4],
-                    [b2, apex, b3],
-                    [b1, apex, b2],
-                    [b1, b4, apex],
-                    [b4, b3, apex],
-                ]
-            }
+            let [b1, b2, b3, b4, apex] =
+                corner_wedge_vertices(h).map(|v| Shape::oriented_point(center, rotation, v));
+            vec![
+                [b1, b2, b3],
+                [b1, b3, b4],
+                [b2, apex, b3],
+                [b1, apex, b2],
+                [b1, b4, apex],
+                [b4, b3, apex],
+            ]
         }
         Shape::Cylinder { a, b, radius } => {
             // Caps as fans and the side as a band of thin triangles (chord error radius·(1−cos(π/n))).

@@ -20,7 +20,9 @@ pub use capsule::project_capsule;
 pub use cylinder::project_cylinder;
 pub use line::project_line;
 pub use plane::project_plane;
-pub use polyhedron::{ConvexSearch, project_corner_wedge, project_wedge};
+pub use polyhedron::{
+    ConvexSearch, corner_wedge_vertices, project_corner_wedge, project_wedge, wedge_vertices,
+};
 pub use ray::project_ray;
 pub use segment::project_segment;
 pub use segment_pair::{SegmentPair, closest_segment_pair};

@@ -87,10 +87,7 @@ impl Default for ConvexSearch {
 /// Roblox WedgePart in its local frame: the prism with vertices (±hx,−hy,−hz), (±hx,−hy,+hz),
 /// (±hx,+hy,+hz).
 pub fn project_wedge(p: DVec3, h: DVec3) -> Projection {
-    let v = |x: f64, y: f64, z: f64| DVec3::new(x * h.x, y * h.y, z * h.z);
-    let (a, b) = (v(-1.0, -1.0, -1.0), v(1.0, -1.0, -1.0));
-    let (c, d) = (v(-1.0, -1.0, 1.0), v(1.0, -1.0, 1.0));
-    let (e, f) = (v(-1.0, 1.0, 1.0), v(1.0, 1.0, 1.0));
+    let [a, b, c, d, e, f] = wedge_vertices(h);
     let mut search = ConvexSearch::new();
     search.quad_face(p, a, b, d, c); // bottom, −Y
     search.quad_face(p, c, d, f, e); // back, +Z
@@ -100,13 +97,37 @@ pub fn project_wedge(p: DVec3, h: DVec3) -> Projection {
     search.finish(p)
 }
 
+/// The wedge's vertices in its local frame: (−,−,−), (+,−,−), (−,−,+), (+,−,+), (−,+,+), (+,+,+)
+/// times the half extents.
+pub fn wedge_vertices(h: DVec3) -> [DVec3; 6] {
+    [
+        [-1.0, -1.0, -1.0],
+        [1.0, -1.0, -1.0],
+        [-1.0, -1.0, 1.0],
+        [1.0, -1.0, 1.0],
+        [-1.0, 1.0, 1.0],
+        [1.0, 1.0, 1.0],
+    ]
+    .map(|[x, y, z]| DVec3::new(x * h.x, y * h.y, z * h.z))
+}
+
+/// The corner wedge's vertices in its local frame: the base (−,−,−), (+,−,−), (+,−,+), (−,−,+)
+/// and the apex (+,+,−), times the half extents.
+pub fn corner_wedge_vertices(h: DVec3) -> [DVec3; 5] {
+    [
+        [-1.0, -1.0, -1.0],
+        [1.0, -1.0, -1.0],
+        [1.0, -1.0, 1.0],
+        [-1.0, -1.0, 1.0],
+        [1.0, 1.0, -1.0],
+    ]
+    .map(|[x, y, z]| DVec3::new(x * h.x, y * h.y, z * h.z))
+}
+
 /// Roblox CornerWedgePart in its local frame: the pyramid with base (±hx,−hy,±hz) and apex
 /// (+hx,+hy,−hz).
 pub fn project_corner_wedge(p: DVec3, h: DVec3) -> Projection {
-    let v = |x: f64, y: f64, z: f64| DVec3::new(x * h.x, y * h.y, z * h.z);
-    let (b1, b2) = (v(-1.0, -1.0, -1.0), v(1.0, -1.0, -1.0));
-    let (b3, b4) = (v(1.0, -1.0, 1.0), v(-1.0, -1.0, 1.0));
-    let apex = v(1.0, 1.0, -1.0);
+    let [b1, b2, b3, b4, apex] = corner_wedge_vertices(h);
     let mut search = ConvexSearch::new();
     search.quad_face(p, b1, b2, b3, b4); // base, −Y
     search.triangle_face(p, b2, apex, b3); // +X
