@@ -240,3 +240,100 @@ fn segment_pairs_row(
         source: e,
     })
 }
+
+/// A random mixed scene of bounded shapes (spheres, boxes, capsules, triangles) in
+/// [-100, 100]³, the same for every run.
+pub fn sample_scene(count: usize) -> Vec<Shape> {
+    let points = sample_points(count * 3);
+    (0..count)
+        .map(|i| {
+            let v = |k: usize| {
+                let p = points[3 * i + k];
+                DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64)
+            };
+            let c = v(0) * 50.0;
+            let h = v(1).abs() * 0.5 + DVec3::new(0.1, 0.1, 0.1);
+            match i % 4 {
+                0 => Shape::Sphere {
+                    center: c,
+                    radius: h.x,
+                },
+                1 => Shape::Box {
+                    center: c,
+                    half_extents: h,
+                    rotation: [0.1, 0.2, 0.3, 0.9],
+                },
+                2 => Shape::Capsule {
+                    a: c,
+                    b: c + v(2) * 0.5,
+                    radius: h.y,
+                },
+                _ => Shape::Triangle {
+                    a: c,
+                    b: c + v(1) * 0.5,
+                    c: c + v(2) * 0.5,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Nearest-shape throughput over scenes of growing size: the BVH path, and the brute-force
+/// GPU path where it finishes in reasonable time.
+pub fn run_scene_table(
+    engine: &Engine,
+    rows: usize,
+    repeats: usize,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let w = |e: std::io::Error| Error::Write {
+        path: "<stdout>".into(),
+        source: e,
+    };
+    // Points over a slightly larger cube than the scene.
+    let points: Vec<[f32; 3]> = sample_points(rows)
+        .iter()
+        .map(|p| p.map(|x| x * 55.0))
+        .collect();
+    writeln!(
+        out,
+        "adapter: {}; {rows} points; median of {repeats} runs",
+        engine.describe()
+    )
+    .map_err(w)?;
+    writeln!(
+        out,
+        "{:>8} {:>14} {:>14} {:>10}",
+        "shapes", "BVH Mq/s", "brute Mq/s", "BVH/brute"
+    )
+    .map_err(w)?;
+    let mut hits = vec![GpuHit::default(); rows];
+    for count in [1_000, 10_000, 100_000] {
+        let shapes = sample_scene(count);
+        let mut rate = |scene: &crate::gpu::GpuScene| -> Result<f64> {
+            let t = timed(repeats, || {
+                engine.query_scene_stream(
+                    scene,
+                    rows,
+                    &mut crate::gpu::points_from_slice(&points),
+                    Mode::Solid,
+                    &mut crate::gpu::hits_into_slice(&mut hits),
+                )
+            })?;
+            Ok(rows as f64 / t.as_secs_f64() / 1e6)
+        };
+        let bvh = rate(&engine.upload_scene(&shapes)?)?;
+        // Brute force costs rows × shapes shape tests: skip it past 10^9.
+        let brute = if rows * count <= 1_000_000_000 {
+            Some(rate(&engine.upload_scene_brute_force(&shapes)?)?)
+        } else {
+            None
+        };
+        match brute {
+            Some(b) => writeln!(out, "{count:>8} {bvh:>14.3} {b:>14.3} {:>10.1}", bvh / b),
+            None => writeln!(out, "{count:>8} {bvh:>14.3} {:>14} {:>10}", "–", "–"),
+        }
+        .map_err(w)?;
+    }
+    Ok(())
+}

@@ -72,6 +72,9 @@ enum Command {
         /// Timed repetitions (the median is reported).
         #[arg(long, default_value_t = 5)]
         repeats: usize,
+        /// Nearest-shape queries over scenes of 10^3–10^5 shapes instead (BVH vs brute force).
+        #[arg(long)]
+        scenes: bool,
     },
 }
 
@@ -131,9 +134,18 @@ fn run(cli: Cli) -> Result<(), Error> {
         } => report("sphere contacts", |progress| {
             run_contacts(&shapes, &spheres, &out, || Engine::new(&options), progress)
         }),
-        Command::Bench { points, repeats } => {
+        Command::Bench {
+            points,
+            repeats,
+            scenes,
+        } => {
             let engine = Engine::new(&options)?;
-            closest::bench::run_table(&engine, points, repeats.max(1), &mut std::io::stdout())
+            let run = if scenes {
+                closest::bench::run_scene_table
+            } else {
+                closest::bench::run_table
+            };
+            run(&engine, points, repeats.max(1), &mut std::io::stdout())
         }
     }
 }

@@ -207,7 +207,8 @@ pub struct SceneLayout {
 /// Kinds with at most this many shapes are scanned linearly (a hierarchy would not pay).
 const LINEAR_SCAN_MAX: usize = 4;
 
-pub fn scene_layout(shapes: &[Shape]) -> SceneLayout {
+/// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
+pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
     let mut layout = SceneLayout {
         shapes: Vec::new(),
         ranges: Vec::new(),
@@ -221,7 +222,7 @@ pub fn scene_layout(shapes: &[Shape]) -> SceneLayout {
         let bounds: Option<Vec<Bounds>> =
             members.iter().map(|&i| shape_bounds(&shapes[i])).collect();
         let (order, root, count) = match bounds {
-            Some(bounds) if members.len() > LINEAR_SCAN_MAX => {
+            Some(bounds) if use_bvh && members.len() > LINEAR_SCAN_MAX => {
                 let root = layout.nodes.len() as u32;
                 let bvh = bvh::build(&bounds, start, root);
                 let count = bvh.nodes.len() as u32;

@@ -271,11 +271,21 @@ impl Engine {
 
     /// Upload a scene once; it stays on the device for any number of queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        self.upload_scene_with(shapes, true)
+    }
+
+    /// [`Engine::upload_scene`] without hierarchies: every query scans every shape. For
+    /// comparisons with the BVH path; slower beyond a handful of shapes.
+    pub fn upload_scene_brute_force(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        self.upload_scene_with(shapes, false)
+    }
+
+    fn upload_scene_with(&self, shapes: &[Shape], use_bvh: bool) -> Result<GpuScene> {
         let layout::SceneLayout {
             shapes: mut gpu,
             ranges,
             mut nodes,
-        } = layout::scene_layout(shapes);
+        } = layout::scene_layout(shapes, use_bvh);
         let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
