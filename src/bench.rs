@@ -303,37 +303,63 @@ pub fn run_scene_table(
     .map_err(w)?;
     writeln!(
         out,
-        "{:>8} {:>14} {:>14} {:>10}",
-        "shapes", "BVH Mq/s", "brute Mq/s", "BVH/brute"
+        "{:>8} {:>14} {:>14} {:>10} {:>16}",
+        "shapes", "BVH Mq/s", "brute Mq/s", "BVH/brute", "BVH sorted Mq/s"
     )
     .map_err(w)?;
+    // The same points in Morton order (sorting time not included: this measures coherence).
+    let mut sorted = points.clone();
+    sorted.sort_by_key(|p| morton_code(*p, -60.0, 60.0));
     let mut hits = vec![GpuHit::default(); rows];
     for count in [1_000, 10_000, 100_000] {
         let shapes = sample_scene(count);
-        let mut rate = |scene: &crate::gpu::GpuScene| -> Result<f64> {
+        let mut rate = |scene: &crate::gpu::GpuScene, points: &[[f32; 3]]| -> Result<f64> {
             let t = timed(repeats, || {
                 engine.query_scene_stream(
                     scene,
                     rows,
-                    &mut crate::gpu::points_from_slice(&points),
+                    &mut crate::gpu::points_from_slice(points),
                     Mode::Solid,
                     &mut crate::gpu::hits_into_slice(&mut hits),
                 )
             })?;
             Ok(rows as f64 / t.as_secs_f64() / 1e6)
         };
-        let bvh = rate(&engine.upload_scene(&shapes)?)?;
+        let scene = engine.upload_scene(&shapes)?;
+        let bvh = rate(&scene, &points)?;
+        let bvh_sorted = rate(&scene, &sorted)?;
         // Brute force costs rows × shapes shape tests: skip it past 10^9.
         let brute = if rows * count <= 1_000_000_000 {
-            Some(rate(&engine.upload_scene_brute_force(&shapes)?)?)
+            Some(rate(&engine.upload_scene_brute_force(&shapes)?, &points)?)
         } else {
             None
         };
         match brute {
-            Some(b) => writeln!(out, "{count:>8} {bvh:>14.3} {b:>14.3} {:>10.1}", bvh / b),
-            None => writeln!(out, "{count:>8} {bvh:>14.3} {:>14} {:>10}", "–", "–"),
+            Some(b) => writeln!(
+                out,
+                "{count:>8} {bvh:>14.3} {b:>14.3} {:>10.1} {bvh_sorted:>16.3}",
+                bvh / b
+            ),
+            None => writeln!(
+                out,
+                "{count:>8} {bvh:>14.3} {:>14} {:>10} {bvh_sorted:>16.3}",
+                "–", "–"
+            ),
         }
         .map_err(w)?;
     }
     Ok(())
+}
+
+/// 30-bit Morton code of a point inside `[lo, hi]³` (10 bits an axis).
+pub fn morton_code(p: [f32; 3], lo: f32, hi: f32) -> u32 {
+    let spread = |v: u32| {
+        let mut x = v & 0x3ff;
+        x = (x | (x << 16)) & 0x0300_00ff;
+        x = (x | (x << 8)) & 0x0300_f00f;
+        x = (x | (x << 4)) & 0x030c_30c3;
+        (x | (x << 2)) & 0x0924_9249
+    };
+    let q = |x: f32| (((x - lo) / (hi - lo)).clamp(0.0, 1.0) * 1023.0) as u32;
+    spread(q(p[0])) | (spread(q(p[1])) << 1) | (spread(q(p[2])) << 2)
 }
