@@ -21,6 +21,16 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Run a job that must succeed and whose summary line must contain every `needle`.
+fn closest_ok(args: &[&str], needles: &[&str]) {
+    let out = closest(args);
+    let msg = stderr(&out);
+    assert!(out.status.success(), "{args:?}: {msg}");
+    for needle in needles {
+        assert!(msg.contains(needle), "{args:?}: `{needle}` not in: {msg}");
+    }
+}
+
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
     let mut bytes = Vec::new();
     npy::write_header(&mut bytes, descr, shape).unwrap();
@@ -96,22 +106,19 @@ fn query_writes_npz_matching_the_reference() {
         &[points.len(), 3],
         bytemuck::cast_slice(&points),
     );
-    let out = closest(&[
-        "query",
-        "--shapes",
-        &scene.display().to_string(),
-        "--points",
-        &dir.s("p.npy"),
-        "--mode",
-        "surface",
-        "--out",
-        &dir.s("r.npz"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("5 queries") && stderr(&out).contains("1 non-finite"),
-        "{}",
-        stderr(&out)
+    closest_ok(
+        &[
+            "query",
+            "--shapes",
+            &scene.display().to_string(),
+            "--points",
+            &dir.s("p.npy"),
+            "--mode",
+            "surface",
+            "--out",
+            &dir.s("r.npz"),
+        ],
+        &["5 queries", "1 non-finite"],
     );
 
     let arrays = read_npz(&dir.path("r.npz"));
@@ -145,16 +152,18 @@ fn query_writes_npz_matching_the_reference() {
         );
     }
     // The seed example: (2, 3.4, 1) is inside the aabb; in solid mode it is its own closest point.
-    let out = closest(&[
-        "query",
-        "--shapes",
-        &scene.display().to_string(),
-        "--points",
-        &dir.s("p.npy"),
-        "--out",
-        &dir.s("solid.csv"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    closest_ok(
+        &[
+            "query",
+            "--shapes",
+            &scene.display().to_string(),
+            "--points",
+            &dir.s("p.npy"),
+            "--out",
+            &dir.s("solid.csv"),
+        ],
+        &[],
+    );
     let text = std::fs::read_to_string(dir.path("solid.csv")).unwrap();
     let row1: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
     assert_eq!(row1[..5], ["2", "3.4", "1", "0", "1"], "{text}");
@@ -165,17 +174,19 @@ fn csv_points_and_paired_mode() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE);
     let points = dir.file("p.csv", "x,y,z\n0,0,2\n# a comment\n\n2,10,0\n-5,5,0\n");
-    let out = closest(&[
-        "query",
-        "--paired",
-        "--shapes",
-        &scene.display().to_string(),
-        "--points",
-        &points.display().to_string(),
-        "--out",
-        &dir.s("r.csv"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    closest_ok(
+        &[
+            "query",
+            "--paired",
+            "--shapes",
+            &scene.display().to_string(),
+            "--points",
+            &points.display().to_string(),
+            "--out",
+            &dir.s("r.csv"),
+        ],
+        &[],
+    );
     let text = std::fs::read_to_string(dir.path("r.csv")).unwrap();
     let rows: Vec<Vec<f64>> = text
         .lines()
@@ -490,20 +501,17 @@ fn segments_job_writes_every_array() {
         &[2, 2, 3],
         bytemuck::cast_slice(&b),
     );
-    let out = closest(&[
-        "segments",
-        "--a",
-        &dir.s("a.npy"),
-        "--b",
-        &dir.s("b.npy"),
-        "--out",
-        &dir.s("s.npz"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("2 segment pairs") && stderr(&out).contains("1 non-finite"),
-        "{}",
-        stderr(&out)
+    closest_ok(
+        &[
+            "segments",
+            "--a",
+            &dir.s("a.npy"),
+            "--b",
+            &dir.s("b.npy"),
+            "--out",
+            &dir.s("s.npz"),
+        ],
+        &["2 segment pairs", "1 non-finite"],
     );
     let arrays = read_npz(&dir.path("s.npz"));
     let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
@@ -523,16 +531,18 @@ fn segments_job_writes_every_array() {
     // CSV in, CSV out.
     let a = dir.file("a.csv", "0,0,0,4,0,0\n");
     let b = dir.file("b.csv", "2,1,0,6,1,0\n");
-    let out = closest(&[
-        "segments",
-        "--a",
-        &a.display().to_string(),
-        "--b",
-        &b.display().to_string(),
-        "--out",
-        &dir.s("s.csv"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    closest_ok(
+        &[
+            "segments",
+            "--a",
+            &a.display().to_string(),
+            "--b",
+            &b.display().to_string(),
+            "--out",
+            &dir.s("s.csv"),
+        ],
+        &[],
+    );
     let text = std::fs::read_to_string(dir.path("s.csv")).unwrap();
     assert!(
         text.starts_with(
@@ -555,16 +565,18 @@ fn contacts_job_writes_every_array() {
         &[2, 4],
         bytemuck::cast_slice(&spheres),
     );
-    let out = closest(&[
-        "contacts",
-        "--shapes",
-        &scene,
-        "--spheres",
-        &dir.s("s.npy"),
-        "--out",
-        &dir.s("c.npz"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    closest_ok(
+        &[
+            "contacts",
+            "--shapes",
+            &scene,
+            "--spheres",
+            &dir.s("s.npy"),
+            "--out",
+            &dir.s("c.npz"),
+        ],
+        &[],
+    );
     let arrays = read_npz(&dir.path("c.npz"));
     let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
     assert_eq!(names, ["point", "depth", "normal", "shape"]);

@@ -5,6 +5,6 @@ pub mod output;
 pub mod points;
 pub mod scene;
 
-pub use output::{Column, OutputFile, hit_columns, write_hits};
+pub use output::{Column, OutputFile, hit_columns};
 pub use points::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene};

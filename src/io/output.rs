@@ -152,11 +152,6 @@ impl Drop for OutputFile {
     }
 }
 
-/// Convenience: create, write and commit in one call.
-pub fn write_hits(target: &Path, hits: &[GpuHit]) -> Result<()> {
-    OutputFile::create(target)?.commit(hits)
-}
-
 /// One array of the archive, its rows written straight from the column (no intermediate copy).
 fn npy_entry(
     zip: &mut zip::ZipWriter<BufWriter<File>>,
