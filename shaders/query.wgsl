@@ -22,6 +22,9 @@ override ONLY_KIND: u32 = ANY_KIND;
 // but a constant index past the end would not validate.
 override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
 
+// False for scenes without any hierarchy: the traversal code is compiled out.
+override HAS_BVH: bool = true;
+
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
@@ -140,26 +143,25 @@ fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
 // Every shape of one kind against p. `kind` is a literal at each call site, so each loop is
 // compiled for its kind alone: software adapters would otherwise pay for every case.
 // With a BVH the traversal visits the nearer child first and skips boxes farther than the
-// best answer so far; a stack overflow marks the row instead of answering it.
-fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+// best answer so far; a stack overflow marks the row instead of answering it. The stack is the
+// caller's: WGSL zero-fills every local array, and one per kind cost a fifth of the throughput.
+fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<u32, STACK_SIZE>>) {
     // An overflow mark is final: later kinds must not overwrite it with an answer.
     if (*best).shape == TRAVERSAL_OVERFLOW {
         return;
     }
     let range = kind_ranges[kind];
-    if range.w == 0u {
+    if !HAS_BVH || range.w == 0u {
         for (var i = range.x; i < range.y; i++) {
             test_shape(kind, i, p, best);
         }
         return;
     }
-    var stack: array<u32, STACK_SIZE>;
-    var top = 0u;
-    stack[0] = range.z;
-    top = 1u;
+    (*stack)[0] = range.z;
+    var top = 1u;
     while top > 0u {
         top -= 1u;
-        let node = nodes[stack[top]];
+        let node = nodes[(*stack)[top]];
         if !may_hold_nearer(node, p, *best) {
             continue;
         }
@@ -175,8 +177,8 @@ fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
             (*best).shape = TRAVERSAL_OVERFLOW;
             return;
         }
-        stack[top] = select(node.first, node.first + 1u, near_first);
-        stack[top + 1u] = select(node.first + 1u, node.first, near_first);
+        (*stack)[top] = select(node.first, node.first + 1u, near_first);
+        (*stack)[top + 1u] = select(node.first + 1u, node.first, near_first);
         top += 2u;
     }
 }
@@ -239,23 +241,24 @@ fn nearest(
         return;
     }
     var best = non_finite_hit();
+    var stack: array<u32, STACK_SIZE>;
     if ONLY_KIND != ANY_KIND {
-        scan_kind(ONLY_KIND_INDEX, p, &best);
+        scan_kind(ONLY_KIND_INDEX, p, &best, &stack);
         hits[row] = best;
         return;
     }
     // One call per kind (tests/shaders.rs checks that none is missing).
-    scan_kind(KIND_SPHERE, p, &best);
-    scan_kind(KIND_AABB, p, &best);
-    scan_kind(KIND_BOX, p, &best);
-    scan_kind(KIND_PLANE, p, &best);
-    scan_kind(KIND_SEGMENT, p, &best);
-    scan_kind(KIND_LINE, p, &best);
-    scan_kind(KIND_RAY, p, &best);
-    scan_kind(KIND_TRIANGLE, p, &best);
-    scan_kind(KIND_CAPSULE, p, &best);
-    scan_kind(KIND_CYLINDER, p, &best);
-    scan_kind(KIND_WEDGE, p, &best);
-    scan_kind(KIND_CORNER_WEDGE, p, &best);
+    scan_kind(KIND_SPHERE, p, &best, &stack);
+    scan_kind(KIND_AABB, p, &best, &stack);
+    scan_kind(KIND_BOX, p, &best, &stack);
+    scan_kind(KIND_PLANE, p, &best, &stack);
+    scan_kind(KIND_SEGMENT, p, &best, &stack);
+    scan_kind(KIND_LINE, p, &best, &stack);
+    scan_kind(KIND_RAY, p, &best, &stack);
+    scan_kind(KIND_TRIANGLE, p, &best, &stack);
+    scan_kind(KIND_CAPSULE, p, &best, &stack);
+    scan_kind(KIND_CYLINDER, p, &best, &stack);
+    scan_kind(KIND_WEDGE, p, &best, &stack);
+    scan_kind(KIND_CORNER_WEDGE, p, &best, &stack);
     hits[row] = best;
 }

@@ -278,12 +278,24 @@ pub fn sample_scene(count: usize) -> Vec<Shape> {
         .collect()
 }
 
-/// Nearest-shape throughput over scenes of growing size: the BVH path, and the brute-force
-/// GPU path where it finishes in reasonable time.
+/// A CPU library answering the same nearest-shape queries, for the scenes table (the
+/// benchmark binary plugs parry3d in; the CLI has none).
+pub trait ScenePeer {
+    fn name(&self) -> &str;
+    /// Build the peer's structure for `shapes` (not timed).
+    fn prepare(&mut self, shapes: &[Shape]);
+    /// Answer every point; the distances are returned for a cross-check.
+    fn query(&self, points: &[[f32; 3]], distances: &mut [f32]);
+}
+
+/// Nearest-shape throughput over scenes of 10^3, 10^4 and 10^5 shapes: the BVH path (queries
+/// dispatched in Morton order, the default), the BVH path in row order, the brute-force GPU
+/// path where it finishes in reasonable time, and a CPU peer if one is given.
 pub fn run_scene_table(
     engine: &Engine,
     rows: usize,
     repeats: usize,
+    mut peer: Option<&mut dyn ScenePeer>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let w = |e: std::io::Error| Error::Write {
@@ -297,28 +309,27 @@ pub fn run_scene_table(
         .collect();
     writeln!(
         out,
-        "adapter: {}; {rows} points; median of {repeats} runs",
+        "adapter: {}; {rows} points; median of {repeats} runs; Mq/s",
         engine.describe()
     )
     .map_err(w)?;
+    let peer_name = peer.as_ref().map_or("peer", |p| p.name()).to_string();
     writeln!(
         out,
-        "{:>8} {:>14} {:>14} {:>10} {:>16}",
-        "shapes", "BVH Mq/s", "brute Mq/s", "BVH/brute", "BVH sorted Mq/s"
+        "{:>8} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "shapes", "BVH", "BVH in-order", "brute", "BVH/brute", peer_name, "BVH/peer"
     )
     .map_err(w)?;
-    // The same points in Morton order (sorting time not included: this measures coherence).
-    let mut sorted = points.clone();
-    sorted.sort_by_key(|p| morton_code(*p, -60.0, 60.0));
     let mut hits = vec![GpuHit::default(); rows];
+    let mut peer_distances = vec![0f32; rows];
     for count in [1_000, 10_000, 100_000] {
         let shapes = sample_scene(count);
-        let mut rate = |scene: &crate::gpu::GpuScene, points: &[[f32; 3]]| -> Result<f64> {
+        let mut rate = |scene: &crate::gpu::GpuScene| -> Result<f64> {
             let t = timed(repeats, || {
                 engine.query_scene_stream(
                     scene,
                     rows,
-                    &mut crate::gpu::points_from_slice(points),
+                    &mut crate::gpu::points_from_slice(&points),
                     Mode::Solid,
                     &mut crate::gpu::hits_into_slice(&mut hits),
                 )
@@ -326,40 +337,56 @@ pub fn run_scene_table(
             Ok(rows as f64 / t.as_secs_f64() / 1e6)
         };
         let scene = engine.upload_scene(&shapes)?;
-        let bvh = rate(&scene, &points)?;
-        let bvh_sorted = rate(&scene, &sorted)?;
+        engine.set_reorder_queries(false);
+        let in_order = rate(&scene);
+        engine.set_reorder_queries(true);
+        let in_order = in_order?;
+        let bvh = rate(&scene)?;
         // Brute force costs rows × shapes shape tests: skip it past 10^9.
         let brute = if rows * count <= 1_000_000_000 {
-            Some(rate(&engine.upload_scene_brute_force(&shapes)?, &points)?)
+            Some(rate(&engine.upload_scene_brute_force(&shapes)?)?)
         } else {
             None
         };
-        match brute {
-            Some(b) => writeln!(
-                out,
-                "{count:>8} {bvh:>14.3} {b:>14.3} {:>10.1} {bvh_sorted:>16.3}",
-                bvh / b
-            ),
-            None => writeln!(
-                out,
-                "{count:>8} {bvh:>14.3} {:>14} {:>10} {bvh_sorted:>16.3}",
-                "–", "–"
-            ),
-        }
+        let peer_rate = match peer.as_deref_mut() {
+            Some(peer) => {
+                peer.prepare(&shapes);
+                let t = timed(repeats, || {
+                    peer.query(&points, &mut peer_distances);
+                    Ok(())
+                })?;
+                check_peer(&hits, &peer_distances, &points)?;
+                Some(rows as f64 / t.as_secs_f64() / 1e6)
+            }
+            None => None,
+        };
+        let cell = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.3}"));
+        let ratio = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.2}", bvh / v));
+        writeln!(
+            out,
+            "{count:>8} {bvh:>10.3} {in_order:>12.3} {:>10} {:>10} {:>10} {:>10}",
+            cell(brute),
+            ratio(brute),
+            cell(peer_rate),
+            ratio(peer_rate),
+        )
         .map_err(w)?;
     }
     Ok(())
 }
 
-/// 30-bit Morton code of a point inside `[lo, hi]³` (10 bits an axis).
-pub fn morton_code(p: [f32; 3], lo: f32, hi: f32) -> u32 {
-    let spread = |v: u32| {
-        let mut x = v & 0x3ff;
-        x = (x | (x << 16)) & 0x0300_00ff;
-        x = (x | (x << 8)) & 0x0300_f00f;
-        x = (x | (x << 4)) & 0x030c_30c3;
-        (x | (x << 2)) & 0x0924_9249
-    };
-    let q = |x: f32| (((x - lo) / (hi - lo)).clamp(0.0, 1.0) * 1023.0) as u32;
-    spread(q(p[0])) | (spread(q(p[1])) << 1) | (spread(q(p[2])) << 2)
+/// The peer must answer the same question: on every row its distance and ours are both within
+/// SPEC §3's bound of the truth, so within twice it of each other (else the comparison is void).
+fn check_peer(hits: &[GpuHit], peer: &[f32], points: &[[f32; 3]]) -> Result<()> {
+    for (i, (hit, &d)) in hits.iter().zip(peer).enumerate() {
+        // The scene spans [-50, 50]³ plus the shapes' sizes.
+        let scale = points[i].iter().fold(51f64, |m, x| m.max(x.abs() as f64));
+        if (hit.distance as f64 - d as f64).abs() > 2.0 * crate::tolerance(scale) {
+            return Err(Error::Gpu(format!(
+                "peer disagrees at row {i}: {} vs {d}",
+                hit.distance
+            )));
+        }
+    }
+    Ok(())
 }

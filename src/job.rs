@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 use crate::gpu::{Engine, GpuHit, RowSource};
 use crate::gpu::{GpuSegmentHit, GpuShape};
 use crate::io::points::{SEGMENTS, SPHERES};
-use crate::io::{Column, OutputFile, PointFile, RowFile, load_scene};
+use crate::io::{
+    ColumnSpec, OutputFile, PointFile, RowFile, Values, hit_columns, hit_values, load_scene,
+};
 use crate::math::DVec3;
 
 /// What a finished job reports in its summary line.
@@ -61,7 +63,8 @@ fn file_points(file: &mut PointFile) -> impl RowSource + '_ {
     }
 }
 
-/// Run a query job. `progress` is told how many rows are done after each chunk.
+/// Run a query job: points are read, queried and written chunk by chunk, so memory stays
+/// bounded however many there are. `progress` is told how many rows are done after each chunk.
 pub fn run_query(
     job: &QueryJob<'_>,
     engine_for: impl FnOnce() -> Result<Engine>,
@@ -84,12 +87,13 @@ pub fn run_query(
             problem: "the scene has no shapes".into(),
         });
     }
-    let output = OutputFile::create(job.out)?;
+    let mut output = OutputFile::create(job.out, rows, &hit_columns())?;
     let engine = engine_for()?;
     let started = Instant::now();
-    let mut hits = vec![GpuHit::default(); rows];
+    let mut non_finite_rows = 0;
     let mut sink = |first: usize, chunk: &[GpuHit]| {
-        hits[first..first + chunk.len()].copy_from_slice(chunk);
+        non_finite_rows += chunk.iter().filter(|h| h.shape < 0).count();
+        output.append(chunk.len(), &hit_values(chunk))?;
         progress(first + chunk.len(), rows);
         Ok(())
     };
@@ -100,12 +104,11 @@ pub fn run_query(
         let scene = engine.upload_scene(&shapes)?;
         engine.query_scene_stream(&scene, rows, &mut source, job.mode, &mut sink)?;
     }
-    let elapsed = started.elapsed();
-    output.commit(&hits)?;
+    output.commit()?;
     Ok(Summary {
         rows,
-        non_finite_rows: hits.iter().filter(|h| h.shape < 0).count(),
-        elapsed,
+        non_finite_rows,
+        elapsed: started.elapsed(),
         adapter: engine.describe(),
     })
 }
@@ -129,10 +132,16 @@ pub fn run_segments(
             b.len()
         )));
     }
-    let output = OutputFile::create(out)?;
+    let columns = [
+        ColumnSpec::vector("point_a"),
+        ColumnSpec::vector("point_b"),
+        ColumnSpec::scalar("s"),
+        ColumnSpec::scalar("t"),
+        ColumnSpec::scalar("distance"),
+    ];
+    let mut output = OutputFile::create(out, rows, &columns)?;
     let engine = engine_for()?;
     let started = Instant::now();
-    let mut hits = vec![GpuSegmentHit::default(); rows];
     let (mut rows_a, mut rows_b) = (Vec::new(), Vec::new());
     let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         a.read_rows(range.clone(), &mut rows_a)?;
@@ -147,31 +156,33 @@ pub fn run_segments(
         }));
         Ok(())
     };
-    engine.segment_pairs_stream(rows, &mut source, &mut |first, chunk| {
-        hits[first..first + chunk.len()].copy_from_slice(chunk);
-        progress(first + chunk.len(), rows);
+    let mut non_finite_rows = 0;
+    engine.segment_pairs_stream(rows, &mut source, &mut |first, hits: &[GpuSegmentHit]| {
+        non_finite_rows += hits.iter().filter(|h| h.distance.is_nan()).count();
+        output.append(
+            hits.len(),
+            &[
+                Values::vector(|i| hits[i].point_a),
+                Values::vector(|i| hits[i].point_b),
+                Values::scalar(|i| hits[i].s),
+                Values::scalar(|i| hits[i].t),
+                Values::scalar(|i| hits[i].distance),
+            ],
+        )?;
+        progress(first + hits.len(), rows);
         Ok(())
     })?;
-    let elapsed = started.elapsed();
-    output.commit_columns(
-        rows,
-        &[
-            Column::vector("point_a", |i| hits[i].point_a),
-            Column::vector("point_b", |i| hits[i].point_b),
-            Column::scalar("s", |i| hits[i].s),
-            Column::scalar("t", |i| hits[i].t),
-            Column::scalar("distance", |i| hits[i].distance),
-        ],
-    )?;
+    output.commit()?;
     Ok(Summary {
         rows,
-        non_finite_rows: hits.iter().filter(|h| h.distance.is_nan()).count(),
-        elapsed,
+        non_finite_rows,
+        elapsed: started.elapsed(),
         adapter: engine.describe(),
     })
 }
 
-/// `closest contacts --shapes S --spheres P --out O`: sphere contacts with a scene.
+/// `closest contacts --shapes S --spheres P --out O`: sphere contacts with a scene, streamed
+/// like [`run_query`].
 pub fn run_contacts(
     shapes_path: &Path,
     spheres_path: &Path,
@@ -180,61 +191,74 @@ pub fn run_contacts(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     let shapes = load_scene(shapes_path)?;
-    let spheres = RowFile::open_as(spheres_path, SPHERES)?.read_all()?;
-    let file = spheres_path.display().to_string();
-    for (i, s) in spheres.iter().enumerate() {
-        // Rows are numbered from 0 as in the array.
-        check_radius(i, s[3], &file)?;
-    }
-    if shapes.is_empty() && !spheres.is_empty() {
+    // Two readers: centres go to the device when a chunk is filled, radii are read again
+    // when its hits come back.
+    let mut centres = RowFile::open_as(spheres_path, SPHERES)?;
+    let mut radii = RowFile::open_as(spheres_path, SPHERES)?;
+    let rows = centres.len();
+    if shapes.is_empty() && rows > 0 {
         return Err(Error::BadFile {
             file: shapes_path.display().to_string(),
             problem: "the scene has no shapes".into(),
         });
     }
-    let output = OutputFile::create(out)?;
+    let columns = [
+        ColumnSpec::vector("point"),
+        ColumnSpec::scalar("depth"),
+        ColumnSpec::vector("normal"),
+        ColumnSpec::index("shape"),
+    ];
+    let mut output = OutputFile::create(out, rows, &columns)?;
     let engine = engine_for()?;
     let started = Instant::now();
-    let rows = spheres.len();
     let scene = engine.upload_scene(&shapes)?;
-    let mut contacts = vec![Contact::default(); rows];
+    let file = spheres_path.display().to_string();
+    let mut spheres = Vec::new();
     let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let first = range.start;
+        centres.read_rows(range, &mut spheres)?;
+        for (k, s) in spheres.iter().enumerate() {
+            // Rows are numbered from 0 as in the array.
+            check_radius(first + k, s[3], &file)?;
+        }
         let (values, _) = out.into_chunks::<4>();
         values.write_iter(
-            spheres[range]
+            spheres
                 .iter()
                 .flat_map(|s| [s[0], s[1], s[2]])
                 .map(|x| (x as f32).to_le_bytes()),
         );
         Ok(())
     };
-    engine.query_scene_stream(
-        &scene,
-        rows,
-        &mut source,
-        Mode::Surface,
-        &mut |first: usize, hits: &[GpuHit]| {
-            for (k, hit) in hits.iter().enumerate() {
-                contacts[first + k] = Contact::from_hit(hit, spheres[first + k][3] as f32);
-            }
-            progress(first + hits.len(), rows);
-            Ok(())
-        },
-    )?;
-    let elapsed = started.elapsed();
-    output.commit_columns(
-        rows,
-        &[
-            Column::vector("point", |i| contacts[i].point),
-            Column::scalar("depth", |i| contacts[i].depth),
-            Column::vector("normal", |i| contacts[i].normal),
-            Column::index("shape", |i| contacts[i].shape),
-        ],
-    )?;
+    let mut non_finite_rows = 0;
+    let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());
+    let mut sink = |first: usize, hits: &[GpuHit]| {
+        radii.read_rows(first..first + hits.len(), &mut chunk_spheres)?;
+        contacts.clear();
+        contacts.extend(
+            hits.iter()
+                .zip(&chunk_spheres)
+                .map(|(hit, s)| Contact::from_hit(hit, s[3] as f32)),
+        );
+        non_finite_rows += contacts.iter().filter(|c| c.shape < 0).count();
+        output.append(
+            hits.len(),
+            &[
+                Values::vector(|i| contacts[i].point),
+                Values::scalar(|i| contacts[i].depth),
+                Values::vector(|i| contacts[i].normal),
+                Values::index(|i| contacts[i].shape),
+            ],
+        )?;
+        progress(first + hits.len(), rows);
+        Ok(())
+    };
+    engine.query_scene_stream(&scene, rows, &mut source, Mode::Surface, &mut sink)?;
+    output.commit()?;
     Ok(Summary {
         rows,
-        non_finite_rows: contacts.iter().filter(|c| c.shape < 0).count(),
-        elapsed,
+        non_finite_rows,
+        elapsed: started.elapsed(),
         adapter: engine.describe(),
     })
 }

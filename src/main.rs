@@ -140,12 +140,12 @@ fn run(cli: Cli) -> Result<(), Error> {
             scenes,
         } => {
             let engine = Engine::new(&options)?;
-            let run = if scenes {
-                closest::bench::run_scene_table
+            let (repeats, out) = (repeats.max(1), &mut std::io::stdout());
+            if scenes {
+                closest::bench::run_scene_table(&engine, points, repeats, None, out)
             } else {
-                closest::bench::run_table
-            };
-            run(&engine, points, repeats.max(1), &mut std::io::stdout())
+                closest::bench::run_table(&engine, points, repeats, out)
+            }
         }
     }
 }

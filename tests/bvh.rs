@@ -5,8 +5,8 @@
 mod common;
 
 use closest::bvh;
-use closest::{DVec3, Mode, Shape};
-use common::{Rng, assert_nearest, engine};
+use closest::{DVec3, EngineOptions, Mode, Shape};
+use common::{Rng, assert_nearest, engine, open_engine};
 
 fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
     let h = rng.vec(0.1, 1.0) * size;
@@ -174,4 +174,41 @@ fn bvh_path_equals_the_brute_force_gpu_path() {
             assert_eq!(x.shape, y.shape, "row {i}: {x:?} vs {y:?}");
         }
     }
+}
+
+#[test]
+fn morton_ordered_dispatch_returns_rows_in_order() {
+    // Chunks of 1000 rows (the last one partial) go to the device in Morton order; every row
+    // must come back where it was, with the same bits as a dispatch in row order.
+    let mut rng = Rng::new(12);
+    let shapes = scene(&mut rng, 2000, 30.0, 1.0);
+    let mut pts: Vec<[f32; 3]> = points(&mut rng, 4321, 35.0)
+        .iter()
+        .map(|p| p.to_f32())
+        .collect();
+    pts[17] = [f32::NAN, 0.0, 0.0];
+    pts[2500] = [0.0, f32::INFINITY, 0.0];
+    let chunked = open_engine(EngineOptions {
+        chunk_rows: Some(1000),
+        ..Default::default()
+    });
+    let scene = chunked.upload_scene(&shapes).unwrap();
+    let reordered = chunked.query_scene(&scene, &pts, Mode::Solid).unwrap();
+    chunked.set_reorder_queries(false);
+    let in_row_order = chunked.query_scene(&scene, &pts, Mode::Solid).unwrap();
+    for (i, (a, b)) in reordered.iter().zip(&in_row_order).enumerate() {
+        assert_eq!(
+            bytemuck::bytes_of(a),
+            bytemuck::bytes_of(b),
+            "row {i}: {a:?} vs {b:?}"
+        );
+    }
+    assert_eq!(reordered[17].shape, -1);
+    assert_eq!(reordered[2500].shape, -1);
+    assert_nearest(
+        &chunked,
+        &shapes,
+        &points(&mut Rng::new(13), 300, 35.0),
+        Mode::Surface,
+    );
 }

@@ -147,7 +147,10 @@ fn nearest_scans_every_shape_kind() {
     // The mixed-scene path of `nearest` has one literal `scan_kind` call per kind.
     let source = compose("query").unwrap().source;
     for kind in ShapeKind::ALL {
-        let call = format!("scan_kind(KIND_{}, p, &best);", kind.name().to_uppercase());
+        let call = format!(
+            "scan_kind(KIND_{}, p, &best, &stack);",
+            kind.name().to_uppercase()
+        );
         assert!(source.contains(&call), "query.wgsl lacks `{call}`");
     }
 }

@@ -4,11 +4,13 @@
 
 pub mod adapter;
 pub mod layout;
+mod order;
 pub mod shaders;
 mod stream;
 
 pub use adapter::{AdapterSummary, list_adapters};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
+pub use order::morton_code;
 pub use stream::{
     JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice, points_from_slice,
 };
@@ -56,6 +58,8 @@ pub struct GpuScene {
     count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     kind: Option<ShapeKind>,
+    /// Whether any kind has a BVH; without one a pipeline with no traversal code runs.
+    has_bvh: bool,
 }
 
 impl GpuScene {
@@ -98,27 +102,41 @@ pub(crate) struct Kernels {
     pipeline_layout: wgpu::PipelineLayout,
     /// Shader modules by name (`query`, `segments`); all share one bind-group layout.
     modules: HashMap<&'static str, wgpu::ShaderModule>,
-    /// Pipelines by entry point and `ONLY_KIND` (None: every kind), built on first use.
-    pipelines: Mutex<HashMap<(Entry, Option<ShapeKind>), wgpu::ComputePipeline>>,
+    /// Pipelines by their specialisation, built on first use.
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     pub workgroup_size: u32,
 }
 
+/// What a pipeline is specialised for: software adapters run every branch the compiler cannot
+/// drop, so code a job never takes is compiled out through pipeline overrides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    pub entry: Entry,
+    /// `ONLY_KIND`: the one kind of every shape, if they share one.
+    pub kind: Option<ShapeKind>,
+    /// `HAS_BVH`: whether the scene has any hierarchy to traverse.
+    pub bvh: bool,
+}
+
 impl Kernels {
-    /// The pipeline for `entry`, specialised to `kind` when every shape has that kind.
+    /// The pipeline for `key`, built on first use.
     pub(crate) fn pipeline(
         &self,
         device: &wgpu::Device,
-        entry: Entry,
-        kind: Option<ShapeKind>,
+        key: PipelineKey,
     ) -> Result<wgpu::ComputePipeline> {
         let mut cache = self.pipelines.lock().unwrap();
-        if let Some(p) = cache.get(&(entry, kind)) {
+        if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
+        let PipelineKey { entry, kind, bvh } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
-        // Only the query kernels declare the override.
+        // Only the query kernels declare the overrides.
         let constants: Vec<(&str, f64)> = if entry.shader() == "query" {
-            vec![("ONLY_KIND", only_kind)]
+            vec![
+                ("ONLY_KIND", only_kind),
+                ("HAS_BVH", f64::from(u8::from(bvh))),
+            ]
         } else {
             Vec::new()
         };
@@ -135,7 +153,7 @@ impl Kernels {
                 cache: None,
             })
         })?;
-        cache.insert((entry, kind), pipeline.clone());
+        cache.insert(key, pipeline.clone());
         Ok(pipeline)
     }
 }
@@ -157,6 +175,8 @@ pub struct Engine {
     pub(crate) chunk_rows: usize,
     /// Buffers of the chunk slots, kept between jobs.
     pub(crate) slots: Mutex<Vec<stream::Slot>>,
+    /// Dispatch scene queries in Morton order within each chunk (on by default).
+    pub(crate) reorder_queries: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
     /// The `kind_ranges` and `nodes` bindings of jobs that do not read them.
@@ -235,6 +255,7 @@ impl Engine {
             kernels,
             chunk_rows,
             slots: Mutex::new(Vec::new()),
+            reorder_queries: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
             unused_nodes,
@@ -253,6 +274,13 @@ impl Engine {
         self.chunk_rows
     }
     /// Whether inputs and outputs are written and read in place (no staging copies).
+    /// Whether scene queries through a BVH are dispatched in Morton order within each chunk
+    /// (results always come back in row order). On by default; off only to measure its effect.
+    pub fn set_reorder_queries(&self, on: bool) {
+        self.reorder_queries
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn unified_memory(&self) -> bool {
         self.unified_memory
     }
@@ -286,6 +314,7 @@ impl Engine {
             ranges,
             mut nodes,
         } = layout::scene_layout(shapes, use_bvh);
+        let has_bvh = ranges.iter().any(|range| range[3] > 0);
         let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
@@ -328,6 +357,7 @@ impl Engine {
             nodes,
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
+            has_bvh,
         })
     }
 

@@ -6,7 +6,8 @@ use std::ops::Range;
 use std::sync::mpsc;
 
 use super::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
-use super::{Engine, Entry, GpuScene, SLOTS};
+use super::order::Reorder;
+use super::{Engine, Entry, GpuScene, PipelineKey, SLOTS};
 use crate::Mode;
 use crate::error::{Error, Result};
 use crate::math::DVec3;
@@ -106,6 +107,14 @@ impl Job<'_> {
             Job::SegmentPairs => std::mem::size_of::<GpuSegmentHit>(),
             Job::Paired(_) | Job::Nearest(_) => std::mem::size_of::<GpuHit>(),
         }
+    }
+
+    /// Whether points go to the device in Morton order: it pays when they traverse a BVH.
+    fn reorders_points(&self, engine: &Engine) -> bool {
+        matches!(self, Job::Nearest(scene) if scene.has_bvh)
+            && engine
+                .reorder_queries
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether every row brings its own shape record, streamed beside the points.
@@ -314,6 +323,8 @@ pub(crate) struct Slot {
     hits: wgpu::Buffer,
     readback: Option<wgpu::Buffer>,
     in_flight: Option<InFlight>,
+    /// The in-flight chunk's dispatch order, when its points were reordered.
+    reorder: Reorder,
 }
 
 struct InFlight {
@@ -357,6 +368,7 @@ impl Slot {
                 })
             }),
             in_flight: None,
+            reorder: Reorder::default(),
         }
     }
 
@@ -377,7 +389,8 @@ impl Slot {
                 .readable()
                 .get_mapped_range(..bytes)
                 .map_err(|e| Error::Gpu(format!("mapping the results: {e}")))?;
-            sink.take(flight.range.start, &view)
+            let rows = self.reorder.restore(&view, flight.row_bytes);
+            sink.take(flight.range.start, rows)
         };
         self.readable().unmap();
         let mut timing = engine.timing.lock().unwrap();
@@ -489,8 +502,20 @@ fn encode_chunk(
     let row_bytes = job.output_row_bytes();
     let hit_bytes = (n * row_bytes) as u64;
     // A job without points still binds the buffer, so it is unmapped all the same.
-    slot.points
-        .fill(engine, point_bytes, range.clone(), points)?;
+    slot.reorder.clear();
+    match points {
+        Some(source) if job.reorders_points(engine) => {
+            let reorder = &mut slot.reorder;
+            let mut sorted = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                reorder.fill_sorted(source, range, out)
+            };
+            slot.points
+                .fill(engine, point_bytes, range.clone(), Some(&mut sorted))?;
+        }
+        points => slot
+            .points
+            .fill(engine, point_bytes, range.clone(), points)?,
+    }
     if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
         upload.fill(engine, shape_bytes, range.clone(), Some(source))?;
     }
@@ -502,18 +527,30 @@ fn encode_chunk(
             .storage
     };
     let unused = (&engine.unused_ranges, &engine.unused_nodes);
-    let (entry, kind, shape_buffer, (ranges, nodes), shape_count) = match job {
-        Job::Paired(kind) => (Entry::Paired, *kind, row_shapes(), unused, n as u32),
-        Job::SegmentPairs => (Entry::SegmentPairs, None, row_shapes(), unused, n as u32),
+    let key = |entry, kind| PipelineKey {
+        entry,
+        kind,
+        bvh: false,
+    };
+    let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
+        Job::Paired(kind) => (key(Entry::Paired, *kind), row_shapes(), unused, n as u32),
+        Job::SegmentPairs => (
+            key(Entry::SegmentPairs, None),
+            row_shapes(),
+            unused,
+            n as u32,
+        ),
         Job::Nearest(scene) => (
-            Entry::Nearest,
-            scene.kind,
+            PipelineKey {
+                bvh: scene.has_bvh,
+                ..key(Entry::Nearest, scene.kind)
+            },
             &scene.shapes,
             (&scene.ranges, &scene.nodes),
             scene.count,
         ),
     };
-    let pipeline = engine.kernels.pipeline(&engine.device, entry, kind)?;
+    let pipeline = engine.kernels.pipeline(&engine.device, key)?;
     let params = Params::new(n as u32, shape_count, mode, range.start as u32);
     engine
         .queue

@@ -5,6 +5,6 @@ pub mod output;
 pub mod points;
 pub mod scene;
 
-pub use output::{Column, OutputFile, hit_columns};
+pub use output::{ColumnSpec, ColumnType, OutputFile, Values, hit_columns, hit_values};
 pub use points::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene};

@@ -1,148 +1,256 @@
 //! Results files (SPEC §5): `.npz` with arrays `point`, `distance`, `shape`, `normal`, or
-//! `.csv` with the same columns. Written to a temporary file beside the target and renamed
-//! into place on success, so a failed job leaves no partial output.
+//! `.csv` with the same columns. Rows are appended chunk by chunk as a job produces them, so
+//! memory stays bounded however many rows there are. Everything goes to a temporary file
+//! beside the target, renamed into place on success: a failed job leaves no partial output.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-
-use zip::write::SimpleFileOptions;
 
 use super::npy;
 use crate::error::{Error, Result};
 use crate::gpu::GpuHit;
 
+/// The element type of an output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Npz,
-    Csv,
+pub enum ColumnType {
+    F32,
+    I32,
 }
 
-/// An output being prepared; dropped without [`OutputFile::commit`], it removes itself.
-pub struct OutputFile {
-    target: PathBuf,
-    temp: PathBuf,
-    file: Option<File>,
-    format: Format,
-}
-
-impl OutputFile {
-    /// Check the target's format and that its folder is writable, before any work is done.
-    pub fn create(target: &Path) -> Result<OutputFile> {
-        let ext = target
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_lowercase)
-            .unwrap_or_default();
-        let format = match ext.as_str() {
-            "npz" => Format::Npz,
-            "csv" => Format::Csv,
-            _ => {
-                return Err(Error::BadFile {
-                    file: target.display().to_string(),
-                    problem: "the output must end in .npz or .csv".into(),
-                });
-            }
-        };
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-        let file = File::create(&temp).map_err(|source| Error::Write {
-            path: target.to_path_buf(),
-            source,
-        })?;
-        Ok(OutputFile {
-            target: target.to_path_buf(),
-            temp,
-            file: Some(file),
-            format,
-        })
-    }
-
-    /// Write the hits and move the file into place.
-    pub fn commit(self, hits: &[GpuHit]) -> Result<()> {
-        self.commit_columns(hits.len(), &hit_columns(hits))
-    }
-
-    /// Write `rows` rows of named columns (SPEC §5) and move the file into place.
-    pub fn commit_columns(mut self, rows: usize, columns: &[Column<'_>]) -> Result<()> {
-        let file = self.file.take().expect("an output is committed once");
-        let written = match self.format {
-            Format::Npz => write_npz(file, rows, columns),
-            Format::Csv => write_csv(file, rows, columns),
-        };
-        written
-            .and_then(|_| std::fs::rename(&self.temp, &self.target))
-            .map_err(|source| Error::Write {
-                path: self.target.clone(),
-                source,
-            })
+impl ColumnType {
+    fn descr(self) -> &'static str {
+        match self {
+            ColumnType::F32 => "<f4",
+            ColumnType::I32 => "<i4",
+        }
     }
 }
 
 /// One named output array: `width` values per row (1, or 3 for vectors).
-pub struct Column<'a> {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
     pub name: &'static str,
     pub width: usize,
-    pub values: Values<'a>,
+    pub kind: ColumnType,
+    /// The array's shape in the `.npz` when it is not (rows,) or (rows, width), e.g. a grid.
+    pub shape: Option<Vec<usize>>,
 }
 
-/// How a column reads row i.
+impl ColumnSpec {
+    pub const fn vector(name: &'static str) -> Self {
+        ColumnSpec {
+            name,
+            width: 3,
+            kind: ColumnType::F32,
+            shape: None,
+        }
+    }
+    pub const fn scalar(name: &'static str) -> Self {
+        ColumnSpec {
+            name,
+            width: 1,
+            kind: ColumnType::F32,
+            shape: None,
+        }
+    }
+    pub const fn index(name: &'static str) -> Self {
+        ColumnSpec {
+            name,
+            width: 1,
+            kind: ColumnType::I32,
+            shape: None,
+        }
+    }
+
+    fn npy_shape(&self, rows: usize) -> Vec<usize> {
+        match (&self.shape, self.width) {
+            (Some(shape), _) => shape.clone(),
+            (None, 1) => vec![rows],
+            (None, width) => vec![rows, width],
+        }
+    }
+}
+
+/// How a column reads row i of the chunk being appended.
 pub enum Values<'a> {
     /// f32 values; the first `width` of the three are used.
     F32(Box<dyn Fn(usize) -> [f32; 3] + 'a>),
     I32(Box<dyn Fn(usize) -> i32 + 'a>),
 }
 
-impl<'a> Column<'a> {
-    pub fn vector(name: &'static str, f: impl Fn(usize) -> [f32; 3] + 'a) -> Self {
-        Column {
-            name,
-            width: 3,
-            values: Values::F32(Box::new(f)),
-        }
+impl<'a> Values<'a> {
+    pub fn vector(f: impl Fn(usize) -> [f32; 3] + 'a) -> Self {
+        Values::F32(Box::new(f))
     }
-    pub fn scalar(name: &'static str, f: impl Fn(usize) -> f32 + 'a) -> Self {
-        Column {
-            name,
-            width: 1,
-            values: Values::F32(Box::new(move |i| [f(i), 0.0, 0.0])),
-        }
+    pub fn scalar(f: impl Fn(usize) -> f32 + 'a) -> Self {
+        Values::F32(Box::new(move |i| [f(i), 0.0, 0.0]))
     }
-    pub fn index(name: &'static str, f: impl Fn(usize) -> i32 + 'a) -> Self {
-        Column {
-            name,
-            width: 1,
-            values: Values::I32(Box::new(f)),
+    pub fn index(f: impl Fn(usize) -> i32 + 'a) -> Self {
+        Values::I32(Box::new(f))
+    }
+
+    /// Rows `0..count` as little-endian bytes, `width` values each, appended to `out`.
+    fn extend_bytes(&self, count: usize, width: usize, out: &mut Vec<u8>) {
+        out.reserve(count * width * 4);
+        match self {
+            Values::F32(f) => {
+                for i in 0..count {
+                    for v in &f(i)[..width] {
+                        out.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+            Values::I32(f) => {
+                for i in 0..count {
+                    out.extend_from_slice(&f(i).to_le_bytes());
+                }
+            }
         }
     }
 
-    /// Row i as little-endian bytes (`width` values).
-    fn row_bytes(&self, i: usize) -> ([u8; 12], usize) {
-        let mut out = [0u8; 12];
-        match &self.values {
-            Values::F32(f) => {
-                let v = f(i);
-                for k in 0..self.width {
-                    out[4 * k..4 * k + 4].copy_from_slice(&v[k].to_le_bytes());
-                }
-            }
-            Values::I32(f) => out[..4].copy_from_slice(&f(i).to_le_bytes()),
+    /// Row i's `width` values as CSV cells.
+    fn push_cells(&self, i: usize, width: usize, cells: &mut Vec<String>) {
+        match self {
+            Values::F32(f) => cells.extend(f(i)[..width].iter().map(|v| v.to_string())),
+            Values::I32(f) => cells.push(f(i).to_string()),
         }
-        (out, 4 * self.width)
     }
 }
 
 /// The columns of point-query results: `point`, `distance`, `shape`, `normal`.
-pub fn hit_columns(hits: &[GpuHit]) -> Vec<Column<'_>> {
+pub fn hit_columns() -> Vec<ColumnSpec> {
     vec![
-        Column::vector("point", |i| hits[i].point),
-        Column::scalar("distance", |i| hits[i].distance),
-        Column::index("shape", |i| hits[i].shape),
-        Column::vector("normal", |i| hits[i].normal),
+        ColumnSpec::vector("point"),
+        ColumnSpec::scalar("distance"),
+        ColumnSpec::index("shape"),
+        ColumnSpec::vector("normal"),
     ]
+}
+
+/// The values of [`hit_columns`] for a chunk of hits.
+pub fn hit_values(hits: &[GpuHit]) -> Vec<Values<'_>> {
+    vec![
+        Values::vector(|i| hits[i].point),
+        Values::scalar(|i| hits[i].distance),
+        Values::index(|i| hits[i].shape),
+        Values::vector(|i| hits[i].normal),
+    ]
+}
+
+/// An output being written; dropped without [`OutputFile::commit`], it removes itself.
+pub struct OutputFile {
+    target: PathBuf,
+    temp: PathBuf,
+    columns: Vec<ColumnSpec>,
+    rows: usize,
+    written: usize,
+    writer: Option<Writer>,
+}
+
+enum Writer {
+    Npz(NpzWriter),
+    Csv(BufWriter<File>),
+}
+
+impl OutputFile {
+    /// Check the target's format and that its folder is writable, and lay out `rows` rows of
+    /// `columns`, before any work is done.
+    pub fn create(target: &Path, rows: usize, columns: &[ColumnSpec]) -> Result<OutputFile> {
+        let ext = target
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_lowercase)
+            .unwrap_or_default();
+        if ext != "npz" && ext != "csv" {
+            return Err(Error::BadFile {
+                file: target.display().to_string(),
+                problem: "the output must end in .npz or .csv".into(),
+            });
+        }
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        let write_error = |source| Error::Write {
+            path: target.to_path_buf(),
+            source,
+        };
+        let file = File::create(&temp).map_err(write_error)?;
+        // From here on, dropping `output` removes the temporary file.
+        let mut output = OutputFile {
+            target: target.to_path_buf(),
+            temp,
+            columns: columns.to_vec(),
+            rows,
+            written: 0,
+            writer: None,
+        };
+        let writer = if ext == "npz" {
+            Writer::Npz(NpzWriter::new(file, rows, columns).map_err(write_error)?)
+        } else {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            write_csv_header(&mut out, columns).map_err(write_error)?;
+            Writer::Csv(out)
+        };
+        output.writer = Some(writer);
+        Ok(output)
+    }
+
+    /// Append the next `count` rows; `values` follow the columns given to [`OutputFile::create`].
+    pub fn append(&mut self, count: usize, values: &[Values<'_>]) -> Result<()> {
+        assert_eq!(
+            values.len(),
+            self.columns.len(),
+            "one value source per column"
+        );
+        assert!(
+            self.written + count <= self.rows,
+            "more rows than the output was laid out for"
+        );
+        let written = match self.writer.as_mut().expect("open until committed") {
+            Writer::Npz(npz) => npz.append(count, &self.columns, values),
+            Writer::Csv(out) => append_csv(out, count, &self.columns, values),
+        };
+        written.map_err(|source| self.write_error(source))?;
+        self.written += count;
+        Ok(())
+    }
+
+    /// Finish the file and move it into place; every row must have been appended.
+    pub fn commit(mut self) -> Result<()> {
+        assert_eq!(
+            self.written, self.rows,
+            "every row is appended before commit"
+        );
+        let finished = match self.writer.take().expect("committed once") {
+            Writer::Npz(npz) => npz.finish(),
+            Writer::Csv(mut out) => out.flush(),
+        };
+        finished
+            .and_then(|_| std::fs::rename(&self.temp, &self.target))
+            .map_err(|source| self.write_error(source))
+    }
+
+    /// Lay out, append and commit in one go, for results already in memory.
+    pub fn write_all(
+        target: &Path,
+        rows: usize,
+        columns: &[ColumnSpec],
+        values: &[Values<'_>],
+    ) -> Result<()> {
+        let mut output = OutputFile::create(target, rows, columns)?;
+        output.append(rows, values)?;
+        output.commit()
+    }
+
+    fn write_error(&self, source: std::io::Error) -> Error {
+        Error::Write {
+            path: self.target.clone(),
+            source,
+        }
+    }
 }
 
 impl Drop for OutputFile {
@@ -152,51 +260,8 @@ impl Drop for OutputFile {
     }
 }
 
-/// One array of the archive, its rows written straight from the column (no intermediate copy).
-fn npy_entry(
-    zip: &mut zip::ZipWriter<BufWriter<File>>,
-    rows: usize,
-    column: &Column<'_>,
-) -> std::io::Result<()> {
-    let data_len = (rows * column.width * 4) as u64;
-    let options = SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(data_len >= u32::MAX as u64 / 2);
-    zip.start_file(format!("{}.npy", column.name), options)?;
-    let descr = match column.values {
-        Values::F32(_) => "<f4",
-        Values::I32(_) => "<i4",
-    };
-    let shape: &[usize] = if column.width == 1 {
-        &[rows]
-    } else {
-        &[rows, column.width]
-    };
-    npy::write_header(zip, descr, shape)?;
-    // Batched, so the archive's CRC and buffering see large writes.
-    let mut batch = Vec::with_capacity(1 << 20);
-    for i in 0..rows {
-        let (bytes, len) = column.row_bytes(i);
-        batch.extend_from_slice(&bytes[..len]);
-        if batch.len() >= (1 << 20) - 12 {
-            zip.write_all(&batch)?;
-            batch.clear();
-        }
-    }
-    zip.write_all(&batch)
-}
-
-fn write_npz(file: File, rows: usize, columns: &[Column<'_>]) -> std::io::Result<()> {
-    let mut zip = zip::ZipWriter::new(BufWriter::with_capacity(1 << 20, file));
-    for column in columns {
-        npy_entry(&mut zip, rows, column)?;
-    }
-    zip.finish()?.flush()
-}
-
-fn write_csv(file: File, rows: usize, columns: &[Column<'_>]) -> std::io::Result<()> {
-    let mut out = BufWriter::new(file);
-    let header: Vec<String> = columns
+fn csv_header(columns: &[ColumnSpec]) -> Vec<String> {
+    columns
         .iter()
         .flat_map(|c| match c.width {
             1 => vec![c.name.to_string()],
@@ -206,17 +271,223 @@ fn write_csv(file: File, rows: usize, columns: &[Column<'_>]) -> std::io::Result
                 .map(|axis| format!("{}_{axis}", c.name))
                 .collect(),
         })
-        .collect();
-    writeln!(out, "{}", header.join(","))?;
-    for i in 0..rows {
-        let mut cells = Vec::with_capacity(header.len());
-        for column in columns {
-            match &column.values {
-                Values::F32(f) => cells.extend(f(i)[..column.width].iter().map(|v| v.to_string())),
-                Values::I32(f) => cells.push(f(i).to_string()),
-            }
+        .collect()
+}
+
+fn write_csv_header(out: &mut impl Write, columns: &[ColumnSpec]) -> std::io::Result<()> {
+    writeln!(out, "{}", csv_header(columns).join(","))
+}
+
+fn append_csv(
+    out: &mut impl Write,
+    count: usize,
+    columns: &[ColumnSpec],
+    values: &[Values<'_>],
+) -> std::io::Result<()> {
+    let mut cells = Vec::new();
+    for i in 0..count {
+        cells.clear();
+        for (column, values) in columns.iter().zip(values) {
+            values.push_cells(i, column.width, &mut cells);
         }
         writeln!(out, "{}", cells.join(","))?;
     }
-    out.flush()
+    Ok(())
+}
+
+/// A `.npz` (an uncompressed ZIP64 archive of `.npy` arrays) whose size is known up front: each
+/// array's region is laid out at creation and filled as chunks arrive, so the arrays grow side
+/// by side without holding any of them in memory. CRCs are computed on the way and the headers
+/// written last.
+struct NpzWriter {
+    file: File,
+    /// Where the arrays end and the central directory starts.
+    end_of_data: u64,
+    entries: Vec<NpzEntry>,
+    scratch: Vec<u8>,
+}
+
+struct NpzEntry {
+    name: String,
+    /// Where the entry's local header starts.
+    header_offset: u64,
+    /// Where its next row goes.
+    next_offset: u64,
+    /// The whole `.npy` (header and data).
+    size: u64,
+    crc: crc32fast::Hasher,
+}
+
+// ZIP record signatures and the fixed parts of the records we write (APPNOTE 6.3).
+const LOCAL_HEADER: u32 = 0x0403_4b50;
+const CENTRAL_HEADER: u32 = 0x0201_4b50;
+const ZIP64_END: u32 = 0x0606_4b50;
+const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+const END_OF_DIRECTORY: u32 = 0x0605_4b50;
+/// "Version needed to extract" for ZIP64.
+const ZIP64_VERSION: u16 = 45;
+const LOCAL_HEADER_BYTES: u64 = 30;
+/// The ZIP64 extra field of a local header: tag, length, sizes (uncompressed, compressed).
+const LOCAL_EXTRA_BYTES: u16 = 4 + 16;
+/// The ZIP64 extra field of a central header: the two sizes and the local header's offset.
+const CENTRAL_EXTRA_BYTES: u16 = 4 + 24;
+/// 1980-01-01 00:00, the earliest DOS date: archives are byte-for-byte reproducible.
+const DOS_DATE: u16 = (1 << 5) | 1;
+
+impl NpzWriter {
+    fn new(mut file: File, rows: usize, columns: &[ColumnSpec]) -> std::io::Result<NpzWriter> {
+        let mut entries = Vec::with_capacity(columns.len());
+        let mut offset = 0u64;
+        for column in columns {
+            let name = format!("{}.npy", column.name);
+            let mut npy_header = Vec::new();
+            npy::write_header(
+                &mut npy_header,
+                column.kind.descr(),
+                &column.npy_shape(rows),
+            )?;
+            let data = (rows * column.width * 4) as u64;
+            let header_offset = offset;
+            let npy_offset =
+                header_offset + LOCAL_HEADER_BYTES + name.len() as u64 + LOCAL_EXTRA_BYTES as u64;
+            file.seek(SeekFrom::Start(npy_offset))?;
+            file.write_all(&npy_header)?;
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&npy_header);
+            let size = npy_header.len() as u64 + data;
+            entries.push(NpzEntry {
+                name,
+                header_offset,
+                next_offset: npy_offset + npy_header.len() as u64,
+                size,
+                crc,
+            });
+            offset = npy_offset + size;
+        }
+        Ok(NpzWriter {
+            file,
+            end_of_data: offset,
+            entries,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn append(
+        &mut self,
+        count: usize,
+        columns: &[ColumnSpec],
+        values: &[Values<'_>],
+    ) -> std::io::Result<()> {
+        for ((entry, column), values) in self.entries.iter_mut().zip(columns).zip(values) {
+            self.scratch.clear();
+            values.extend_bytes(count, column.width, &mut self.scratch);
+            entry.crc.update(&self.scratch);
+            self.file.seek(SeekFrom::Start(entry.next_offset))?;
+            self.file.write_all(&self.scratch)?;
+            entry.next_offset += self.scratch.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Write the local headers, the central directory and the end records.
+    fn finish(mut self) -> std::io::Result<()> {
+        let end_of_data = self.end_of_data;
+        let crcs: Vec<u32> = self
+            .entries
+            .iter()
+            .map(|e| e.crc.clone().finalize())
+            .collect();
+        for (entry, &crc) in self.entries.iter().zip(&crcs) {
+            let mut header = Vec::new();
+            put32(&mut header, LOCAL_HEADER);
+            put16(&mut header, ZIP64_VERSION);
+            entry.put_common(&mut header, crc);
+            put16(&mut header, entry.name.len() as u16);
+            put16(&mut header, LOCAL_EXTRA_BYTES);
+            header.extend_from_slice(entry.name.as_bytes());
+            put16(&mut header, 0x0001);
+            put16(&mut header, LOCAL_EXTRA_BYTES - 4);
+            put64(&mut header, entry.size);
+            put64(&mut header, entry.size);
+            self.file.seek(SeekFrom::Start(entry.header_offset))?;
+            self.file.write_all(&header)?;
+        }
+
+        let mut directory = Vec::new();
+        for (entry, &crc) in self.entries.iter().zip(&crcs) {
+            put32(&mut directory, CENTRAL_HEADER);
+            put16(&mut directory, ZIP64_VERSION); // made by: MS-DOS attributes, spec 4.5
+            put16(&mut directory, ZIP64_VERSION);
+            entry.put_common(&mut directory, crc);
+            put16(&mut directory, entry.name.len() as u16);
+            put16(&mut directory, CENTRAL_EXTRA_BYTES);
+            put16(&mut directory, 0); // comment length
+            put16(&mut directory, 0); // disk number
+            put16(&mut directory, 0); // internal attributes
+            put32(&mut directory, 0); // external attributes
+            put32(&mut directory, u32::MAX); // local header offset: in the ZIP64 field
+            directory.extend_from_slice(entry.name.as_bytes());
+            put16(&mut directory, 0x0001);
+            put16(&mut directory, CENTRAL_EXTRA_BYTES - 4);
+            put64(&mut directory, entry.size);
+            put64(&mut directory, entry.size);
+            put64(&mut directory, entry.header_offset);
+        }
+        let count = self.entries.len() as u64;
+        let directory_size = directory.len() as u64;
+        let zip64_end_offset = end_of_data + directory_size;
+        put32(&mut directory, ZIP64_END);
+        put64(&mut directory, 44); // size of the rest of this record
+        put16(&mut directory, ZIP64_VERSION);
+        put16(&mut directory, ZIP64_VERSION);
+        put32(&mut directory, 0); // this disk
+        put32(&mut directory, 0); // disk of the directory
+        put64(&mut directory, count);
+        put64(&mut directory, count);
+        put64(&mut directory, directory_size);
+        put64(&mut directory, end_of_data);
+        put32(&mut directory, ZIP64_LOCATOR);
+        put32(&mut directory, 0);
+        put64(&mut directory, zip64_end_offset);
+        put32(&mut directory, 1); // disks
+        put32(&mut directory, END_OF_DIRECTORY);
+        put16(&mut directory, 0);
+        put16(&mut directory, 0);
+        put16(&mut directory, count as u16);
+        put16(&mut directory, count as u16);
+        put32(&mut directory, clamp32(directory_size));
+        put32(&mut directory, clamp32(end_of_data));
+        put16(&mut directory, 0); // comment length
+        self.file.seek(SeekFrom::Start(end_of_data))?;
+        self.file.write_all(&directory)?;
+        self.file.flush()
+    }
+}
+
+impl NpzEntry {
+    /// Flags, method, time, date, CRC and the two 32-bit sizes (which defer to ZIP64).
+    fn put_common(&self, out: &mut Vec<u8>, crc: u32) {
+        put16(out, 0); // flags
+        put16(out, 0); // stored
+        put16(out, 0); // time
+        put16(out, DOS_DATE);
+        put32(out, crc);
+        put32(out, u32::MAX);
+        put32(out, u32::MAX);
+    }
+}
+
+/// A 32-bit field, or the marker that sends readers to the ZIP64 record.
+fn clamp32(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+fn put16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
 }

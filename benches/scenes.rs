@@ -1,0 +1,103 @@
+//! Nearest-shape queries over scenes of 10^3–10^5 mixed shapes (spheres, boxes, capsules,
+//! triangles): the GPU BVH path, the GPU brute-force path and parry3d's BVH-backed `Compound`
+//! on all cores (rayon), same points, same run. Each peer's distances are cross-checked
+//! against ours before its time counts.
+//!
+//! `cargo bench --bench scenes` (1,000,000 points, median of 3);
+//! CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override.
+
+use closest::bench::{ScenePeer, run_scene_table};
+use closest::{DVec3, Engine, EngineOptions, Shape};
+use parry3d::math::{Pose, Rotation, Vector};
+use parry3d::query::PointQuery;
+use parry3d::shape::{Compound, SharedShape};
+use rayon::prelude::*;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn v(p: DVec3) -> Vector {
+    Vector::new(p.x as f32, p.y as f32, p.z as f32)
+}
+
+/// parry3d's compound shape: its own BVH over the parts, best-first point projection.
+#[derive(Default)]
+struct ParryCompound {
+    compound: Option<Compound>,
+}
+
+impl ScenePeer for ParryCompound {
+    fn name(&self) -> &str {
+        "parry3d"
+    }
+
+    fn prepare(&mut self, shapes: &[Shape]) {
+        let parts = shapes
+            .iter()
+            .map(|shape| match *shape {
+                Shape::Sphere { center, radius } => (
+                    Pose::from_translation(v(center)),
+                    SharedShape::ball(radius as f32),
+                ),
+                Shape::Box {
+                    center,
+                    half_extents,
+                    rotation,
+                } => {
+                    let [x, y, z, w] = rotation.map(|c| c as f32);
+                    let rotation = Rotation::from_xyzw(x, y, z, w).normalize();
+                    let h = v(half_extents);
+                    (
+                        Pose::from_parts(v(center), rotation),
+                        SharedShape::cuboid(h.x, h.y, h.z),
+                    )
+                }
+                Shape::Capsule { a, b, radius } => (
+                    Pose::IDENTITY,
+                    SharedShape::capsule(v(a), v(b), radius as f32),
+                ),
+                Shape::Triangle { a, b, c } => {
+                    (Pose::IDENTITY, SharedShape::triangle(v(a), v(b), v(c)))
+                }
+                ref other => panic!("the scene bench has no parry twin for {other:?}"),
+            })
+            .collect();
+        self.compound = Some(Compound::new(parts));
+    }
+
+    fn query(&self, points: &[[f32; 3]], distances: &mut [f32]) {
+        let compound = self.compound.as_ref().expect("prepared");
+        distances
+            .par_iter_mut()
+            .zip(points.par_iter())
+            .for_each(|(d, p)| {
+                let p = Vector::new(p[0], p[1], p[2]);
+                let projection = compound.project_point(&Pose::IDENTITY, p, true);
+                *d = if projection.is_inside {
+                    0.0
+                } else {
+                    (p - projection.point).length()
+                };
+            });
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is taken from the command line.
+    let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
+    let rows = env("CLOSEST_BENCH_POINTS", 1_000_000);
+    let repeats = env("CLOSEST_BENCH_REPEATS", 3);
+    let mut peer = ParryCompound::default();
+    run_scene_table(
+        &engine,
+        rows,
+        repeats,
+        Some(&mut peer),
+        &mut std::io::stdout(),
+    )
+    .expect("the scenes benchmark");
+}
