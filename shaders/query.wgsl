@@ -122,14 +122,15 @@ fn is_nearer(hit: Hit, best: Hit) -> bool {
     return best.shape < 0 || d < b || (d == b && hit.shape < best.shape);
 }
 
-// Distance from p to a node's box (0 inside): a lower bound for every shape in it.
-fn box_distance(node: BvhNode, p: vec3<f32>) -> f32 {
-    return length(max(max(node.min - p, p - node.max), vec3<f32>(0.0)));
+// Distance from p to a child's box (0 inside): a lower bound for every shape in it.
+fn box_distance(child: BvhChild, p: vec3<f32>) -> f32 {
+    return length(max(max(child.min - p, p - child.max), vec3<f32>(0.0)));
 }
 
-// Whether a box may hold a shape nearer than `best` (or tied with it: ties go by index).
-fn may_hold_nearer(node: BvhNode, p: vec3<f32>, best: Hit) -> bool {
-    return best.shape < 0 || box_distance(node, p) <= abs(best.distance);
+// Whether a box at `distance` may hold a shape nearer than `best` (or tied with it: ties go
+// by index).
+fn may_hold_nearer(distance: f32, best: Hit) -> bool {
+    return best.shape < 0 || distance <= abs(best.distance);
 }
 
 fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
@@ -140,12 +141,21 @@ fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
     }
 }
 
+// A traversal stack entry: a child to open (first, count as in BvhChild).
+struct StackEntry {
+    first: u32,
+    count: u32,
+    // The child box's distance when pushed; checked again when popped, as `best` may have
+    // improved since.
+    distance: f32,
+}
+
 // Every shape of one kind against p. `kind` is a literal at each call site, so each loop is
 // compiled for its kind alone: software adapters would otherwise pay for every case.
-// With a BVH the traversal visits the nearer child first and skips boxes farther than the
-// best answer so far; a stack overflow marks the row instead of answering it. The stack is the
+// With a BVH the traversal opens the nearer child first and skips boxes farther than the best
+// answer so far; a stack overflow marks the row instead of answering it. The stack is the
 // caller's: WGSL zero-fills every local array, and one per kind cost a fifth of the throughput.
-fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<u32, STACK_SIZE>>) {
+fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<StackEntry, STACK_SIZE>>) {
     // An overflow mark is final: later kinds must not overwrite it with an answer.
     if (*best).shape == TRAVERSAL_OVERFLOW {
         return;
@@ -157,29 +167,49 @@ fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<funct
         }
         return;
     }
-    (*stack)[0] = range.z;
+    // The root is an inner node.
+    (*stack)[0] = StackEntry(range.z, 0u, 0.0);
     var top = 1u;
     while top > 0u {
         top -= 1u;
-        let node = nodes[(*stack)[top]];
-        if !may_hold_nearer(node, p, *best) {
+        let entry = (*stack)[top];
+        if !may_hold_nearer(entry.distance, *best) {
             continue;
         }
-        if node.count > 0u {
-            for (var i = node.first; i < node.first + node.count; i++) {
+        if entry.count > 0u {
+            for (var i = entry.first; i < entry.first + entry.count; i++) {
                 test_shape(kind, i, p, best);
             }
             continue;
         }
-        // Push the farther child first so the nearer one is visited next.
-        let near_first = box_distance(nodes[node.first], p) <= box_distance(nodes[node.first + 1u], p);
+        let node = nodes[entry.first];
+        let left = StackEntry(node.left.first, node.left.count, box_distance(node.left, p));
+        let right = StackEntry(node.right.first, node.right.count, box_distance(node.right, p));
+        // Boxes too far to matter are never pushed, so they cost no step.
+        let open_left = may_hold_nearer(left.distance, *best);
+        let open_right = may_hold_nearer(right.distance, *best);
         if top + 2u > STACK_SIZE {
             (*best).shape = TRAVERSAL_OVERFLOW;
             return;
         }
-        (*stack)[top] = select(node.first, node.first + 1u, near_first);
-        (*stack)[top + 1u] = select(node.first + 1u, node.first, near_first);
-        top += 2u;
+        // The nearer child goes on top, to be opened next.
+        let left_nearer = left.distance <= right.distance;
+        var near = right;
+        var far = left;
+        if left_nearer {
+            near = left;
+            far = right;
+        }
+        let open_near = select(open_right, open_left, left_nearer);
+        let open_far = select(open_left, open_right, left_nearer);
+        if open_far {
+            (*stack)[top] = far;
+            top += 1u;
+        }
+        if open_near {
+            (*stack)[top] = near;
+            top += 1u;
+        }
     }
 }
 
@@ -241,7 +271,7 @@ fn nearest(
         return;
     }
     var best = non_finite_hit();
-    var stack: array<u32, STACK_SIZE>;
+    var stack: array<StackEntry, STACK_SIZE>;
     if ONLY_KIND != ANY_KIND {
         scan_kind(ONLY_KIND_INDEX, p, &best, &stack);
         hits[row] = best;

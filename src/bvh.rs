@@ -107,16 +107,24 @@ pub fn shape_bounds(shape: &Shape) -> Option<Bounds> {
     })
 }
 
-/// One flattened node. A leaf (`count > 0`) holds shapes `first .. first + count`; an inner
-/// node (`count == 0`) has its children at nodes `first` and `first + 1`. Indices are absolute
-/// in the scene's shape and node buffers.
+/// One child of a node as the GPU sees it: its box and what it holds. A leaf (`count > 0`)
+/// holds shapes `first .. first + count`; an inner child (`count == 0`) is node `first`.
+/// Indices are absolute in the scene's shape and node buffers.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct GpuBvhNode {
+pub struct GpuBvhChild {
     pub min: [f32; 3],
     pub first: u32,
     pub max: [f32; 3],
     pub count: u32,
+}
+
+/// An inner node: both children's boxes, so a traversal tests a box when it meets it in its
+/// parent and only boxes worth opening cost a step (software adapters pay for every step).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuBvhNode {
+    pub children: [GpuBvhChild; 2],
 }
 
 /// f32 bounds that contain the f64 ones (rounded outwards), so the kernel's pruning bound
@@ -136,7 +144,7 @@ fn outward(b: Bounds) -> ([f32; 3], [f32; 3]) {
     )
 }
 
-/// A built hierarchy: the shape order (leaf order) and the nodes, root first.
+/// A built hierarchy: the shape order (leaf order) and the inner nodes, root first.
 pub struct Bvh {
     /// Positions in the input slice, in leaf order.
     pub order: Vec<usize>,
@@ -144,9 +152,10 @@ pub struct Bvh {
     pub depth: usize,
 }
 
-/// Build over `bounds` (one per shape). `shape_offset` and `node_offset` are where this
-/// hierarchy's shapes and nodes will sit in the scene buffers.
+/// Build over `bounds` (one per shape, at least two). `shape_offset` and `node_offset` are
+/// where this hierarchy's shapes and nodes will sit in the scene buffers.
 pub fn build(bounds: &[Bounds], shape_offset: u32, node_offset: u32) -> Bvh {
+    assert!(bounds.len() >= 2, "a hierarchy needs two shapes or more");
     let mut items: Vec<(usize, Bounds, DVec3)> = bounds
         .iter()
         .enumerate()
@@ -154,34 +163,34 @@ pub fn build(bounds: &[Bounds], shape_offset: u32, node_offset: u32) -> Bvh {
         .collect();
     let mut nodes = vec![GpuBvhNode::default()];
     let mut depth = 0;
-    // (node slot, item range, depth)
-    let mut work = vec![(0usize, 0usize, items.len(), 1usize)];
-    while let Some((slot, start, end, level)) = work.pop() {
+    // (where the child record goes: node and side, item range, depth); the root's range is
+    // split unconditionally so that the root is an inner node.
+    let mut work = Vec::new();
+    let mid = split(&mut items, 1);
+    work.push(((0usize, 0usize), 0usize, mid, 2usize));
+    work.push(((0, 1), mid, items.len(), 2));
+    while let Some(((parent, side), start, end, level)) = work.pop() {
         depth = depth.max(level);
         let span = &mut items[start..end];
         let node_bounds = span.iter().fold(Bounds::EMPTY, |b, it| b.union(it.1));
         let (min, max) = outward(node_bounds);
+        let child = &mut nodes[parent].children[side];
+        *child = GpuBvhChild {
+            min,
+            max,
+            ..GpuBvhChild::default()
+        };
         if span.len() <= LEAF_SIZE || level + 1 >= STACK_SIZE {
-            nodes[slot] = GpuBvhNode {
-                min,
-                first: shape_offset + start as u32,
-                max,
-                count: span.len() as u32,
-            };
+            child.first = shape_offset + start as u32;
+            child.count = span.len() as u32;
             continue;
         }
+        let node = nodes.len();
+        nodes[parent].children[side].first = node_offset + node as u32;
+        nodes.push(GpuBvhNode::default());
         let mid = start + split(span, level);
-        let left = nodes.len();
-        nodes.push(GpuBvhNode::default());
-        nodes.push(GpuBvhNode::default());
-        nodes[slot] = GpuBvhNode {
-            min,
-            first: node_offset + left as u32,
-            max,
-            count: 0,
-        };
-        work.push((left, start, mid, level + 1));
-        work.push((left + 1, mid, end, level + 1));
+        work.push(((node, 0), start, mid, level + 1));
+        work.push(((node, 1), mid, end, level + 1));
     }
     Bvh {
         order: items.iter().map(|it| it.0).collect(),
@@ -189,7 +198,6 @@ pub fn build(bounds: &[Bounds], shape_offset: u32, node_offset: u32) -> Bvh {
         depth,
     }
 }
-
 /// Partition `span` and return the size of the left part (never 0 or all).
 fn split(span: &mut [(usize, Bounds, DVec3)], level: usize) -> usize {
     let centres = span.iter().fold(Bounds::EMPTY, |b, it| b.grow_point(it.2));

@@ -170,3 +170,24 @@ fn segment_hit_layout_matches_wgsl() {
         ],
     );
 }
+
+#[test]
+fn bvh_node_layout_matches_wgsl() {
+    use closest::bvh::{GpuBvhChild, GpuBvhNode};
+    assert_layout(
+        "BvhChild",
+        size_of::<GpuBvhChild>(),
+        &[
+            ("min", offset_of!(GpuBvhChild, min)),
+            ("first", offset_of!(GpuBvhChild, first)),
+            ("max", offset_of!(GpuBvhChild, max)),
+            ("count", offset_of!(GpuBvhChild, count)),
+        ],
+    );
+    let child = size_of::<GpuBvhChild>();
+    assert_layout(
+        "BvhNode",
+        size_of::<GpuBvhNode>(),
+        &[("left", 0), ("right", child)],
+    );
+}

@@ -44,11 +44,17 @@ struct Projection {
     normal: vec3<f32>,
 }
 
-// One BVH node (src/bvh.rs, GpuBvhNode): a leaf (count > 0) holds shapes first .. first+count;
-// an inner node (count == 0) has its children at nodes first and first + 1.
-struct BvhNode {
+// One child of a BVH node (src/bvh.rs, GpuBvhChild): a leaf (count > 0) holds shapes
+// first .. first + count; an inner child (count == 0) is node first.
+struct BvhChild {
     min: vec3<f32>,
     first: u32,
     max: vec3<f32>,
     count: u32,
+}
+
+// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode).
+struct BvhNode {
+    left: BvhChild,
+    right: BvhChild,
 }
