@@ -22,16 +22,17 @@ override ONLY_KIND: u32 = ANY_KIND;
 // but a constant index past the end would not validate.
 override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
 
-// False for scenes without any hierarchy: the traversal code is compiled out.
-override HAS_BVH: bool = true;
+// The kinds in the scene's BVH, a bit each: leaf tests are compiled for these kinds only, and
+// 0 (no BVH) compiles the traversal out.
+override BVH_KINDS: u32 = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
-// Scenes are uploaded grouped by kind: kind k's shapes are shapes[x .. y) of kind_ranges[k],
-// its BVH nodes[z .. z + w) rooted at z (w = 0: no BVH, scan the range).
-@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT>;
+// Shapes scanned linearly are grouped by kind: kind k's are shapes[x .. y) of kind_ranges[k].
+// The BVH (all other shapes) is nodes[x .. x + y) rooted at x of kind_ranges[KIND_COUNT].
+@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
 @group(0) @binding(5) var<storage, read> nodes: array<BvhNode>;
 
 fn is_solid(kind: u32) -> bool {
@@ -150,25 +151,37 @@ struct StackEntry {
     distance: f32,
 }
 
-// Every shape of one kind against p. `kind` is a literal at each call site, so each loop is
-// compiled for its kind alone: software adapters would otherwise pay for every case.
-// With a BVH the traversal opens the nearer child first and skips boxes farther than the best
-// answer so far; a stack overflow marks the row instead of answering it. The stack is the
-// caller's: WGSL zero-fills every local array, and one per kind cost a fifth of the throughput.
-fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<StackEntry, STACK_SIZE>>) {
-    // An overflow mark is final: later kinds must not overwrite it with an answer.
-    if (*best).shape == TRAVERSAL_OVERFLOW {
+// Every shape of one kind scanned linearly. `kind` is a literal at each call site, so each
+// loop is compiled for its kind alone: software adapters would otherwise pay for every case.
+fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    let range = kind_ranges[kind];
+    for (var i = range.x; i < range.y; i++) {
+        test_shape(kind, i, p, best);
+    }
+}
+
+// The shapes of a leaf if it holds `kind` (a literal): a loop that runs no step otherwise.
+fn scan_leaf(kind: u32, leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>) {
+    if (BVH_KINDS & (1u << kind)) == 0u {
         return;
     }
-    let range = kind_ranges[kind];
-    if !HAS_BVH || range.w == 0u {
-        for (var i = range.x; i < range.y; i++) {
-            test_shape(kind, i, p, best);
-        }
+    let leaf_kind = leaf.count >> LEAF_KIND_SHIFT;
+    let count = select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);
+    for (var i = leaf.first; i < leaf.first + count; i++) {
+        test_shape(kind, i, p, best);
+    }
+}
+
+// The BVH: the traversal opens the nearer child first and never pushes a box farther than the
+// best answer so far. A stack overflow marks the row instead of answering it. The stack is
+// the caller's (WGSL zero-fills every local array).
+fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<StackEntry, STACK_SIZE>>) {
+    let root = kind_ranges[KIND_COUNT];
+    if BVH_KINDS == 0u || root.y == 0u {
         return;
     }
     // The root is an inner node.
-    (*stack)[0] = StackEntry(range.z, 0u, 0.0);
+    (*stack)[0] = StackEntry(root.x, 0u, 0.0);
     var top = 1u;
     while top > 0u {
         top -= 1u;
@@ -177,9 +190,19 @@ fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<funct
             continue;
         }
         if entry.count > 0u {
-            for (var i = entry.first; i < entry.first + entry.count; i++) {
-                test_shape(kind, i, p, best);
-            }
+            // One call per kind (tests/shaders.rs checks that none is missing).
+            scan_leaf(KIND_SPHERE, entry, p, best);
+            scan_leaf(KIND_AABB, entry, p, best);
+            scan_leaf(KIND_BOX, entry, p, best);
+            scan_leaf(KIND_PLANE, entry, p, best);
+            scan_leaf(KIND_SEGMENT, entry, p, best);
+            scan_leaf(KIND_LINE, entry, p, best);
+            scan_leaf(KIND_RAY, entry, p, best);
+            scan_leaf(KIND_TRIANGLE, entry, p, best);
+            scan_leaf(KIND_CAPSULE, entry, p, best);
+            scan_leaf(KIND_CYLINDER, entry, p, best);
+            scan_leaf(KIND_WEDGE, entry, p, best);
+            scan_leaf(KIND_CORNER_WEDGE, entry, p, best);
             continue;
         }
         let node = nodes[entry.first];
@@ -257,7 +280,7 @@ fn nearest(
         hits[row] = non_finite_hit();
         return;
     }
-    if ONLY_KIND != ANY_KIND && kind_ranges[ONLY_KIND_INDEX].w == 0u {
+    if ONLY_KIND != ANY_KIND && BVH_KINDS == 0u {
         // A small scene of one kind: one loop compiled for that kind, shapes in scene order.
         var nearest = query_shape(ONLY_KIND, shapes[0], 0u, p);
         for (var i = 1u; i < params.shape_count; i++) {
@@ -272,23 +295,29 @@ fn nearest(
     }
     var best = non_finite_hit();
     var stack: array<StackEntry, STACK_SIZE>;
+    scan_bvh(p, &best, &stack);
+    // An overflow mark is final: the linear scans must not overwrite it with an answer.
+    if best.shape == TRAVERSAL_OVERFLOW {
+        hits[row] = best;
+        return;
+    }
     if ONLY_KIND != ANY_KIND {
-        scan_kind(ONLY_KIND_INDEX, p, &best, &stack);
+        scan_kind(ONLY_KIND_INDEX, p, &best);
         hits[row] = best;
         return;
     }
     // One call per kind (tests/shaders.rs checks that none is missing).
-    scan_kind(KIND_SPHERE, p, &best, &stack);
-    scan_kind(KIND_AABB, p, &best, &stack);
-    scan_kind(KIND_BOX, p, &best, &stack);
-    scan_kind(KIND_PLANE, p, &best, &stack);
-    scan_kind(KIND_SEGMENT, p, &best, &stack);
-    scan_kind(KIND_LINE, p, &best, &stack);
-    scan_kind(KIND_RAY, p, &best, &stack);
-    scan_kind(KIND_TRIANGLE, p, &best, &stack);
-    scan_kind(KIND_CAPSULE, p, &best, &stack);
-    scan_kind(KIND_CYLINDER, p, &best, &stack);
-    scan_kind(KIND_WEDGE, p, &best, &stack);
-    scan_kind(KIND_CORNER_WEDGE, p, &best, &stack);
+    scan_kind(KIND_SPHERE, p, &best);
+    scan_kind(KIND_AABB, p, &best);
+    scan_kind(KIND_BOX, p, &best);
+    scan_kind(KIND_PLANE, p, &best);
+    scan_kind(KIND_SEGMENT, p, &best);
+    scan_kind(KIND_LINE, p, &best);
+    scan_kind(KIND_RAY, p, &best);
+    scan_kind(KIND_TRIANGLE, p, &best);
+    scan_kind(KIND_CAPSULE, p, &best);
+    scan_kind(KIND_CYLINDER, p, &best);
+    scan_kind(KIND_WEDGE, p, &best);
+    scan_kind(KIND_CORNER_WEDGE, p, &best);
     hits[row] = best;
 }

@@ -1,6 +1,7 @@
-//! Bounding-volume hierarchies over a scene's shapes, one per shape kind, built on the CPU with
-//! a binned surface-area heuristic and flattened for the GPU (`shaders/query.wgsl`,
-//! `scan_kind`). Unbounded kinds (plane, line, ray) get none: they are scanned linearly.
+//! A bounding-volume hierarchy over a scene's bounded shapes (all kinds together), built on the
+//! CPU with a binned surface-area heuristic and flattened for the GPU (`shaders/query.wgsl`,
+//! `scan_bvh`). Every leaf holds shapes of one kind, so the kernel runs that kind's code alone.
+//! Unbounded kinds (plane, line, ray) are not in it: they are scanned linearly.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -8,13 +9,15 @@ use crate::math::DVec3;
 use crate::shape::Shape;
 
 /// Deepest a traversal can go; the kernel's stack has this many entries. Builds stay well
-/// below it (median splits past `MEDIAN_DEPTH`), and the kernel reports an overflow rather
-/// than answer wrongly.
+/// below it (median splits past `MEDIAN_DEPTH`, so depth ≤ 34 + log2(n)), and the kernel
+/// reports an overflow rather than answer wrongly.
 pub const STACK_SIZE: usize = 64;
 /// Past this depth every split is a median split, so depth ≤ MEDIAN_DEPTH + log2(n / LEAF).
 const MEDIAN_DEPTH: usize = 32;
 /// Shapes per leaf.
 const LEAF_SIZE: usize = 4;
+/// Where a leaf's kind sits in `GpuBvhChild::count` (above its shape count).
+pub const LEAF_KIND_SHIFT: u32 = 8;
 const BINS: usize = 12;
 
 /// An axis-aligned box in f64.
@@ -108,8 +111,8 @@ pub fn shape_bounds(shape: &Shape) -> Option<Bounds> {
 }
 
 /// One child of a node as the GPU sees it: its box and what it holds. A leaf (`count > 0`)
-/// holds shapes `first .. first + count`; an inner child (`count == 0`) is node `first`.
-/// Indices are absolute in the scene's shape and node buffers.
+/// holds shapes `first .. first + n` of one kind, `count = n | kind << LEAF_KIND_SHIFT`; an
+/// inner child (`count == 0`) is node `first`. Indices are absolute in the scene's buffers.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuBvhChild {
@@ -152,54 +155,84 @@ pub struct Bvh {
     pub depth: usize,
 }
 
-/// Build over `bounds` (one per shape, at least two). `shape_offset` and `node_offset` are
-/// where this hierarchy's shapes and nodes will sit in the scene buffers.
-pub fn build(bounds: &[Bounds], shape_offset: u32, node_offset: u32) -> Bvh {
-    assert!(bounds.len() >= 2, "a hierarchy needs two shapes or more");
-    let mut items: Vec<(usize, Bounds, DVec3)> = bounds
+/// One shape to build over: its bounds and its kind (leaves hold one kind).
+#[derive(Clone, Copy, Debug)]
+pub struct Item {
+    pub bounds: Bounds,
+    pub kind: u32,
+}
+
+type Entry = (usize, Item, DVec3);
+
+/// Build over `items` (at least two). `shape_offset` and `node_offset` are where this
+/// hierarchy's shapes and nodes will sit in the scene buffers.
+pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
+    assert!(items.len() >= 2, "a hierarchy needs two shapes or more");
+    let mut entries: Vec<Entry> = items
         .iter()
         .enumerate()
-        .map(|(i, b)| (i, *b, b.centre()))
+        .map(|(i, it)| (i, *it, it.bounds.centre()))
         .collect();
     let mut nodes = vec![GpuBvhNode::default()];
     let mut depth = 0;
-    // (where the child record goes: node and side, item range, depth); the root's range is
+    // (where the child record goes: node and side, entry range, depth); the root's range is
     // split unconditionally so that the root is an inner node.
     let mut work = Vec::new();
-    let mid = split(&mut items, 1);
+    let mid = split(&mut entries, 1);
     work.push(((0usize, 0usize), 0usize, mid, 2usize));
-    work.push(((0, 1), mid, items.len(), 2));
+    work.push(((0, 1), mid, entries.len(), 2));
     while let Some(((parent, side), start, end, level)) = work.pop() {
         depth = depth.max(level);
-        let span = &mut items[start..end];
-        let node_bounds = span.iter().fold(Bounds::EMPTY, |b, it| b.union(it.1));
+        let span = &mut entries[start..end];
+        let node_bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.1.bounds));
         let (min, max) = outward(node_bounds);
+        let kind = span[0].1.kind;
+        let one_kind = span.iter().all(|e| e.1.kind == kind);
         let child = &mut nodes[parent].children[side];
         *child = GpuBvhChild {
             min,
             max,
             ..GpuBvhChild::default()
         };
-        if span.len() <= LEAF_SIZE || level + 1 >= STACK_SIZE {
+        if one_kind && span.len() <= LEAF_SIZE {
             child.first = shape_offset + start as u32;
-            child.count = span.len() as u32;
+            child.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
             continue;
         }
         let node = nodes.len();
         nodes[parent].children[side].first = node_offset + node as u32;
         nodes.push(GpuBvhNode::default());
-        let mid = start + split(span, level);
+        let mid = start
+            + if span.len() <= LEAF_SIZE {
+                split_by_kind(span)
+            } else {
+                split(span, level)
+            };
         work.push(((node, 0), start, mid, level + 1));
         work.push(((node, 1), mid, end, level + 1));
     }
     Bvh {
-        order: items.iter().map(|it| it.0).collect(),
+        order: entries.iter().map(|e| e.0).collect(),
         nodes,
         depth,
     }
 }
+
+/// Partition a small span of mixed kinds: the first kind's shapes to the left.
+fn split_by_kind(span: &mut [Entry]) -> usize {
+    let kind = span[0].1.kind;
+    let mut left = 0;
+    for i in 0..span.len() {
+        if span[i].1.kind == kind {
+            span.swap(i, left);
+            left += 1;
+        }
+    }
+    left
+}
+
 /// Partition `span` and return the size of the left part (never 0 or all).
-fn split(span: &mut [(usize, Bounds, DVec3)], level: usize) -> usize {
+fn split(span: &mut [Entry], level: usize) -> usize {
     let centres = span.iter().fold(Bounds::EMPTY, |b, it| b.grow_point(it.2));
     let extent = centres.max - centres.min;
     let axis = if extent.x >= extent.y && extent.x >= extent.z {
@@ -210,7 +243,7 @@ fn split(span: &mut [(usize, Bounds, DVec3)], level: usize) -> usize {
         2
     };
     let (lo, width) = (centres.min.get(axis), extent.get(axis));
-    let median = |span: &mut [(usize, Bounds, DVec3)]| {
+    let median = |span: &mut [Entry]| {
         let mid = span.len() / 2;
         span.select_nth_unstable_by(mid, |a, b| a.2.get(axis).total_cmp(&b.2.get(axis)));
         mid
@@ -222,7 +255,7 @@ fn split(span: &mut [(usize, Bounds, DVec3)], level: usize) -> usize {
     let mut bins = [(Bounds::EMPTY, 0usize); BINS];
     for it in span.iter() {
         let b = &mut bins[bin_of(it.2)];
-        *b = (b.0.union(it.1), b.1 + 1);
+        *b = (b.0.union(it.1.bounds), b.1 + 1);
     }
     // Cost of splitting after bin k: area·count of each side.
     let mut best = (f64::INFINITY, 0);

@@ -80,14 +80,14 @@ fn bvh_scenes_of_1_2_and_1000_shapes_match_reference() {
 fn bvh_scene_of_100000_shapes_matches_reference() {
     let mut rng = Rng::new(6);
     let mut shapes = scene(&mut rng, 100_000, 100.0, 0.5);
-    // Unbounded kinds ride along, scanned linearly.
+    // Unbounded kinds ride along, scanned linearly, nearest to the points beyond z = ±100.
     shapes.push(Shape::Plane {
         normal: DVec3::Z,
-        offset: -150.0,
+        offset: -104.0,
     });
     shapes.push(Shape::Line {
-        a: DVec3::new(0.0, 0.0, 140.0),
-        b: DVec3::new(1.0, 0.0, 140.0),
+        a: DVec3::new(0.0, 0.0, 104.0),
+        b: DVec3::new(1.0, 0.0, 104.0),
     });
     let pts = points(&mut rng, 300, 110.0);
     assert_nearest(engine(), &shapes, &pts, Mode::Surface);
@@ -134,20 +134,39 @@ fn degenerate_bvh_scenes_match_reference() {
 }
 
 #[test]
-fn bvh_depth_stays_within_the_stack() {
-    // Identical bounds force median splits; depth must stay far below the kernel's stack.
-    let bounds = vec![
-        bvh::Bounds {
-            min: DVec3::ZERO,
-            max: DVec3::ZERO
-        };
-        200_000
-    ];
-    let built = bvh::build(&bounds, 0, 0);
+fn bvh_depth_stays_within_the_stack_and_leaves_hold_one_kind() {
+    // Identical bounds force median splits; depth must stay far below the kernel's stack, and
+    // kinds mixed at one point must still end in single-kind leaves.
+    let items: Vec<bvh::Item> = (0..200_000)
+        .map(|i| bvh::Item {
+            bounds: bvh::Bounds {
+                min: DVec3::ZERO,
+                max: DVec3::ZERO,
+            },
+            kind: (i % 3) as u32,
+        })
+        .collect();
+    let built = bvh::build(&items, 0, 0);
     assert!(built.depth < bvh::STACK_SIZE / 2, "depth {}", built.depth);
     let mut order = built.order.clone();
     order.sort();
     assert_eq!(order, (0..200_000).collect::<Vec<_>>());
+    let mut leaf_shapes = 0;
+    for child in built.nodes.iter().flat_map(|n| n.children) {
+        if child.count == 0 {
+            continue;
+        }
+        let (n, kind) = (
+            child.count & ((1 << bvh::LEAF_KIND_SHIFT) - 1),
+            child.count >> bvh::LEAF_KIND_SHIFT,
+        );
+        assert!((1..=4).contains(&n), "leaf of {n} shapes");
+        for k in child.first..child.first + n {
+            assert_eq!(items[built.order[k as usize]].kind, kind, "leaf {child:?}");
+        }
+        leaf_shapes += n;
+    }
+    assert_eq!(leaf_shapes, 200_000);
 }
 
 #[test]

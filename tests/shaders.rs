@@ -144,14 +144,17 @@ fn dispatch_grid_stays_within_65535_per_dimension() {
 
 #[test]
 fn nearest_scans_every_shape_kind() {
-    // The mixed-scene path of `nearest` has one literal `scan_kind` call per kind.
+    // The mixed-scene paths of `nearest` have one literal `scan_kind` and `scan_leaf` call per
+    // kind.
     let source = compose("query").unwrap().source;
     for kind in ShapeKind::ALL {
-        let call = format!(
-            "scan_kind(KIND_{}, p, &best, &stack);",
-            kind.name().to_uppercase()
-        );
-        assert!(source.contains(&call), "query.wgsl lacks `{call}`");
+        let name = kind.name().to_uppercase();
+        for call in [
+            format!("scan_kind(KIND_{name}, p, &best);"),
+            format!("scan_leaf(KIND_{name}, entry, p, best);"),
+        ] {
+            assert!(source.contains(&call), "query.wgsl lacks `{call}`");
+        }
     }
 }
 

@@ -195,49 +195,75 @@ impl GpuShape {
     }
 }
 
-/// A scene as the GPU holds it: shapes grouped by kind, each kind in its BVH's leaf order
-/// and carrying its scene index; per kind `[start, end, root node, node count]` (node count 0:
-/// scanned linearly); and every kind's BVH nodes.
+/// A scene as the GPU holds it: the bounded shapes in the BVH's leaf order, then the shapes
+/// scanned linearly grouped by kind, each carrying its scene index; per kind `[start, end, 0, 0]`
+/// of its linear range, then one more entry `[root node, node count, kinds in the BVH (bit
+/// per kind), 0]`; and the BVH nodes.
 pub struct SceneLayout {
     pub shapes: Vec<GpuShape>,
     pub ranges: Vec<[u32; 4]>,
     pub nodes: Vec<GpuBvhNode>,
 }
 
-/// Kinds with at most this many shapes are scanned linearly (a hierarchy would not pay).
+impl SceneLayout {
+    /// Bit k set when kind k has shapes in the BVH (0: no BVH).
+    pub fn bvh_kinds(&self) -> u32 {
+        self.ranges.last().map_or(0, |r| r[2])
+    }
+}
+
+/// Scenes with at most this many bounded shapes are scanned linearly (a hierarchy would not
+/// pay).
 const LINEAR_SCAN_MAX: usize = 4;
 
 /// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
 pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
+    let bounded: Vec<(usize, Bounds)> = shapes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| shape_bounds(s).map(|b| (i, b)))
+        .collect();
+    let in_bvh = use_bvh && bounded.len() > LINEAR_SCAN_MAX;
     let mut layout = SceneLayout {
         shapes: Vec::new(),
         ranges: Vec::new(),
         nodes: Vec::new(),
     };
-    for kind in ShapeKind::ALL {
-        let members: Vec<usize> = (0..shapes.len())
-            .filter(|&i| shapes[i].kind() == kind)
+    let mut bvh_entry = [0u32; 4];
+    if in_bvh {
+        let items: Vec<bvh::Item> = bounded
+            .iter()
+            .map(|&(i, bounds)| bvh::Item {
+                bounds,
+                kind: shapes[i].kind() as u32,
+            })
             .collect();
-        let start = layout.shapes.len() as u32;
-        let bounds: Option<Vec<Bounds>> =
-            members.iter().map(|&i| shape_bounds(&shapes[i])).collect();
-        let (order, root, count) = match bounds {
-            Some(bounds) if use_bvh && members.len() > LINEAR_SCAN_MAX => {
-                let root = layout.nodes.len() as u32;
-                let bvh = bvh::build(&bounds, start, root);
-                let count = bvh.nodes.len() as u32;
-                layout.nodes.extend(bvh.nodes);
-                (bvh.order.iter().map(|&k| members[k]).collect(), root, count)
+        let built = bvh::build(&items, 0, 0);
+        layout.shapes.extend(built.order.iter().map(|&k| {
+            let i = bounded[k].0;
+            GpuShape {
+                index: i as u32,
+                ..GpuShape::from_shape(&shapes[i])
             }
-            _ => (members, 0, 0),
-        };
-        layout.shapes.extend(order.iter().map(|&i| GpuShape {
+        }));
+        let kinds = items.iter().fold(0u32, |bits, it| bits | 1 << it.kind);
+        bvh_entry = [0, built.nodes.len() as u32, kinds, 0];
+        layout.nodes = built.nodes;
+    }
+    for kind in ShapeKind::ALL {
+        let start = layout.shapes.len() as u32;
+        let linear = shapes
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kind() == kind && !(in_bvh && shape_bounds(s).is_some()));
+        layout.shapes.extend(linear.map(|(i, s)| GpuShape {
             index: i as u32,
-            ..GpuShape::from_shape(&shapes[i])
+            ..GpuShape::from_shape(s)
         }));
         layout
             .ranges
-            .push([start, layout.shapes.len() as u32, root, count]);
+            .push([start, layout.shapes.len() as u32, 0, 0]);
     }
+    layout.ranges.push(bvh_entry);
     layout
 }

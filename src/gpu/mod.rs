@@ -58,8 +58,9 @@ pub struct GpuScene {
     count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     kind: Option<ShapeKind>,
-    /// Whether any kind has a BVH; without one a pipeline with no traversal code runs.
-    has_bvh: bool,
+    /// Bit k set when kind k has shapes in the BVH; 0 (no BVH) runs a pipeline without
+    /// traversal code, and kinds absent from it are compiled out of the leaf tests.
+    bvh_kinds: u32,
 }
 
 impl GpuScene {
@@ -114,8 +115,8 @@ pub(crate) struct PipelineKey {
     pub entry: Entry,
     /// `ONLY_KIND`: the one kind of every shape, if they share one.
     pub kind: Option<ShapeKind>,
-    /// `HAS_BVH`: whether the scene has any hierarchy to traverse.
-    pub bvh: bool,
+    /// `BVH_KINDS`: the kinds in the scene's hierarchy, a bit each (0: no hierarchy).
+    pub bvh_kinds: u32,
 }
 
 impl Kernels {
@@ -129,13 +130,17 @@ impl Kernels {
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
-        let PipelineKey { entry, kind, bvh } = key;
+        let PipelineKey {
+            entry,
+            kind,
+            bvh_kinds,
+        } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
         let constants: Vec<(&str, f64)> = if entry.shader() == "query" {
             vec![
                 ("ONLY_KIND", only_kind),
-                ("HAS_BVH", f64::from(u8::from(bvh))),
+                ("BVH_KINDS", f64::from(bvh_kinds)),
             ]
         } else {
             Vec::new()
@@ -238,7 +243,7 @@ impl Engine {
 
         let unused_ranges = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unused kind ranges"),
-            contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len()]),
+            contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len() + 1]),
             usage: wgpu::BufferUsages::UNIFORM,
         });
         let unused_nodes = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -309,12 +314,14 @@ impl Engine {
     }
 
     fn upload_scene_with(&self, shapes: &[Shape], use_bvh: bool) -> Result<GpuScene> {
+        let scene_layout = layout::scene_layout(shapes, use_bvh);
+        let layout_bvh_kinds = scene_layout.bvh_kinds();
         let layout::SceneLayout {
             shapes: mut gpu,
             ranges,
             mut nodes,
-        } = layout::scene_layout(shapes, use_bvh);
-        let has_bvh = ranges.iter().any(|range| range[3] > 0);
+        } = scene_layout;
+        let bvh_kinds = layout_bvh_kinds;
         let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
@@ -357,7 +364,7 @@ impl Engine {
             nodes,
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
-            has_bvh,
+            bvh_kinds,
         })
     }
 

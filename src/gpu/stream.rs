@@ -111,7 +111,7 @@ impl Job<'_> {
 
     /// Whether points go to the device in Morton order: it pays when they traverse a BVH.
     fn reorders_points(&self, engine: &Engine) -> bool {
-        matches!(self, Job::Nearest(scene) if scene.has_bvh)
+        matches!(self, Job::Nearest(scene) if scene.bvh_kinds != 0)
             && engine
                 .reorder_queries
                 .load(std::sync::atomic::Ordering::Relaxed)
@@ -530,7 +530,7 @@ fn encode_chunk(
     let key = |entry, kind| PipelineKey {
         entry,
         kind,
-        bvh: false,
+        bvh_kinds: 0,
     };
     let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
         Job::Paired(kind) => (key(Entry::Paired, *kind), row_shapes(), unused, n as u32),
@@ -542,7 +542,7 @@ fn encode_chunk(
         ),
         Job::Nearest(scene) => (
             PipelineKey {
-                bvh: scene.has_bvh,
+                bvh_kinds: scene.bvh_kinds,
                 ..key(Entry::Nearest, scene.kind)
             },
             &scene.shapes,
