@@ -175,6 +175,9 @@ fn scan_leaf(kind: u32, leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>
 // The BVH: the traversal opens the nearer child first and never pushes a box farther than the
 // best answer so far. A stack overflow marks the row instead of answering it. The stack is
 // the caller's (WGSL zero-fills every local array).
+// Inner nodes are walked in a loop of their own that stops at the next leaf worth opening; its
+// shapes are tested outside that loop. Software adapters run every statement of a loop body on
+// every step, so a leaf test inside the node loop would cost each node step as much as a leaf.
 fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<StackEntry, STACK_SIZE>>) {
     let root = kind_ranges[KIND_COUNT];
     if BVH_KINDS == 0u || root.y == 0u {
@@ -183,56 +186,63 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
     // The root is an inner node.
     (*stack)[0] = StackEntry(root.x, 0u, 0.0);
     var top = 1u;
-    while top > 0u {
-        top -= 1u;
-        let entry = (*stack)[top];
-        if !may_hold_nearer(entry.distance, *best) {
-            continue;
+    loop {
+        var leaf = StackEntry(0u, 0u, 0.0);
+        while top > 0u {
+            top -= 1u;
+            let entry = (*stack)[top];
+            if !may_hold_nearer(entry.distance, *best) {
+                continue;
+            }
+            if entry.count > 0u {
+                leaf = entry;
+                break;
+            }
+            let node = nodes[entry.first];
+            let left = StackEntry(node.left.first, node.left.count, box_distance(node.left, p));
+            let right = StackEntry(node.right.first, node.right.count, box_distance(node.right, p));
+            // Boxes too far to matter are never pushed, so they cost no step.
+            let open_left = may_hold_nearer(left.distance, *best);
+            let open_right = may_hold_nearer(right.distance, *best);
+            if top + 2u > STACK_SIZE {
+                (*best).shape = TRAVERSAL_OVERFLOW;
+                return;
+            }
+            // The nearer child goes on top, to be opened next.
+            let left_nearer = left.distance <= right.distance;
+            var near = right;
+            var far = left;
+            if left_nearer {
+                near = left;
+                far = right;
+            }
+            let open_near = select(open_right, open_left, left_nearer);
+            let open_far = select(open_left, open_right, left_nearer);
+            if open_far {
+                (*stack)[top] = far;
+                top += 1u;
+            }
+            if open_near {
+                (*stack)[top] = near;
+                top += 1u;
+            }
         }
-        if entry.count > 0u {
-            // One call per kind (tests/shaders.rs checks that none is missing).
-            scan_leaf(KIND_SPHERE, entry, p, best);
-            scan_leaf(KIND_AABB, entry, p, best);
-            scan_leaf(KIND_BOX, entry, p, best);
-            scan_leaf(KIND_PLANE, entry, p, best);
-            scan_leaf(KIND_SEGMENT, entry, p, best);
-            scan_leaf(KIND_LINE, entry, p, best);
-            scan_leaf(KIND_RAY, entry, p, best);
-            scan_leaf(KIND_TRIANGLE, entry, p, best);
-            scan_leaf(KIND_CAPSULE, entry, p, best);
-            scan_leaf(KIND_CYLINDER, entry, p, best);
-            scan_leaf(KIND_WEDGE, entry, p, best);
-            scan_leaf(KIND_CORNER_WEDGE, entry, p, best);
-            continue;
-        }
-        let node = nodes[entry.first];
-        let left = StackEntry(node.left.first, node.left.count, box_distance(node.left, p));
-        let right = StackEntry(node.right.first, node.right.count, box_distance(node.right, p));
-        // Boxes too far to matter are never pushed, so they cost no step.
-        let open_left = may_hold_nearer(left.distance, *best);
-        let open_right = may_hold_nearer(right.distance, *best);
-        if top + 2u > STACK_SIZE {
-            (*best).shape = TRAVERSAL_OVERFLOW;
+        if leaf.count == 0u {
             return;
         }
-        // The nearer child goes on top, to be opened next.
-        let left_nearer = left.distance <= right.distance;
-        var near = right;
-        var far = left;
-        if left_nearer {
-            near = left;
-            far = right;
-        }
-        let open_near = select(open_right, open_left, left_nearer);
-        let open_far = select(open_left, open_right, left_nearer);
-        if open_far {
-            (*stack)[top] = far;
-            top += 1u;
-        }
-        if open_near {
-            (*stack)[top] = near;
-            top += 1u;
-        }
+        // One call per kind (tests/shaders.rs checks that none is missing).
+        scan_leaf(KIND_SPHERE, leaf, p, best);
+        scan_leaf(KIND_AABB, leaf, p, best);
+        scan_leaf(KIND_BOX, leaf, p, best);
+        scan_leaf(KIND_PLANE, leaf, p, best);
+        scan_leaf(KIND_SEGMENT, leaf, p, best);
+        scan_leaf(KIND_LINE, leaf, p, best);
+        scan_leaf(KIND_RAY, leaf, p, best);
+        scan_leaf(KIND_TRIANGLE, leaf, p, best);
+        scan_leaf(KIND_CAPSULE, leaf, p, best);
+        scan_leaf(KIND_CYLINDER, leaf, p, best);
+        scan_leaf(KIND_WEDGE, leaf, p, best);
+        scan_leaf(KIND_CORNER_WEDGE, leaf, p, best);
     }
 }
 

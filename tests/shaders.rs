@@ -151,7 +151,7 @@ fn nearest_scans_every_shape_kind() {
         let name = kind.name().to_uppercase();
         for call in [
             format!("scan_kind(KIND_{name}, p, &best);"),
-            format!("scan_leaf(KIND_{name}, entry, p, best);"),
+            format!("scan_leaf(KIND_{name}, leaf, p, best);"),
         ] {
             assert!(source.contains(&call), "query.wgsl lacks `{call}`");
         }
