@@ -212,9 +212,10 @@ impl SceneLayout {
     }
 }
 
-/// Scenes with at most this many bounded shapes are scanned linearly (a hierarchy would not
-/// pay).
-const LINEAR_SCAN_MAX: usize = 4;
+/// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
+/// leaf visit runs the code of every kind in the hierarchy on software adapters, so the break-even
+/// grows with the kinds (measured on lavapipe: about 50 shapes for four kinds, docs/PERF.md).
+const LINEAR_SCAN_PER_KIND: usize = 12;
 
 /// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
 pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
@@ -223,7 +224,11 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         .enumerate()
         .filter_map(|(i, s)| shape_bounds(s).map(|b| (i, b)))
         .collect();
-    let in_bvh = use_bvh && bounded.len() > LINEAR_SCAN_MAX;
+    let bounded_kinds = bounded
+        .iter()
+        .fold(0u32, |bits, &(i, _)| bits | 1 << shapes[i].kind() as u32);
+    let in_bvh =
+        use_bvh && bounded.len() > LINEAR_SCAN_PER_KIND * bounded_kinds.count_ones() as usize;
     let mut layout = SceneLayout {
         shapes: Vec::new(),
         ranges: Vec::new(),
@@ -246,8 +251,7 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
                 ..GpuShape::from_shape(&shapes[i])
             }
         }));
-        let kinds = items.iter().fold(0u32, |bits, it| bits | 1 << it.kind);
-        bvh_entry = [0, built.nodes.len() as u32, kinds, 0];
+        bvh_entry = [0, built.nodes.len() as u32, bounded_kinds, 0];
         layout.nodes = built.nodes;
     }
     for kind in ShapeKind::ALL {
