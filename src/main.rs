@@ -15,6 +15,10 @@ struct Cli {
     /// Default: $CLOSEST_ADAPTER, else a hardware GPU, else a software one (lavapipe).
     #[arg(long, global = true)]
     adapter: Option<String>,
+    /// Rows per chunk streamed through the device (default 262144, capped by the adapter's
+    /// limits). Memory use grows with it; results do not change.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    chunk_rows: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Error> {
     let options = EngineOptions {
         adapter: cli.adapter.clone(),
+        chunk_rows: cli.chunk_rows.map(|n| n as usize),
         ..Default::default()
     };
     match cli.command {

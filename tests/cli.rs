@@ -630,3 +630,79 @@ fn bad_segment_and_sphere_inputs_exit_2() {
         &["flat.npy", "(N, 2, 3)"],
     );
 }
+
+#[test]
+fn streamed_job_writes_what_the_library_answers_in_memory() {
+    // 10,007 points through 11 chunks of 1,000 rows (the last one partial) against a scene big
+    // enough for a BVH (so chunks are also reordered): the file must hold, bit for bit, the
+    // hits of one in-memory call.
+    let dir = Dir::new();
+    let mut rng = common::Rng::new(21);
+    let mut shapes = Vec::new();
+    for i in 0..300 {
+        let c = rng.vec(-20.0, 20.0);
+        shapes.push(match i % 3 {
+            0 => format!(
+                r#"{{"type": "sphere", "center": [{}, {}, {}], "radius": 0.5}}"#,
+                c.x, c.y, c.z
+            ),
+            1 => format!(
+                r#"{{"type": "capsule", "a": [{}, {}, {}], "b": [{}, {}, {}], "radius": 0.3}}"#,
+                c.x,
+                c.y,
+                c.z,
+                c.x + 1.0,
+                c.y,
+                c.z
+            ),
+            _ => format!(
+                r#"{{"type": "aabb", "min": [{}, {}, {}], "max": [{}, {}, {}]}}"#,
+                c.x,
+                c.y,
+                c.z,
+                c.x + 0.7,
+                c.y + 0.2,
+                c.z + 0.4
+            ),
+        });
+    }
+    shapes.push(r#"{"type": "plane", "normal": [0, 0, 1], "offset": -22}"#.into());
+    let scene_text = format!(r#"{{"shapes": [{}]}}"#, shapes.join(",\n"));
+    let scene = dir.file("scene.json", &scene_text);
+    let mut points: Vec<[f32; 3]> = (0..10_007).map(|_| rng.vec(-25.0, 25.0).to_f32()).collect();
+    points[4321] = [f32::NAN, 1.0, 2.0];
+    write_npy(
+        &dir.path("p.npy"),
+        "<f4",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    closest_ok(
+        &[
+            "query",
+            "--chunk-rows",
+            "1000",
+            "--shapes",
+            &scene.display().to_string(),
+            "--points",
+            &dir.s("p.npy"),
+            "--out",
+            &dir.s("streamed.npz"),
+        ],
+        &["10007 queries", "1 non-finite"],
+    );
+
+    let parsed = closest::io::parse_scene(&scene_text, "scene.json").unwrap();
+    let engine = common::engine();
+    let uploaded = engine.upload_scene(&parsed).unwrap();
+    let hits = engine.query_scene(&uploaded, &points, Mode::Solid).unwrap();
+    let arrays = read_npz(&dir.path("streamed.npz"));
+    let column = |name: &str| &arrays.iter().find(|a| a.0 == name).unwrap().2;
+    let expect =
+        |f: &dyn Fn(&closest::GpuHit) -> Vec<u8>| -> Vec<u8> { hits.iter().flat_map(f).collect() };
+    let bytes = |v: &[f32]| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
+    assert!(*column("point") == expect(&|h| bytes(&h.point)));
+    assert!(*column("distance") == expect(&|h| bytes(&[h.distance])));
+    assert!(*column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()));
+    assert!(*column("normal") == expect(&|h| bytes(&h.normal)));
+}
