@@ -25,6 +25,9 @@ override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
 // The kinds in the scene's BVH, a bit each: leaf tests are compiled for these kinds only, and
 // 0 (no BVH) compiles the traversal out.
 override BVH_KINDS: u32 = 0xffffffffu;
+// The kinds with shapes scanned linearly, a bit each: the other kinds' loops are compiled out
+// (software adapters run an empty loop's body once, masked).
+override LINEAR_KINDS: u32 = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
@@ -154,6 +157,9 @@ struct StackEntry {
 // Every shape of one kind scanned linearly. `kind` is a literal at each call site, so each
 // loop is compiled for its kind alone: software adapters would otherwise pay for every case.
 fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    if (LINEAR_KINDS & (1u << kind)) == 0u {
+        return;
+    }
     let range = kind_ranges[kind];
     for (var i = range.x; i < range.y; i++) {
         test_shape(kind, i, p, best);

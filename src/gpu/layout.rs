@@ -210,6 +210,16 @@ impl SceneLayout {
     pub fn bvh_kinds(&self) -> u32 {
         self.ranges.last().map_or(0, |r| r[2])
     }
+
+    /// Bit k set when kind k has shapes scanned linearly.
+    pub fn linear_kinds(&self) -> u32 {
+        let kinds = &self.ranges[..self.ranges.len().saturating_sub(1)];
+        kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r[1] > r[0])
+            .fold(0, |bits, (k, _)| bits | 1 << k)
+    }
 }
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each

@@ -61,6 +61,9 @@ pub struct GpuScene {
     /// Bit k set when kind k has shapes in the BVH; 0 (no BVH) runs a pipeline without
     /// traversal code, and kinds absent from it are compiled out of the leaf tests.
     bvh_kinds: u32,
+    /// Bit k set when kind k has shapes scanned linearly; the other kinds' loops are compiled
+    /// out (software adapters would run an empty loop's body once).
+    linear_kinds: u32,
 }
 
 impl GpuScene {
@@ -117,6 +120,8 @@ pub(crate) struct PipelineKey {
     pub kind: Option<ShapeKind>,
     /// `BVH_KINDS`: the kinds in the scene's hierarchy, a bit each (0: no hierarchy).
     pub bvh_kinds: u32,
+    /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
+    pub linear_kinds: u32,
 }
 
 impl Kernels {
@@ -134,6 +139,7 @@ impl Kernels {
             entry,
             kind,
             bvh_kinds,
+            linear_kinds,
         } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
@@ -141,6 +147,7 @@ impl Kernels {
             vec![
                 ("ONLY_KIND", only_kind),
                 ("BVH_KINDS", f64::from(bvh_kinds)),
+                ("LINEAR_KINDS", f64::from(linear_kinds)),
             ]
         } else {
             Vec::new()
@@ -316,6 +323,7 @@ impl Engine {
     fn upload_scene_with(&self, shapes: &[Shape], use_bvh: bool) -> Result<GpuScene> {
         let scene_layout = layout::scene_layout(shapes, use_bvh);
         let layout_bvh_kinds = scene_layout.bvh_kinds();
+        let linear_kinds = scene_layout.linear_kinds();
         let layout::SceneLayout {
             shapes: mut gpu,
             ranges,
@@ -365,6 +373,7 @@ impl Engine {
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
             bvh_kinds,
+            linear_kinds,
         })
     }
 

@@ -531,6 +531,7 @@ fn encode_chunk(
         entry,
         kind,
         bvh_kinds: 0,
+        linear_kinds: u32::MAX,
     };
     let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
         Job::Paired(kind) => (key(Entry::Paired, *kind), row_shapes(), unused, n as u32),
@@ -543,6 +544,7 @@ fn encode_chunk(
         Job::Nearest(scene) => (
             PipelineKey {
                 bvh_kinds: scene.bvh_kinds,
+                linear_kinds: scene.linear_kinds,
                 ..key(Entry::Nearest, scene.kind)
             },
             &scene.shapes,
