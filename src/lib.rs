@@ -8,6 +8,7 @@ pub mod gpu;
 pub mod io;
 pub mod job;
 pub mod math;
+pub mod mesh;
 pub mod reference;
 pub mod shape;
 

@@ -1,0 +1,173 @@
+//! Mesh loading (SPEC §4): the shared test meshes in every format we read, polygons and strips,
+//! and every kind of broken file (an error naming the file and the problem).
+
+use std::path::{Path, PathBuf};
+
+use closest::mesh::{Mesh, load_mesh};
+use closest::{DVec3, Error};
+
+fn shared(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/meshes")
+        .join(name)
+}
+
+/// Signed volume (positive for outward-facing triangles of a closed mesh).
+fn volume(mesh: &Mesh) -> f64 {
+    (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            a.dot(b.cross(c)) / 6.0
+        })
+        .sum()
+}
+
+#[test]
+fn shared_meshes_load_with_their_documented_counts() {
+    // Counts and volumes from ../shared/data/meshes/SOURCES.md.
+    let bunny = load_mesh(&shared("stanford-bunny.obj")).unwrap();
+    assert_eq!(bunny.triangles.len(), 69_451);
+    assert_eq!(bunny.vertices.len(), 34_834);
+    let fandisk = load_mesh(&shared("fandisk.obj")).unwrap();
+    assert_eq!(fandisk.triangles.len(), 12_946);
+    assert_eq!(fandisk.vertices.len(), 6_475);
+    assert!(
+        (volume(&fandisk) - 20.24).abs() < 0.01,
+        "{}",
+        volume(&fandisk)
+    );
+    let igea = load_mesh(&shared("igea.ply")).unwrap();
+    assert_eq!(igea.triangles.len(), 268_686);
+    assert_eq!(igea.vertices.len(), 134_345);
+    let v = volume(&igea);
+    assert!(
+        (v - 2.785e-4).abs() < 1e-6,
+        "igea volume {v}: strips decoded with the wrong winding?"
+    );
+    assert!(
+        (0..igea.triangles.len()).all(|t| {
+            let [a, b, c] = igea.triangles[t];
+            a != b && b != c && a != c
+        }),
+        "igea's strips give no degenerate triangle"
+    );
+}
+
+#[test]
+fn stl_copies_hold_the_same_triangles_as_the_obj() {
+    for name in ["stanford-bunny", "fandisk"] {
+        let obj = load_mesh(&shared(&format!("{name}.obj"))).unwrap();
+        let stl = load_mesh(&shared(&format!("{name}.stl"))).unwrap();
+        assert_eq!(obj.triangles.len(), stl.triangles.len(), "{name}");
+        let (lo, hi) = obj.bounds();
+        let (slo, shi) = stl.bounds();
+        // STL stores f32.
+        assert!(
+            (lo - slo).max_abs() < 1e-6 && (hi - shi).max_abs() < 1e-6,
+            "{name}"
+        );
+        for t in (0..obj.triangles.len()).step_by(97) {
+            let (a, b) = (obj.corners(t), stl.corners(t));
+            for k in 0..3 {
+                assert!((a[k] - b[k]).max_abs() < 1e-6, "{name} triangle {t}");
+            }
+        }
+    }
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let quad_obj = write(
+        &dir,
+        "quad.obj",
+        b"# a unit quad and a triangle\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\nf 1/1/1 2/2/2 4/4/4\n",
+    );
+    let m = load_mesh(&quad_obj).unwrap();
+    assert_eq!(m.triangles, [[0, 1, 2], [0, 2, 3], [0, 1, 3]]);
+    let ply = write(
+        &dir,
+        "quad.ply",
+        b"ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\n\
+          element face 1\nproperty list uchar int vertex_indices\nend_header\n\
+          0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n",
+    );
+    let m = load_mesh(&ply).unwrap();
+    assert_eq!(m.triangles, [[0, 1, 2], [0, 2, 3]]);
+    assert_eq!(m.vertices[2], DVec3::new(1.0, 1.0, 0.0));
+    let stl = write(
+        &dir,
+        "tri.stl",
+        b"solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 2 0 0\nvertex 0 2 0\nendloop\nendfacet\nendsolid t\n",
+    );
+    let m = load_mesh(&stl).unwrap();
+    assert_eq!(m.triangles.len(), 1);
+    assert_eq!(m.corners(0)[1], DVec3::new(2.0, 0.0, 0.0));
+    // Degenerate triangles are kept.
+    let degenerate = write(&dir, "d.obj", b"v 0 0 0\nv 1 1 1\nf 1 1 2\nf 1 2 2\n");
+    assert_eq!(load_mesh(&degenerate).unwrap().triangles.len(), 2);
+}
+
+fn assert_bad(path: &Path, needles: &[&str]) {
+    let err = load_mesh(path).expect_err("a broken mesh must not load");
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "no file name in: {msg}"
+    );
+    for needle in needles {
+        assert!(msg.contains(needle), "`{needle}` not in: {msg}");
+    }
+    assert!(
+        matches!(err, Error::BadFile { .. } | Error::Read { .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn broken_meshes_name_the_file_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_bad(
+        &write(&dir, "range.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n"),
+        &["OBJ"],
+    );
+    assert_bad(
+        &write(&dir, "empty.obj", b"v 0 0 0\nv 1 0 0\n"),
+        &["no triangles"],
+    );
+    assert_bad(
+        &write(&dir, "garbage.obj", b"v 0 zero 0\nf 1 2 3\n"),
+        &["OBJ"],
+    );
+    // A binary STL that promises 3 triangles and holds one.
+    let mut stl = vec![0u8; 80];
+    stl.extend_from_slice(&3u32.to_le_bytes());
+    stl.extend_from_slice(&[0u8; 50]);
+    assert_bad(&write(&dir, "short.stl", &stl), &["STL"]);
+    let ply_range = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
+          element face 1\nproperty list uchar int vertex_indices\nend_header\n\
+          0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n";
+    assert_bad(
+        &write(&dir, "range.ply", ply_range),
+        &["triangle 0", "vertex 7"],
+    );
+    let ply_truncated = b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n\x00\x00";
+    assert_bad(&write(&dir, "cut.ply", ply_truncated), &["PLY"]);
+    let ply_nan = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
+          element face 1\nproperty list uchar int vertex_indices\nend_header\n\
+          0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n";
+    assert_bad(&write(&dir, "nan.ply", ply_nan), &["PLY", "Line 11"]);
+    assert_bad(
+        &write(&dir, "huge.obj", b"v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"),
+        &["vertex 1", "finite f32"],
+    );
+    assert_bad(&write(&dir, "mesh.off", b"OFF\n"), &[".obj, .stl or .ply"]);
+    assert_bad(&dir.path().join("missing.stl"), &[]);
+}
