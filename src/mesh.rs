@@ -256,3 +256,285 @@ fn read_ply<R: std::io::Read>(reader: &mut R) -> std::result::Result<Soup, Strin
     }
     Ok((vertices, triangles))
 }
+
+/// How a mesh query signs its distances (SPEC §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sign {
+    /// Unsigned distance.
+    #[default]
+    None,
+    /// Negative inside, by the angle-weighted pseudonormal of the closest feature (Bærentzen &
+    /// Aanæs): exact for closed, consistently wound manifold meshes.
+    Pseudonormal,
+}
+
+/// The feature of a triangle a closest point lies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feature {
+    Face,
+    /// Between corners i and j of the triangle (0, 1, 2).
+    Edge(usize, usize),
+    Vertex(usize),
+}
+
+/// Closest point of triangle `[a, b, c]` to `p` in f64, and the feature it lies on (Voronoi
+/// regions of the corners, then the edges, then the face). Degenerate triangles are answered
+/// by their edges.
+pub fn closest_feature(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
+    if crate::reference::triangle_unit_normal(a, b, c) == DVec3::ZERO {
+        return closest_on_edges(p, [a, b, c]);
+    }
+    let (ab, ac, ap) = (b - a, c - a, p - a);
+    let (d1, d2) = (ab.dot(ap), ac.dot(ap));
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return (a, Feature::Vertex(0));
+    }
+    let bp = p - b;
+    let (d3, d4) = (ab.dot(bp), ac.dot(bp));
+    if d3 >= 0.0 && d4 <= d3 {
+        return (b, Feature::Vertex(1));
+    }
+    let vc = d1 * d4 - d3 * d2;
+    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
+        return (a + ab * (d1 / (d1 - d3)), Feature::Edge(0, 1));
+    }
+    let cp = p - c;
+    let (d5, d6) = (ab.dot(cp), ac.dot(cp));
+    if d6 >= 0.0 && d5 <= d6 {
+        return (c, Feature::Vertex(2));
+    }
+    let vb = d5 * d2 - d1 * d6;
+    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
+        return (a + ac * (d2 / (d2 - d6)), Feature::Edge(0, 2));
+    }
+    let va = d3 * d6 - d5 * d4;
+    if va <= 0.0 && d4 - d3 >= 0.0 && d5 - d6 >= 0.0 {
+        let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        return (b + (c - b) * w, Feature::Edge(1, 2));
+    }
+    let denom = va + vb + vc;
+    if denom <= 0.0 {
+        return closest_on_edges(p, [a, b, c]);
+    }
+    (a + ab * (vb / denom) + ac * (vc / denom), Feature::Face)
+}
+
+fn closest_on_edges(p: DVec3, corners: [DVec3; 3]) -> (DVec3, Feature) {
+    let mut best: Option<(DVec3, Feature)> = None;
+    for (i, j) in [(0, 1), (1, 2), (0, 2)] {
+        let (a, b) = (corners[i], corners[j]);
+        let ab = b - a;
+        let len2 = ab.length_squared();
+        let t = if len2 > 0.0 {
+            ((p - a).dot(ab) / len2).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let candidate = match t {
+            0.0 => (a, Feature::Vertex(i)),
+            1.0 => (b, Feature::Vertex(j)),
+            _ => (a + ab * t, Feature::Edge(i, j)),
+        };
+        if best.is_none_or(|(q, _)| (p - candidate.0).length_squared() < (p - q).length_squared()) {
+            best = Some(candidate);
+        }
+    }
+    best.expect("three edges")
+}
+
+/// Angle-weighted pseudonormals of a mesh's faces, edges and vertices (f64, not normalised
+/// except the faces').
+pub struct Pseudonormals {
+    face: Vec<DVec3>,
+    vertex: Vec<DVec3>,
+    edge: std::collections::HashMap<(u32, u32), DVec3>,
+}
+
+impl Pseudonormals {
+    pub fn new(mesh: &Mesh) -> Pseudonormals {
+        let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
+        let mut edge = std::collections::HashMap::with_capacity(mesh.triangles.len() * 3 / 2);
+        let mut face = Vec::with_capacity(mesh.triangles.len());
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            let corners = mesh.corners(t);
+            let n = crate::reference::triangle_unit_normal(corners[0], corners[1], corners[2]);
+            face.push(n);
+            for k in 0..3 {
+                let (u, v) = (
+                    corners[(k + 1) % 3] - corners[k],
+                    corners[(k + 2) % 3] - corners[k],
+                );
+                let angle = u.cross(v).length().atan2(u.dot(v));
+                vertex[tri[k] as usize] = vertex[tri[k] as usize] + n * angle;
+                let (i, j) = (tri[k], tri[(k + 1) % 3]);
+                let key = (i.min(j), i.max(j));
+                let sum = edge.entry(key).or_insert(DVec3::ZERO);
+                *sum = *sum + n;
+            }
+        }
+        Pseudonormals { face, vertex, edge }
+    }
+
+    /// The sign of `p` against triangle `t` of `mesh`, with the unit pseudonormal of the
+    /// feature nearest to `p` (zero where it vanishes, e.g. on a degenerate sliver).
+    pub fn sign(&self, mesh: &Mesh, t: usize, p: DVec3) -> (f64, DVec3) {
+        let (q, feature) = closest_feature(p, mesh.corners(t));
+        let tri = mesh.triangles[t];
+        let normal = match feature {
+            Feature::Face => self.face[t],
+            Feature::Vertex(k) => self.vertex[tri[k] as usize],
+            Feature::Edge(i, j) => {
+                let (u, v) = (tri[i], tri[j]);
+                self.edge[&(u.min(v), u.max(v))]
+            }
+        }
+        .normalize_or_zero();
+        let sign = if (p - q).dot(normal) < 0.0 { -1.0 } else { 1.0 };
+        (sign, normal)
+    }
+}
+
+/// A mesh uploaded once and queried many times: its triangles live on the device as a scene
+/// (one BVH), moved in f64 so the mesh's centre is the origin before they are rounded to f32, so
+/// a mesh far from the origin keeps its precision. Query points take the same shift.
+pub struct GpuMesh {
+    mesh: Mesh,
+    offset: DVec3,
+    scene: crate::gpu::GpuScene,
+    normals: Pseudonormals,
+}
+
+impl GpuMesh {
+    pub fn mesh(&self) -> &Mesh {
+        &self.mesh
+    }
+
+    /// Shift a chunk's answers back to world coordinates and sign them. `points` are the
+    /// chunk's query points as given.
+    fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
+        for (p, hit) in points.iter().zip(hits.iter_mut()) {
+            if hit.shape < 0 {
+                continue;
+            }
+            let q = DVec3::new(
+                hit.point[0] as f64,
+                hit.point[1] as f64,
+                hit.point[2] as f64,
+            ) + self.offset;
+            hit.point = q.to_f32();
+            if sign == Sign::Pseudonormal {
+                let p = DVec3::new(p[0], p[1], p[2]);
+                let (s, normal) = self.normals.sign(&self.mesh, hit.shape as usize, p);
+                hit.distance *= s as f32;
+                hit.normal = if hit.distance != 0.0 {
+                    hit.normal.map(|x| x * s as f32)
+                } else {
+                    normal.to_f32()
+                };
+            }
+        }
+    }
+}
+
+use crate::gpu::{Engine, GpuHit};
+
+/// Fills rows `range` of a job's query points, f64 as read, into the vector (cleared first).
+pub type PointRows<'a> = dyn FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + 'a;
+
+impl Engine {
+    /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device.
+    pub fn upload_mesh(&self, mesh: Mesh) -> Result<GpuMesh> {
+        let offset = mesh.centre();
+        let scene = self.upload_scene(&mesh.shapes(offset))?;
+        Ok(GpuMesh {
+            normals: Pseudonormals::new(&mesh),
+            mesh,
+            offset,
+            scene,
+        })
+    }
+
+    /// Closest point, distance (signed as asked), triangle index and normal for every point.
+    pub fn query_mesh(
+        &self,
+        mesh: &GpuMesh,
+        points: &[[f64; 3]],
+        sign: Sign,
+    ) -> Result<Vec<GpuHit>> {
+        let mut out = vec![GpuHit::default(); points.len()];
+        self.query_mesh_stream(
+            mesh,
+            points.len(),
+            &mut |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
+                chunk.clear();
+                chunk.extend_from_slice(&points[range]);
+                Ok(())
+            },
+            sign,
+            &mut |first: usize, hits: &[GpuHit]| {
+                out[first..first + hits.len()].copy_from_slice(hits);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// [`Engine::query_mesh`] for any number of points: `points` fills a chunk's rows (f64, as
+    /// read), `sink` takes each chunk's answers in row order.
+    pub fn query_mesh_stream(
+        &self,
+        mesh: &GpuMesh,
+        rows: usize,
+        points: &mut PointRows<'_>,
+        sign: Sign,
+        sink: &mut dyn FnMut(usize, &[GpuHit]) -> Result<()>,
+    ) -> Result<()> {
+        // Each chunk's points wait here from fill to drain (at most two chunks are in flight).
+        let pending = std::cell::RefCell::new(std::collections::VecDeque::new());
+        let offset = mesh.offset;
+        let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+            let mut chunk = Vec::with_capacity(range.len());
+            points(range, &mut chunk)?;
+            let (values, _) = out.into_chunks::<4>();
+            values.write_iter(chunk.iter().flat_map(|p| {
+                [p[0] - offset.x, p[1] - offset.y, p[2] - offset.z]
+                    .map(|x| (x as f32).to_le_bytes())
+            }));
+            pending.borrow_mut().push_back(chunk);
+            Ok(())
+        };
+        let mut answers = Vec::new();
+        let mut finish = |first: usize, hits: &[GpuHit]| {
+            let chunk = pending
+                .borrow_mut()
+                .pop_front()
+                .expect("every chunk was filled before it is drained");
+            answers.clear();
+            answers.extend_from_slice(hits);
+            mesh.finish(&chunk, &mut answers, sign);
+            sink(first, &answers)
+        };
+        self.query_scene_stream(
+            &mesh.scene,
+            rows,
+            &mut source,
+            crate::Mode::Surface,
+            &mut finish,
+        )
+    }
+}
+
+/// Generalized winding number of `mesh` at `p` in f64: the sum of the triangles' signed solid
+/// angles over 4π (Van Oosterom & Strackee). About 1 inside a closed, outward-wound mesh, 0
+/// outside, and a smooth in-between across holes. The exact sum, one term per triangle.
+pub fn winding_number(mesh: &Mesh, p: DVec3) -> f64 {
+    let mut total = 0.0;
+    for t in 0..mesh.triangles.len() {
+        let [a, b, c] = mesh.corners(t).map(|v| v - p);
+        let (la, lb, lc) = (a.length(), b.length(), c.length());
+        let numerator = a.dot(b.cross(c));
+        let denominator = la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb;
+        total += 2.0 * numerator.atan2(denominator);
+    }
+    total / (4.0 * std::f64::consts::PI)
+}

@@ -1,0 +1,214 @@
+//! Mesh queries on the GPU against the f64 brute force (every triangle checked): small meshes
+//! whose signed distance is known exactly, the shared meshes on samples of points, signs by
+//! pseudonormals against the f64 winding number, and meshes far from the origin.
+
+mod common;
+
+use std::path::Path;
+
+use closest::mesh::{Mesh, Sign, load_mesh, winding_number};
+use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
+use common::{Rng, engine};
+use rayon::prelude::*;
+
+/// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
+fn brute_force(mesh: &Mesh, p: DVec3) -> (f64, f64) {
+    let (lo, hi) = mesh.bounds();
+    let scale = p.max_abs().max(lo.max_abs()).max(hi.max_abs());
+    let d = (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            reference::query_shape(&Shape::Triangle { a, b, c }, t, p, Mode::Surface).distance
+        })
+        .fold(f64::INFINITY, f64::min);
+    (d, scale)
+}
+
+fn hit_point(h: &GpuHit) -> DVec3 {
+    DVec3::new(h.point[0] as f64, h.point[1] as f64, h.point[2] as f64)
+}
+
+/// Every hit's |d| within the bound of the brute force, its point on its triangle and as far
+/// as it says; with `signs`, the sign of every point farther than the bound from the surface.
+fn check(
+    mesh: &Mesh,
+    points: &[DVec3],
+    hits: &[GpuHit],
+    signs: Option<&(dyn Fn(DVec3) -> bool + Sync)>,
+) {
+    let failures: Vec<String> = points
+        .par_iter()
+        .zip(hits)
+        .enumerate()
+        .filter_map(|(i, (&p, hit))| {
+            let (d, scale) = brute_force(mesh, p);
+            let tol = tolerance(scale);
+            let q = hit_point(hit);
+            let t = hit.shape as usize;
+            let [a, b, c] = mesh.corners(t);
+            let on_triangle =
+                reference::query_shape(&Shape::Triangle { a, b, c }, t, q, Mode::Surface).distance;
+            let mut problems = Vec::new();
+            if !((hit.distance.abs() as f64 - d).abs() <= tol) {
+                problems.push(format!("|d| {} vs {d}", hit.distance));
+            }
+            if !(on_triangle <= tol) {
+                problems.push(format!("q {q:?} is {on_triangle} off triangle {t}"));
+            }
+            if !(((p - q).length() - d).abs() <= 2.0 * tol) {
+                problems.push(format!("|p - q| {} vs {d}", (p - q).length()));
+            }
+            if let Some(inside) = signs {
+                if d > tol && (hit.distance < 0.0) != inside(p) {
+                    problems.push(format!("sign of {} (inside: {})", hit.distance, inside(p)));
+                }
+            }
+            (!problems.is_empty()).then(|| format!("point {i} {p:?}: {}", problems.join("; ")))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} points fail, e.g.\n{}",
+        failures.len(),
+        points.len(),
+        failures[..failures.len().min(8)].join("\n")
+    );
+}
+
+/// An axis-aligned box as 12 outward-wound triangles.
+fn box_mesh(centre: DVec3, h: DVec3) -> Mesh {
+    let v: Vec<DVec3> = (0..8)
+        .map(|i| {
+            centre
+                + DVec3::new(
+                    if i & 1 == 0 { -h.x } else { h.x },
+                    if i & 2 == 0 { -h.y } else { h.y },
+                    if i & 4 == 0 { -h.z } else { h.z },
+                )
+        })
+        .collect();
+    let quads = [
+        [0, 2, 3, 1], // -z
+        [4, 5, 7, 6], // +z
+        [0, 1, 5, 4], // -y
+        [2, 6, 7, 3], // +y
+        [0, 4, 6, 2], // -x
+        [1, 3, 7, 5], // +x
+    ];
+    let triangles = quads
+        .iter()
+        .flat_map(|q| [[q[0], q[1], q[2]], [q[0], q[2], q[3]]])
+        .collect();
+    Mesh::new(v, triangles, "box").unwrap()
+}
+
+/// Exact signed distance to a box.
+fn box_sdf(centre: DVec3, h: DVec3, p: DVec3) -> f64 {
+    let d = (p - centre).abs() - h;
+    let outside = DVec3::new(d.x.max(0.0), d.y.max(0.0), d.z.max(0.0)).length();
+    outside + d.x.max(d.y).max(d.z).min(0.0)
+}
+
+/// Points around a mesh: random ones, and its vertices, edge midpoints and face centres pushed
+/// slightly in and out along the face normal.
+fn probe_points(rng: &mut Rng, mesh: &Mesh, random: usize) -> Vec<DVec3> {
+    let (lo, hi) = mesh.bounds();
+    let pad = (hi - lo) * 0.3;
+    let mut points: Vec<DVec3> = (0..random)
+        .map(|_| {
+            let span = hi - lo + pad * 2.0;
+            lo - pad
+                + DVec3::new(
+                    span.x * rng.range(0.0, 1.0),
+                    span.y * rng.range(0.0, 1.0),
+                    span.z * rng.range(0.0, 1.0),
+                )
+        })
+        .collect();
+    let size = (hi - lo).length();
+    for t in (0..mesh.triangles.len()).step_by((mesh.triangles.len() / 200).max(1)) {
+        let [a, b, c] = mesh.corners(t);
+        let n = reference::triangle_unit_normal(a, b, c);
+        for f in [a, (a + b) * 0.5, (a + b + c) * (1.0 / 3.0)] {
+            points.push(f);
+            points.push(f + n * (size * 1e-3));
+            points.push(f - n * (size * 1e-3));
+        }
+    }
+    points
+}
+
+#[test]
+fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
+    let mut rng = Rng::new(31);
+    for (centre, h) in [
+        (DVec3::ZERO, DVec3::new(1.0, 2.0, 0.5)),
+        // Far from the origin: the upload shifts the mesh to its centre in f64.
+        (DVec3::new(1e4, -2e4, 5e3), DVec3::new(0.3, 0.2, 0.1)),
+    ] {
+        let mesh = box_mesh(centre, h);
+        let points = probe_points(&mut rng, &mesh, 2000);
+        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+        let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+        let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+        check(
+            &mesh,
+            &points,
+            &hits,
+            Some(&|p| box_sdf(centre, h, p) < 0.0),
+        );
+        for (p, hit) in points.iter().zip(&hits) {
+            let exact = box_sdf(centre, h, *p);
+            let tol = tolerance(p.max_abs().max(centre.max_abs() + h.max_abs()));
+            assert!(
+                (hit.distance as f64 - exact).abs() <= tol,
+                "{p:?}: {} vs exact {exact}",
+                hit.distance
+            );
+        }
+        let unsigned = engine().query_mesh(&gpu, &raw, Sign::None).unwrap();
+        assert!(unsigned.iter().all(|h| h.distance >= 0.0));
+    }
+}
+
+fn shared(name: &str) -> closest::mesh::Mesh {
+    load_mesh(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/meshes")
+            .join(name),
+    )
+    .unwrap()
+}
+
+#[test]
+fn fandisk_distances_and_signs_match_the_f64_references() {
+    // Watertight: inside is where the f64 winding number is about 1.
+    let mesh = shared("fandisk.obj");
+    let mut rng = Rng::new(32);
+    let mut points = probe_points(&mut rng, &mesh, 1500);
+    points.push(DVec3::new(f64::NAN, 0.0, 0.0));
+    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    let nan = hits.last().unwrap();
+    assert!(nan.shape == -1 && nan.distance.is_nan());
+    let n = points.len() - 1;
+    check(
+        &mesh,
+        &points[..n],
+        &hits[..n],
+        Some(&|p| winding_number(&mesh, p) > 0.5),
+    );
+}
+
+#[test]
+fn bunny_distances_match_the_brute_force() {
+    // The bunny has holes: distances are exact all the same (signs are the winding number's job).
+    let mesh = shared("stanford-bunny.obj");
+    let mut rng = Rng::new(33);
+    let points = probe_points(&mut rng, &mesh, 300);
+    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    let hits = engine().query_mesh(&gpu, &raw, Sign::None).unwrap();
+    check(&mesh, &points, &hits, None);
+}
