@@ -8,7 +8,7 @@ use std::path::Path;
 
 use closest::mesh::{Mesh, Sign, load_mesh, winding_number};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
-use common::{Rng, engine};
+use common::{Rng, engine, within};
 use rayon::prelude::*;
 
 /// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
@@ -49,13 +49,13 @@ fn check(
             let on_triangle =
                 reference::query_shape(&Shape::Triangle { a, b, c }, t, q, Mode::Surface).distance;
             let mut problems = Vec::new();
-            if !((hit.distance.abs() as f64 - d).abs() <= tol) {
+            if !within((hit.distance.abs() as f64 - d).abs(), tol) {
                 problems.push(format!("|d| {} vs {d}", hit.distance));
             }
-            if !(on_triangle <= tol) {
+            if !within(on_triangle, tol) {
                 problems.push(format!("q {q:?} is {on_triangle} off triangle {t}"));
             }
-            if !(((p - q).length() - d).abs() <= 2.0 * tol) {
+            if !within(((p - q).length() - d).abs(), 2.0 * tol) {
                 problems.push(format!("|p - q| {} vs {d}", (p - q).length()));
             }
             if let Some(inside) = signs {
