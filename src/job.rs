@@ -15,6 +15,7 @@ use crate::io::{
     ColumnSpec, OutputFile, PointFile, RowFile, Values, hit_columns, hit_values, load_scene,
 };
 use crate::math::DVec3;
+use crate::mesh::{Sign, load_mesh};
 
 /// What a finished job reports in its summary line.
 #[derive(Clone, Debug)]
@@ -61,6 +62,49 @@ fn file_points(file: &mut PointFile) -> impl RowSource + '_ {
         values.write_iter(rows.iter().flatten().map(|&x| (x as f32).to_le_bytes()));
         Ok(())
     }
+}
+
+/// `closest query --mesh M --points P [--sign S] --out O`.
+pub struct MeshQueryJob<'a> {
+    pub mesh: &'a Path,
+    pub points: &'a Path,
+    pub out: &'a Path,
+    pub sign: Sign,
+}
+
+/// Run a mesh query job, streamed like [`run_query`]; the shape index is the triangle index.
+pub fn run_mesh_query(
+    job: &MeshQueryJob<'_>,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let mesh = load_mesh(job.mesh)?;
+    let mut points = PointFile::open(job.points)?;
+    let rows = points.len();
+    let mut output = OutputFile::create(job.out, rows, &hit_columns())?;
+    let engine = engine_for()?;
+    let started = Instant::now();
+    let mesh = engine.upload_mesh(mesh)?;
+    let mut non_finite_rows = 0;
+    engine.query_mesh_stream(
+        &mesh,
+        rows,
+        &mut |range, chunk| points.read_rows(range, chunk),
+        job.sign,
+        &mut |first, hits| {
+            non_finite_rows += hits.iter().filter(|h| h.shape < 0).count();
+            output.append(hits.len(), &hit_values(hits))?;
+            progress(first + hits.len(), rows);
+            Ok(())
+        },
+    )?;
+    output.commit()?;
+    Ok(Summary {
+        rows,
+        non_finite_rows,
+        elapsed: started.elapsed(),
+        adapter: engine.describe(),
+    })
 }
 
 /// Run a query job: points are read, queried and written chunk by chunk, so memory stays

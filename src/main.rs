@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use closest::job::{QueryJob, Summary, run_contacts, run_query, run_segments};
+use closest::job::{
+    MeshQueryJob, QueryJob, Summary, run_contacts, run_mesh_query, run_query, run_segments,
+};
+use closest::mesh::Sign;
 use closest::{Engine, EngineOptions, Error, Mode};
 
 #[derive(Parser)]
@@ -28,10 +31,18 @@ enum Command {
     /// List adapters, the one chosen and its limits.
     Info,
     /// Closest point, distance, shape index and normal for every query point.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["shapes", "mesh"])))]
     Query {
         /// Scene file (JSON, SPEC §1).
         #[arg(long)]
-        shapes: PathBuf,
+        shapes: Option<PathBuf>,
+        /// Triangle mesh (.obj, .stl, .ply) instead of a scene: the shape index is the triangle.
+        #[arg(long)]
+        mesh: Option<PathBuf>,
+        /// Sign of mesh distances: none (unsigned, the default) or pseudonormal (negative
+        /// inside; for closed, consistently wound meshes).
+        #[arg(long, value_enum)]
+        sign: Option<SignArg>,
         /// Query points: .npy (N, 3) float32/float64 or .csv with 3 columns.
         #[arg(long)]
         points: PathBuf,
@@ -83,6 +94,12 @@ enum Command {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum SignArg {
+    None,
+    Pseudonormal,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum ModeArg {
     Solid,
     Surface,
@@ -108,12 +125,45 @@ fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Info => info(&options),
         Command::Query {
-            shapes,
+            mesh: Some(mesh),
+            points,
+            sign,
+            paired,
+            out,
+            ..
+        } => {
+            if paired {
+                return Err(Error::Usage(
+                    "--paired pairs points with scene shapes; it does not apply to --mesh".into(),
+                ));
+            }
+            let job = MeshQueryJob {
+                mesh: &mesh,
+                points: &points,
+                out: &out,
+                sign: match sign {
+                    None | Some(SignArg::None) => Sign::None,
+                    Some(SignArg::Pseudonormal) => Sign::Pseudonormal,
+                },
+            };
+            report("queries", |progress| {
+                run_mesh_query(&job, || Engine::new(&options), progress)
+            })
+        }
+        Command::Query {
+            shapes: Some(shapes),
             points,
             mode,
             paired,
             out,
+            sign,
+            ..
         } => {
+            if sign.is_some() {
+                return Err(Error::Usage(
+                    "--sign applies to --mesh; scene queries sign by --mode surface".into(),
+                ));
+            }
             let mode = match mode {
                 ModeArg::Solid => Mode::Solid,
                 ModeArg::Surface => Mode::Surface,
@@ -129,6 +179,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 run_query(&job, || Engine::new(&options), progress)
             })
         }
+        Command::Query { .. } => unreachable!("clap requires --shapes or --mesh"),
         Command::Segments { a, b, out } => report("segment pairs", |progress| {
             run_segments(&a, &b, &out, || Engine::new(&options), progress)
         }),

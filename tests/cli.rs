@@ -706,3 +706,101 @@ fn streamed_job_writes_what_the_library_answers_in_memory() {
     assert!(*column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()));
     assert!(*column("normal") == expect(&|h| bytes(&h.normal)));
 }
+
+#[test]
+fn mesh_query_writes_signed_distances_to_triangles() {
+    // A tetrahedron wound outwards; one point inside, one outside, one NaN row.
+    let dir = Dir::new();
+    let mesh = dir.file(
+        "tet.obj",
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n",
+    );
+    let points: Vec<[f64; 3]> = vec![[0.1, 0.1, 0.1], [-1.0, 0.2, 0.2], [f64::NAN, 0.0, 0.0]];
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    let mesh_s = mesh.display().to_string();
+    closest_ok(
+        &[
+            "query",
+            "--mesh",
+            &mesh_s,
+            "--sign",
+            "pseudonormal",
+            "--points",
+            &dir.s("p.npy"),
+            "--out",
+            &dir.s("m.npz"),
+        ],
+        &["3 queries", "1 non-finite"],
+    );
+    let arrays = read_npz(&dir.path("m.npz"));
+    let d = f32s(&arrays[1].2);
+    let shape: Vec<i32> = arrays[2]
+        .2
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    // Inside: 0.1 from the three coordinate faces (triangles 0, 1, 2; the lowest index wins).
+    assert!((d[0] + 0.1).abs() < 1e-6, "{d:?}");
+    assert_eq!(shape[0], 0);
+    // Outside, nearest the face x = 0 (triangle 2).
+    assert!((d[1] - 1.0).abs() < 1e-6, "{d:?}");
+    assert_eq!(shape[1], 2);
+    assert!(d[2].is_nan() && shape[2] == -1);
+
+    let p = dir.s("p.npy");
+    assert_bad_input(
+        &dir,
+        &["query", "--mesh", &mesh_s, "--points", &p, "--paired"],
+        &["--paired"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "query", "--shapes", &mesh_s, "--mesh", &mesh_s, "--points", &p,
+        ],
+        &["cannot be used with"],
+    );
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &scene,
+            "--sign",
+            "pseudonormal",
+            "--points",
+            &p,
+        ],
+        &["--sign"],
+    );
+    let broken = dir.file("broken.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 5\n");
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--mesh",
+            &broken.display().to_string(),
+            "--points",
+            &p,
+        ],
+        &["broken.obj"],
+    );
+    let empty = dir.file("empty.stl", "solid e\nendsolid e\n");
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--mesh",
+            &empty.display().to_string(),
+            "--points",
+            &p,
+        ],
+        &["empty.stl", "no triangles"],
+    );
+}
