@@ -306,3 +306,174 @@ pub fn run_contacts(
         adapter: engine.describe(),
     })
 }
+
+/// Where an SDF grid lies: padded around the mesh, or given outright.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GridRegion {
+    /// The mesh's bounding box grown on each side by this fraction of its largest extent.
+    Pad(f64),
+    /// `[x0, y0, z0, x1, y1, z1]`.
+    Bounds([f64; 6]),
+}
+
+/// A regular grid, corners inclusive: sample (i, j, k) lies at `origin + (i, j, k) * spacing`,
+/// row `(i * ny + j) * nz + k` (C order of an (nx, ny, nz) array).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Grid {
+    pub origin: DVec3,
+    pub spacing: DVec3,
+    pub res: [usize; 3],
+}
+
+impl Grid {
+    /// The grid over `region` of `mesh` with `res` samples an axis (each at least 2).
+    pub fn new(mesh: &crate::mesh::Mesh, res: [usize; 3], region: GridRegion) -> Result<Grid> {
+        if res.iter().any(|&n| n < 2) {
+            return Err(Error::Usage(format!(
+                "--res needs at least 2 samples an axis (corners inclusive), got {res:?}"
+            )));
+        }
+        let samples = res.iter().try_fold(1usize, |n, &r| n.checked_mul(r));
+        if samples.is_none_or(|n| n > u32::MAX as usize) {
+            return Err(Error::Usage(format!(
+                "--res {res:?} asks for more than 2^32 samples"
+            )));
+        }
+        let (lo, hi) = match region {
+            GridRegion::Pad(fraction) => {
+                if !(fraction.is_finite() && fraction >= 0.0) {
+                    return Err(Error::Usage(format!(
+                        "--pad must be a finite fraction ≥ 0, got {fraction}"
+                    )));
+                }
+                let (lo, hi) = mesh.bounds();
+                let extent = hi - lo;
+                let pad = extent.x.max(extent.y).max(extent.z) * fraction;
+                let pad = DVec3::new(pad, pad, pad);
+                (lo - pad, hi + pad)
+            }
+            GridRegion::Bounds(b) => {
+                let (lo, hi) = (DVec3::new(b[0], b[1], b[2]), DVec3::new(b[3], b[4], b[5]));
+                if !(lo.is_finite() && hi.is_finite() && lo.x < hi.x && lo.y < hi.y && lo.z < hi.z)
+                {
+                    return Err(Error::Usage(format!(
+                        "--bounds must be finite x0,y0,z0,x1,y1,z1 with x0 < x1, y0 < y1, \
+                         z0 < z1; got {b:?}"
+                    )));
+                }
+                (lo, hi)
+            }
+        };
+        let steps = |k: usize| (res[k] - 1) as f64;
+        Ok(Grid {
+            origin: lo,
+            spacing: DVec3::new(
+                (hi.x - lo.x) / steps(0),
+                (hi.y - lo.y) / steps(1),
+                (hi.z - lo.z) / steps(2),
+            ),
+            res,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.res.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The position of sample `row` (C order).
+    pub fn point(&self, row: usize) -> [f64; 3] {
+        let [_, ny, nz] = self.res;
+        let (i, j, k) = (row / (ny * nz), (row / nz) % ny, row % nz);
+        [
+            self.origin.x + i as f64 * self.spacing.x,
+            self.origin.y + j as f64 * self.spacing.y,
+            self.origin.z + k as f64 * self.spacing.z,
+        ]
+    }
+}
+
+/// `closest sdf MESH --res … --out O`: a signed-distance grid, streamed like a query job.
+pub struct SdfJob<'a> {
+    pub mesh: &'a Path,
+    pub res: [usize; 3],
+    pub region: GridRegion,
+    pub sign: Sign,
+    pub out: &'a Path,
+}
+
+/// Run an SDF job: samples are generated, queried and written chunk by chunk. `.npz` gets
+/// `sdf` (nx, ny, nz) f32, `origin` and `spacing` (3,) f64; `.csv` gets x, y, z, sdf rows.
+pub fn run_sdf(
+    job: &SdfJob<'_>,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let mesh = load_mesh(job.mesh)?;
+    let grid = Grid::new(&mesh, job.res, job.region)?;
+    let rows = grid.len();
+    let csv = OutputFile::is_csv(job.out);
+    let columns = if csv {
+        vec![
+            ColumnSpec::scalar("x"),
+            ColumnSpec::scalar("y"),
+            ColumnSpec::scalar("z"),
+            ColumnSpec::scalar("sdf"),
+        ]
+    } else {
+        vec![ColumnSpec {
+            shape: Some(job.res.to_vec()),
+            ..ColumnSpec::scalar("sdf")
+        }]
+    };
+    let v = |d: DVec3| vec![d.x, d.y, d.z];
+    let constants = [("origin", v(grid.origin)), ("spacing", v(grid.spacing))];
+    let mut output = OutputFile::create_with_constants(
+        job.out,
+        rows,
+        &columns,
+        if csv { &[] } else { &constants },
+    )?;
+    let engine = engine_for()?;
+    let started = Instant::now();
+    let mesh = engine.upload_mesh(mesh)?;
+    engine.query_mesh_stream(
+        &mesh,
+        rows,
+        &mut |range, chunk| {
+            chunk.clear();
+            chunk.extend(range.map(|row| grid.point(row)));
+            Ok(())
+        },
+        job.sign,
+        &mut |first, hits| {
+            let sdf = Values::scalar(|i| hits[i].distance);
+            if csv {
+                let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;
+                output.append(
+                    hits.len(),
+                    &[
+                        Values::scalar(|i| at(i, 0)),
+                        Values::scalar(|i| at(i, 1)),
+                        Values::scalar(|i| at(i, 2)),
+                        sdf,
+                    ],
+                )?;
+            } else {
+                output.append(hits.len(), &[sdf])?;
+            }
+            progress(first + hits.len(), rows);
+            Ok(())
+        },
+    )?;
+    output.commit()?;
+    Ok(Summary {
+        rows,
+        non_finite_rows: 0,
+        elapsed: started.elapsed(),
+        adapter: engine.describe(),
+    })
+}

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::job::{
-    MeshQueryJob, QueryJob, Summary, run_contacts, run_mesh_query, run_query, run_segments,
+    GridRegion, MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query, run_query,
+    run_sdf, run_segments,
 };
 use closest::mesh::Sign;
 use closest::{Engine, EngineOptions, Error, Mode};
@@ -76,6 +77,26 @@ enum Command {
         #[arg(long)]
         spheres: PathBuf,
         /// Output: .npz (arrays point, depth, normal, shape) or .csv.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Signed-distance grid of a triangle mesh.
+    Sdf {
+        /// Triangle mesh (.obj, .stl, .ply).
+        mesh: PathBuf,
+        /// Samples an axis, corners inclusive: N, or NX,NY,NZ.
+        #[arg(long)]
+        res: String,
+        /// Grow the mesh's bounding box on each side by this fraction of its largest extent.
+        #[arg(long, conflicts_with = "bounds", allow_hyphen_values = true)]
+        pad: Option<f64>,
+        /// The grid's box instead: x0,y0,z0,x1,y1,z1.
+        #[arg(long, allow_hyphen_values = true)]
+        bounds: Option<String>,
+        /// pseudonormal (default: negative inside) or none (unsigned).
+        #[arg(long, value_enum)]
+        sign: Option<SignArg>,
+        /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
         #[arg(long)]
         out: PathBuf,
     },
@@ -180,6 +201,45 @@ fn run(cli: Cli) -> Result<(), Error> {
             })
         }
         Command::Query { .. } => unreachable!("clap requires --shapes or --mesh"),
+        Command::Sdf {
+            mesh,
+            res,
+            pad,
+            bounds,
+            sign,
+            out,
+        } => {
+            let region = match bounds {
+                Some(text) => GridRegion::Bounds(numbers::<6>("--bounds", &text)?),
+                None => GridRegion::Pad(pad.unwrap_or(0.1)),
+            };
+            let res = match numbers::<3>("--res", &res) {
+                Ok(r) => r,
+                Err(_) => [numbers::<1>("--res", &res)?[0]; 3],
+            };
+            if res
+                .iter()
+                .any(|&n| !(n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64))
+            {
+                return Err(Error::Usage(format!(
+                    "--res takes whole numbers of samples, got {res:?}"
+                )));
+            }
+            let res = res.map(|n| n as usize);
+            let job = SdfJob {
+                mesh: &mesh,
+                res,
+                region,
+                sign: match sign {
+                    Some(SignArg::None) => Sign::None,
+                    None | Some(SignArg::Pseudonormal) => Sign::Pseudonormal,
+                },
+                out: &out,
+            };
+            report("grid samples", |progress| {
+                run_sdf(&job, || Engine::new(&options), progress)
+            })
+        }
         Command::Segments { a, b, out } => report("segment pairs", |progress| {
             run_segments(&a, &b, &out, || Engine::new(&options), progress)
         }),
@@ -204,6 +264,25 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
         }
     }
+}
+
+/// `N` comma-separated numbers, or a usage error naming the option.
+fn numbers<const N: usize>(option: &str, text: &str) -> Result<[f64; N], Error> {
+    let values: Vec<f64> = text
+        .split(',')
+        .map(|t| t.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            Error::Usage(format!(
+                "{option} {text:?}: expected numbers separated by commas"
+            ))
+        })?;
+    values.try_into().map_err(|v: Vec<f64>| {
+        Error::Usage(format!(
+            "{option} {text:?}: expected {N} numbers, got {}",
+            v.len()
+        ))
+    })
 }
 
 /// Run a job with a progress bar (on a terminal) and print its summary line.

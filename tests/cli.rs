@@ -804,3 +804,99 @@ fn mesh_query_writes_signed_distances_to_triangles() {
         &["empty.stl", "no triangles"],
     );
 }
+
+/// A cube [-1, 1]³ as 12 outward-wound triangles (OBJ text).
+const CUBE_OBJ: &str = "v -1 -1 -1\nv 1 -1 -1\nv -1 1 -1\nv 1 1 -1\nv -1 -1 1\nv 1 -1 1\nv -1 1 1\nv 1 1 1\n\
+f 1 3 4\nf 1 4 2\nf 5 6 8\nf 5 8 7\nf 1 2 6\nf 1 6 5\nf 3 7 8\nf 3 8 4\nf 1 5 7\nf 1 7 3\nf 2 4 8\nf 2 8 6\n";
+
+fn cube_sdf(p: [f64; 3]) -> f64 {
+    let d = p.map(|x| x.abs() - 1.0);
+    let outside = d.map(|x| x.max(0.0));
+    (outside[0] * outside[0] + outside[1] * outside[1] + outside[2] * outside[2]).sqrt()
+        + d[0].max(d[1]).max(d[2]).min(0.0)
+}
+
+#[test]
+fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    closest_ok(
+        &["sdf", &cube, "--res", "9,10,11", "--out", &dir.s("g.npz")],
+        &["990 grid samples"],
+    );
+    let arrays = read_npz(&dir.path("g.npz"));
+    let get = |name: &str| arrays.iter().find(|a| a.0 == name).unwrap();
+    let f64s = |b: &[u8]| -> Vec<f64> {
+        b.chunks_exact(8)
+            .map(|x| f64::from_le_bytes(x.try_into().unwrap()))
+            .collect()
+    };
+    // Default pad: 0.1 of the largest extent (2) on each side.
+    let origin = f64s(&get("origin").2);
+    let spacing = f64s(&get("spacing").2);
+    assert_eq!(origin, [-1.2, -1.2, -1.2]);
+    for (k, n) in [9.0, 10.0, 11.0].iter().enumerate() {
+        assert!((spacing[k] - 2.4 / (n - 1.0)).abs() < 1e-12, "{spacing:?}");
+    }
+    let (shape, sdf) = (&get("sdf").1, f32s(&get("sdf").2));
+    assert_eq!(shape, &[9, 10, 11]);
+    let mut inside = 0;
+    for i in 0..9 {
+        for j in 0..10 {
+            for k in 0..11 {
+                let p = [
+                    origin[0] + i as f64 * spacing[0],
+                    origin[1] + j as f64 * spacing[1],
+                    origin[2] + k as f64 * spacing[2],
+                ];
+                let got = sdf[(i * 10 + j) * 11 + k] as f64;
+                assert!(
+                    (got - cube_sdf(p)).abs() < 1e-5,
+                    "{p:?}: {got} vs {}",
+                    cube_sdf(p)
+                );
+                inside += usize::from(got < 0.0);
+            }
+        }
+    }
+    assert!(inside > 0);
+
+    // CSV: one row per sample, and explicit bounds.
+    closest_ok(
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "3",
+            "--bounds",
+            "-2,-2,-2,2,2,2",
+            "--sign",
+            "none",
+            "--out",
+            &dir.s("g.csv"),
+        ],
+        &["27 grid samples"],
+    );
+    let text = std::fs::read_to_string(dir.path("g.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "x,y,z,sdf");
+    assert_eq!(lines.len(), 28);
+    // Sample (1, 1, 1) is the centre: unsigned distance 1.
+    assert_eq!(lines[1 + 13], "0,0,0,1");
+
+    for (args, needle) in [
+        (vec!["--res", "1"], "at least 2"),
+        (vec!["--res", "4,4"], "--res"),
+        (vec!["--res", "2.5"], "whole numbers"),
+        (vec!["--res", "4", "--bounds", "1,0,0,0,1,1"], "--bounds"),
+        (vec!["--res", "4", "--pad", "-1"], "--pad"),
+        (
+            vec!["--res", "4", "--pad", "0.1", "--bounds", "0,0,0,1,1,1"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["sdf", cube.as_str()];
+        all.extend(args);
+        assert_bad_input(&dir, &all, &[needle]);
+    }
+}

@@ -157,6 +157,25 @@ impl OutputFile {
     /// Check the target's format and that its folder is writable, and lay out `rows` rows of
     /// `columns`, before any work is done.
     pub fn create(target: &Path, rows: usize, columns: &[ColumnSpec]) -> Result<OutputFile> {
+        OutputFile::create_with_constants(target, rows, columns, &[])
+    }
+
+    /// Whether `target` names a CSV output (else `.npz`).
+    pub fn is_csv(target: &Path) -> bool {
+        target
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+    }
+
+    /// [`OutputFile::create`] plus small f64 arrays written at once (`.npz` only: a CSV has
+    /// one table), such as a grid's `origin` and `spacing`.
+    pub fn create_with_constants(
+        target: &Path,
+        rows: usize,
+        columns: &[ColumnSpec],
+        constants: &[(&'static str, Vec<f64>)],
+    ) -> Result<OutputFile> {
         let ext = target
             .extension()
             .and_then(|e| e.to_str())
@@ -188,7 +207,7 @@ impl OutputFile {
             writer: None,
         };
         let writer = if ext == "npz" {
-            Writer::Npz(NpzWriter::new(file, rows, columns).map_err(write_error)?)
+            Writer::Npz(NpzWriter::new(file, rows, columns, constants).map_err(write_error)?)
         } else {
             let mut out = BufWriter::with_capacity(1 << 20, file);
             write_csv_header(&mut out, columns).map_err(write_error)?;
@@ -335,18 +354,36 @@ const CENTRAL_EXTRA_BYTES: u16 = 4 + 24;
 const DOS_DATE: u16 = (1 << 5) | 1;
 
 impl NpzWriter {
-    fn new(mut file: File, rows: usize, columns: &[ColumnSpec]) -> std::io::Result<NpzWriter> {
-        let mut entries = Vec::with_capacity(columns.len());
+    fn new(
+        mut file: File,
+        rows: usize,
+        columns: &[ColumnSpec],
+        constants: &[(&'static str, Vec<f64>)],
+    ) -> std::io::Result<NpzWriter> {
+        let mut entries = Vec::with_capacity(columns.len() + constants.len());
         let mut offset = 0u64;
-        for column in columns {
-            let name = format!("{}.npy", column.name);
+        // Columns first (`append` fills them in order), then the constants, written now.
+        let arrays = columns
+            .iter()
+            .map(|c| {
+                (
+                    c.name,
+                    c.kind.descr(),
+                    c.npy_shape(rows),
+                    rows * c.width * 4,
+                    None,
+                )
+            })
+            .chain(
+                constants
+                    .iter()
+                    .map(|(name, v)| (*name, "<f8", vec![v.len()], v.len() * 8, Some(v))),
+            );
+        for (array, descr, shape, data, values) in arrays {
+            let name = format!("{array}.npy");
             let mut npy_header = Vec::new();
-            npy::write_header(
-                &mut npy_header,
-                column.kind.descr(),
-                &column.npy_shape(rows),
-            )?;
-            let data = (rows * column.width * 4) as u64;
+            npy::write_header(&mut npy_header, descr, &shape)?;
+            let data = data as u64;
             let header_offset = offset;
             let npy_offset =
                 header_offset + LOCAL_HEADER_BYTES + name.len() as u64 + LOCAL_EXTRA_BYTES as u64;
@@ -355,10 +392,17 @@ impl NpzWriter {
             let mut crc = crc32fast::Hasher::new();
             crc.update(&npy_header);
             let size = npy_header.len() as u64 + data;
+            let mut next_offset = npy_offset + npy_header.len() as u64;
+            if let Some(values) = values {
+                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+                file.write_all(&bytes)?;
+                crc.update(&bytes);
+                next_offset += bytes.len() as u64;
+            }
             entries.push(NpzEntry {
                 name,
                 header_offset,
-                next_offset: npy_offset + npy_header.len() as u64,
+                next_offset,
                 size,
                 crc,
             });
