@@ -10,12 +10,14 @@ use crate::contacts::{Contact, check_radius};
 use crate::error::{Error, Result};
 use crate::gpu::{Engine, GpuHit, RowSource};
 use crate::gpu::{GpuSegmentHit, GpuShape};
+use crate::io::output::PendingFile;
 use crate::io::points::{SEGMENTS, SPHERES};
 use crate::io::{
     ColumnSpec, OutputFile, PointFile, RowFile, Values, hit_columns, hit_values, load_scene,
 };
 use crate::math::DVec3;
 use crate::mesh::{Sign, load_mesh};
+use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 
 /// What a finished job reports in its summary line.
 #[derive(Clone, Debug)]
@@ -307,95 +309,6 @@ pub fn run_contacts(
     })
 }
 
-/// Where an SDF grid lies: padded around the mesh, or given outright.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum GridRegion {
-    /// The mesh's bounding box grown on each side by this fraction of its largest extent.
-    Pad(f64),
-    /// `[x0, y0, z0, x1, y1, z1]`.
-    Bounds([f64; 6]),
-}
-
-/// A regular grid, corners inclusive: sample (i, j, k) lies at `origin + (i, j, k) * spacing`,
-/// row `(i * ny + j) * nz + k` (C order of an (nx, ny, nz) array).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Grid {
-    pub origin: DVec3,
-    pub spacing: DVec3,
-    pub res: [usize; 3],
-}
-
-impl Grid {
-    /// The grid over `region` of `mesh` with `res` samples an axis (each at least 2).
-    pub fn new(mesh: &crate::mesh::Mesh, res: [usize; 3], region: GridRegion) -> Result<Grid> {
-        if res.iter().any(|&n| n < 2) {
-            return Err(Error::Usage(format!(
-                "--res needs at least 2 samples an axis (corners inclusive), got {res:?}"
-            )));
-        }
-        let samples = res.iter().try_fold(1usize, |n, &r| n.checked_mul(r));
-        if samples.is_none_or(|n| n > u32::MAX as usize) {
-            return Err(Error::Usage(format!(
-                "--res {res:?} asks for more than 2^32 samples"
-            )));
-        }
-        let (lo, hi) = match region {
-            GridRegion::Pad(fraction) => {
-                if !(fraction.is_finite() && fraction >= 0.0) {
-                    return Err(Error::Usage(format!(
-                        "--pad must be a finite fraction ≥ 0, got {fraction}"
-                    )));
-                }
-                let (lo, hi) = mesh.bounds();
-                let extent = hi - lo;
-                let pad = extent.x.max(extent.y).max(extent.z) * fraction;
-                let pad = DVec3::new(pad, pad, pad);
-                (lo - pad, hi + pad)
-            }
-            GridRegion::Bounds(b) => {
-                let (lo, hi) = (DVec3::new(b[0], b[1], b[2]), DVec3::new(b[3], b[4], b[5]));
-                if !(lo.is_finite() && hi.is_finite() && lo.x < hi.x && lo.y < hi.y && lo.z < hi.z)
-                {
-                    return Err(Error::Usage(format!(
-                        "--bounds must be finite x0,y0,z0,x1,y1,z1 with x0 < x1, y0 < y1, \
-                         z0 < z1; got {b:?}"
-                    )));
-                }
-                (lo, hi)
-            }
-        };
-        let steps = |k: usize| (res[k] - 1) as f64;
-        Ok(Grid {
-            origin: lo,
-            spacing: DVec3::new(
-                (hi.x - lo.x) / steps(0),
-                (hi.y - lo.y) / steps(1),
-                (hi.z - lo.z) / steps(2),
-            ),
-            res,
-        })
-    }
-
-    pub fn len(&self) -> usize {
-        self.res.iter().product()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The position of sample `row` (C order).
-    pub fn point(&self, row: usize) -> [f64; 3] {
-        let [_, ny, nz] = self.res;
-        let (i, j, k) = (row / (ny * nz), (row / nz) % ny, row % nz);
-        [
-            self.origin.x + i as f64 * self.spacing.x,
-            self.origin.y + j as f64 * self.spacing.y,
-            self.origin.z + k as f64 * self.spacing.z,
-        ]
-    }
-}
-
 /// `closest sdf MESH --res … --out O`: a signed-distance grid, streamed like a query job.
 pub struct SdfJob<'a> {
     pub mesh: &'a Path,
@@ -403,6 +316,10 @@ pub struct SdfJob<'a> {
     pub region: GridRegion,
     pub sign: Sign,
     pub out: &'a Path,
+    /// A VTK ImageData copy of the grid (`.vti`).
+    pub vti: Option<&'a Path>,
+    /// A PNG of the middle z-slice.
+    pub preview: Option<&'a Path>,
 }
 
 /// Run an SDF job: samples are generated, queried and written chunk by chunk. `.npz` gets
@@ -416,6 +333,11 @@ pub fn run_sdf(
     let grid = Grid::new(&mesh, job.res, job.region)?;
     let rows = grid.len();
     let csv = OutputFile::is_csv(job.out);
+    if csv && (job.vti.is_some() || job.preview.is_some()) {
+        return Err(Error::Usage(
+            "--vti and --preview are made from the grid in an .npz output: use --out X.npz".into(),
+        ));
+    }
     let columns = if csv {
         vec![
             ColumnSpec::scalar("x"),
@@ -449,7 +371,7 @@ pub fn run_sdf(
             Ok(())
         },
         job.sign,
-        &mut |first, hits| {
+        &mut |first, hits: &[GpuHit]| {
             let sdf = Values::scalar(|i| hits[i].distance);
             if csv {
                 let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;
@@ -469,7 +391,19 @@ pub fn run_sdf(
             Ok(())
         },
     )?;
+    // Derived files are written from the finished array, then everything moves into place.
+    let vti = job
+        .vti
+        .map(|path| PendingFile::write(path, |w| write_vti(&mut output, 0, &grid, w)))
+        .transpose()?;
+    let preview = job
+        .preview
+        .map(|path| PendingFile::write(path, |w| write_preview(&mut output, 0, &grid, w)))
+        .transpose()?;
     output.commit()?;
+    for file in [vti, preview].into_iter().flatten() {
+        file.commit()?;
+    }
     Ok(Summary {
         rows,
         non_finite_rows: 0,

@@ -10,6 +10,7 @@ pub mod job;
 pub mod math;
 pub mod mesh;
 pub mod reference;
+pub mod sdf;
 pub mod shape;
 
 pub use contacts::Contact;

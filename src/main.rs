@@ -6,10 +6,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::job::{
-    GridRegion, MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query, run_query,
-    run_sdf, run_segments,
+    MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query, run_query, run_sdf,
+    run_segments,
 };
 use closest::mesh::Sign;
+use closest::sdf::GridRegion;
 use closest::{Engine, EngineOptions, Error, Mode};
 
 #[derive(Parser)]
@@ -99,6 +100,12 @@ enum Command {
         /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
         #[arg(long)]
         out: PathBuf,
+        /// Also write the grid as VTK ImageData (.vti, opens in ParaView).
+        #[arg(long)]
+        vti: Option<PathBuf>,
+        /// Also write a PNG of the middle z-slice (blue inside, red outside, zero contour black).
+        #[arg(long)]
+        preview: Option<PathBuf>,
     },
     /// Throughput table: GPU adapter vs the CPU reference.
     Bench {
@@ -208,6 +215,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             bounds,
             sign,
             out,
+            vti,
+            preview,
         } => {
             let region = match bounds {
                 Some(text) => GridRegion::Bounds(numbers::<6>("--bounds", &text)?),
@@ -235,6 +244,8 @@ fn run(cli: Cli) -> Result<(), Error> {
                     None | Some(SignArg::Pseudonormal) => Sign::Pseudonormal,
                 },
                 out: &out,
+                vti: vti.as_deref(),
+                preview: preview.as_deref(),
             };
             report("grid samples", |progress| {
                 run_sdf(&job, || Engine::new(&options), progress)

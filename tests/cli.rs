@@ -861,6 +861,60 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
     }
     assert!(inside > 0);
 
+    // The same grid as VTK ImageData (x fastest) and a preview of the middle z-slice.
+    closest_ok(
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "9,10,11",
+            "--out",
+            &dir.s("g2.npz"),
+            "--vti",
+            &dir.s("g.vti"),
+            "--preview",
+            &dir.s("g.png"),
+        ],
+        &["990 grid samples"],
+    );
+    let vti = std::fs::read(dir.path("g.vti")).unwrap();
+    let text = String::from_utf8_lossy(&vti);
+    assert!(
+        text.contains(r#"WholeExtent="0 8 0 9 0 10""#),
+        "{text:.600}"
+    );
+    assert!(text.contains(r#"Origin="-1.2 -1.2 -1.2""#), "{text:.600}");
+    let marker = b"<AppendedData encoding=\"raw\">\n_";
+    let start = vti.windows(marker.len()).position(|w| w == marker).unwrap() + marker.len();
+    let bytes = u64::from_le_bytes(vti[start..start + 8].try_into().unwrap());
+    assert_eq!(bytes, 990 * 4);
+    let values = f32s(&vti[start + 8..start + 8 + 990 * 4]);
+    for i in 0..9 {
+        for j in 0..10 {
+            for k in 0..11 {
+                assert_eq!(values[(k * 10 + j) * 9 + i], sdf[(i * 10 + j) * 11 + k]);
+            }
+        }
+    }
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(dir.path("g.png")).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    // 9 × 10 samples, each a 51-pixel square (at least 512 pixels on the long side).
+    assert_eq!((info.width, info.height), (9 * 51, 10 * 51));
+    let pixel = |x: u32, y: u32| {
+        let at = ((y * info.width + x) * 3) as usize;
+        [pixels[at], pixels[at + 1], pixels[at + 2]]
+    };
+    let centre = pixel(info.width / 2, info.height / 2);
+    assert!(centre[2] > centre[0], "inside is blue: {centre:?}");
+    let corner = pixel(0, 0);
+    assert!(corner[0] > corner[2], "outside is red: {corner:?}");
+    let contour = (0..info.width).any(|x| pixel(x, info.height / 2) == [0, 0, 0]);
+    assert!(contour, "the zero contour is drawn");
+
     // CSV: one row per sample, and explicit bounds.
     closest_ok(
         &[

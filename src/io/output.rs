@@ -4,7 +4,7 @@
 //! beside the target, renamed into place on success: a failed job leaves no partial output.
 
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::npy;
@@ -196,7 +196,14 @@ impl OutputFile {
             path: target.to_path_buf(),
             source,
         };
-        let file = File::create(&temp).map_err(write_error)?;
+        // Readable too: derived outputs read columns back (`read_f32s`).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .map_err(write_error)?;
         // From here on, dropping `output` removes the temporary file.
         let mut output = OutputFile {
             target: target.to_path_buf(),
@@ -264,10 +271,77 @@ impl OutputFile {
         output.commit()
     }
 
+    /// Read back f32 values `first ..` of an `.npz` column already appended (for outputs
+    /// derived from it, such as an SDF's VTK file and preview, without holding the array).
+    pub fn read_f32s(&mut self, column: usize, first: u64, out: &mut [f32]) -> Result<()> {
+        let Some(Writer::Npz(npz)) = self.writer.as_mut() else {
+            return Err(Error::Usage(
+                "derived outputs are read back from an .npz output only".into(),
+            ));
+        };
+        let at = npz.entries[column].data_offset + first * 4;
+        let read = (|| {
+            npz.file.seek(SeekFrom::Start(at))?;
+            npz.file.read_exact(bytemuck::cast_slice_mut(out))
+        })();
+        read.map_err(|source| self.write_error(source))
+    }
+
     fn write_error(&self, source: std::io::Error) -> Error {
         Error::Write {
             path: self.target.clone(),
             source,
+        }
+    }
+}
+
+/// A file written beside its target and renamed into place by [`PendingFile::commit`]; dropped
+/// uncommitted, it removes itself (no partial output).
+pub struct PendingFile {
+    target: PathBuf,
+    temp: PathBuf,
+    committed: bool,
+}
+
+impl PendingFile {
+    /// Create the temporary file and write it with `write`.
+    pub fn write(
+        target: &Path,
+        write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+    ) -> Result<PendingFile> {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let pending = PendingFile {
+            target: target.to_path_buf(),
+            temp: target.with_file_name(format!(".{name}.partial-{}", std::process::id())),
+            committed: false,
+        };
+        let error = |source| Error::Write {
+            path: target.to_path_buf(),
+            source,
+        };
+        let mut out =
+            BufWriter::with_capacity(1 << 20, File::create(&pending.temp).map_err(error)?);
+        write(&mut out)?;
+        out.flush().map_err(error)?;
+        Ok(pending)
+    }
+
+    pub fn commit(mut self) -> Result<()> {
+        self.committed = true;
+        std::fs::rename(&self.temp, &self.target).map_err(|source| Error::Write {
+            path: self.target.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
         }
     }
 }
@@ -328,6 +402,8 @@ struct NpzWriter {
 
 struct NpzEntry {
     name: String,
+    /// Where the array's values start.
+    data_offset: u64,
     /// Where the entry's local header starts.
     header_offset: u64,
     /// Where its next row goes.
@@ -401,6 +477,7 @@ impl NpzWriter {
             }
             entries.push(NpzEntry {
                 name,
+                data_offset: npy_offset + npy_header.len() as u64,
                 header_offset,
                 next_offset,
                 size,
