@@ -12,6 +12,7 @@ pub mod mesh;
 pub mod reference;
 pub mod sdf;
 pub mod shape;
+pub mod winding;
 
 pub use contacts::Contact;
 pub use error::{Error, Result};

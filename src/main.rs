@@ -41,8 +41,9 @@ enum Command {
         /// Triangle mesh (.obj, .stl, .ply) instead of a scene: the shape index is the triangle.
         #[arg(long)]
         mesh: Option<PathBuf>,
-        /// Sign of mesh distances: none (unsigned, the default) or pseudonormal (negative
-        /// inside; for closed, consistently wound meshes).
+        /// Sign of mesh distances: none (unsigned, the default), pseudonormal (negative inside;
+        /// for closed, consistently wound meshes) or winding (generalized winding number > ½;
+        /// robust on meshes with holes).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Query points: .npy (N, 3) float32/float64 or .csv with 3 columns.
@@ -94,7 +95,8 @@ enum Command {
         /// The grid's box instead: x0,y0,z0,x1,y1,z1.
         #[arg(long, allow_hyphen_values = true)]
         bounds: Option<String>,
-        /// pseudonormal (default: negative inside) or none (unsigned).
+        /// pseudonormal (default: negative inside), winding (winding number > ½, for meshes
+        /// with holes) or none (unsigned).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
@@ -125,6 +127,17 @@ enum Command {
 enum SignArg {
     None,
     Pseudonormal,
+    Winding,
+}
+
+impl SignArg {
+    fn sign(self) -> Sign {
+        match self {
+            SignArg::None => Sign::None,
+            SignArg::Pseudonormal => Sign::Pseudonormal,
+            SignArg::Winding => Sign::Winding,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -169,10 +182,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 mesh: &mesh,
                 points: &points,
                 out: &out,
-                sign: match sign {
-                    None | Some(SignArg::None) => Sign::None,
-                    Some(SignArg::Pseudonormal) => Sign::Pseudonormal,
-                },
+                sign: sign.map_or(Sign::None, SignArg::sign),
             };
             report("queries", |progress| {
                 run_mesh_query(&job, || Engine::new(&options), progress)
@@ -239,10 +249,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 mesh: &mesh,
                 res,
                 region,
-                sign: match sign {
-                    Some(SignArg::None) => Sign::None,
-                    None | Some(SignArg::Pseudonormal) => Sign::Pseudonormal,
-                },
+                sign: sign.map_or(Sign::Pseudonormal, SignArg::sign),
                 out: &out,
                 vti: vti.as_deref(),
                 preview: preview.as_deref(),

@@ -212,3 +212,35 @@ fn bunny_distances_match_the_brute_force() {
     let hits = engine().query_mesh(&gpu, &raw, Sign::None).unwrap();
     check(&mesh, &points, &hits, None);
 }
+
+#[test]
+fn winding_signs_follow_the_exact_winding_number_even_with_holes() {
+    // The bunny is open at the base: its inside is where the exact winding number passes ½.
+    for name in ["stanford-bunny.obj", "fandisk.obj"] {
+        let mesh = shared(name);
+        let mut rng = Rng::new(34);
+        let points = probe_points(&mut rng, &mesh, 400);
+        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+        let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+        let hits = engine().query_mesh(&gpu, &raw, Sign::Winding).unwrap();
+        let wrong: Vec<String> = points
+            .par_iter()
+            .zip(&hits)
+            .filter_map(|(&p, hit)| {
+                let w = winding_number(&mesh, p);
+                // Within the hierarchy's error of ½, or on the surface, the sign may go either way.
+                let (lo, hi) = mesh.bounds();
+                let tol = tolerance(p.max_abs().max(lo.max_abs()).max(hi.max_abs()));
+                let clear = (w - 0.5).abs() > 0.01 && hit.distance.abs() as f64 > tol;
+                (clear && (hit.distance < 0.0) != (w > 0.5))
+                    .then(|| format!("{p:?}: d {} but w {w}", hit.distance))
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{name}: {} wrong signs, e.g. {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        );
+    }
+}

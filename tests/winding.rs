@@ -1,0 +1,94 @@
+//! The hierarchical winding number against the exact sum, on a closed mesh and on the bunny
+//! (which has holes), at random points and at points just off the surface.
+
+use std::path::Path;
+
+use closest::mesh::{Mesh, load_mesh, winding_number};
+use closest::winding::WindingTree;
+use closest::{DVec3, reference};
+use rayon::prelude::*;
+
+fn shared(name: &str) -> Mesh {
+    load_mesh(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data/meshes")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// Random points over the padded box, and points 1e-3 of the size off sampled faces.
+fn probes(mesh: &Mesh, count: usize) -> Vec<DVec3> {
+    let (lo, hi) = mesh.bounds();
+    let span = hi - lo;
+    let mut state = 7u64;
+    let mut unit = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut points: Vec<DVec3> = (0..count)
+        .map(|_| {
+            lo - span * 0.2
+                + DVec3::new(
+                    span.x * 1.4 * unit(),
+                    span.y * 1.4 * unit(),
+                    span.z * 1.4 * unit(),
+                )
+        })
+        .collect();
+    let size = span.length();
+    for t in (0..mesh.triangles.len()).step_by(mesh.triangles.len() / (count / 2) + 1) {
+        let [a, b, c] = mesh.corners(t);
+        let n = reference::triangle_unit_normal(a, b, c);
+        let centre = (a + b + c) * (1.0 / 3.0);
+        points.push(centre + n * (1e-3 * size));
+        points.push(centre - n * (1e-3 * size));
+    }
+    points
+}
+
+/// Largest |fast − exact| over the probes.
+fn worst_error(mesh: &Mesh, count: usize) -> (f64, usize) {
+    let tree = WindingTree::new(mesh);
+    let points = probes(mesh, count);
+    let worst = points
+        .par_iter()
+        .map(|&p| (tree.winding_number(mesh, p) - winding_number(mesh, p)).abs())
+        .reduce(|| 0.0, f64::max);
+    (worst, points.len())
+}
+
+#[test]
+fn hierarchical_winding_number_is_within_0_01_of_the_exact_sum() {
+    for name in ["fandisk.obj", "stanford-bunny.obj"] {
+        let mesh = shared(name);
+        let (worst, n) = worst_error(&mesh, 400);
+        assert!(worst < 0.01, "{name}: worst error {worst} over {n} points");
+        eprintln!("{name}: worst |fast - exact| = {worst:.2e} over {n} points");
+    }
+}
+
+#[test]
+fn winding_number_is_one_inside_and_zero_outside_a_closed_mesh() {
+    let mesh = shared("fandisk.obj");
+    let tree = WindingTree::new(&mesh);
+    let (lo, hi) = mesh.bounds();
+    let far = hi + (hi - lo);
+    assert!(tree.winding_number(&mesh, far).abs() < 0.01);
+    let points = probes(&mesh, 200);
+    for p in points {
+        let w = tree.winding_number(&mesh, p);
+        assert!(w.abs() < 0.01 || (w - 1.0).abs() < 0.01, "{p:?}: {w}");
+    }
+    // A single triangle: half a turn seen from just above its centre.
+    let one = Mesh::new(
+        vec![DVec3::ZERO, DVec3::X, DVec3::Y],
+        vec![[0, 1, 2]],
+        "one",
+    )
+    .unwrap();
+    let w = WindingTree::new(&one).winding_number(&one, DVec3::new(0.3, 0.3, 1e-9));
+    assert!((w - 0.5).abs() < 1e-6, "{w}");
+}
