@@ -82,13 +82,19 @@ fn winding_number_is_one_inside_and_zero_outside_a_closed_mesh() {
         let w = tree.winding_number(&mesh, p);
         assert!(w.abs() < 0.01 || (w - 1.0).abs() < 0.01, "{p:?}: {w}");
     }
-    // A single triangle: half a turn seen from just above its centre.
+    // A single triangle (normal +z): half a turn, negative on the side its normal points to
+    // (outside, for an outward-wound mesh), positive behind it.
     let one = Mesh::new(
         vec![DVec3::ZERO, DVec3::X, DVec3::Y],
         vec![[0, 1, 2]],
         "one",
     )
     .unwrap();
-    let w = WindingTree::new(&one).winding_number(&one, DVec3::new(0.3, 0.3, 1e-9));
-    assert!((w - 0.5).abs() < 1e-6, "{w}");
+    let tree = WindingTree::new(&one);
+    let above = tree.winding_number(&one, DVec3::new(0.3, 0.3, 1e-9));
+    let below = tree.winding_number(&one, DVec3::new(0.3, 0.3, -1e-9));
+    assert!(
+        (above + 0.5).abs() < 1e-6 && (below - 0.5).abs() < 1e-6,
+        "{above} {below}"
+    );
 }
