@@ -1,0 +1,131 @@
+//! Mesh queries: 1,000,000 points uniform over each shared mesh's box padded by 0.1 of its
+//! largest extent, closest point and distance, the GPU path (`upload_mesh` + `query_mesh`,
+//! unsigned and pseudonormal-signed) beside parry3d's `TriMesh` (its BVH, `project_point`,
+//! with `ORIENTED` pseudo-normals for the sign) on all cores (rayon), same points, same run.
+//! Distances are cross-checked before any time counts. Median of 3 runs.
+//!
+//! `cargo bench --bench meshes`; CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override.
+//! Open3D and Warp run from `scripts/peers_mesh.py`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use closest::mesh::{Sign, load_mesh};
+use closest::{Engine, EngineOptions};
+use parry3d::math::{Pose, Vector};
+use parry3d::query::PointQuery;
+use parry3d::shape::{TriMesh, TriMeshFlags};
+use rayon::prelude::*;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn main() {
+    let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
+    let rows = env("CLOSEST_BENCH_POINTS", 1_000_000);
+    let repeats = env("CLOSEST_BENCH_REPEATS", 3).max(1);
+    println!(
+        "adapter: {}; {rows} points; median of {repeats}; M queries/s",
+        engine.describe()
+    );
+    println!(
+        "{:>20} {:>10} {:>10} {:>12} {:>14} {:>10}",
+        "mesh", "triangles", "GPU", "GPU signed", "parry3d signed", "GPU/parry"
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
+    for name in ["fandisk.obj", "stanford-bunny.obj", "igea.ply"] {
+        let mesh = load_mesh(&dir.join(name)).expect("the shared meshes load");
+        let (lo, hi) = mesh.bounds();
+        let extent = hi - lo;
+        let pad = extent.x.max(extent.y).max(extent.z) * 0.1;
+        let points: Vec<[f64; 3]> = closest::bench::sample_points(rows)
+            .iter()
+            .map(|p| {
+                let at = |k: usize, lo: f64, span: f64| {
+                    lo - pad + (span + 2.0 * pad) * (p[k] as f64 + 1.0) * 0.5
+                };
+                [
+                    at(0, lo.x, extent.x),
+                    at(1, lo.y, extent.y),
+                    at(2, lo.z, extent.z),
+                ]
+            })
+            .collect();
+        let triangles = mesh.triangles.len();
+        let gpu = engine.upload_mesh(mesh.clone()).expect("upload");
+        // Build the pipeline outside the timings.
+        engine
+            .query_mesh(&gpu, &points[..1000.min(rows)], Sign::None)
+            .expect("warm-up");
+        let mut timed = |sign: Sign| {
+            let mut hits = Vec::new();
+            let times = (0..repeats)
+                .map(|_| {
+                    let started = Instant::now();
+                    hits = engine.query_mesh(&gpu, &points, sign).expect("query");
+                    started.elapsed()
+                })
+                .collect();
+            (median(times), hits)
+        };
+        let (unsigned_time, _) = timed(Sign::None);
+        let (signed_time, hits) = timed(Sign::Pseudonormal);
+
+        let vertices = mesh
+            .vertices
+            .iter()
+            .map(|v| Vector::new(v.x as f32, v.y as f32, v.z as f32))
+            .collect();
+        let trimesh = TriMesh::with_flags(vertices, mesh.triangles.clone(), TriMeshFlags::ORIENTED)
+            .expect("parry builds the mesh");
+        let mut signed = vec![0f32; rows];
+        let times = (0..repeats)
+            .map(|_| {
+                let started = Instant::now();
+                signed
+                    .par_iter_mut()
+                    .zip(points.par_iter())
+                    .for_each(|(d, p)| {
+                        let p = Vector::new(p[0] as f32, p[1] as f32, p[2] as f32);
+                        let projection = trimesh.project_point(&Pose::IDENTITY, p, false);
+                        let distance = (p - projection.point).length();
+                        *d = if projection.is_inside {
+                            -distance
+                        } else {
+                            distance
+                        };
+                    });
+                started.elapsed()
+            })
+            .collect();
+        let parry_time = median(times);
+        // Same question, same answer: |d| within 1e-4 of the mesh size on every row.
+        let size = extent.length();
+        let disagree = hits
+            .iter()
+            .zip(&signed)
+            .filter(|(h, d)| (h.distance.abs() - d.abs()).abs() as f64 > 1e-4 * size)
+            .count();
+        assert!(
+            disagree == 0,
+            "{name}: parry3d and the GPU disagree on {disagree} distances"
+        );
+        let rate = |t: Duration| rows as f64 / t.as_secs_f64() / 1e6;
+        println!(
+            "{name:>20} {triangles:>10} {:>10.3} {:>12.3} {:>14.3} {:>10.2}",
+            rate(unsigned_time),
+            rate(signed_time),
+            rate(parry_time),
+            rate(signed_time) / rate(parry_time)
+        );
+    }
+}
