@@ -66,7 +66,7 @@ fn main() {
         engine
             .query_mesh(&gpu, &points[..1000.min(rows)], Sign::None)
             .expect("warm-up");
-        let mut timed = |sign: Sign| {
+        let timed = |sign: Sign| {
             let mut hits = Vec::new();
             let times = (0..repeats)
                 .map(|_| {
