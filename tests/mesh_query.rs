@@ -244,3 +244,107 @@ fn winding_signs_follow_the_exact_winding_number_even_with_holes() {
         );
     }
 }
+
+/// An icosphere of radius `r` (an icosahedron subdivided `levels` times, vertices on the
+/// sphere), wound outwards.
+fn icosphere(r: f64, levels: usize) -> Mesh {
+    let t = (1.0 + 5f64.sqrt()) / 2.0;
+    let mut vertices: Vec<DVec3> = [
+        (-1.0, t, 0.0),
+        (1.0, t, 0.0),
+        (-1.0, -t, 0.0),
+        (1.0, -t, 0.0),
+        (0.0, -1.0, t),
+        (0.0, 1.0, t),
+        (0.0, -1.0, -t),
+        (0.0, 1.0, -t),
+        (t, 0.0, -1.0),
+        (t, 0.0, 1.0),
+        (-t, 0.0, -1.0),
+        (-t, 0.0, 1.0),
+    ]
+    .iter()
+    .map(|&(x, y, z)| DVec3::new(x, y, z).normalize_or_zero() * r)
+    .collect();
+    let mut triangles: Vec<[u32; 3]> = vec![
+        [0, 11, 5],
+        [0, 5, 1],
+        [0, 1, 7],
+        [0, 7, 10],
+        [0, 10, 11],
+        [1, 5, 9],
+        [5, 11, 4],
+        [11, 10, 2],
+        [10, 7, 6],
+        [7, 1, 8],
+        [3, 9, 4],
+        [3, 4, 2],
+        [3, 2, 6],
+        [3, 6, 8],
+        [3, 8, 9],
+        [4, 9, 5],
+        [2, 4, 11],
+        [6, 2, 10],
+        [8, 6, 7],
+        [9, 8, 1],
+    ];
+    for _ in 0..levels {
+        let mut midpoints = std::collections::HashMap::new();
+        let mut midpoint = |a: u32, b: u32, vertices: &mut Vec<DVec3>| {
+            *midpoints.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                let m = (vertices[a as usize] + vertices[b as usize]) * 0.5;
+                vertices.push(m.normalize_or_zero() * r);
+                (vertices.len() - 1) as u32
+            })
+        };
+        triangles = triangles
+            .iter()
+            .flat_map(|&[a, b, c]| {
+                let ab = midpoint(a, b, &mut vertices);
+                let bc = midpoint(b, c, &mut vertices);
+                let ca = midpoint(c, a, &mut vertices);
+                [[a, ab, ca], [b, bc, ab], [c, ca, bc], [ab, bc, ca]]
+            })
+            .collect();
+    }
+    Mesh::new(vertices, triangles, "icosphere").unwrap()
+}
+
+#[test]
+fn icosphere_follows_the_sphere_sdf_within_its_tessellation() {
+    let r = 2.0;
+    let mesh = icosphere(r, 3);
+    // The mesh lies between the sphere and its faces' planes: |mesh SDF − sphere SDF| is at
+    // most the largest gap between them.
+    let gap = (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            r - a.dot(reference::triangle_unit_normal(a, b, c))
+        })
+        .fold(0.0, f64::max);
+    assert!(gap > 0.0 && gap < 0.01, "gap {gap}");
+    let mut rng = Rng::new(35);
+    let points: Vec<DVec3> = (0..3000).map(|_| rng.vec(-3.0, 3.0)).collect();
+    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    for sign in [Sign::Pseudonormal, Sign::Winding] {
+        let hits = engine().query_mesh(&gpu, &raw, sign).unwrap();
+        for (p, hit) in points.iter().zip(&hits) {
+            let exact = p.length() - r;
+            let tol = tolerance(3.0);
+            assert!(
+                (hit.distance as f64 - exact).abs() <= gap + tol,
+                "{sign:?} {p:?}: {} vs sphere {exact} (gap {gap})",
+                hit.distance
+            );
+        }
+    }
+    // And exactly against the mesh itself (inside by the f64 winding number).
+    let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    check(
+        &mesh,
+        &points,
+        &hits,
+        Some(&|p| winding_number(&mesh, p) > 0.5),
+    );
+}
