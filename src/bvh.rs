@@ -124,10 +124,13 @@ pub struct GpuBvhChild {
 
 /// An inner node: both children's boxes, so a traversal tests a box when it meets it in its
 /// parent and only boxes worth opening cost a step (software adapters pay for every step).
+/// In an oriented hierarchy (`Bvh::orient`) a child's `min` holds its box's centre, `max` its
+/// half extents and `rotations` the box's orientation (a unit quaternion `[x, y, z, w]`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuBvhNode {
     pub children: [GpuBvhChild; 2],
+    pub rotations: [[f32; 4]; 2],
 }
 
 /// f32 bounds that contain the f64 ones (rounded outwards), so the kernel's pruning bound
@@ -153,6 +156,129 @@ pub struct Bvh {
     pub order: Vec<usize>,
     pub nodes: Vec<GpuBvhNode>,
     pub depth: usize,
+    /// Per node and side, the range of `order` under that child.
+    pub spans: Vec<[(usize, usize); 2]>,
+}
+
+/// A box in any orientation, in f64: centre, unit quaternion `[x, y, z, w]`, half extents.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OrientedBox {
+    pub centre: DVec3,
+    pub rotation: [f64; 4],
+    pub half: DVec3,
+}
+
+impl Bvh {
+    /// Replace every child's axis-aligned box by an oriented one: `fit` gets the positions (in
+    /// the input slice) of the shapes under a child and returns a box holding them, or `None`
+    /// to keep the axis-aligned box (stored as an identity-rotated box). Boxes are rounded to
+    /// f32 so that they still hold the shapes, with a margin for the kernel's f32 rotation.
+    pub fn orient(&mut self, fit: &dyn Fn(&[usize]) -> Option<OrientedBox>) {
+        for n in 0..self.nodes.len() {
+            for side in 0..2 {
+                let (start, end) = self.spans[n][side];
+                let child = &mut self.nodes[n].children[side];
+                let aabb = Bounds {
+                    min: DVec3::new(
+                        child.min[0] as f64,
+                        child.min[1] as f64,
+                        child.min[2] as f64,
+                    ),
+                    max: DVec3::new(
+                        child.max[0] as f64,
+                        child.max[1] as f64,
+                        child.max[2] as f64,
+                    ),
+                };
+                let fitted = fit(&self.order[start..end]).filter(|b| {
+                    let volume = |h: DVec3| (h.x + 1e-12) * (h.y + 1e-12) * (h.z + 1e-12);
+                    volume(b.half) < volume((aabb.max - aabb.min) * 0.5)
+                });
+                let oriented = fitted.unwrap_or(OrientedBox {
+                    centre: aabb.centre(),
+                    rotation: [0.0, 0.0, 0.0, 1.0],
+                    half: (aabb.max - aabb.min) * 0.5,
+                });
+                let (centre, rotation, half) = round_box(&oriented);
+                child.min = centre;
+                child.max = half;
+                self.nodes[n].rotations[side] = rotation;
+            }
+        }
+    }
+}
+
+/// An f32 box holding the f64 one: the rounded rotation and centre are kept, and the half
+/// extents grown to cover the f64 box's corners as seen through them, plus a relative margin
+/// of 1e-6 for the kernel's f32 arithmetic.
+fn round_box(b: &OrientedBox) -> ([f32; 3], [f32; 4], [f32; 3]) {
+    let q = b.rotation.map(|c| c as f32);
+    let norm = q.iter().map(|c| c * c).sum::<f32>().sqrt();
+    let q = q.map(|c| c / norm);
+    let centre = [b.centre.x as f32, b.centre.y as f32, b.centre.z as f32];
+    let c32 = DVec3::new(centre[0] as f64, centre[1] as f64, centre[2] as f64);
+    let axes32 = Shape::axes(q.map(|c| c as f64));
+    let axes64 = Shape::axes(b.rotation);
+    let mut half = [0f64; 3];
+    for corner in 0..8 {
+        let v = axes64.iter().enumerate().fold(b.centre, |v, (k, axis)| {
+            let sign = if corner >> k & 1 == 0 { -1.0 } else { 1.0 };
+            v + *axis * (sign * b.half.get(k))
+        });
+        for (h, axis) in half.iter_mut().zip(&axes32) {
+            *h = h.max(axis.dot(v - c32).abs());
+        }
+    }
+    let reach = c32.max_abs() + half.iter().fold(0f64, |m, h| m.max(*h));
+    let half = half.map(|h| {
+        let h = h + 1e-6 * reach;
+        let f = h as f32;
+        if (f as f64) < h { f.next_up() } else { f }
+    });
+    (centre, q, half)
+}
+
+/// The tightest of a few boxes around `points` whose first axis is `normal`: the second axis
+/// is tried at four angles about it. For nearly flat sets of triangles this box is thin where
+/// an axis-aligned one is not.
+pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> {
+    let w = normal.normalize_or_zero();
+    if w == DVec3::ZERO || points.is_empty() {
+        return None;
+    }
+    let u0 = crate::math::any_perpendicular(w);
+    let v0 = w.cross(u0);
+    let mut best: Option<(f64, OrientedBox)> = None;
+    for step in 0..4 {
+        let angle = step as f64 * std::f64::consts::FRAC_PI_8;
+        let u = u0 * angle.cos() + v0 * angle.sin();
+        let v = w.cross(u);
+        let axes = [u, v, w];
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for p in points {
+            for k in 0..3 {
+                let t = axes[k].dot(*p);
+                lo[k] = lo[k].min(t);
+                hi[k] = hi[k].max(t);
+            }
+        }
+        let half = DVec3::new(hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]) * 0.5;
+        let centre =
+            u * ((lo[0] + hi[0]) * 0.5) + v * ((lo[1] + hi[1]) * 0.5) + w * ((lo[2] + hi[2]) * 0.5);
+        let volume = (half.x + 1e-12) * (half.y + 1e-12) * (half.z + 1e-12);
+        if best.is_none_or(|(b, _)| volume < b) {
+            best = Some((
+                volume,
+                OrientedBox {
+                    centre,
+                    rotation: crate::io::scene::matrix_to_quaternion([u, v, w]),
+                    half,
+                },
+            ));
+        }
+    }
+    best.map(|(_, b)| b)
 }
 
 /// One shape to build over: its bounds and its kind (leaves hold one kind).
@@ -174,6 +300,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
         .map(|(i, it)| (i, *it, it.bounds.centre()))
         .collect();
     let mut nodes = vec![GpuBvhNode::default()];
+    let mut spans = vec![[(0, 0); 2]];
     let mut depth = 0;
     // (where the child record goes: node and side, entry range, depth); the root's range is
     // split unconditionally so that the root is an inner node.
@@ -188,6 +315,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
         let (min, max) = outward(node_bounds);
         let kind = span[0].1.kind;
         let one_kind = span.iter().all(|e| e.1.kind == kind);
+        spans[parent][side] = (start, end);
         let child = &mut nodes[parent].children[side];
         *child = GpuBvhChild {
             min,
@@ -202,6 +330,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
         let node = nodes.len();
         nodes[parent].children[side].first = node_offset + node as u32;
         nodes.push(GpuBvhNode::default());
+        spans.push([(0, 0); 2]);
         let mid = start
             + if span.len() <= LEAF_SIZE {
                 split_by_kind(span)
@@ -215,6 +344,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
         order: entries.iter().map(|e| e.0).collect(),
         nodes,
         depth,
+        spans,
     }
 }
 

@@ -231,3 +231,28 @@ fn morton_ordered_dispatch_returns_rows_in_order() {
         Mode::Surface,
     );
 }
+
+#[test]
+fn triangle_soups_get_oriented_boxes_and_stay_exact() {
+    // A scene of triangles only gets boxes that follow the triangles (as meshes do): random
+    // slivers, tiny and large triangles in every orientation, near and far from the origin.
+    let mut rng = Rng::new(14);
+    for (centre, spread, size) in [
+        (DVec3::ZERO, 20.0, 1.0),
+        (DVec3::new(3e4, -1e4, 2e4), 5.0, 0.01),
+    ] {
+        let shapes: Vec<Shape> = (0..3000)
+            .map(|_| {
+                let a = centre + rng.vec(-spread, spread);
+                let b = a + rng.unit() * size * rng.range(0.01, 1.0);
+                let c = a + rng.unit() * size * rng.range(0.01, 1.0);
+                Shape::Triangle { a, b, c }
+            })
+            .collect();
+        let pts: Vec<DVec3> = points(&mut rng, 1500, spread * 1.2)
+            .into_iter()
+            .map(|p| p + centre)
+            .collect();
+        assert_nearest(engine(), &shapes, &pts, Mode::Surface);
+    }
+}

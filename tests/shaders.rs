@@ -191,6 +191,11 @@ fn bvh_node_layout_matches_wgsl() {
     assert_layout(
         "BvhNode",
         size_of::<GpuBvhNode>(),
-        &[("left", 0), ("right", child)],
+        &[
+            ("left", 0),
+            ("right", child),
+            ("left_rotation", offset_of!(GpuBvhNode, rotations)),
+            ("right_rotation", offset_of!(GpuBvhNode, rotations) + 16),
+        ],
     );
 }

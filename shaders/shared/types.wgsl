@@ -53,8 +53,11 @@ struct BvhChild {
     count: u32,
 }
 
-// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode).
+// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode). In an oriented
+// hierarchy min/max hold each box's centre and half extents, and the rotations its orientation.
 struct BvhNode {
     left: BvhChild,
     right: BvhChild,
+    left_rotation: vec4<f32>,
+    right_rotation: vec4<f32>,
 }

@@ -203,6 +203,8 @@ pub struct SceneLayout {
     pub shapes: Vec<GpuShape>,
     pub ranges: Vec<[u32; 4]>,
     pub nodes: Vec<GpuBvhNode>,
+    /// The BVH's boxes are oriented (`bvh::Bvh::orient`): a hierarchy of triangles only.
+    pub oriented: bool,
 }
 
 impl SceneLayout {
@@ -243,6 +245,7 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         shapes: Vec::new(),
         ranges: Vec::new(),
         nodes: Vec::new(),
+        oriented: false,
     };
     let mut bvh_entry = [0u32; 4];
     if in_bvh {
@@ -253,7 +256,28 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
                 kind: shapes[i].kind() as u32,
             })
             .collect();
-        let built = bvh::build(&items, 0, 0);
+        let mut built = bvh::build(&items, 0, 0);
+        // Meshes: boxes that follow the surface. An axis-aligned box around tiny tilted
+        // triangles stands out of the surface by their size, so far more leaves qualify for a
+        // query point than hold its answer (docs/PERF.md).
+        let triangles: Option<Vec<[DVec3; 3]>> = bounded
+            .iter()
+            .map(|&(i, _)| match shapes[i] {
+                Shape::Triangle { a, b, c } => Some([a, b, c]),
+                _ => None,
+            })
+            .collect();
+        if let Some(triangles) = &triangles {
+            built.orient(&|members: &[usize]| {
+                let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
+                    let [a, b, c] = triangles[k];
+                    n + (b - a).cross(c - a)
+                });
+                let corners: Vec<DVec3> = members.iter().flat_map(|&k| triangles[k]).collect();
+                bvh::fit_oriented_box(&corners, normal)
+            });
+            layout.oriented = true;
+        }
         layout.shapes.extend(built.order.iter().map(|&k| {
             let i = bounded[k].0;
             GpuShape {

@@ -64,6 +64,8 @@ pub struct GpuScene {
     /// Bit k set when kind k has shapes scanned linearly; the other kinds' loops are compiled
     /// out (software adapters would run an empty loop's body once).
     linear_kinds: u32,
+    /// The BVH's boxes are oriented (a mesh).
+    oriented: bool,
 }
 
 impl GpuScene {
@@ -122,6 +124,8 @@ pub(crate) struct PipelineKey {
     pub bvh_kinds: u32,
     /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
     pub linear_kinds: u32,
+    /// `ORIENTED_BOUNDS`: the BVH's boxes are oriented.
+    pub oriented: bool,
 }
 
 impl Kernels {
@@ -140,6 +144,7 @@ impl Kernels {
             kind,
             bvh_kinds,
             linear_kinds,
+            oriented,
         } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
@@ -148,6 +153,7 @@ impl Kernels {
                 ("ONLY_KIND", only_kind),
                 ("BVH_KINDS", f64::from(bvh_kinds)),
                 ("LINEAR_KINDS", f64::from(linear_kinds)),
+                ("ORIENTED_BOUNDS", f64::from(u8::from(oriented))),
             ]
         } else {
             Vec::new()
@@ -324,10 +330,12 @@ impl Engine {
         let scene_layout = layout::scene_layout(shapes, use_bvh);
         let layout_bvh_kinds = scene_layout.bvh_kinds();
         let linear_kinds = scene_layout.linear_kinds();
+        let oriented = scene_layout.oriented;
         let layout::SceneLayout {
             shapes: mut gpu,
             ranges,
             mut nodes,
+            ..
         } = scene_layout;
         let bvh_kinds = layout_bvh_kinds;
         let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
@@ -374,6 +382,7 @@ impl Engine {
             kind: common_kind(shapes.iter().map(Shape::kind)),
             bvh_kinds,
             linear_kinds,
+            oriented,
         })
     }
 
