@@ -46,6 +46,55 @@ impl Summary {
     }
 }
 
+/// The output side every streamed job shares: each chunk's rows appended to the output as it
+/// comes back, progress reported, non-finite rows counted, then the file committed and the job
+/// summarised.
+struct JobOutput<'a> {
+    output: OutputFile,
+    rows: usize,
+    non_finite_rows: usize,
+    progress: &'a mut dyn FnMut(usize, usize),
+    started: Instant,
+}
+
+impl<'a> JobOutput<'a> {
+    /// Start timing a job whose output is laid out; `progress` hears of every chunk.
+    fn new(output: OutputFile, rows: usize, progress: &'a mut dyn FnMut(usize, usize)) -> Self {
+        JobOutput {
+            output,
+            rows,
+            non_finite_rows: 0,
+            progress,
+            started: Instant::now(),
+        }
+    }
+
+    /// Rows `first .. first + count`, `non_finite` of them answered with NaN.
+    fn append(
+        &mut self,
+        first: usize,
+        count: usize,
+        non_finite: usize,
+        values: &[Values<'_>],
+    ) -> Result<()> {
+        self.output.append(count, values)?;
+        self.non_finite_rows += non_finite;
+        (self.progress)(first + count, self.rows);
+        Ok(())
+    }
+
+    /// Commit the output and summarise the job.
+    fn finish(self, engine: &Engine) -> Result<Summary> {
+        self.output.commit()?;
+        Ok(Summary {
+            rows: self.rows,
+            non_finite_rows: self.non_finite_rows,
+            elapsed: self.started.elapsed(),
+            adapter: engine.describe(),
+        })
+    }
+}
+
 /// `closest query --shapes S --points P [--paired] --out O`.
 pub struct QueryJob<'a> {
     pub shapes: &'a Path,
@@ -83,30 +132,23 @@ pub fn run_mesh_query(
     let mesh = load_mesh(job.mesh)?;
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
-    let mut output = OutputFile::create(job.out, rows, &hit_columns())?;
+    let output = OutputFile::create(job.out, rows, &hit_columns())?;
     let engine = engine_for()?;
-    let started = Instant::now();
+    let mut out = JobOutput::new(output, rows, progress);
     let mesh = engine.upload_mesh(mesh)?;
-    let mut non_finite_rows = 0;
     engine.query_mesh_stream(
         &mesh,
         rows,
         &mut |range, chunk| points.read_rows(range, chunk),
         job.sign,
-        &mut |first, hits| {
-            non_finite_rows += hits.iter().filter(|h| h.shape < 0).count();
-            output.append(hits.len(), &hit_values(hits))?;
-            progress(first + hits.len(), rows);
-            Ok(())
-        },
+        &mut |first, hits| out.append(first, hits.len(), non_finite(hits), &hit_values(hits)),
     )?;
-    output.commit()?;
-    Ok(Summary {
-        rows,
-        non_finite_rows,
-        elapsed: started.elapsed(),
-        adapter: engine.describe(),
-    })
+    out.finish(&engine)
+}
+
+/// Rows the kernel answered with NaN (shape −1).
+fn non_finite(hits: &[GpuHit]) -> usize {
+    hits.iter().filter(|h| h.shape < 0).count()
 }
 
 /// Run a query job: points are read, queried and written chunk by chunk, so memory stays
@@ -133,15 +175,11 @@ pub fn run_query(
             problem: "the scene has no shapes".into(),
         });
     }
-    let mut output = OutputFile::create(job.out, rows, &hit_columns())?;
+    let output = OutputFile::create(job.out, rows, &hit_columns())?;
     let engine = engine_for()?;
-    let started = Instant::now();
-    let mut non_finite_rows = 0;
+    let mut out = JobOutput::new(output, rows, progress);
     let mut sink = |first: usize, chunk: &[GpuHit]| {
-        non_finite_rows += chunk.iter().filter(|h| h.shape < 0).count();
-        output.append(chunk.len(), &hit_values(chunk))?;
-        progress(first + chunk.len(), rows);
-        Ok(())
+        out.append(first, chunk.len(), non_finite(chunk), &hit_values(chunk))
     };
     let mut source = file_points(&mut points);
     if job.paired {
@@ -150,13 +188,7 @@ pub fn run_query(
         let scene = engine.upload_scene(&shapes)?;
         engine.query_scene_stream(&scene, rows, &mut source, job.mode, &mut sink)?;
     }
-    output.commit()?;
-    Ok(Summary {
-        rows,
-        non_finite_rows,
-        elapsed: started.elapsed(),
-        adapter: engine.describe(),
-    })
+    out.finish(&engine)
 }
 
 /// `closest segments --a A --b B --out O`: closest points between segment pairs.
@@ -185,9 +217,9 @@ pub fn run_segments(
         ColumnSpec::scalar("t"),
         ColumnSpec::scalar("distance"),
     ];
-    let mut output = OutputFile::create(out, rows, &columns)?;
+    let output = OutputFile::create(out, rows, &columns)?;
     let engine = engine_for()?;
-    let started = Instant::now();
+    let mut out = JobOutput::new(output, rows, progress);
     let (mut rows_a, mut rows_b) = (Vec::new(), Vec::new());
     let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         a.read_rows(range.clone(), &mut rows_a)?;
@@ -202,11 +234,11 @@ pub fn run_segments(
         }));
         Ok(())
     };
-    let mut non_finite_rows = 0;
     engine.segment_pairs_stream(rows, &mut source, &mut |first, hits: &[GpuSegmentHit]| {
-        non_finite_rows += hits.iter().filter(|h| h.distance.is_nan()).count();
-        output.append(
+        out.append(
+            first,
             hits.len(),
+            hits.iter().filter(|h| h.distance.is_nan()).count(),
             &[
                 Values::vector(|i| hits[i].point_a),
                 Values::vector(|i| hits[i].point_b),
@@ -214,17 +246,9 @@ pub fn run_segments(
                 Values::scalar(|i| hits[i].t),
                 Values::scalar(|i| hits[i].distance),
             ],
-        )?;
-        progress(first + hits.len(), rows);
-        Ok(())
+        )
     })?;
-    output.commit()?;
-    Ok(Summary {
-        rows,
-        non_finite_rows,
-        elapsed: started.elapsed(),
-        adapter: engine.describe(),
-    })
+    out.finish(&engine)
 }
 
 /// `closest contacts --shapes S --spheres P --out O`: sphere contacts with a scene, streamed
@@ -254,9 +278,9 @@ pub fn run_contacts(
         ColumnSpec::vector("normal"),
         ColumnSpec::index("shape"),
     ];
-    let mut output = OutputFile::create(out, rows, &columns)?;
+    let output = OutputFile::create(out, rows, &columns)?;
     let engine = engine_for()?;
-    let started = Instant::now();
+    let mut out = JobOutput::new(output, rows, progress);
     let scene = engine.upload_scene(&shapes)?;
     let file = spheres_path.display().to_string();
     let mut spheres = Vec::new();
@@ -276,7 +300,6 @@ pub fn run_contacts(
         );
         Ok(())
     };
-    let mut non_finite_rows = 0;
     let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());
     let mut sink = |first: usize, hits: &[GpuHit]| {
         radii.read_rows(first..first + hits.len(), &mut chunk_spheres)?;
@@ -286,27 +309,20 @@ pub fn run_contacts(
                 .zip(&chunk_spheres)
                 .map(|(hit, s)| Contact::from_hit(hit, s[3] as f32)),
         );
-        non_finite_rows += contacts.iter().filter(|c| c.shape < 0).count();
-        output.append(
+        out.append(
+            first,
             hits.len(),
+            contacts.iter().filter(|c| c.shape < 0).count(),
             &[
                 Values::vector(|i| contacts[i].point),
                 Values::scalar(|i| contacts[i].depth),
                 Values::vector(|i| contacts[i].normal),
                 Values::index(|i| contacts[i].shape),
             ],
-        )?;
-        progress(first + hits.len(), rows);
-        Ok(())
+        )
     };
     engine.query_scene_stream(&scene, rows, &mut source, Mode::Surface, &mut sink)?;
-    output.commit()?;
-    Ok(Summary {
-        rows,
-        non_finite_rows,
-        elapsed: started.elapsed(),
-        adapter: engine.describe(),
-    })
+    out.finish(&engine)
 }
 
 /// `closest sdf MESH --res … --out O`: a signed-distance grid, streamed like a query job.
@@ -353,14 +369,14 @@ pub fn run_sdf(
     };
     let v = |d: DVec3| vec![d.x, d.y, d.z];
     let constants = [("origin", v(grid.origin)), ("spacing", v(grid.spacing))];
-    let mut output = OutputFile::create_with_constants(
+    let output = OutputFile::create_with_constants(
         job.out,
         rows,
         &columns,
         if csv { &[] } else { &constants },
     )?;
     let engine = engine_for()?;
-    let started = Instant::now();
+    let mut out = JobOutput::new(output, rows, progress);
     let mesh = engine.upload_mesh(mesh)?;
     engine.query_mesh_stream(
         &mesh,
@@ -373,41 +389,29 @@ pub fn run_sdf(
         job.sign,
         &mut |first, hits: &[GpuHit]| {
             let sdf = Values::scalar(|i| hits[i].distance);
+            let count = hits.len();
             if csv {
                 let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;
-                output.append(
-                    hits.len(),
-                    &[
-                        Values::scalar(|i| at(i, 0)),
-                        Values::scalar(|i| at(i, 1)),
-                        Values::scalar(|i| at(i, 2)),
-                        sdf,
-                    ],
-                )?;
+                let xyz = [0, 1, 2].map(|k| Values::scalar(move |i| at(i, k)));
+                let [x, y, z] = xyz;
+                out.append(first, count, 0, &[x, y, z, sdf])
             } else {
-                output.append(hits.len(), &[sdf])?;
+                out.append(first, count, 0, &[sdf])
             }
-            progress(first + hits.len(), rows);
-            Ok(())
         },
     )?;
     // Derived files are written from the finished array, then everything moves into place.
     let vti = job
         .vti
-        .map(|path| PendingFile::write(path, |w| write_vti(&mut output, 0, &grid, w)))
+        .map(|path| PendingFile::write(path, |w| write_vti(&mut out.output, 0, &grid, w)))
         .transpose()?;
     let preview = job
         .preview
-        .map(|path| PendingFile::write(path, |w| write_preview(&mut output, 0, &grid, w)))
+        .map(|path| PendingFile::write(path, |w| write_preview(&mut out.output, 0, &grid, w)))
         .transpose()?;
-    output.commit()?;
+    let summary = out.finish(&engine)?;
     for file in [vti, preview].into_iter().flatten() {
         file.commit()?;
     }
-    Ok(Summary {
-        rows,
-        non_finite_rows: 0,
-        elapsed: started.elapsed(),
-        adapter: engine.describe(),
-    })
+    Ok(summary)
 }
