@@ -9,7 +9,11 @@ shared mesh's box padded by 0.1 of its largest extent, through
 
 and checks that every peer's unsigned distance agrees with ours within 1e-4 of the mesh size.
 
-Usage: python3 scripts/peers_mesh.py [POINTS]   (needs: pip install numpy open3d warp-lang)
+With `--grid N` the points are instead an N³ SDF grid over the same padded box (corners
+inclusive, C order), and closest runs as `closest sdf M --res N --out G.npz`.
+
+Usage: python3 scripts/peers_mesh.py [POINTS | --grid N]
+       (needs: pip install numpy open3d warp-lang; Open3D needs Debian's libusb-1.0-0)
 """
 import re
 import subprocess
@@ -59,6 +63,22 @@ def closest_job(mesh_path, points_path, out):
     return seconds, np.load(out)["distance"]
 
 
+def closest_sdf(mesh_path, res, out):
+    run = subprocess.run(
+        [str(CLOSEST), "sdf", str(mesh_path), "--res", str(res), "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )
+    seconds = float(re.search(r"samples in ([0-9.]+) s", run.stderr).group(1))
+    return seconds, np.load(out)["sdf"].reshape(-1)
+
+
+def grid_points(lo, hi, pad, res):
+    """The sample positions of `closest sdf --res res` (default pad 0.1), C order."""
+    lo, hi = lo - pad, hi + pad
+    axes = [np.linspace(lo[k], hi[k], res) for k in range(3)]
+    return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+
+
 def open3d_peer(verts, tris, points):
     import open3d as o3d
 
@@ -104,11 +124,14 @@ def warp_peer(verts, tris, points):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    grid = len(sys.argv) > 2 and sys.argv[1] == "--grid"
+    res = int(sys.argv[2]) if grid else 0
+    n = res ** 3 if grid else (int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
     import open3d
     import warp
 
-    print(f"open3d {open3d.__version__}, warp {warp.__version__}, numpy {np.__version__}; {n} points")
+    what = f"a {res}³ grid" if grid else f"{n} random points"
+    print(f"open3d {open3d.__version__}, warp {warp.__version__}, numpy {np.__version__}; {what}")
     print(f"{'mesh':>20} {'closest job s':>14} {'open3d unsigned s':>18} {'open3d signed s':>16} {'warp cpu signed s':>18}")
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,10 +140,14 @@ def main():
             verts, tris = load_mesh(path)
             lo, hi = verts.min(0), verts.max(0)
             pad = (hi - lo).max() * 0.1
-            points = rng.uniform(lo - pad, hi + pad, size=(n, 3))
-            points_path = Path(tmp) / "points.npy"
-            np.save(points_path, points)
-            ours_s, ours = closest_job(path, points_path, Path(tmp) / "out.npz")
+            if grid:
+                points = grid_points(lo, hi, pad, res)
+                ours_s, ours = closest_sdf(path, res, Path(tmp) / "grid.npz")
+            else:
+                points = rng.uniform(lo - pad, hi + pad, size=(n, 3))
+                points_path = Path(tmp) / "points.npy"
+                np.save(points_path, points)
+                ours_s, ours = closest_job(path, points_path, Path(tmp) / "out.npz")
             o3d_u, o3d_s, o3d_d = open3d_peer(verts, tris, points)
             warp_s, warp_d = warp_peer(verts, tris, points)
             size = np.linalg.norm(hi - lo)
