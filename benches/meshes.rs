@@ -17,12 +17,10 @@ use parry3d::query::PointQuery;
 use parry3d::shape::{TriMesh, TriMeshFlags};
 use rayon::prelude::*;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
+#[allow(dead_code, reason = "this bench uses part of the shared helpers")]
+mod common;
+
+use common::{env_count, v};
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -31,8 +29,8 @@ fn median(mut times: Vec<Duration>) -> Duration {
 
 fn main() {
     let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
-    let rows = env("CLOSEST_BENCH_POINTS", 1_000_000);
-    let repeats = env("CLOSEST_BENCH_REPEATS", 3).max(1);
+    let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
+    let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);
     println!(
         "adapter: {}; {rows} points; median of {repeats}; M queries/s",
         engine.describe()
@@ -80,11 +78,7 @@ fn main() {
         let (unsigned_time, _) = timed(Sign::None);
         let (signed_time, hits) = timed(Sign::Pseudonormal);
 
-        let vertices = mesh
-            .vertices
-            .iter()
-            .map(|v| Vector::new(v.x as f32, v.y as f32, v.z as f32))
-            .collect();
+        let vertices = mesh.vertices.iter().map(|&p| v(p)).collect();
         let trimesh = TriMesh::with_flags(vertices, mesh.triangles.clone(), TriMeshFlags::ORIENTED)
             .expect("parry builds the mesh");
         let mut signed = vec![0f32; rows];

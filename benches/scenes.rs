@@ -7,22 +7,15 @@
 //! CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override.
 
 use closest::bench::{ScenePeer, run_scene_table};
-use closest::{DVec3, Engine, EngineOptions, Shape};
-use parry3d::math::{Pose, Rotation, Vector};
+use closest::{Engine, EngineOptions, Shape};
+use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;
 use parry3d::shape::{Compound, SharedShape};
 use rayon::prelude::*;
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
 
-fn v(p: DVec3) -> Vector {
-    Vector::new(p.x as f32, p.y as f32, p.z as f32)
-}
+use common::{env_count, oriented_pose, v};
 
 /// parry3d's compound shape: its own BVH over the parts, best-first point projection.
 #[derive(Default)]
@@ -48,11 +41,9 @@ impl ScenePeer for ParryCompound {
                     half_extents,
                     rotation,
                 } => {
-                    let [x, y, z, w] = rotation.map(|c| c as f32);
-                    let rotation = Rotation::from_xyzw(x, y, z, w).normalize();
                     let h = v(half_extents);
                     (
-                        Pose::from_parts(v(center), rotation),
+                        oriented_pose(center, rotation),
                         SharedShape::cuboid(h.x, h.y, h.z),
                     )
                 }
@@ -89,8 +80,8 @@ impl ScenePeer for ParryCompound {
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from the command line.
     let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
-    let rows = env("CLOSEST_BENCH_POINTS", 1_000_000);
-    let repeats = env("CLOSEST_BENCH_REPEATS", 3);
+    let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
+    let repeats = env_count("CLOSEST_BENCH_REPEATS", 3);
     let mut peer = ParryCompound::default();
     run_scene_table(
         &engine,

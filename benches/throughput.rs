@@ -14,16 +14,9 @@ use parry3d::math::{Pose, Rotation, Vector};
 use parry3d::query::{PointProjection, PointQuery};
 use rayon::prelude::*;
 
-fn rows() -> usize {
-    std::env::var("CLOSEST_BENCH_POINTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4_000_000)
-}
+mod common;
 
-fn v(p: closest::DVec3) -> Vector {
-    Vector::new(p.x as f32, p.y as f32, p.z as f32)
-}
+use common::{env_count, oriented_pose, v};
 
 /// parry3d's `project_point` for every point on all cores, monomorphised for the shape type
 /// (no dynamic dispatch, so parry's code inlines as ours does).
@@ -71,8 +64,7 @@ fn bench_parry_twin(
             half_extents,
             rotation,
         } => {
-            let [x, y, z, w] = rotation.map(|c| c as f32);
-            let pose = Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize());
+            let pose = oriented_pose(center, rotation);
             bench_parry(group, points, Cuboid::new(v(half_extents)), pose)
         }
         Shape::Plane { normal, offset } => bench_parry(
@@ -144,7 +136,7 @@ fn polyhedron_vertices(shape: &Shape) -> Vec<closest::DVec3> {
 }
 
 fn throughput(c: &mut Criterion) {
-    let n = rows();
+    let n = env_count("CLOSEST_BENCH_POINTS", 4_000_000);
     let engine = Engine::new(&EngineOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "adapter: {}; {n} points per shape; {} CPU threads",

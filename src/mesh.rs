@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::gpu::{Engine, GpuHit};
 use crate::math::DVec3;
 use crate::shape::Shape;
 
@@ -404,7 +405,8 @@ pub struct GpuMesh {
     mesh: Mesh,
     offset: DVec3,
     scene: crate::gpu::GpuScene,
-    normals: Pseudonormals,
+    /// Built on the first query that signs at all.
+    normals: std::sync::OnceLock<Pseudonormals>,
     /// Built on the first query that signs by winding number.
     winding: std::sync::OnceLock<crate::winding::WindingTree>,
 }
@@ -418,6 +420,9 @@ impl GpuMesh {
     /// chunk's query points as given.
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
+        // Built on first use: an unsigned query needs neither.
+        let normals = (sign != Sign::None)
+            .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
         let winding = (sign == Sign::Winding).then(|| {
             self.winding
                 .get_or_init(|| crate::winding::WindingTree::new(&self.mesh))
@@ -435,17 +440,17 @@ impl GpuMesh {
                     hit.point[2] as f64,
                 ) + self.offset;
                 hit.point = q.to_f32();
-                if sign == Sign::None {
+                let Some(normals) = normals else {
                     return;
-                }
+                };
                 let p = DVec3::new(p[0], p[1], p[2]);
                 let t = hit.shape as usize;
                 let (s, normal) = match winding {
                     Some(tree) => {
                         let inside = tree.winding_number(&self.mesh, p) > 0.5;
-                        (if inside { -1.0 } else { 1.0 }, self.normals.face[t])
+                        (if inside { -1.0 } else { 1.0 }, normals.face[t])
                     }
-                    None => self.normals.sign(&self.mesh, t, p),
+                    None => normals.sign(&self.mesh, t, p),
                 };
                 hit.distance *= s as f32;
                 hit.normal = if hit.distance != 0.0 {
@@ -457,8 +462,6 @@ impl GpuMesh {
     }
 }
 
-use crate::gpu::{Engine, GpuHit};
-
 /// Fills rows `range` of a job's query points, f64 as read, into the vector (cleared first).
 pub type PointRows<'a> = dyn FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + 'a;
 
@@ -468,7 +471,7 @@ impl Engine {
         let offset = mesh.centre();
         let scene = self.upload_scene(&mesh.shapes(offset))?;
         Ok(GpuMesh {
-            normals: Pseudonormals::new(&mesh),
+            normals: std::sync::OnceLock::new(),
             winding: std::sync::OnceLock::new(),
             mesh,
             offset,

@@ -205,7 +205,7 @@ pub fn write_preview(
 }
 
 /// Colours of an (nx × ny) slice, x fastest: a diverging map and the zero contour.
-pub fn preview_pixels(slice: &[f32], nx: usize, ny: usize) -> Vec<[u8; 3]> {
+fn preview_pixels(slice: &[f32], nx: usize, ny: usize) -> Vec<[u8; 3]> {
     let largest = |keep: fn(f32) -> bool| {
         let m = slice
             .iter()

@@ -259,18 +259,6 @@ impl OutputFile {
             .map_err(|source| self.write_error(source))
     }
 
-    /// Lay out, append and commit in one go, for results already in memory.
-    pub fn write_all(
-        target: &Path,
-        rows: usize,
-        columns: &[ColumnSpec],
-        values: &[Values<'_>],
-    ) -> Result<()> {
-        let mut output = OutputFile::create(target, rows, columns)?;
-        output.append(rows, values)?;
-        output.commit()
-    }
-
     /// Read back f32 values `first ..` of an `.npz` column already appended (for outputs
     /// derived from it, such as an SDF's VTK file and preview, without holding the array).
     pub fn read_f32s(&mut self, column: usize, first: u64, out: &mut [f32]) -> Result<()> {
