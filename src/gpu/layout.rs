@@ -224,6 +224,28 @@ impl SceneLayout {
     }
 }
 
+/// The triangles of an oriented (triangle-only) scene as `mesh.wgsl` reads them: per triangle
+/// `(a, n.x), (b − a, n.y), (c − a, n.z)` in leaf order, then the scene indices, four per vec4
+/// (as f32 bit patterns).
+pub fn packed_triangles(shapes: &[GpuShape]) -> Vec<[f32; 4]> {
+    let mut packed = Vec::with_capacity(shapes.len() * 3 + shapes.len().div_ceil(4));
+    for s in shapes {
+        debug_assert_eq!(s.kind, ShapeKind::Triangle as u32);
+        let [a, e0, e1, n] = [s.anchor, s.p0, s.p1, s.p2];
+        packed.push([a[0], a[1], a[2], n[0]]);
+        packed.push([e0[0], e0[1], e0[2], n[1]]);
+        packed.push([e1[0], e1[1], e1[2], n[2]]);
+    }
+    packed.extend(shapes.chunks(4).map(|four| {
+        let mut word = [0f32; 4];
+        for (w, s) in word.iter_mut().zip(four) {
+            *w = f32::from_bits(s.index);
+        }
+        word
+    }));
+    packed
+}
+
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
 /// leaf visit runs the code of every kind in the hierarchy on software adapters, so the break-even
 /// grows with the kinds (measured on lavapipe: about 50 shapes for four kinds, docs/PERF.md).

@@ -82,6 +82,8 @@ impl GpuScene {
 pub(crate) enum Entry {
     Paired,
     Nearest,
+    /// `nearest` for triangle-only scenes with an oriented BVH (`mesh.wgsl`).
+    NearestTriangle,
     SegmentPairs,
 }
 
@@ -90,6 +92,7 @@ impl Entry {
         match self {
             Entry::Paired => "paired",
             Entry::Nearest => "nearest",
+            Entry::NearestTriangle => "nearest_triangle",
             Entry::SegmentPairs => "segment_pairs",
         }
     }
@@ -99,6 +102,7 @@ impl Entry {
         match self {
             Entry::Paired | Entry::Nearest => "query",
             Entry::SegmentPairs => "segments",
+            Entry::NearestTriangle => "mesh",
         }
     }
 }
@@ -338,7 +342,25 @@ impl Engine {
             ..
         } = scene_layout;
         let bvh_kinds = layout_bvh_kinds;
-        let bytes = std::mem::size_of_val(gpu.as_slice()) as u64;
+        // Oriented (triangle-only) hierarchies run mesh.wgsl, which reads packed triangles
+        // and packs node and leaf indices in 29 bits.
+        let records: Vec<u8> = if oriented {
+            if shapes.len() >= 1 << 29 {
+                return Err(Error::Usage(format!(
+                    "a triangle scene holds at most {} triangles ({} given)",
+                    (1u32 << 29) - 1,
+                    shapes.len()
+                )));
+            }
+            bytemuck::cast_slice(&layout::packed_triangles(&gpu)).to_vec()
+        } else {
+            if gpu.is_empty() {
+                // A zero-size binding is invalid: empty buffers still get one (never read) record.
+                gpu.push(GpuShape::default());
+            }
+            bytemuck::cast_slice(&gpu).to_vec()
+        };
+        let bytes = records.len() as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
             return Err(Error::Usage(format!(
@@ -346,10 +368,6 @@ impl Engine {
                  this adapter ({max} bytes)",
                 shapes.len(),
             )));
-        }
-        // A zero-size binding is invalid: empty buffers still get one (never read) record.
-        if gpu.is_empty() {
-            gpu.push(GpuShape::default());
         }
         if nodes.is_empty() {
             nodes.push(GpuBvhNode::default());
@@ -364,7 +382,7 @@ impl Engine {
         };
         let (shapes_buffer, ranges, nodes) = self.checked(|| {
             (
-                storage("scene shapes", bytemuck::cast_slice(&gpu)),
+                storage("scene shapes", &records),
                 self.device
                     .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                         label: Some("scene kind ranges"),

@@ -32,6 +32,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shapes/polyhedron"),
     wgsl!("query"),
     wgsl!("segments"),
+    wgsl!("mesh"),
 ];
 
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
@@ -41,6 +42,7 @@ pub const ANY_KIND: u32 = u32::MAX;
 pub const KERNELS: &[(&str, &[&str])] = &[
     ("query", &["paired", "nearest"]),
     ("segments", &["segment_pairs"]),
+    ("mesh", &["nearest_triangle"]),
 ];
 
 /// A composed, validated shader.

@@ -542,6 +542,12 @@ fn encode_chunk(
             unused,
             n as u32,
         ),
+        Job::Nearest(scene) if scene.oriented => (
+            key(Entry::NearestTriangle, None),
+            &scene.shapes,
+            (&scene.ranges, &scene.nodes),
+            scene.count,
+        ),
         Job::Nearest(scene) => (
             PipelineKey {
                 bvh_kinds: scene.bvh_kinds,

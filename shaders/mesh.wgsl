@@ -1,0 +1,145 @@
+// Nearest triangle of a triangle-only scene with an oriented BVH (meshes, triangle soups): the
+// answers of `nearest` in query.wgsl, with far fewer memory operations per step. Software
+// adapters load storage buffers lane by lane, one loop per load instruction, so a step costs
+// about what it loads: records here are whole vec4s, the stack holds two words per entry, and
+// leaves compare squared distances (the full answer is computed once, for the winner).
+#import shared/types
+#import shared/math
+#import shared/rows
+#import shapes/triangle
+
+@group(0) @binding(0) var<uniform> params: Params;
+// Triangle t of the BVH's leaf order is triangles[3t .. 3t + 3): (a, n.x), (b − a, n.y),
+// (c − a, n.z), n its unit normal (zero when degenerate); then the scene index of triangle t
+// is word t % 4 of triangles[3 * count + t / 4] (layout::packed_triangles).
+@group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> points: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
+@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
+// BvhNode (src/bvh.rs) as six vec4s: left centre + first, left half extents + count, the
+// same for the right child, then the left and right rotations.
+@group(0) @binding(5) var<storage, read> nodes: array<vec4<u32>>;
+
+// A child to open: `first << 3 | leaf count` (0 for an inner node) and its squared distance.
+struct MeshStackEntry {
+    child: u32,
+    distance2: f32,
+}
+
+const LEAF_COUNT_BITS: u32 = 3u;
+
+fn load_point(row: u32) -> vec3<f32> {
+    return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
+}
+
+fn scene_index(slot: u32) -> u32 {
+    let word = triangles[3u * params.shape_count + slot / 4u];
+    return bitcast<u32>(word[slot % 4u]);
+}
+
+// The projection of `p` on triangle `slot`, in world space (query.wgsl: project_point).
+fn triangle_point(slot: u32, p: vec3<f32>) -> Projection {
+    let r0 = triangles[3u * slot];
+    let r1 = triangles[3u * slot + 1u];
+    let r2 = triangles[3u * slot + 2u];
+    var proj = project_triangle(p - r0.xyz, r1.xyz, r2.xyz, vec3<f32>(r0.w, r1.w, r2.w));
+    proj.point = proj.point + r0.xyz;
+    return proj;
+}
+
+// A child's entry: its squared distance from p (0 inside its oriented box).
+fn child_entry(head: vec4<u32>, tail: vec4<u32>, rotation: vec4<u32>, p: vec3<f32>) -> MeshStackEntry {
+    let q = bitcast<vec4<f32>>(rotation);
+    let local = rotate(vec4<f32>(-q.xyz, q.w), p - bitcast<vec3<f32>>(head.xyz));
+    let outside = max(abs(local) - bitcast<vec3<f32>>(tail.xyz), vec3<f32>(0.0));
+    let count = tail.w & ((1u << LEAF_KIND_SHIFT) - 1u);
+    return MeshStackEntry((head.w << LEAF_COUNT_BITS) | count, dot(outside, outside));
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn nearest_triangle(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let p = load_point(row);
+    if !is_finite_vec3(p) {
+        let nan = bitcast<f32>(params.nan_bits);
+        hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+        return;
+    }
+    // `found` stays false until the first triangle is tested: no squared distance is too
+    // large to be the answer (it may overflow to infinity far away).
+    var found = false;
+    var best_slot = 0u;
+    var best_distance2 = 0.0;
+    var stack: array<MeshStackEntry, STACK_SIZE>;
+    stack[0] = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
+    var top = 1u;
+    loop {
+        var leaf = 0u;
+        while top > 0u {
+            top -= 1u;
+            let entry = stack[top];
+            if found && entry.distance2 > best_distance2 {
+                continue;
+            }
+            if (entry.child & ((1u << LEAF_COUNT_BITS) - 1u)) != 0u {
+                leaf = entry.child;
+                break;
+            }
+            let at = 6u * (entry.child >> LEAF_COUNT_BITS);
+            let left = child_entry(nodes[at], nodes[at + 1u], nodes[at + 4u], p);
+            let right = child_entry(nodes[at + 2u], nodes[at + 3u], nodes[at + 5u], p);
+            if top + 2u > STACK_SIZE {
+                hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
+                return;
+            }
+            // The nearer child goes on top, to be opened next; boxes too far to matter are
+            // never pushed, so they cost no step.
+            var near = left;
+            var far = right;
+            if right.distance2 < left.distance2 {
+                near = right;
+                far = left;
+            }
+            if !found || far.distance2 <= best_distance2 {
+                stack[top] = far;
+                top += 1u;
+            }
+            if !found || near.distance2 <= best_distance2 {
+                stack[top] = near;
+                top += 1u;
+            }
+        }
+        if leaf == 0u {
+            break;
+        }
+        let first = leaf >> LEAF_COUNT_BITS;
+        let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
+        for (var slot = first; slot < first + count; slot++) {
+            let delta = p - triangle_point(slot, p).point;
+            let distance2 = dot(delta, delta);
+            // Ties go to the lower scene index (SPEC §2).
+            if !found || distance2 < best_distance2
+                || (distance2 == best_distance2 && scene_index(slot) < scene_index(best_slot)) {
+                found = true;
+                best_slot = slot;
+                best_distance2 = distance2;
+            }
+        }
+    }
+    // The winner's answer as query.wgsl's `finish` gives it for a triangle.
+    let proj = triangle_point(best_slot, p);
+    let delta = p - proj.point;
+    let len = length(delta);
+    var normal = proj.normal;
+    if len > 0.0 {
+        normal = delta / len;
+    }
+    hits[row] = Hit(proj.point, len, normal, i32(scene_index(best_slot)));
+}
