@@ -56,27 +56,24 @@ fn child_entry(head: vec4<u32>, tail: vec4<u32>, rotation: vec4<u32>, p: vec3<f3
     return MeshStackEntry((head.w << LEAF_COUNT_BITS) | count, dot(outside, outside));
 }
 
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn nearest_triangle(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let row = row_of(group, groups, local);
-    if row >= params.row_count {
-        return;
-    }
-    let p = load_point(row);
-    if !is_finite_vec3(p) {
-        let nan = bitcast<f32>(params.nan_bits);
-        hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
-        return;
-    }
+const NO_SLOT: u32 = 0xffffffffu;
+const OVERFLOW_SLOT: u32 = 0xfffffffeu;
+// Rows are answered in two rounds (two dispatches): every SEED_STRIDE-th row first, then the
+// others, each starting from the answer of the seed row before it. Queries arrive in Morton
+// order, so that triangle is near and its distance a tight bound from the first step.
+// The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT).
+fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
     // `found` stays false until the first triangle is tested: no squared distance is too
     // large to be the answer (it may overflow to infinity far away).
     var found = false;
     var best_slot = 0u;
     var best_distance2 = 0.0;
+    if seed != NO_SLOT {
+        let delta = p - triangle_point(seed, p).point;
+        found = true;
+        best_slot = seed;
+        best_distance2 = dot(delta, delta);
+    }
     var stack: array<MeshStackEntry, STACK_SIZE>;
     stack[0] = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
     var top = 1u;
@@ -96,8 +93,7 @@ fn nearest_triangle(
             let left = child_entry(nodes[at], nodes[at + 1u], nodes[at + 4u], p);
             let right = child_entry(nodes[at + 2u], nodes[at + 3u], nodes[at + 5u], p);
             if top + 2u > STACK_SIZE {
-                hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
-                return;
+                return OVERFLOW_SLOT;
             }
             // The nearer child goes on top, to be opened next; boxes too far to matter are
             // never pushed, so they cost no step.
@@ -117,7 +113,7 @@ fn nearest_triangle(
             }
         }
         if leaf == 0u {
-            break;
+            return best_slot;
         }
         let first = leaf >> LEAF_COUNT_BITS;
         let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
@@ -133,13 +129,59 @@ fn nearest_triangle(
             }
         }
     }
+    return best_slot;
+}
+
+// Answers `row`.
+fn answer(row: u32, seed: u32) {
+    let p = load_point(row);
+    if !is_finite_vec3(p) {
+        let nan = bitcast<f32>(params.nan_bits);
+        hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+        return;
+    }
+    let slot = nearest_slot(p, seed);
+    if slot == OVERFLOW_SLOT {
+        hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
+        return;
+    }
     // The winner's answer as query.wgsl's `finish` gives it for a triangle.
-    let proj = triangle_point(best_slot, p);
+    let proj = triangle_point(slot, p);
     let delta = p - proj.point;
     let len = length(delta);
     var normal = proj.normal;
     if len > 0.0 {
         normal = delta / len;
     }
-    hits[row] = Hit(proj.point, len, normal, i32(scene_index(best_slot)));
+    hits[row] = Hit(proj.point, len, normal, i32(scene_index(slot)));
+}
+
+fn slot_of(index: i32) -> u32 {
+    if index < 0 {
+        return NO_SLOT;
+    }
+    let at = u32(index);
+    let word = triangles[3u * params.shape_count + (params.shape_count + 3u) / 4u + at / 4u];
+    return bitcast<u32>(word[at % 4u]);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn nearest_triangle(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let thread = row_of(group, groups, local);
+    var row = thread * SEED_STRIDE;
+    var seed = NO_SLOT;
+    if params.round == 1u {
+        row = thread + thread / (SEED_STRIDE - 1u) + 1u;
+    }
+    if row >= params.row_count {
+        return;
+    }
+    if params.round == 1u {
+        seed = slot_of(hits[row - row % SEED_STRIDE].shape);
+    }
+    answer(row, seed);
 }

@@ -32,7 +32,8 @@ struct Params {
     nan_bits: u32,
     // Global index of this chunk's first row (paired mode reports it as the shape index).
     first_row: u32,
-    _pad0: u32,
+    // The round of a job dispatched in rounds (mesh.wgsl).
+    round: u32,
     _pad1: u32,
     _pad2: u32,
 }

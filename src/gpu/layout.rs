@@ -69,7 +69,9 @@ pub struct Params {
     pub mode: u32,
     pub nan_bits: u32,
     pub first_row: u32,
-    pub _pad: [u32; 3],
+    /// The round of a job dispatched in rounds (`mesh.wgsl`).
+    pub round: u32,
+    pub _pad: [u32; 2],
 }
 
 impl Params {
@@ -80,7 +82,8 @@ impl Params {
             mode: mode as u32,
             nan_bits: f32::NAN.to_bits(),
             first_row,
-            _pad: [0; 3],
+            round: 0,
+            _pad: [0; 2],
         }
     }
 }
@@ -225,8 +228,8 @@ impl SceneLayout {
 }
 
 /// The triangles of an oriented (triangle-only) scene as `mesh.wgsl` reads them: per triangle
-/// `(a, n.x), (b − a, n.y), (c − a, n.z)` in leaf order, then the scene indices, four per vec4
-/// (as f32 bit patterns).
+/// `(a, n.x), (b − a, n.y), (c − a, n.z)` in leaf order, then the scene index of each slot and
+/// the slot of each scene index, four per vec4 (as f32 bit patterns).
 pub fn packed_triangles(shapes: &[GpuShape]) -> Vec<[f32; 4]> {
     let mut packed = Vec::with_capacity(shapes.len() * 3 + shapes.len().div_ceil(4));
     for s in shapes {
@@ -236,13 +239,20 @@ pub fn packed_triangles(shapes: &[GpuShape]) -> Vec<[f32; 4]> {
         packed.push([e0[0], e0[1], e0[2], n[1]]);
         packed.push([e1[0], e1[1], e1[2], n[2]]);
     }
-    packed.extend(shapes.chunks(4).map(|four| {
-        let mut word = [0f32; 4];
-        for (w, s) in word.iter_mut().zip(four) {
-            *w = f32::from_bits(s.index);
-        }
-        word
-    }));
+    let mut slots = vec![0u32; shapes.len()];
+    for (slot, s) in shapes.iter().enumerate() {
+        slots[s.index as usize] = slot as u32;
+    }
+    let indices: Vec<u32> = shapes.iter().map(|s| s.index).collect();
+    for words in [indices, slots] {
+        packed.extend(words.chunks(4).map(|four| {
+            let mut vec4 = [0f32; 4];
+            for (w, &word) in vec4.iter_mut().zip(four) {
+                *w = f32::from_bits(word);
+            }
+            vec4
+        }));
+    }
     packed
 }
 

@@ -84,6 +84,10 @@ pub fn prelude() -> String {
         "const TRAVERSAL_OVERFLOW: i32 = {};\n",
         super::stream::TRAVERSAL_OVERFLOW
     );
+    out += &format!(
+        "const SEED_STRIDE: u32 = {}u;\n",
+        super::stream::SEED_STRIDE
+    );
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(
             "const MODE_{}: u32 = {}u;\n",

@@ -152,6 +152,9 @@ impl ByteSink for HitRows<'_> {
 /// The shape index the kernel writes for a row whose traversal overflowed.
 pub const TRAVERSAL_OVERFLOW: i32 = -2;
 
+/// Rows per seed row in `mesh.wgsl`'s first round.
+pub const SEED_STRIDE: usize = 8;
+
 impl<F: FnMut(usize, &[GpuSegmentHit]) -> Result<()>> ByteSink for F {
     fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
         self(first_row, bytemuck::cast_slice(bytes))
@@ -317,7 +320,8 @@ fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
 /// One chunk's buffers.
 pub(crate) struct Slot {
     capacity: usize,
-    params: wgpu::Buffer,
+    /// Per round of the job (most jobs have one; `mesh.wgsl` has two).
+    params: [wgpu::Buffer; 2],
     points: Upload,
     shapes: Option<Upload>,
     hits: wgpu::Buffer,
@@ -340,11 +344,13 @@ impl Slot {
         let unified = engine.unified_memory;
         Slot {
             capacity,
-            params: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("params"),
-                size: std::mem::size_of::<Params>() as u64,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
+            params: [(); 2].map(|_| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("params"),
+                    size: std::mem::size_of::<Params>() as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
             }),
             points: Upload::new(engine, "points", (capacity * 12) as u64),
             shapes: None,
@@ -561,40 +567,48 @@ fn encode_chunk(
         ),
     };
     let pipeline = engine.kernels.pipeline(&engine.device, key)?;
-    let params = Params::new(n as u32, shape_count, mode, range.start as u32);
-    engine
-        .queue
-        .write_buffer(&slot.params, 0, bytemuck::bytes_of(&params));
-    let bind_group = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("query"),
-        layout: &engine.kernels.layout,
-        entries: &[
-            wgpu::BindGroupEntry {
-                binding: 0,
-                resource: slot.params.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 1,
-                resource: shape_buffer.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 2,
-                resource: slot.points.storage.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 3,
-                resource: slot.hits.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 4,
-                resource: ranges.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 5,
-                resource: nodes.as_entire_binding(),
-            },
-        ],
-    });
+    // Rows per round: triangle scenes answer every SEED_STRIDE-th row first, then the
+    // others starting from those answers (mesh.wgsl).
+    let seeds = n.div_ceil(SEED_STRIDE);
+    let rounds = if key.entry == Entry::NearestTriangle {
+        vec![seeds, n - seeds]
+    } else {
+        vec![n]
+    };
+    let bind_groups: Vec<wgpu::BindGroup> = rounds
+        .iter()
+        .enumerate()
+        .map(|(round, _)| {
+            let params = Params {
+                round: round as u32,
+                ..Params::new(n as u32, shape_count, mode, range.start as u32)
+            };
+            engine
+                .queue
+                .write_buffer(&slot.params[round], 0, bytemuck::bytes_of(&params));
+            let buffers = [
+                &slot.params[round],
+                shape_buffer,
+                &slot.points.storage,
+                &slot.hits,
+                ranges,
+                nodes,
+            ];
+            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                .iter()
+                .enumerate()
+                .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                    binding: binding as u32,
+                    resource: buffer.as_entire_binding(),
+                })
+                .collect();
+            engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("query"),
+                layout: &engine.kernels.layout,
+                entries: &entries,
+            })
+        })
+        .collect();
     let mut encoder = engine
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -620,9 +634,14 @@ fn encode_chunk(
             timestamp_writes: None,
         });
         pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        let [x, y] = dispatch_grid(n, engine.kernels.workgroup_size);
-        pass.dispatch_workgroups(x, y, 1);
+        for (bind_group, &threads) in bind_groups.iter().zip(&rounds) {
+            if threads == 0 {
+                continue;
+            }
+            pass.set_bind_group(0, bind_group, &[]);
+            let [x, y] = dispatch_grid(threads, engine.kernels.workgroup_size);
+            pass.dispatch_workgroups(x, y, 1);
+        }
     }
     if let Some(readback) = &slot.readback {
         encoder.copy_buffer_to_buffer(&slot.hits, 0, readback, 0, hit_bytes);
