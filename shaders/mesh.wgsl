@@ -75,58 +75,74 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
         best_distance2 = dot(delta, delta);
     }
     var stack: array<MeshStackEntry, STACK_SIZE>;
-    stack[0] = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
-    var top = 1u;
+    var top = 0u;
+    // The child being opened; the nearer child of an opened node is opened next without a
+    // trip through the stack. A zero `child` means the traversal is over.
+    var current = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
     loop {
+        // Inner nodes are walked in a loop of their own that stops at the next leaf worth
+        // opening: software adapters run every statement of a loop body on every step.
         var leaf = 0u;
-        while top > 0u {
-            top -= 1u;
-            let entry = stack[top];
-            if found && entry.distance2 > best_distance2 {
-                continue;
+        loop {
+            var pop = false;
+            if found && current.distance2 > best_distance2 {
+                pop = true;
+            } else if (current.child & ((1u << LEAF_COUNT_BITS) - 1u)) != 0u {
+                leaf = current.child;
+                pop = true;
+            } else {
+                let at = 6u * (current.child >> LEAF_COUNT_BITS);
+                let left = child_entry(nodes[at], nodes[at + 1u], nodes[at + 4u], p);
+                let right = child_entry(nodes[at + 2u], nodes[at + 3u], nodes[at + 5u], p);
+                var near = left;
+                var far = right;
+                if right.distance2 < left.distance2 {
+                    near = right;
+                    far = left;
+                }
+                // Boxes too far to matter are never pushed, so they cost no step.
+                if found && near.distance2 > best_distance2 {
+                    pop = true;
+                } else {
+                    if !found || far.distance2 <= best_distance2 {
+                        if top == STACK_SIZE {
+                            return OVERFLOW_SLOT;
+                        }
+                        stack[top] = far;
+                        top += 1u;
+                    }
+                    current = near;
+                }
             }
-            if (entry.child & ((1u << LEAF_COUNT_BITS) - 1u)) != 0u {
-                leaf = entry.child;
+            if pop {
+                if top == 0u {
+                    current.child = 0u;
+                } else {
+                    top -= 1u;
+                    current = stack[top];
+                }
+            }
+            if leaf != 0u || current.child == 0u {
                 break;
             }
-            let at = 6u * (entry.child >> LEAF_COUNT_BITS);
-            let left = child_entry(nodes[at], nodes[at + 1u], nodes[at + 4u], p);
-            let right = child_entry(nodes[at + 2u], nodes[at + 3u], nodes[at + 5u], p);
-            if top + 2u > STACK_SIZE {
-                return OVERFLOW_SLOT;
-            }
-            // The nearer child goes on top, to be opened next; boxes too far to matter are
-            // never pushed, so they cost no step.
-            var near = left;
-            var far = right;
-            if right.distance2 < left.distance2 {
-                near = right;
-                far = left;
-            }
-            if !found || far.distance2 <= best_distance2 {
-                stack[top] = far;
-                top += 1u;
-            }
-            if !found || near.distance2 <= best_distance2 {
-                stack[top] = near;
-                top += 1u;
+        }
+        if leaf != 0u {
+            let first = leaf >> LEAF_COUNT_BITS;
+            let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
+            for (var slot = first; slot < first + count; slot++) {
+                let delta = p - triangle_point(slot, p).point;
+                let distance2 = dot(delta, delta);
+                // Ties go to the lower scene index (SPEC §2).
+                if !found || distance2 < best_distance2
+                    || (distance2 == best_distance2 && scene_index(slot) < scene_index(best_slot)) {
+                    found = true;
+                    best_slot = slot;
+                    best_distance2 = distance2;
+                }
             }
         }
-        if leaf == 0u {
+        if current.child == 0u {
             return best_slot;
-        }
-        let first = leaf >> LEAF_COUNT_BITS;
-        let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
-        for (var slot = first; slot < first + count; slot++) {
-            let delta = p - triangle_point(slot, p).point;
-            let distance2 = dot(delta, delta);
-            // Ties go to the lower scene index (SPEC §2).
-            if !found || distance2 < best_distance2
-                || (distance2 == best_distance2 && scene_index(slot) < scene_index(best_slot)) {
-                found = true;
-                best_slot = slot;
-                best_distance2 = distance2;
-            }
         }
     }
     return best_slot;
@@ -172,16 +188,23 @@ fn nearest_triangle(
     @builtin(local_invocation_index) local: u32,
 ) {
     let thread = row_of(group, groups, local);
-    var row = thread * SEED_STRIDE;
-    var seed = NO_SLOT;
-    if params.round == 1u {
-        row = thread + thread / (SEED_STRIDE - 1u) + 1u;
+    // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
+    // answered, each seeded by the row an earlier round answered just before it.
+    var stride = 1u;
+    for (var r = params.round + 1u; r < params.round_count; r++) {
+        stride *= SEED_STRIDE;
+    }
+    var row = thread * stride;
+    if params.round > 0u {
+        row = (thread + thread / (SEED_STRIDE - 1u) + 1u) * stride;
     }
     if row >= params.row_count {
         return;
     }
-    if params.round == 1u {
-        seed = slot_of(hits[row - row % SEED_STRIDE].shape);
+    var seed = NO_SLOT;
+    if params.round > 0u {
+        let seed_stride = stride * SEED_STRIDE;
+        seed = slot_of(hits[row - row % seed_stride].shape);
     }
     answer(row, seed);
 }

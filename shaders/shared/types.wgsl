@@ -34,7 +34,7 @@ struct Params {
     first_row: u32,
     // The round of a job dispatched in rounds (mesh.wgsl).
     round: u32,
-    _pad1: u32,
+    round_count: u32,
     _pad2: u32,
 }
 

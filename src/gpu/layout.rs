@@ -71,7 +71,8 @@ pub struct Params {
     pub first_row: u32,
     /// The round of a job dispatched in rounds (`mesh.wgsl`).
     pub round: u32,
-    pub _pad: [u32; 2],
+    pub round_count: u32,
+    pub _pad: u32,
 }
 
 impl Params {
@@ -83,7 +84,8 @@ impl Params {
             nan_bits: f32::NAN.to_bits(),
             first_row,
             round: 0,
-            _pad: [0; 2],
+            round_count: 1,
+            _pad: 0,
         }
     }
 }

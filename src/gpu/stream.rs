@@ -154,6 +154,8 @@ pub const TRAVERSAL_OVERFLOW: i32 = -2;
 
 /// Rows per seed row in `mesh.wgsl`'s first round.
 pub const SEED_STRIDE: usize = 8;
+/// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
+pub const SEED_ROUNDS: u32 = 3;
 
 impl<F: FnMut(usize, &[GpuSegmentHit]) -> Result<()>> ByteSink for F {
     fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
@@ -321,7 +323,7 @@ fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
 pub(crate) struct Slot {
     capacity: usize,
     /// Per round of the job (most jobs have one; `mesh.wgsl` has two).
-    params: [wgpu::Buffer; 2],
+    params: [wgpu::Buffer; SEED_ROUNDS as usize],
     points: Upload,
     shapes: Option<Upload>,
     hits: wgpu::Buffer,
@@ -344,7 +346,7 @@ impl Slot {
         let unified = engine.unified_memory;
         Slot {
             capacity,
-            params: [(); 2].map(|_| {
+            params: [(); SEED_ROUNDS as usize].map(|_| {
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("params"),
                     size: std::mem::size_of::<Params>() as u64,
@@ -569,9 +571,12 @@ fn encode_chunk(
     let pipeline = engine.kernels.pipeline(&engine.device, key)?;
     // Rows per round: triangle scenes answer every SEED_STRIDE-th row first, then the
     // others starting from those answers (mesh.wgsl).
-    let seeds = n.div_ceil(SEED_STRIDE);
     let rounds = if key.entry == Entry::NearestTriangle {
-        vec![seeds, n - seeds]
+        // Rows answered by the rounds before the last ones.
+        let answered = |round: u32| n.div_ceil(SEED_STRIDE.pow(SEED_ROUNDS - 1 - round));
+        (0..SEED_ROUNDS)
+            .map(|r| answered(r) - if r == 0 { 0 } else { answered(r - 1) })
+            .collect()
     } else {
         vec![n]
     };
@@ -581,6 +586,7 @@ fn encode_chunk(
         .map(|(round, _)| {
             let params = Params {
                 round: round as u32,
+                round_count: rounds.len() as u32,
                 ..Params::new(n as u32, shape_count, mode, range.start as u32)
             };
             engine
