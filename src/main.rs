@@ -362,6 +362,10 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
         "  max_storage_buffer_binding_size: {}",
         l.max_storage_buffer_binding_size
     );
+    println!(
+        "  max_uniform_buffer_binding_size: {}",
+        l.max_uniform_buffer_binding_size
+    );
     println!("  max_buffer_size: {}", l.max_buffer_size);
     println!(
         "  max_compute_workgroups_per_dimension: {}",
