@@ -26,7 +26,6 @@ struct MeshStackEntry {
     distance2: f32,
 }
 
-const LEAF_COUNT_BITS: u32 = 3u;
 
 fn load_point(row: u32) -> vec3<f32> {
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
@@ -48,16 +47,22 @@ fn triangle_point(slot: u32, p: vec3<f32>) -> Projection {
 }
 
 // A child's entry: its squared distance from p (0 inside its oriented box).
-fn child_entry(head: vec4<u32>, tail: vec4<u32>, rotation: vec4<u32>, p: vec3<f32>) -> MeshStackEntry {
-    let q = bitcast<vec4<f32>>(rotation);
+fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>) -> MeshStackEntry {
+    // Of norm at most 1, used as it is: the map never lengthens vectors (bvh::kernel_rotate).
+    let q_bits = bitcast<vec4<i32>>(vec4<u32>(shape.z << 16u, shape.z, shape.w << 16u, shape.w));
+    let q = vec4<f32>(q_bits >> vec4<u32>(16u)) * (1.0 / 32767.0);
+    // Normal f16 (the host keeps them normal) to f32: move the fields, rebias the exponent.
+    let half_bits = vec3<u32>(shape.x & 0xffffu, shape.x >> 16u, shape.y);
+    let half = bitcast<vec3<f32>>((half_bits << vec3<u32>(13u)) + vec3<u32>(112u << 23u)) * half_scale;
     let local = rotate(vec4<f32>(-q.xyz, q.w), p - bitcast<vec3<f32>>(head.xyz));
-    let outside = max(abs(local) - bitcast<vec3<f32>>(tail.xyz), vec3<f32>(0.0));
-    let count = tail.w & ((1u << LEAF_KIND_SHIFT) - 1u);
-    return MeshStackEntry((head.w << LEAF_COUNT_BITS) | count, dot(outside, outside));
+    let outside = max(abs(local) - half, vec3<f32>(0.0));
+    return MeshStackEntry(head.w, dot(outside, outside));
 }
 
+// nearest_slot's answers besides a slot.
 const NO_SLOT: u32 = 0xffffffffu;
 const OVERFLOW_SLOT: u32 = 0xfffffffeu;
+
 // Rows are answered in two rounds (two dispatches): every SEED_STRIDE-th row first, then the
 // others, each starting from the answer of the seed row before it. Queries arrive in Morton
 // order, so that triangle is near and its distance a tight bound from the first step.
@@ -79,6 +84,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
     // The child being opened; the nearer child of an opened node is opened next without a
     // trip through the stack. A zero `child` means the traversal is over.
     var current = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
+    let half_scale = bitcast<f32>(kind_ranges[KIND_COUNT].w);
     loop {
         // Inner nodes are walked in a loop of their own that stops at the next leaf worth
         // opening: software adapters run every statement of a loop body on every step.
@@ -91,9 +97,9 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
                 leaf = current.child;
                 pop = true;
             } else {
-                let at = 6u * (current.child >> LEAF_COUNT_BITS);
-                let left = child_entry(nodes[at], nodes[at + 1u], nodes[at + 4u], p);
-                let right = child_entry(nodes[at + 2u], nodes[at + 3u], nodes[at + 5u], p);
+                let at = 4u * (current.child >> LEAF_COUNT_BITS);
+                let left = child_entry(nodes[at], nodes[at + 2u], half_scale, p);
+                let right = child_entry(nodes[at + 1u], nodes[at + 3u], half_scale, p);
                 var near = left;
                 var far = right;
                 if right.distance2 < left.distance2 {
@@ -129,16 +135,26 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
         if leaf != 0u {
             let first = leaf >> LEAF_COUNT_BITS;
             let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
-            for (var slot = first; slot < first + count; slot++) {
+            // A leaf's triangles are in scene order (bvh::build), so its nearest with ties
+            // to the lower index is the first strictly nearest; the scene indices are read
+            // once per leaf, for a tie with the best so far (SPEC §2: the lower index wins).
+            var leaf_slot = first;
+            let nearest_delta = p - triangle_point(first, p).point;
+            var leaf_distance2 = dot(nearest_delta, nearest_delta);
+            for (var slot = first + 1u; slot < first + count; slot++) {
                 let delta = p - triangle_point(slot, p).point;
                 let distance2 = dot(delta, delta);
-                // Ties go to the lower scene index (SPEC §2).
-                if !found || distance2 < best_distance2
-                    || (distance2 == best_distance2 && scene_index(slot) < scene_index(best_slot)) {
-                    found = true;
-                    best_slot = slot;
-                    best_distance2 = distance2;
+                if distance2 < leaf_distance2 {
+                    leaf_slot = slot;
+                    leaf_distance2 = distance2;
                 }
+            }
+            if !found || leaf_distance2 < best_distance2
+                || (leaf_distance2 == best_distance2
+                    && scene_index(leaf_slot) < scene_index(best_slot)) {
+                found = true;
+                best_slot = leaf_slot;
+                best_distance2 = leaf_distance2;
             }
         }
         if current.child == 0u {

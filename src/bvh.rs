@@ -323,6 +323,8 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
             ..GpuBvhChild::default()
         };
         if one_kind && span.len() <= LEAF_SIZE {
+            // In scene order: kernels then resolve ties within a leaf by position.
+            span.sort_unstable_by_key(|e| e.0);
             child.first = shape_offset + start as u32;
             child.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
             continue;
@@ -415,4 +417,104 @@ fn split(span: &mut [Entry], level: usize) -> usize {
         }
     }
     left
+}
+
+/// Bits of a packed child reference (`first << LEAF_COUNT_BITS | leaf count`) that hold the
+/// leaf count (0 for an inner node).
+pub const LEAF_COUNT_BITS: u32 = 3;
+const _: () = assert!(LEAF_SIZE < 1 << LEAF_COUNT_BITS);
+
+/// An oriented hierarchy as `mesh.wgsl` reads it: four vec4s of words per node, the left and
+/// right children's centres (f32) each beside its packed reference, then per child its half
+/// extents as normal f16 multiples of `half_scale` (rounded up) and its rotation as an snorm16
+/// quaternion of norm at most 1, used as it is. Two thirds of the loads of `GpuBvhNode` for
+/// the same boxes.
+pub struct PackedNodes {
+    pub words: Vec<[u32; 4]>,
+    pub half_scale: f32,
+}
+
+/// What the kernel's `rotate(q, v)` computes, in f64. For a quaternion of norm s ≤ 1 it is
+/// s²·R(q)·v + (1 − s²)·v, a map that never lengthens a vector, so box distances measured
+/// through it stay below true distances without normalising q.
+fn kernel_rotate(q: [f64; 4], v: DVec3) -> DVec3 {
+    let u = DVec3::new(q[0], q[1], q[2]);
+    let t = u.cross(v) * 2.0;
+    v + t * q[3] + u.cross(t)
+}
+
+/// Pack the nodes of an oriented hierarchy (`Bvh::orient`). Each box is refitted around the
+/// f32 box it replaces, as the kernel sees it through the quantised rotation, so it still
+/// holds its shapes.
+pub fn pack_oriented(nodes: &[GpuBvhNode]) -> PackedNodes {
+    // Shrunk a little and truncated, so the norm stays at most 1 after the kernel's decoding.
+    let quantise = |q: [f32; 4]| q.map(|c| (c as f64 * (1.0 - 1e-5) * 32767.0).trunc() as i16);
+    let decode = |q: [i16; 4]| q.map(|c| (c as f64 / 32767.0).max(-1.0));
+    let v = |a: [f32; 3]| DVec3::new(a[0] as f64, a[1] as f64, a[2] as f64);
+    // Half extents seen through the quantised rotation, with the margin `round_box` gives
+    // for the kernel's f32 arithmetic.
+    let refit = |child: &GpuBvhChild, rotation: [f32; 4], quantised: [i16; 4]| {
+        let (centre, half) = (v(child.min), v(child.max));
+        let axes = Shape::axes(rotation.map(f64::from));
+        let [x, y, z, w] = decode(quantised);
+        let inverse = [-x, -y, -z, w];
+        let mut refitted = [0f64; 3];
+        for corner in 0..8 {
+            let offset = axes.iter().enumerate().fold(DVec3::ZERO, |o, (k, axis)| {
+                let sign = if corner >> k & 1 == 0 { -1.0 } else { 1.0 };
+                o + *axis * (sign * half.get(k))
+            });
+            let local = kernel_rotate(inverse, offset);
+            for (k, h) in refitted.iter_mut().enumerate() {
+                *h = h.max(local.get(k).abs());
+            }
+        }
+        let reach = centre.max_abs() + refitted.iter().fold(0f64, |m, h| m.max(*h));
+        refitted.map(|h| h + 1e-6 * reach)
+    };
+    let boxes: Vec<[([i16; 4], [f64; 3]); 2]> = nodes
+        .iter()
+        .map(|node| {
+            [0, 1].map(|side| {
+                let q = quantise(node.rotations[side]);
+                (q, refit(&node.children[side], node.rotations[side], q))
+            })
+        })
+        .collect();
+    // A power of two that brings the largest half extent to 2^14 (f16 reaches 65504).
+    let largest = boxes
+        .iter()
+        .flatten()
+        .flat_map(|(_, half)| *half)
+        .fold(0f64, f64::max);
+    let half_scale = if largest > 0.0 {
+        2f64.powi(largest.log2().ceil() as i32 - 14) as f32
+    } else {
+        1.0
+    };
+    // Rounded up, and never below the smallest normal f16: the kernel decodes normal ones.
+    let up_f16 = |x: f64| {
+        let h = half::f16::from_f64(x / half_scale as f64);
+        let bits = h.to_bits();
+        let bits = if (h.to_f64() * half_scale as f64) < x {
+            bits + 1
+        } else {
+            bits
+        };
+        bits.max(half::f16::MIN_POSITIVE.to_bits())
+    };
+    let snorm = |a: i16, b: i16| (a as u16 as u32) | (b as u16 as u32) << 16;
+    let mut words = Vec::with_capacity(nodes.len() * 4);
+    for (node, boxes) in nodes.iter().zip(&boxes) {
+        for child in &node.children {
+            let leaf_count = child.count & ((1 << LEAF_KIND_SHIFT) - 1);
+            let [x, y, z] = child.min.map(f32::to_bits);
+            words.push([x, y, z, child.first << LEAF_COUNT_BITS | leaf_count]);
+        }
+        for (q, half) in boxes {
+            let [hx, hy, hz] = half.map(|h| up_f16(h) as u32);
+            words.push([hx | hy << 16, hz, snorm(q[0], q[1]), snorm(q[2], q[3])]);
+        }
+    }
+    PackedNodes { words, half_scale }
 }

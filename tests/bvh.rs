@@ -296,3 +296,82 @@ fn triangle_soups_get_oriented_boxes_and_stay_exact() {
         assert_nearest(engine(), &shapes, &pts, Mode::Surface);
     }
 }
+
+/// The kernel's view of a packed child box (mesh.wgsl `child_entry`), in f64: the f16 half
+/// extents decoded by moving their bits into an f32, the snorm16 quaternion used unnormalised.
+fn packed_box_distance(words: &[[u32; 4]], node: usize, side: usize, scale: f32, p: DVec3) -> f64 {
+    let head = words[4 * node + side];
+    let shape = words[4 * node + 2 + side];
+    let f16 = |bits: u32| (f32::from_bits((bits << 13) + (112 << 23)) * scale) as f64;
+    let half = [f16(shape[0] & 0xffff), f16(shape[0] >> 16), f16(shape[1])];
+    let snorm = |bits: u32| ((bits as i32) >> 16) as f32 as f64 / 32767.0;
+    let q = [
+        snorm(shape[2] << 16),
+        snorm(shape[2]),
+        snorm(shape[3] << 16),
+        snorm(shape[3]),
+    ];
+    let centre = DVec3::new(
+        f32::from_bits(head[0]) as f64,
+        f32::from_bits(head[1]) as f64,
+        f32::from_bits(head[2]) as f64,
+    );
+    // rotate(conjugate(q), p − centre) as the kernel computes it.
+    let u = DVec3::new(-q[0], -q[1], -q[2]);
+    let v = p - centre;
+    let t = u.cross(v) * 2.0;
+    let local = v + t * q[3] + u.cross(t);
+    let outside = |k: usize| (local.get(k).abs() - half[k]).max(0.0);
+    (outside(0).powi(2) + outside(1).powi(2) + outside(2).powi(2)).sqrt()
+}
+
+#[test]
+fn packed_oriented_boxes_hold_their_triangles_as_the_kernel_sees_them() {
+    // Every corner of every triangle below a child is inside that child's packed box, as the
+    // kernel decodes it (slivers, tiny and large triangles, near and far from the origin).
+    let mut rng = Rng::new(17);
+    for (centre, spread, size) in [
+        (DVec3::ZERO, 20.0, 1.0),
+        (DVec3::new(3e4, -1e4, 2e4), 5.0, 0.01),
+        (DVec3::new(-7.0, 2.0, 1.0), 1e-3, 1e-5),
+    ] {
+        let shapes = triangle_soup(&mut rng, 3000, centre, spread, size);
+        let layout = closest::gpu::layout::scene_layout(&shapes, true);
+        assert!(layout.oriented);
+        let packed = bvh::pack_oriented(&layout.nodes);
+        // The triangles below each child, by walking the hierarchy.
+        fn below(nodes: &[bvh::GpuBvhNode], child: &bvh::GpuBvhChild, out: &mut Vec<usize>) {
+            let count = child.count & ((1 << bvh::LEAF_KIND_SHIFT) - 1);
+            if count > 0 {
+                out.extend(child.first as usize..(child.first + count) as usize);
+            } else {
+                for grandchild in &nodes[child.first as usize].children {
+                    below(nodes, grandchild, out);
+                }
+            }
+        }
+        let mut checked = 0;
+        for (n, node) in layout.nodes.iter().enumerate() {
+            for (side, child) in node.children.iter().enumerate() {
+                let mut slots = Vec::new();
+                below(&layout.nodes, child, &mut slots);
+                for slot in slots {
+                    let Shape::Triangle { a, b, c } = shapes[layout.shapes[slot].index as usize]
+                    else {
+                        unreachable!("a triangle soup")
+                    };
+                    for corner in [a, b, c] {
+                        let d =
+                            packed_box_distance(&packed.words, n, side, packed.half_scale, corner);
+                        assert!(
+                            d == 0.0,
+                            "node {n} side {side}: a corner {d} outside its box"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 3000 * 3 * 5, "only {checked} corners checked");
+    }
+}

@@ -337,7 +337,7 @@ impl Engine {
         let oriented = scene_layout.oriented;
         let layout::SceneLayout {
             shapes: mut gpu,
-            ranges,
+            mut ranges,
             mut nodes,
             ..
         } = scene_layout;
@@ -372,6 +372,15 @@ impl Engine {
         if nodes.is_empty() {
             nodes.push(GpuBvhNode::default());
         }
+        let node_bytes: Vec<u8> = if oriented {
+            let packed = crate::bvh::pack_oriented(&nodes);
+            if let Some(root) = ranges.last_mut() {
+                root[3] = packed.half_scale.to_bits();
+            }
+            bytemuck::cast_slice(&packed.words).to_vec()
+        } else {
+            bytemuck::cast_slice(&nodes).to_vec()
+        };
         let storage = |label, contents: &[u8]| {
             self.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -389,7 +398,7 @@ impl Engine {
                         contents: bytemuck::cast_slice(&ranges),
                         usage: wgpu::BufferUsages::UNIFORM,
                     }),
-                storage("scene bvh nodes", bytemuck::cast_slice(&nodes)),
+                storage("scene bvh nodes", &node_bytes),
             )
         })?;
         Ok(GpuScene {

@@ -85,6 +85,10 @@ pub fn prelude() -> String {
         super::stream::TRAVERSAL_OVERFLOW
     );
     out += &format!(
+        "const LEAF_COUNT_BITS: u32 = {}u;\n",
+        crate::bvh::LEAF_COUNT_BITS
+    );
+    out += &format!(
         "const SEED_STRIDE: u32 = {}u;\n",
         super::stream::SEED_STRIDE
     );
