@@ -62,6 +62,8 @@ fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>)
 // nearest_slot's answers besides a slot.
 const NO_SLOT: u32 = 0xffffffffu;
 const OVERFLOW_SLOT: u32 = 0xfffffffeu;
+// `MeshStackEntry::child` once the stack is empty.
+const TRAVERSAL_END: u32 = 0xffffffffu;
 
 // Rows are answered in two rounds (two dispatches): every SEED_STRIDE-th row first, then the
 // others, each starting from the answer of the seed row before it. Queries arrive in Morton
@@ -82,21 +84,16 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
     var stack: array<MeshStackEntry, STACK_SIZE>;
     var top = 0u;
     // The child being opened; the nearer child of an opened node is opened next without a
-    // trip through the stack. A zero `child` means the traversal is over.
+    // trip through the stack.
     var current = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
     let half_scale = bitcast<f32>(kind_ranges[KIND_COUNT].w);
     loop {
-        // Inner nodes are walked in a loop of their own that stops at the next leaf worth
-        // opening: software adapters run every statement of a loop body on every step.
-        var leaf = 0u;
-        loop {
-            var pop = false;
-            if found && current.distance2 > best_distance2 {
-                pop = true;
-            } else if (current.child & ((1u << LEAF_COUNT_BITS) - 1u)) != 0u {
-                leaf = current.child;
-                pop = true;
-            } else {
+        // Inner nodes are walked in a loop of their own that stops at the next leaf: software
+        // adapters run every statement of a loop body on every step, so a leaf test inside
+        // it would cost each node step as much as a leaf.
+        while current.child != TRAVERSAL_END && (current.child & ((1u << LEAF_COUNT_BITS) - 1u)) == 0u {
+            var pop = true;
+            if !found || current.distance2 <= best_distance2 {
                 let at = 4u * (current.child >> LEAF_COUNT_BITS);
                 let left = child_entry(nodes[at], nodes[at + 2u], half_scale, p);
                 let right = child_entry(nodes[at + 1u], nodes[at + 3u], half_scale, p);
@@ -107,9 +104,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
                     far = left;
                 }
                 // Boxes too far to matter are never pushed, so they cost no step.
-                if found && near.distance2 > best_distance2 {
-                    pop = true;
-                } else {
+                if !found || near.distance2 <= best_distance2 {
                     if !found || far.distance2 <= best_distance2 {
                         if top == STACK_SIZE {
                             return OVERFLOW_SLOT;
@@ -118,21 +113,24 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
                         top += 1u;
                     }
                     current = near;
+                    pop = false;
                 }
             }
             if pop {
                 if top == 0u {
-                    current.child = 0u;
+                    current.child = TRAVERSAL_END;
                 } else {
                     top -= 1u;
                     current = stack[top];
                 }
             }
-            if leaf != 0u || current.child == 0u {
-                break;
-            }
         }
-        if leaf != 0u {
+        if current.child == TRAVERSAL_END {
+            break;
+        }
+        // `current` is a leaf.
+        if !found || current.distance2 <= best_distance2 {
+            let leaf = current.child;
             let first = leaf >> LEAF_COUNT_BITS;
             let count = leaf & ((1u << LEAF_COUNT_BITS) - 1u);
             // A leaf's triangles are in scene order (bvh::build), so its nearest with ties
@@ -157,9 +155,11 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
                 best_distance2 = leaf_distance2;
             }
         }
-        if current.child == 0u {
-            return best_slot;
+        if top == 0u {
+            break;
         }
+        top -= 1u;
+        current = stack[top];
     }
     return best_slot;
 }
