@@ -14,8 +14,12 @@ use crate::shape::Shape;
 pub const STACK_SIZE: usize = 64;
 /// Past this depth every split is a median split, so depth ≤ MEDIAN_DEPTH + log2(n / LEAF).
 const MEDIAN_DEPTH: usize = 32;
-/// Shapes per leaf.
-const LEAF_SIZE: usize = 4;
+/// Shapes per leaf, at most.
+pub const LEAF_SIZE: usize = 4;
+/// Triangles per leaf, at most, in triangle-only hierarchies (`mesh.wgsl`, which tests a
+/// leaf's triangles in a loop of their own: larger leaves, fewer node steps; measured in
+/// docs/PERF.md).
+pub const TRIANGLE_LEAF_SIZE: usize = 6;
 /// Where a leaf's kind sits in `GpuBvhChild::count` (above its shape count).
 pub const LEAF_KIND_SHIFT: u32 = 8;
 const BINS: usize = 12;
@@ -290,9 +294,9 @@ pub struct Item {
 
 type Entry = (usize, Item, DVec3);
 
-/// Build over `items` (at least two). `shape_offset` and `node_offset` are where this
-/// hierarchy's shapes and nodes will sit in the scene buffers.
-pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
+/// Build over `items` (at least two), at most `leaf_size` items per leaf. `shape_offset` and
+/// `node_offset` are where this hierarchy's shapes and nodes will sit in the scene buffers.
+pub fn build(items: &[Item], leaf_size: usize, shape_offset: u32, node_offset: u32) -> Bvh {
     assert!(items.len() >= 2, "a hierarchy needs two shapes or more");
     let mut entries: Vec<Entry> = items
         .iter()
@@ -322,7 +326,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
             max,
             ..GpuBvhChild::default()
         };
-        if one_kind && span.len() <= LEAF_SIZE {
+        if one_kind && span.len() <= leaf_size {
             // In scene order: kernels then resolve ties within a leaf by position.
             span.sort_unstable_by_key(|e| e.0);
             child.first = shape_offset + start as u32;
@@ -334,7 +338,7 @@ pub fn build(items: &[Item], shape_offset: u32, node_offset: u32) -> Bvh {
         nodes.push(GpuBvhNode::default());
         spans.push([(0, 0); 2]);
         let mid = start
-            + if span.len() <= LEAF_SIZE {
+            + if span.len() <= leaf_size {
                 split_by_kind(span)
             } else {
                 split(span, level)
@@ -422,7 +426,8 @@ fn split(span: &mut [Entry], level: usize) -> usize {
 /// Bits of a packed child reference (`first << LEAF_COUNT_BITS | leaf count`) that hold the
 /// leaf count (0 for an inner node).
 pub const LEAF_COUNT_BITS: u32 = 3;
-const _: () = assert!(LEAF_SIZE < 1 << LEAF_COUNT_BITS);
+const _: () =
+    assert!(LEAF_SIZE < 1 << LEAF_COUNT_BITS && TRIANGLE_LEAF_SIZE < 1 << LEAF_COUNT_BITS);
 
 /// An oriented hierarchy as `mesh.wgsl` reads it: four vec4s of words per node, the left and
 /// right children's centres (f32) each beside its packed reference, then per child its half

@@ -61,7 +61,7 @@ impl WindingTree {
                 }
             })
             .collect();
-        let built = bvh::build(&items, 0, 0);
+        let built = bvh::build(&items, bvh::LEAF_SIZE, 0, 0);
         let order = built.order;
         let placeholder = Cluster {
             first: 0,

@@ -146,7 +146,7 @@ fn bvh_depth_stays_within_the_stack_and_leaves_hold_one_kind() {
             kind: (i % 3) as u32,
         })
         .collect();
-    let built = bvh::build(&items, 0, 0);
+    let built = bvh::build(&items, bvh::LEAF_SIZE, 0, 0);
     assert!(built.depth < bvh::STACK_SIZE / 2, "depth {}", built.depth);
     let mut order = built.order.clone();
     order.sort();

@@ -290,7 +290,6 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
                 kind: shapes[i].kind() as u32,
             })
             .collect();
-        let mut built = bvh::build(&items, 0, 0);
         // Meshes: boxes that follow the surface. An axis-aligned box around tiny tilted
         // triangles stands out of the surface by their size, so far more leaves qualify for a
         // query point than hold its answer (docs/PERF.md).
@@ -301,6 +300,12 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
                 _ => None,
             })
             .collect();
+        let leaf_size = if triangles.is_some() {
+            bvh::TRIANGLE_LEAF_SIZE
+        } else {
+            bvh::LEAF_SIZE
+        };
+        let mut built = bvh::build(&items, leaf_size, 0, 0);
         if let Some(triangles) = &triangles {
             built.orient(&|members: &[usize]| {
                 let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
