@@ -28,8 +28,6 @@ override BVH_KINDS: u32 = 0xffffffffu;
 // The kinds with shapes scanned linearly, a bit each: the other kinds' loops are compiled out
 // (software adapters run an empty loop's body once, masked).
 override LINEAR_KINDS: u32 = 0xffffffffu;
-// The BVH's boxes are oriented (meshes): centre, half extents and a rotation per box.
-override ORIENTED_BOUNDS: bool = false;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
@@ -133,12 +131,6 @@ fn box_distance(child: BvhChild, p: vec3<f32>) -> f32 {
     return length(max(max(child.min - p, p - child.max), vec3<f32>(0.0)));
 }
 
-// The same for an oriented box (centre in min, half extents in max).
-fn oriented_box_distance(child: BvhChild, rotation: vec4<f32>, p: vec3<f32>) -> f32 {
-    let local = rotate(vec4<f32>(-rotation.xyz, rotation.w), p - child.min);
-    return length(max(abs(local) - child.max, vec3<f32>(0.0)));
-}
-
 // Whether a box at `distance` may hold a shape nearer than `best` (or tied with it: ties go
 // by index).
 fn may_hold_nearer(distance: f32, best: Hit) -> bool {
@@ -214,15 +206,8 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
             }
             let left_child = nodes[entry.first].left;
             let right_child = nodes[entry.first].right;
-            var left_distance: f32;
-            var right_distance: f32;
-            if ORIENTED_BOUNDS {
-                left_distance = oriented_box_distance(left_child, nodes[entry.first].left_rotation, p);
-                right_distance = oriented_box_distance(right_child, nodes[entry.first].right_rotation, p);
-            } else {
-                left_distance = box_distance(left_child, p);
-                right_distance = box_distance(right_child, p);
-            }
+            let left_distance = box_distance(left_child, p);
+            let right_distance = box_distance(right_child, p);
             let left = StackEntry(left_child.first, left_child.count, left_distance);
             let right = StackEntry(right_child.first, right_child.count, right_distance);
             // Boxes too far to matter are never pushed, so they cost no step.

@@ -54,8 +54,9 @@ struct BvhChild {
     count: u32,
 }
 
-// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode). In an oriented
-// hierarchy min/max hold each box's centre and half extents, and the rotations its orientation.
+// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode). query.wgsl reads
+// axis-aligned hierarchies only; oriented ones (triangles) reach mesh.wgsl packed by
+// bvh::pack_oriented, and their rotations are zero here.
 struct BvhNode {
     left: BvhChild,
     right: BvhChild,

@@ -64,7 +64,8 @@ pub struct GpuScene {
     /// Bit k set when kind k has shapes scanned linearly; the other kinds' loops are compiled
     /// out (software adapters would run an empty loop's body once).
     linear_kinds: u32,
-    /// The BVH's boxes are oriented (a mesh).
+    /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
+    /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
     oriented: bool,
 }
 
@@ -128,8 +129,6 @@ pub(crate) struct PipelineKey {
     pub bvh_kinds: u32,
     /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
     pub linear_kinds: u32,
-    /// `ORIENTED_BOUNDS`: the BVH's boxes are oriented.
-    pub oriented: bool,
 }
 
 impl Kernels {
@@ -148,7 +147,6 @@ impl Kernels {
             kind,
             bvh_kinds,
             linear_kinds,
-            oriented,
         } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
@@ -157,7 +155,6 @@ impl Kernels {
                 ("ONLY_KIND", only_kind),
                 ("BVH_KINDS", f64::from(bvh_kinds)),
                 ("LINEAR_KINDS", f64::from(linear_kinds)),
-                ("ORIENTED_BOUNDS", f64::from(u8::from(oriented))),
             ]
         } else {
             Vec::new()

@@ -540,7 +540,6 @@ fn encode_chunk(
         kind,
         bvh_kinds: 0,
         linear_kinds: u32::MAX,
-        oriented: false,
     };
     let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
         Job::Paired(kind) => (key(Entry::Paired, *kind), row_shapes(), unused, n as u32),
@@ -560,7 +559,6 @@ fn encode_chunk(
             PipelineKey {
                 bvh_kinds: scene.bvh_kinds,
                 linear_kinds: scene.linear_kinds,
-                oriented: scene.oriented,
                 ..key(Entry::Nearest, scene.kind)
             },
             &scene.shapes,
