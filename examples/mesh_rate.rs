@@ -1,0 +1,69 @@
+//! GPU mesh-query rate alone, for quick A/B runs while tuning the mesh kernel: the points of
+//! `cargo bench --bench meshes` (uniform over each shared mesh's box padded by 0.1 of its
+//! largest extent), unsigned, median of 3, no peers. The sum of the distances tells whether
+//! two builds answer alike.
+//!
+//! `cargo run --release --example mesh_rate [MESH …]` (default: the three shared meshes);
+//! N sets the point count (default 300,000).
+
+use std::path::Path;
+use std::time::Instant;
+
+use closest::mesh::{Sign, load_mesh};
+use closest::{Engine, EngineOptions};
+
+fn main() -> closest::Result<()> {
+    let engine = Engine::new(&EngineOptions::default())?;
+    let rows: usize = std::env::var("N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300_000);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
+    let mut names: Vec<String> = std::env::args().skip(1).collect();
+    if names.is_empty() {
+        names = ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]
+            .map(String::from)
+            .to_vec();
+    }
+    println!(
+        "{}; {rows} points; M queries/s, median of 3",
+        engine.describe()
+    );
+    for name in names {
+        let mesh = load_mesh(&dir.join(&name))?;
+        let (lo, hi) = mesh.bounds();
+        let extent = hi - lo;
+        let pad = extent.x.max(extent.y).max(extent.z) * 0.1;
+        let points: Vec<[f64; 3]> = closest::bench::sample_points(rows)
+            .iter()
+            .map(|p| {
+                let at = |k: usize, lo: f64, span: f64| {
+                    lo - pad + (span + 2.0 * pad) * (p[k] as f64 + 1.0) * 0.5
+                };
+                [
+                    at(0, lo.x, extent.x),
+                    at(1, lo.y, extent.y),
+                    at(2, lo.z, extent.z),
+                ]
+            })
+            .collect();
+        let started = Instant::now();
+        let gpu = engine.upload_mesh(mesh)?;
+        let upload = started.elapsed().as_secs_f64();
+        engine.query_mesh(&gpu, &points[..1000.min(rows)], Sign::None)?;
+        let mut times = Vec::new();
+        let mut sum = 0.0;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let hits = engine.query_mesh(&gpu, &points, Sign::None)?;
+            times.push(started.elapsed().as_secs_f64());
+            sum = hits.iter().map(|h| h.distance as f64).sum();
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{name:>20}  upload {upload:.3} s  {:.3} M/s  (distance sum {sum:.6})",
+            rows as f64 / times[1] / 1e6
+        );
+    }
+    Ok(())
+}
