@@ -44,20 +44,7 @@ fn main() {
         let mesh = load_mesh(&dir.join(name)).expect("the shared meshes load");
         let (lo, hi) = mesh.bounds();
         let extent = hi - lo;
-        let pad = extent.x.max(extent.y).max(extent.z) * 0.1;
-        let points: Vec<[f64; 3]> = closest::bench::sample_points(rows)
-            .iter()
-            .map(|p| {
-                let at = |k: usize, lo: f64, span: f64| {
-                    lo - pad + (span + 2.0 * pad) * (p[k] as f64 + 1.0) * 0.5
-                };
-                [
-                    at(0, lo.x, extent.x),
-                    at(1, lo.y, extent.y),
-                    at(2, lo.z, extent.z),
-                ]
-            })
-            .collect();
+        let points = closest::bench::padded_box_points(lo, hi, rows);
         let triangles = mesh.triangles.len();
         let gpu = engine.upload_mesh(mesh.clone()).expect("upload");
         // Build the pipeline outside the timings.

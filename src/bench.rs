@@ -76,6 +76,26 @@ pub fn sample_points(n: usize) -> Vec<[f32; 3]> {
     (0..n).map(|_| [next(), next(), next()]).collect()
 }
 
+/// `n` deterministic points uniform over the box `lo`..`hi` padded by 0.1 of its largest
+/// extent on every side: the points of the mesh benchmarks (`benches/meshes.rs`,
+/// `examples/mesh_rate.rs`; `scripts/peers_mesh.py` draws its own over the same box).
+pub fn padded_box_points(lo: DVec3, hi: DVec3, n: usize) -> Vec<[f64; 3]> {
+    let extent = hi - lo;
+    let pad = extent.x.max(extent.y).max(extent.z) * 0.1;
+    // sample_points spans [-2, 2]: t = (x + 2) / 4 spans [0, 1].
+    let at = |x: f32, lo: f64, span: f64| lo - pad + (span + 2.0 * pad) * (x as f64 + 2.0) / 4.0;
+    sample_points(n)
+        .iter()
+        .map(|p| {
+            [
+                at(p[0], lo.x, extent.x),
+                at(p[1], lo.y, extent.y),
+                at(p[2], lo.z, extent.z),
+            ]
+        })
+        .collect()
+}
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
