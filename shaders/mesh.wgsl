@@ -65,9 +65,10 @@ const OVERFLOW_SLOT: u32 = 0xfffffffeu;
 // `MeshStackEntry::child` once the stack is empty.
 const TRAVERSAL_END: u32 = 0xffffffffu;
 
-// Rows are answered in two rounds (two dispatches): every SEED_STRIDE-th row first, then the
-// others, each starting from the answer of the seed row before it. Queries arrive in Morton
-// order, so that triangle is near and its distance a tight bound from the first step.
+// Rows are answered in params.round_count rounds (one dispatch each, see `nearest_triangle`),
+// every row after the first round starting from the answer of an earlier row just before it.
+// Queries arrive in Morton order, so that triangle is near and its distance a tight bound
+// from the first step.
 // The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT).
 fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
     // `found` stays false until the first triangle is tested: no squared distance is too
