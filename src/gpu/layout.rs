@@ -229,6 +229,53 @@ impl SceneLayout {
     }
 }
 
+/// A scene's binding contents, as its kernel reads them.
+pub struct SceneBindings {
+    /// `shapes`: `GpuShape`s, or packed triangles (`packed_triangles`) for an oriented scene.
+    pub records: Vec<u8>,
+    /// `kind_ranges`; an oriented scene's last entry carries `half_scale` in `w`.
+    pub ranges: Vec<[u32; 4]>,
+    /// `nodes`: `GpuBvhNode`s, or `bvh::pack_oriented` words for an oriented scene.
+    pub nodes: Vec<u8>,
+}
+
+impl SceneLayout {
+    /// The bindings: triangle-only (oriented) scenes run `mesh.wgsl`, which reads packed
+    /// triangles and nodes; the others run `query.wgsl`. Zero-size bindings are invalid, so an
+    /// empty buffer still gets one record, never read.
+    pub fn into_bindings(self) -> SceneBindings {
+        let SceneLayout {
+            mut shapes,
+            mut ranges,
+            mut nodes,
+            oriented,
+        } = self;
+        if nodes.is_empty() {
+            nodes.push(GpuBvhNode::default());
+        }
+        if oriented {
+            let packed = bvh::pack_oriented(&nodes);
+            if let Some(root) = ranges.last_mut() {
+                root[3] = packed.half_scale.to_bits();
+            }
+            SceneBindings {
+                records: bytemuck::cast_slice(&packed_triangles(&shapes)).to_vec(),
+                ranges,
+                nodes: bytemuck::cast_slice(&packed.words).to_vec(),
+            }
+        } else {
+            if shapes.is_empty() {
+                shapes.push(GpuShape::default());
+            }
+            SceneBindings {
+                records: bytemuck::cast_slice(&shapes).to_vec(),
+                ranges,
+                nodes: bytemuck::cast_slice(&nodes).to_vec(),
+            }
+        }
+    }
+}
+
 /// The triangles of an oriented (triangle-only) scene as `mesh.wgsl` reads them: per triangle
 /// `(a, n.x), (b − a, n.y), (c − a, n.z)` in leaf order, then the scene index of each slot and
 /// the slot of each scene index, four per vec4 (as f32 bit patterns).

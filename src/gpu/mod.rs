@@ -329,34 +329,23 @@ impl Engine {
 
     fn upload_scene_with(&self, shapes: &[Shape], use_bvh: bool) -> Result<GpuScene> {
         let scene_layout = layout::scene_layout(shapes, use_bvh);
-        let layout_bvh_kinds = scene_layout.bvh_kinds();
+        let bvh_kinds = scene_layout.bvh_kinds();
         let linear_kinds = scene_layout.linear_kinds();
         let oriented = scene_layout.oriented;
-        let layout::SceneLayout {
-            shapes: mut gpu,
-            mut ranges,
-            mut nodes,
-            ..
-        } = scene_layout;
-        let bvh_kinds = layout_bvh_kinds;
-        // Oriented (triangle-only) hierarchies run mesh.wgsl, which reads packed triangles
-        // and packs node and leaf indices in 29 bits.
-        let records: Vec<u8> = if oriented {
-            if shapes.len() >= 1 << 29 {
-                return Err(Error::Usage(format!(
-                    "a triangle scene holds at most {} triangles ({} given)",
-                    (1u32 << 29) - 1,
-                    shapes.len()
-                )));
-            }
-            bytemuck::cast_slice(&layout::packed_triangles(&gpu)).to_vec()
-        } else {
-            if gpu.is_empty() {
-                // A zero-size binding is invalid: empty buffers still get one (never read) record.
-                gpu.push(GpuShape::default());
-            }
-            bytemuck::cast_slice(&gpu).to_vec()
-        };
+        // mesh.wgsl packs node and leaf indices beside a leaf count.
+        let max_triangles = 1usize << (32 - crate::bvh::LEAF_COUNT_BITS);
+        if oriented && shapes.len() >= max_triangles {
+            return Err(Error::Usage(format!(
+                "a triangle scene holds at most {} triangles ({} given)",
+                max_triangles - 1,
+                shapes.len()
+            )));
+        }
+        let layout::SceneBindings {
+            records,
+            ranges,
+            nodes,
+        } = scene_layout.into_bindings();
         let bytes = records.len() as u64;
         let max = self.limits.max_storage_buffer_binding_size;
         if bytes > max {
@@ -366,18 +355,6 @@ impl Engine {
                 shapes.len(),
             )));
         }
-        if nodes.is_empty() {
-            nodes.push(GpuBvhNode::default());
-        }
-        let node_bytes: Vec<u8> = if oriented {
-            let packed = crate::bvh::pack_oriented(&nodes);
-            if let Some(root) = ranges.last_mut() {
-                root[3] = packed.half_scale.to_bits();
-            }
-            bytemuck::cast_slice(&packed.words).to_vec()
-        } else {
-            bytemuck::cast_slice(&nodes).to_vec()
-        };
         let storage = |label, contents: &[u8]| {
             self.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -395,7 +372,7 @@ impl Engine {
                         contents: bytemuck::cast_slice(&ranges),
                         usage: wgpu::BufferUsages::UNIFORM,
                     }),
-                storage("scene bvh nodes", &node_bytes),
+                storage("scene bvh nodes", &nodes),
             )
         })?;
         Ok(GpuScene {
