@@ -4,7 +4,8 @@
 //! two builds answer alike.
 //!
 //! `cargo run --release --example mesh_rate [MESH …]` (default: the three shared meshes);
-//! N sets the point count (default 300,000).
+//! N sets the point count (default 300,000); PORTABLE=1 runs mesh.wgsl where the adapter would
+//! run mesh_subgroup.wgsl.
 
 use std::path::Path;
 use std::time::Instant;
@@ -13,7 +14,10 @@ use closest::mesh::{Sign, load_mesh};
 use closest::{Engine, EngineOptions};
 
 fn main() -> closest::Result<()> {
-    let engine = Engine::new(&EngineOptions::default())?;
+    let engine = Engine::new(&EngineOptions {
+        portable_kernels: std::env::var_os("PORTABLE").is_some(),
+        ..Default::default()
+    })?;
     let rows: usize = std::env::var("N")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -26,8 +30,13 @@ fn main() -> closest::Result<()> {
             .to_vec();
     }
     println!(
-        "{}; {rows} points; M queries/s, median of 3",
-        engine.describe()
+        "{}; {}; {rows} points; M queries/s, median of 3",
+        engine.describe(),
+        if engine.subgroup_kernels() {
+            "mesh_subgroup.wgsl"
+        } else {
+            "mesh.wgsl"
+        }
     );
     for name in names {
         let mesh = load_mesh(&dir.join(&name))?;

@@ -169,11 +169,19 @@ fn nearest_slot(p: vec3<f32>, seed: u32) -> u32 {
 fn answer(row: u32, seed: u32) {
     let p = load_point(row);
     if !is_finite_vec3(p) {
-        let nan = bitcast<f32>(params.nan_bits);
-        hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+        write_nan_row(row);
         return;
     }
-    let slot = nearest_slot(p, seed);
+    write_row(row, p, nearest_slot(p, seed));
+}
+
+fn write_nan_row(row: u32) {
+    let nan = bitcast<f32>(params.nan_bits);
+    hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+}
+
+// Writes the answer of `row` at `p`, whose nearest triangle is `slot`.
+fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if slot == OVERFLOW_SLOT {
         hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
         return;
@@ -198,30 +206,41 @@ fn slot_of(index: i32) -> u32 {
     return bitcast<u32>(word[at % 4u]);
 }
 
+// Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
+// answered, each seeded by the row an earlier round answered just before it.
+fn round_row(thread: u32) -> u32 {
+    var stride = 1u;
+    for (var r = params.round + 1u; r < params.round_count; r++) {
+        stride *= SEED_STRIDE;
+    }
+    if params.round > 0u {
+        return (thread + thread / (SEED_STRIDE - 1u) + 1u) * stride;
+    }
+    return thread * stride;
+}
+
+// The slot of the triangle an earlier round found for the seed row of `row` (NO_SLOT in the
+// first round).
+fn round_seed(row: u32) -> u32 {
+    if params.round == 0u {
+        return NO_SLOT;
+    }
+    var seed_stride = SEED_STRIDE;
+    for (var r = params.round + 1u; r < params.round_count; r++) {
+        seed_stride *= SEED_STRIDE;
+    }
+    return slot_of(hits[row - row % seed_stride].shape);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn nearest_triangle(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let thread = row_of(group, groups, local);
-    // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
-    // answered, each seeded by the row an earlier round answered just before it.
-    var stride = 1u;
-    for (var r = params.round + 1u; r < params.round_count; r++) {
-        stride *= SEED_STRIDE;
-    }
-    var row = thread * stride;
-    if params.round > 0u {
-        row = (thread + thread / (SEED_STRIDE - 1u) + 1u) * stride;
-    }
+    let row = round_row(row_of(group, groups, local));
     if row >= params.row_count {
         return;
     }
-    var seed = NO_SLOT;
-    if params.round > 0u {
-        let seed_stride = stride * SEED_STRIDE;
-        seed = slot_of(hits[row - row % seed_stride].shape);
-    }
-    answer(row, seed);
+    answer(row, round_seed(row));
 }

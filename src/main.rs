@@ -380,5 +380,16 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
         engine.unified_memory()
     );
     println!("  rows per chunk: {}", engine.chunk_rows());
+    let i = engine.adapter_info();
+    println!(
+        "  subgroup size: {}..{}; mesh kernel: {}",
+        i.subgroup_min_size,
+        i.subgroup_max_size,
+        if engine.subgroup_kernels() {
+            "mesh_subgroup.wgsl (8-lane subgroups walk together)"
+        } else {
+            "mesh.wgsl"
+        }
+    );
     Ok(())
 }

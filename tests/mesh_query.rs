@@ -7,8 +7,9 @@ mod common;
 use std::path::Path;
 
 use closest::mesh::{Mesh, Sign, load_mesh, winding_number};
-use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
-use common::{Rng, engine, within};
+use closest::sdf::{Grid, GridRegion};
+use closest::{DVec3, EngineOptions, GpuHit, Mode, Shape, reference, tolerance};
+use common::{Rng, engine, open_engine, within};
 use rayon::prelude::*;
 
 /// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
@@ -347,4 +348,71 @@ fn icosphere_follows_the_sphere_sdf_within_its_tessellation() {
         &hits,
         Some(&|p| winding_number(&mesh, p) > 0.5),
     );
+}
+
+#[test]
+fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
+    // On lavapipe (8-lane subgroups) the default engine runs mesh_subgroup.wgsl; were it not,
+    // this test would compare mesh.wgsl with itself.
+    let info = engine().adapter_info();
+    if info.backend == wgpu::Backend::Vulkan && info.device_type == wgpu::DeviceType::Cpu {
+        assert!(
+            engine().subgroup_kernels(),
+            "lavapipe runs the subgroup kernel"
+        );
+    }
+    // Chunks of 1000 rows: seed rounds restart in every chunk, the last chunk is partial, and
+    // so are the last subgroups.
+    let [subgroup, portable] = [false, true].map(|portable_kernels| {
+        open_engine(EngineOptions {
+            chunk_rows: Some(1000),
+            portable_kernels,
+            ..Default::default()
+        })
+    });
+    assert!(!portable.subgroup_kernels());
+    let same = |a: &[GpuHit], b: &[GpuHit], what: &str| {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert_eq!(
+                bytemuck::bytes_of(x),
+                bytemuck::bytes_of(y),
+                "{what}, row {i}: {x:?} vs {y:?}"
+            );
+        }
+    };
+
+    // A coarse grid around fandisk (lanes of a subgroup close together, as in `closest sdf`),
+    // with non-finite rows, some of them seed rows, and far points.
+    let mesh = shared("fandisk.obj");
+    let grid = Grid::new(&mesh, [23, 23, 23], GridRegion::Pad(0.3)).unwrap();
+    let mut points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
+    for row in [0, 7, 64, 999, 1000, 5001, grid.len() - 1] {
+        points[row] = [f64::NAN, 1.0, f64::INFINITY];
+    }
+    points.extend([[1e4, -2e4, 3e3], [-1e6, 0.0, 0.0]]);
+    let answers = [&subgroup, &portable].map(|e| {
+        let gpu = e.upload_mesh(mesh.clone()).unwrap();
+        e.query_mesh(&gpu, &points, Sign::Pseudonormal).unwrap()
+    });
+    same(&answers[0], &answers[1], "fandisk grid");
+
+    // Random triangles, each twice (exact ties, which the lower index wins), and random points.
+    let mut rng = Rng::new(41);
+    let once: Vec<Shape> = (0..1500)
+        .map(|_| {
+            let a = rng.vec(-20.0, 20.0);
+            let b = a + rng.unit() * rng.range(0.02, 2.0);
+            let c = a + rng.unit() * rng.range(0.02, 2.0);
+            Shape::Triangle { a, b, c }
+        })
+        .collect();
+    let shapes: Vec<Shape> = once.iter().chain(&once).cloned().collect();
+    let mut points: Vec<[f32; 3]> = (0..4321).map(|_| rng.vec(-25.0, 25.0).to_f32()).collect();
+    points[8] = [f32::NAN; 3];
+    let answers = [&subgroup, &portable].map(|e| {
+        let scene = e.upload_scene(&shapes).unwrap();
+        e.query_scene(&scene, &points, Mode::Surface).unwrap()
+    });
+    same(&answers[0], &answers[1], "triangle soup");
+    assert!(answers[0].iter().all(|h| h.shape < once.len() as i32));
 }

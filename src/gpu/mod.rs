@@ -38,6 +38,9 @@ pub struct EngineOptions {
     /// Use staging buffers and copies even on a unified-memory adapter (the path discrete
     /// GPUs take), so tests can exercise it on lavapipe.
     pub force_staging: bool,
+    /// Run only the kernels every adapter has: never `mesh_subgroup.wgsl`, so tests and
+    /// benchmarks can compare it with `mesh.wgsl` on lavapipe.
+    pub portable_kernels: bool,
 }
 
 /// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
@@ -85,6 +88,8 @@ pub(crate) enum Entry {
     Nearest,
     /// `nearest` for triangle-only scenes with an oriented BVH (`mesh.wgsl`).
     NearestTriangle,
+    /// `NearestTriangle` walked by whole subgroups of 8 lanes (`mesh_subgroup.wgsl`).
+    NearestTriangleSubgroup,
     SegmentPairs,
 }
 
@@ -94,6 +99,7 @@ impl Entry {
             Entry::Paired => "paired",
             Entry::Nearest => "nearest",
             Entry::NearestTriangle => "nearest_triangle",
+            Entry::NearestTriangleSubgroup => "nearest_triangle_subgroup",
             Entry::SegmentPairs => "segment_pairs",
         }
     }
@@ -104,6 +110,7 @@ impl Entry {
             Entry::Paired | Entry::Nearest => "query",
             Entry::SegmentPairs => "segments",
             Entry::NearestTriangle => "mesh",
+            Entry::NearestTriangleSubgroup => "mesh_subgroup",
         }
     }
 }
@@ -190,6 +197,8 @@ pub struct Engine {
     pub(crate) limits: wgpu::Limits,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
+    /// Triangle scenes run `mesh_subgroup.wgsl`.
+    pub(crate) subgroup_meshes: bool,
     pub(crate) kernels: Kernels,
     pub(crate) chunk_rows: usize,
     /// Buffers of the chunk slots, kept between jobs.
@@ -216,11 +225,19 @@ impl Engine {
                 wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
             )
             && features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
-        let required_features = if unified_memory {
+        let mut required_features = if unified_memory {
             wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
         } else {
             wgpu::Features::empty()
         };
+        // mesh_subgroup.wgsl is written for subgroups of exactly 8 lanes.
+        let subgroup_meshes = features.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == 8
+            && info.subgroup_max_size == 8
+            && !options.portable_kernels;
+        if subgroup_meshes {
+            required_features |= wgpu::Features::SUBGROUP;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("closest"),
@@ -244,7 +261,7 @@ impl Engine {
                 .push(format!("device lost ({reason:?}): {message}"));
         });
 
-        let kernels = in_error_scope(&device, || build_kernels(&device))??;
+        let kernels = in_error_scope(&device, || build_kernels(&device, subgroup_meshes))??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
         let by_buffer = limits.max_buffer_size / row_bytes;
@@ -266,6 +283,7 @@ impl Engine {
             usage: wgpu::BufferUsages::STORAGE,
         });
         Ok(Engine {
+            subgroup_meshes,
             device,
             queue,
             info,
@@ -302,6 +320,11 @@ impl Engine {
 
     pub fn unified_memory(&self) -> bool {
         self.unified_memory
+    }
+    /// Whether triangle scenes and meshes run `mesh_subgroup.wgsl` (adapters with subgroups
+    /// of exactly 8 lanes, such as lavapipe, unless [`EngineOptions::portable_kernels`]).
+    pub fn subgroup_kernels(&self) -> bool {
+        self.subgroup_meshes
     }
     /// Where the last job's time went (host fill, waiting on the device, host drain).
     pub fn last_timing(&self) -> JobTiming {
@@ -541,11 +564,14 @@ fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> 
     }
 }
 
-fn build_kernels(device: &wgpu::Device) -> Result<Kernels> {
+fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
     // Every entry point shares one workgroup size (the dispatch grid is computed once).
     let mut modules = HashMap::new();
     let mut workgroup_size = None;
     for (name, entries) in shaders::KERNELS {
+        if !subgroups && shaders::SUBGROUP_KERNELS.contains(name) {
+            continue;
+        }
         let shader = shaders::compose(name).map_err(Error::Gpu)?;
         for entry in *entries {
             let [size, _, _] = shader

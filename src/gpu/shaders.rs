@@ -33,6 +33,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("query"),
     wgsl!("segments"),
     wgsl!("mesh"),
+    wgsl!("mesh_subgroup"),
 ];
 
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
@@ -43,7 +44,11 @@ pub const KERNELS: &[(&str, &[&str])] = &[
     ("query", &["paired", "nearest"]),
     ("segments", &["segment_pairs"]),
     ("mesh", &["nearest_triangle"]),
+    ("mesh_subgroup", &["nearest_triangle_subgroup"]),
 ];
+
+/// The kernels that need `wgpu::Features::SUBGROUP` (built only where the device has it).
+pub const SUBGROUP_KERNELS: &[&str] = &["mesh_subgroup"];
 
 /// A composed, validated shader.
 pub struct ComposedShader {
@@ -134,7 +139,7 @@ pub fn compose(name: &str) -> Result<ComposedShader, String> {
         .map_err(|e| format!("{name}.wgsl does not parse:\n{}", e.emit_to_string(&source)))?;
     naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::default(),
+        naga::valid::Capabilities::default() | naga::valid::Capabilities::SUBGROUP,
     )
     .validate(&module)
     .map_err(|e| {

@@ -550,7 +550,14 @@ fn encode_chunk(
             n as u32,
         ),
         Job::Nearest(scene) if scene.oriented => (
-            key(Entry::NearestTriangle, None),
+            key(
+                if engine.subgroup_meshes {
+                    Entry::NearestTriangleSubgroup
+                } else {
+                    Entry::NearestTriangle
+                },
+                None,
+            ),
             &scene.shapes,
             (&scene.ranges, &scene.nodes),
             scene.count,
@@ -569,7 +576,10 @@ fn encode_chunk(
     let pipeline = engine.kernels.pipeline(&engine.device, key)?;
     // Rows per round: triangle scenes answer every SEED_STRIDE-th row first, then the
     // others starting from those answers (mesh.wgsl).
-    let rounds = if key.entry == Entry::NearestTriangle {
+    let rounds = if matches!(
+        key.entry,
+        Entry::NearestTriangle | Entry::NearestTriangleSubgroup
+    ) {
         // Rows answered by the rounds before the last ones.
         let answered = |round: u32| n.div_ceil(SEED_STRIDE.pow(SEED_ROUNDS - 1 - round));
         (0..SEED_ROUNDS)
