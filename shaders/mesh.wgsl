@@ -31,9 +31,9 @@ fn load_point(row: u32) -> vec3<f32> {
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
 }
 
+// Indexed through the reference, so only the one word is loaded.
 fn scene_index(slot: u32) -> u32 {
-    let word = triangles[3u * params.shape_count + slot / 4u];
-    return bitcast<u32>(word[slot % 4u]);
+    return bitcast<u32>(triangles[3u * params.shape_count + slot / 4u][slot % 4u]);
 }
 
 // The projection of `p` on triangle `slot`, in world space (query.wgsl: project_point).
@@ -202,8 +202,7 @@ fn slot_of(index: i32) -> u32 {
         return NO_SLOT;
     }
     let at = u32(index);
-    let word = triangles[3u * params.shape_count + (params.shape_count + 3u) / 4u + at / 4u];
-    return bitcast<u32>(word[at % 4u]);
+    return bitcast<u32>(triangles[3u * params.shape_count + (params.shape_count + 3u) / 4u + at / 4u][at % 4u]);
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
