@@ -104,13 +104,9 @@ fn main() {
     let grid = env_count("CLOSEST_BENCH_GRID", 128).max(2);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);
     println!(
-        "adapter: {}; mesh kernel: {}; median of {repeats}; M queries/s",
+        "adapter: {}; kernels: {}; median of {repeats}; M queries/s",
         engine.describe(),
-        if engine.subgroup_kernels() {
-            "mesh_subgroup.wgsl"
-        } else {
-            "mesh.wgsl"
-        }
+        engine.scene_kernels()
     );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
     let meshes: Vec<(&str, Mesh)> = ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release --example mesh_rate [MESH …]` (default: the three shared meshes);
 //! N sets the point count (default 300,000); PORTABLE=1 runs mesh.wgsl where the adapter would
-//! run mesh_subgroup.wgsl.
+//! run mesh_subgroup.wgsl (`EngineOptions::portable_kernels`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -32,11 +32,7 @@ fn main() -> closest::Result<()> {
     println!(
         "{}; {}; {rows} points; M queries/s, median of 3",
         engine.describe(),
-        if engine.subgroup_kernels() {
-            "mesh_subgroup.wgsl"
-        } else {
-            "mesh.wgsl"
-        }
+        engine.scene_kernels()
     );
     for name in names {
         let mesh = load_mesh(&dir.join(&name))?;

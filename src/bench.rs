@@ -329,8 +329,9 @@ pub fn run_scene_table(
         .collect();
     writeln!(
         out,
-        "adapter: {}; {rows} points; median of {repeats} runs; Mq/s",
-        engine.describe()
+        "adapter: {}; kernels: {}; {rows} points; median of {repeats} runs; Mq/s",
+        engine.describe(),
+        engine.scene_kernels()
     )
     .map_err(w)?;
     let peer_name = peer.as_ref().map_or("peer", |p| p.name()).to_string();

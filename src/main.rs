@@ -382,14 +382,10 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
     println!("  rows per chunk: {}", engine.chunk_rows());
     let i = engine.adapter_info();
     println!(
-        "  subgroup size: {}..{}; mesh kernel: {}",
+        "  subgroup size: {}..{}; scene kernels: {}",
         i.subgroup_min_size,
         i.subgroup_max_size,
-        if engine.subgroup_kernels() {
-            "mesh_subgroup.wgsl (8-lane subgroups walk together)"
-        } else {
-            "mesh.wgsl"
-        }
+        engine.scene_kernels()
     );
     Ok(())
 }

@@ -375,3 +375,81 @@ fn packed_oriented_boxes_hold_their_triangles_as_the_kernel_sees_them() {
         assert!(checked > 3000 * 3 * 5, "only {checked} corners checked");
     }
 }
+
+#[test]
+fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
+    // On lavapipe (8-lane subgroups) the default engine runs query_subgroup.wgsl; were it not,
+    // this test would compare query.wgsl with itself.
+    let info = engine().adapter_info();
+    if info.backend == wgpu::Backend::Vulkan && info.device_type == wgpu::DeviceType::Cpu {
+        assert!(
+            engine().subgroup_kernels(),
+            "lavapipe runs the subgroup kernels"
+        );
+    }
+    // Chunks of 1000 rows: the last chunk is partial, and so are the last subgroups.
+    let [subgroup, portable] = [false, true].map(|portable_kernels| {
+        open_engine(EngineOptions {
+            chunk_rows: Some(1000),
+            portable_kernels,
+            ..Default::default()
+        })
+    });
+    assert!(!portable.subgroup_kernels());
+    let mut rng = Rng::new(43);
+    // Every bounded kind in a BVH, unbounded kinds scanned linearly, ties from duplicates.
+    let mut mixed = scene(&mut rng, 1500, 30.0, 1.5);
+    mixed.extend(mixed[..200].to_vec());
+    mixed.extend([
+        Shape::Plane {
+            normal: DVec3::new(0.0, 0.0, 1.0),
+            offset: -40.0,
+        },
+        Shape::Line {
+            a: DVec3::new(50.0, 0.0, 0.0),
+            b: DVec3::new(50.0, 1.0, 0.0),
+        },
+        Shape::Ray {
+            origin: DVec3::new(-50.0, 0.0, 0.0),
+            direction: DVec3::new(0.0, -1.0, 0.0),
+        },
+    ]);
+    let spheres: Vec<Shape> = (0..3)
+        .map(|i| Shape::Sphere {
+            center: DVec3::new(i as f64 * 4.0, 0.0, 0.0),
+            radius: 1.0,
+        })
+        .collect();
+    let mut pts: Vec<[f32; 3]> = points(&mut rng, 4321, 45.0)
+        .iter()
+        .map(|p| p.to_f32())
+        .collect();
+    for row in [0, 9, 1000, 4320] {
+        pts[row] = [f32::NAN, 0.0, f32::INFINITY];
+    }
+    for (name, shapes, brute) in [
+        ("mixed scene", &mixed, false),
+        ("mixed scene, no BVH", &mixed, true),
+        ("three spheres", &spheres, true),
+        ("no shapes", &Vec::new(), false),
+    ] {
+        for mode in [Mode::Solid, Mode::Surface] {
+            let [a, b] = [&subgroup, &portable].map(|e| {
+                let scene = if brute {
+                    e.upload_scene_brute_force(shapes)
+                } else {
+                    e.upload_scene(shapes)
+                };
+                e.query_scene(&scene.unwrap(), &pts, mode).unwrap()
+            });
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(
+                    bytemuck::bytes_of(x),
+                    bytemuck::bytes_of(y),
+                    "{name}, {mode:?}, row {i}: {x:?} vs {y:?}"
+                );
+            }
+            assert_eq!(a[9].shape, -1, "{name}: a non-finite row");
+        }
+    }
+}

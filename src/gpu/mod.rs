@@ -38,8 +38,9 @@ pub struct EngineOptions {
     /// Use staging buffers and copies even on a unified-memory adapter (the path discrete
     /// GPUs take), so tests can exercise it on lavapipe.
     pub force_staging: bool,
-    /// Run only the kernels every adapter has: never `mesh_subgroup.wgsl`, so tests and
-    /// benchmarks can compare it with `mesh.wgsl` on lavapipe.
+    /// Run only the kernels every adapter has: never the subgroup kernels
+    /// (`query_subgroup.wgsl`, `mesh_subgroup.wgsl`), so tests and benchmarks can compare them
+    /// with `query.wgsl` and `mesh.wgsl` on lavapipe.
     pub portable_kernels: bool,
 }
 
@@ -86,6 +87,8 @@ impl GpuScene {
 pub(crate) enum Entry {
     Paired,
     Nearest,
+    /// `Nearest` walked by whole subgroups of 8 lanes (`query_subgroup.wgsl`).
+    NearestSubgroup,
     /// `nearest` for triangle-only scenes with an oriented BVH (`mesh.wgsl`).
     NearestTriangle,
     /// `NearestTriangle` walked by whole subgroups of 8 lanes (`mesh_subgroup.wgsl`).
@@ -98,6 +101,7 @@ impl Entry {
         match self {
             Entry::Paired => "paired",
             Entry::Nearest => "nearest",
+            Entry::NearestSubgroup => "nearest_subgroup",
             Entry::NearestTriangle => "nearest_triangle",
             Entry::NearestTriangleSubgroup => "nearest_triangle_subgroup",
             Entry::SegmentPairs => "segment_pairs",
@@ -108,6 +112,7 @@ impl Entry {
     fn shader(self) -> &'static str {
         match self {
             Entry::Paired | Entry::Nearest => "query",
+            Entry::NearestSubgroup => "query_subgroup",
             Entry::SegmentPairs => "segments",
             Entry::NearestTriangle => "mesh",
             Entry::NearestTriangleSubgroup => "mesh_subgroup",
@@ -157,7 +162,7 @@ impl Kernels {
         } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
-        let constants: Vec<(&str, f64)> = if entry.shader() == "query" {
+        let constants: Vec<(&str, f64)> = if matches!(entry.shader(), "query" | "query_subgroup") {
             vec![
                 ("ONLY_KIND", only_kind),
                 ("BVH_KINDS", f64::from(bvh_kinds)),
@@ -197,8 +202,8 @@ pub struct Engine {
     pub(crate) limits: wgpu::Limits,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
-    /// Triangle scenes run `mesh_subgroup.wgsl`.
-    pub(crate) subgroup_meshes: bool,
+    /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
+    pub(crate) subgroup_kernels: bool,
     pub(crate) kernels: Kernels,
     pub(crate) chunk_rows: usize,
     /// Buffers of the chunk slots, kept between jobs.
@@ -230,12 +235,12 @@ impl Engine {
         } else {
             wgpu::Features::empty()
         };
-        // mesh_subgroup.wgsl is written for subgroups of exactly 8 lanes.
-        let subgroup_meshes = features.contains(wgpu::Features::SUBGROUP)
+        // The subgroup kernels are written for subgroups of exactly 8 lanes.
+        let subgroup_kernels = features.contains(wgpu::Features::SUBGROUP)
             && info.subgroup_min_size == 8
             && info.subgroup_max_size == 8
             && !options.portable_kernels;
-        if subgroup_meshes {
+        if subgroup_kernels {
             required_features |= wgpu::Features::SUBGROUP;
         }
         let limits = adapter.limits();
@@ -261,7 +266,7 @@ impl Engine {
                 .push(format!("device lost ({reason:?}): {message}"));
         });
 
-        let kernels = in_error_scope(&device, || build_kernels(&device, subgroup_meshes))??;
+        let kernels = in_error_scope(&device, || build_kernels(&device, subgroup_kernels))??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
         let by_buffer = limits.max_buffer_size / row_bytes;
@@ -283,7 +288,7 @@ impl Engine {
             usage: wgpu::BufferUsages::STORAGE,
         });
         Ok(Engine {
-            subgroup_meshes,
+            subgroup_kernels,
             device,
             queue,
             info,
@@ -321,10 +326,19 @@ impl Engine {
     pub fn unified_memory(&self) -> bool {
         self.unified_memory
     }
-    /// Whether triangle scenes and meshes run `mesh_subgroup.wgsl` (adapters with subgroups
-    /// of exactly 8 lanes, such as lavapipe, unless [`EngineOptions::portable_kernels`]).
+    /// Whether scene queries run the subgroup kernels, `query_subgroup.wgsl` and (triangle
+    /// scenes, meshes) `mesh_subgroup.wgsl`: adapters with subgroups of exactly 8 lanes, such
+    /// as lavapipe, unless [`EngineOptions::portable_kernels`].
     pub fn subgroup_kernels(&self) -> bool {
-        self.subgroup_meshes
+        self.subgroup_kernels
+    }
+    /// The scene and mesh kernels in use, for summaries and benchmark headers.
+    pub fn scene_kernels(&self) -> &'static str {
+        if self.subgroup_kernels {
+            "query_subgroup.wgsl, mesh_subgroup.wgsl"
+        } else {
+            "query.wgsl, mesh.wgsl"
+        }
     }
     /// Where the last job's time went (host fill, waiting on the device, host drain).
     pub fn last_timing(&self) -> JobTiming {

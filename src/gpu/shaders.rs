@@ -20,6 +20,9 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/types"),
     wgsl!("shared/math"),
     wgsl!("shared/rows"),
+    wgsl!("shared/walk"),
+    wgsl!("shared/one_lane"),
+    wgsl!("shared/subgroup"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),
@@ -30,8 +33,11 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shapes/capsule"),
     wgsl!("shapes/cylinder"),
     wgsl!("shapes/polyhedron"),
+    wgsl!("query_walk"),
     wgsl!("query"),
+    wgsl!("query_subgroup"),
     wgsl!("segments"),
+    wgsl!("mesh_walk"),
     wgsl!("mesh"),
     wgsl!("mesh_subgroup"),
 ];
@@ -45,10 +51,11 @@ pub const KERNELS: &[(&str, &[&str])] = &[
     ("segments", &["segment_pairs"]),
     ("mesh", &["nearest_triangle"]),
     ("mesh_subgroup", &["nearest_triangle_subgroup"]),
+    ("query_subgroup", &["nearest_subgroup"]),
 ];
 
 /// The kernels that need `wgpu::Features::SUBGROUP` (built only where the device has it).
-pub const SUBGROUP_KERNELS: &[&str] = &["mesh_subgroup"];
+pub const SUBGROUP_KERNELS: &[&str] = &["mesh_subgroup", "query_subgroup"];
 
 /// A composed, validated shader.
 pub struct ComposedShader {

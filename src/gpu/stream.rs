@@ -551,7 +551,7 @@ fn encode_chunk(
         ),
         Job::Nearest(scene) if scene.oriented => (
             key(
-                if engine.subgroup_meshes {
+                if engine.subgroup_kernels {
                     Entry::NearestTriangleSubgroup
                 } else {
                     Entry::NearestTriangle
@@ -566,7 +566,14 @@ fn encode_chunk(
             PipelineKey {
                 bvh_kinds: scene.bvh_kinds,
                 linear_kinds: scene.linear_kinds,
-                ..key(Entry::Nearest, scene.kind)
+                ..key(
+                    if engine.subgroup_kernels {
+                        Entry::NearestSubgroup
+                    } else {
+                        Entry::Nearest
+                    },
+                    scene.kind,
+                )
             },
             &scene.shapes,
             (&scene.ranges, &scene.nodes),

@@ -1,0 +1,256 @@
+// The nearest-triangle walk shared by mesh.wgsl and mesh_subgroup.wgsl: triangle-only scenes
+// with an oriented BVH (meshes, triangle soups), the answers of `nearest` in query.wgsl with
+// far fewer memory operations per step. Software adapters load storage buffers lane by lane,
+// one loop per 32-bit word, so a step costs about what it loads: records here are whole
+// vec4s, the stack holds two words per entry, and leaves compare squared distances (the full
+// answer is computed once, for the winner).
+#import shared/types
+#import shared/math
+#import shared/rows
+#import shapes/triangle
+#import shared/walk
+
+@group(0) @binding(0) var<uniform> params: Params;
+// Triangle t of the BVH's leaf order is triangles[3t .. 3t + 3): (a, n.x), (b − a, n.y),
+// (c − a, n.z), n its unit normal (zero when degenerate); then the scene index of triangle t
+// is word t % 4 of triangles[3 * count + t / 4] (layout::packed_triangles).
+@group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> points: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
+@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
+// BvhNode (src/bvh.rs) as six vec4s: left centre + first, left half extents + count, the
+// same for the right child, then the left and right rotations.
+@group(0) @binding(5) var<storage, read> nodes: array<vec4<u32>>;
+
+// A child to open: `first << 3 | leaf count` (0 for an inner node) and its squared distance.
+struct MeshStackEntry {
+    child: u32,
+    distance2: f32,
+}
+
+
+fn load_point(row: u32) -> vec3<f32> {
+    return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
+}
+
+// Indexed through the reference, so only the one word is loaded.
+fn scene_index(slot: u32) -> u32 {
+    return bitcast<u32>(triangles[3u * params.shape_count + slot / 4u][slot % 4u]);
+}
+
+// The projection of `p` on triangle `slot`, in world space (query.wgsl: project_point).
+fn triangle_point(slot: u32, p: vec3<f32>) -> Projection {
+    let r0 = triangles[3u * slot];
+    let r1 = triangles[3u * slot + 1u];
+    let r2 = triangles[3u * slot + 2u];
+    var proj = project_triangle(p - r0.xyz, r1.xyz, r2.xyz, vec3<f32>(r0.w, r1.w, r2.w));
+    proj.point = proj.point + r0.xyz;
+    return proj;
+}
+
+// A child's entry: its squared distance from p (0 inside its oriented box).
+fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>) -> MeshStackEntry {
+    // Of norm at most 1, used as it is: the map never lengthens vectors (bvh::kernel_rotate).
+    let q_bits = bitcast<vec4<i32>>(vec4<u32>(shape.z << 16u, shape.z, shape.w << 16u, shape.w));
+    let q = vec4<f32>(q_bits >> vec4<u32>(16u)) * (1.0 / 32767.0);
+    // Normal f16 (the host keeps them normal) to f32: move the fields, rebias the exponent.
+    let half_bits = vec3<u32>(shape.x & 0xffffu, shape.x >> 16u, shape.y);
+    let half = bitcast<vec3<f32>>((half_bits << vec3<u32>(13u)) + vec3<u32>(112u << 23u)) * half_scale;
+    let local = rotate(vec4<f32>(-q.xyz, q.w), p - bitcast<vec3<f32>>(head.xyz));
+    let outside = max(abs(local) - half, vec3<f32>(0.0));
+    return MeshStackEntry(head.w, dot(outside, outside));
+}
+
+// nearest_slot's answers besides a slot.
+const NO_SLOT: u32 = 0xffffffffu;
+const OVERFLOW_SLOT: u32 = 0xfffffffeu;
+// `MeshStackEntry::child` once the stack is empty.
+const TRAVERSAL_END: u32 = 0xffffffffu;
+
+// Rows are answered in params.round_count rounds (one dispatch each, see `round_row`), every
+// row after the first round starting from the answer of an earlier row just before it.
+// Queries arrive in Morton order, so that triangle is near and its distance a tight bound
+// from the first step.
+//
+// Each kernel defines the loads, `load_node` and `load_triangle_pair`, and imports the walk's
+// decisions (shared/walk.wgsl): mesh.wgsl for its own lane, mesh_subgroup.wgsl for its whole
+// subgroup.
+
+// Squared distance from p to the triangle of records r0, r1, r2.
+fn triangle_distance2(r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, p: vec3<f32>) -> f32 {
+    let proj = project_triangle(p - r0.xyz, r1.xyz, r2.xyz, vec3<f32>(r0.w, r1.w, r2.w));
+    let delta = p - (proj.point + r0.xyz);
+    return dot(delta, delta);
+}
+
+// The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT). A row
+// that is not `wanted` (no row, or a non-finite point) asks for nothing.
+fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
+    // `found` stays false until the first triangle is tested: no squared distance is too
+    // large to be the answer (it may overflow to infinity far away).
+    var found = false;
+    var best_slot = 0u;
+    var best_distance2 = 0.0;
+    if !wanted {
+        found = true;
+        best_distance2 = -1.0;
+    } else if seed != NO_SLOT {
+        let delta = p - triangle_point(seed, p).point;
+        found = true;
+        best_slot = seed;
+        best_distance2 = dot(delta, delta);
+    }
+    var stack: array<MeshStackEntry, STACK_SIZE>;
+    var top = 0u;
+    // The child being opened; the nearer child of an opened node is opened next without a
+    // trip through the stack.
+    var current = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
+    let half_scale = bitcast<f32>(kind_ranges[KIND_COUNT].w);
+    loop {
+        // Inner nodes are walked in a loop of their own that stops at the next leaf: software
+        // adapters run every statement of a loop body on every step, so a leaf test inside
+        // it would cost each node step as much as a leaf.
+        while current.child != TRAVERSAL_END && (current.child & ((1u << LEAF_COUNT_BITS) - 1u)) == 0u {
+            var pop = true;
+            if any_lane(!found || current.distance2 <= best_distance2) {
+                let node = load_node(current.child >> LEAF_COUNT_BITS);
+                let left = child_entry(node[0], node[2], half_scale, p);
+                let right = child_entry(node[1], node[3], half_scale, p);
+                // Boxes too far to matter are never pushed, so they cost no step.
+                let chosen = choose_children(
+                    !found || left.distance2 <= best_distance2,
+                    !found || right.distance2 <= best_distance2,
+                    left.distance2 <= right.distance2,
+                );
+                let open_left = (chosen & OPEN_LEFT) != 0u;
+                let open_right = (chosen & OPEN_RIGHT) != 0u;
+                if open_left || open_right {
+                    var near = left;
+                    var far = right;
+                    var open_far = open_right;
+                    if !open_left || (open_right && (chosen & LEFT_FIRST) == 0u) {
+                        near = right;
+                        far = left;
+                        open_far = open_left;
+                    }
+                    if open_far {
+                        if top == STACK_SIZE {
+                            return OVERFLOW_SLOT;
+                        }
+                        stack[top] = far;
+                        top += 1u;
+                    }
+                    current = near;
+                    pop = false;
+                }
+            }
+            if pop {
+                if top == 0u {
+                    current.child = TRAVERSAL_END;
+                } else {
+                    top -= 1u;
+                    current = stack[top];
+                }
+            }
+        }
+        if current.child == TRAVERSAL_END {
+            break;
+        }
+        // `current` is a leaf.
+        if any_lane(!found || current.distance2 <= best_distance2) {
+            let first = current.child >> LEAF_COUNT_BITS;
+            let count = current.child & ((1u << LEAF_COUNT_BITS) - 1u);
+            // A leaf's triangles are in scene order (bvh::build), so its nearest with ties
+            // to the lower index is the first strictly nearest; the scene indices are read
+            // once per leaf, for a tie with the best so far (SPEC §2: the lower index wins).
+            var leaf_slot = first;
+            var leaf_distance2 = 0.0;
+            for (var k = 0u; k < count; k += 2u) {
+                let both = k + 1u < count;
+                let t = load_triangle_pair(first + k, both);
+                let a = triangle_distance2(t[0], t[1], t[2], p);
+                if k == 0u || a < leaf_distance2 {
+                    leaf_slot = first + k;
+                    leaf_distance2 = a;
+                }
+                if both {
+                    let b = triangle_distance2(t[3], t[4], t[5], p);
+                    if b < leaf_distance2 {
+                        leaf_slot = first + k + 1u;
+                        leaf_distance2 = b;
+                    }
+                }
+            }
+            if !found || leaf_distance2 < best_distance2
+                || (leaf_distance2 == best_distance2
+                    && scene_index(leaf_slot) < scene_index(best_slot)) {
+                found = true;
+                best_slot = leaf_slot;
+                best_distance2 = leaf_distance2;
+            }
+        }
+        if top == 0u {
+            break;
+        }
+        top -= 1u;
+        current = stack[top];
+    }
+    return best_slot;
+}
+
+fn write_nan_row(row: u32) {
+    let nan = bitcast<f32>(params.nan_bits);
+    hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+}
+
+// Writes the answer of `row` at `p`, whose nearest triangle is `slot`.
+fn write_row(row: u32, p: vec3<f32>, slot: u32) {
+    if slot == OVERFLOW_SLOT {
+        hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
+        return;
+    }
+    // The winner's answer as query.wgsl's `finish` gives it for a triangle.
+    let proj = triangle_point(slot, p);
+    let delta = p - proj.point;
+    let len = length(delta);
+    var normal = proj.normal;
+    if len > 0.0 {
+        normal = delta / len;
+    }
+    hits[row] = Hit(proj.point, len, normal, i32(scene_index(slot)));
+}
+
+fn slot_of(index: i32) -> u32 {
+    if index < 0 {
+        return NO_SLOT;
+    }
+    let at = u32(index);
+    return bitcast<u32>(triangles[3u * params.shape_count + (params.shape_count + 3u) / 4u + at / 4u][at % 4u]);
+}
+
+// Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
+// answered, each seeded by the row an earlier round answered just before it.
+fn round_row(thread: u32) -> u32 {
+    var stride = 1u;
+    for (var r = params.round + 1u; r < params.round_count; r++) {
+        stride *= SEED_STRIDE;
+    }
+    if params.round > 0u {
+        return (thread + thread / (SEED_STRIDE - 1u) + 1u) * stride;
+    }
+    return thread * stride;
+}
+
+// The slot of the triangle an earlier round found for the seed row of `row` (NO_SLOT in the
+// first round).
+fn round_seed(row: u32) -> u32 {
+    if params.round == 0u {
+        return NO_SLOT;
+    }
+    var seed_stride = SEED_STRIDE;
+    for (var r = params.round + 1u; r < params.round_count; r++) {
+        seed_stride *= SEED_STRIDE;
+    }
+    return slot_of(hits[row - row % seed_stride].shape);
+}
+

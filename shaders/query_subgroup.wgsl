@@ -1,0 +1,83 @@
+// `nearest` for adapters whose subgroups are 8 lanes wide (lavapipe): the lanes of a subgroup
+// walk the scene's BVH together and load each node and shape once between them, a word a
+// lane, then broadcast (shared/subgroup.wgsl), where the lane-by-lane loads of software
+// adapters would load it once per lane.
+#import query_walk
+#import shared/subgroup
+
+// GpuShape records (24 words) and BvhNode records (24 words: both children, then rotations
+// this kernel does not read), as words.
+@group(0) @binding(1) var<storage, read> shape_words: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> node_words: array<vec4<u32>>;
+
+fn shape_word(i: u32) -> u32 {
+    return shape_words[i >> 2u][i & 3u];
+}
+
+fn node_word(i: u32) -> u32 {
+    return node_words[i >> 2u][i & 3u];
+}
+
+fn load_shape(i: u32) -> Shape {
+    let at = 24u * i + lane;
+    let w0 = shape_word(at);
+    let w1 = shape_word(at + 8u);
+    let w2 = shape_word(at + 16u);
+    let head = lanes_0_3(w0);
+    return Shape(
+        head.x,
+        head.y,
+        0u,
+        0u,
+        bitcast<vec4<f32>>(lanes_4_7(w0)),
+        bitcast<vec4<f32>>(lanes_0_3(w1)),
+        bitcast<vec4<f32>>(lanes_4_7(w1)),
+        bitcast<vec4<f32>>(lanes_0_3(w2)),
+        bitcast<vec4<f32>>(lanes_4_7(w2)),
+    );
+}
+
+fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
+    return BvhChild(
+        bitcast<vec3<f32>>(min_first.xyz),
+        min_first.w,
+        bitcast<vec3<f32>>(max_count.xyz),
+        max_count.w,
+    );
+}
+
+fn load_children(node: u32) -> array<BvhChild, 2> {
+    let at = 24u * node + lane;
+    let left = node_word(at);
+    let right = node_word(at + 8u);
+    return array<BvhChild, 2>(
+        child_of(lanes_0_3(left), lanes_4_7(left)),
+        child_of(lanes_0_3(right), lanes_4_7(right)),
+    );
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn nearest_subgroup(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+    @builtin(subgroup_invocation_id) subgroup_lane: u32,
+) {
+    lane = subgroup_lane;
+    let row = row_of(group, groups, local);
+    let in_range = row < params.row_count;
+    var p = vec3<f32>(0.0);
+    if in_range {
+        p = load_point(row);
+    }
+    let wanted = in_range && is_finite_vec3(p) && params.shape_count != 0u;
+    let hit = nearest_hit(p, wanted);
+    if !in_range {
+        return;
+    }
+    if wanted {
+        hits[row] = hit;
+    } else {
+        hits[row] = non_finite_hit();
+    }
+}

@@ -1,0 +1,314 @@
+// The point-query machinery shared by query.wgsl and query_subgroup.wgsl: projections on every
+// shape kind, the answer rules of SPEC §2, linear scans and the BVH walk of a scene.
+// KIND_* and MODE_* come from the generated prelude (src/gpu/shaders.rs).
+#import shared/types
+#import shared/math
+#import shared/rows
+#import shapes/sphere
+#import shapes/aabb
+#import shapes/plane
+#import shapes/segment
+#import shapes/line
+#import shapes/ray
+#import shapes/triangle
+#import shapes/capsule
+#import shapes/cylinder
+#import shapes/polyhedron
+#import shared/walk
+
+// Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
+// baked in, so the compiler drops the other cases (software adapters run every case of a
+// switch on loaded data). ANY_KIND keeps the general paths.
+override ONLY_KIND: u32 = ANY_KIND;
+// ONLY_KIND as an array index: the generic pipeline never takes the branches that use it,
+// but a constant index past the end would not validate.
+override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
+
+// The kinds in the scene's BVH, a bit each: leaf tests are compiled for these kinds only, and
+// 0 (no BVH) compiles the traversal out.
+override BVH_KINDS: u32 = 0xffffffffu;
+// The kinds with shapes scanned linearly, a bit each: the other kinds' loops are compiled out
+// (software adapters run an empty loop's body once, masked).
+override LINEAR_KINDS: u32 = 0xffffffffu;
+
+@group(0) @binding(0) var<uniform> params: Params;
+// Binding 1 holds the shapes and binding 5 the BVH nodes: each kernel declares them and reads
+// them through `load_shape` and `load_children`.
+@group(0) @binding(2) var<storage, read> points: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
+// Shapes scanned linearly are grouped by kind: kind k's are shapes[x .. y) of kind_ranges[k].
+// The BVH (all other shapes) is nodes[x .. x + y) rooted at x of kind_ranges[KIND_COUNT].
+@group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
+
+fn is_solid(kind: u32) -> bool {
+    return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE
+        || kind == KIND_CYLINDER || kind == KIND_WEDGE || kind == KIND_CORNER_WEDGE;
+}
+
+// Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
+// Callers pass `kind` as a constant wherever they can, so the switch folds away.
+fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
+    let p = p_world - s.anchor.xyz;
+    var proj: Projection;
+    switch kind {
+        case KIND_SPHERE: {
+            proj = project_sphere(p, s.p0.w);
+        }
+        case KIND_AABB: {
+            proj = project_box(p, s.p0.xyz);
+        }
+        // Oriented shapes: the rotation as a unit quaternion, one vec4 to load rather than
+        // three axes.
+        case KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE: {
+            let q = s.p1;
+            let local = rotate(vec4<f32>(-q.xyz, q.w), p);
+            if kind == KIND_BOX {
+                proj = project_box(local, s.p0.xyz);
+            } else if kind == KIND_WEDGE {
+                proj = project_wedge(local, s.p0.xyz);
+            } else {
+                proj = project_corner_wedge(local, s.p0.xyz);
+            }
+            proj.point = rotate(q, proj.point);
+            proj.normal = rotate(q, proj.normal);
+        }
+        case KIND_PLANE: {
+            proj = project_plane(p, s.p0.xyz);
+        }
+        case KIND_SEGMENT: {
+            proj = project_segment(p, s.p0.xyz);
+        }
+        case KIND_LINE: {
+            proj = project_line(p, s.p0.xyz);
+        }
+        case KIND_RAY: {
+            proj = project_ray(p, s.p0.xyz);
+        }
+        case KIND_TRIANGLE: {
+            proj = project_triangle(p, s.p0.xyz, s.p1.xyz, s.p2.xyz);
+        }
+        case KIND_CAPSULE: {
+            proj = project_capsule(p, s.p0.xyz, s.p0.w);
+        }
+        case KIND_CYLINDER: {
+            proj = project_cylinder(p, s.p0.xyz, s.p0.w, s.p1.w);
+        }
+        default: {
+            proj = Projection(p, false, vec3<f32>(0.0));
+        }
+    }
+    proj.point = proj.point + s.anchor.xyz;
+    return proj;
+}
+
+// Distance, sign and normal from a projection (SPEC §2). Twin: reference::finish.
+fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
+    if params.mode == MODE_SOLID && is_solid(kind) && proj.inside {
+        // Inside a solid: the point is its own closest point; d is 0 there, so its gradient is 0.
+        return Hit(p, 0.0, vec3<f32>(0.0), i32(index));
+    }
+    let delta = p - proj.point;
+    let len = length(delta);
+    let sign = select(1.0, -1.0, params.mode == MODE_SURFACE && proj.inside);
+    var normal = proj.normal;
+    if len > 0.0 {
+        normal = delta / len * sign;
+    }
+    return Hit(proj.point, sign * len, normal, i32(index));
+}
+
+fn query_shape(kind: u32, s: Shape, index: u32, p: vec3<f32>) -> Hit {
+    return finish(kind, index, p, project_point(kind, s, p));
+}
+
+// Nearer by |d|, ties to the lower shape index (SPEC §2); an empty `best` has shape -1.
+fn is_nearer(hit: Hit, best: Hit) -> bool {
+    let d = abs(hit.distance);
+    let b = abs(best.distance);
+    return best.shape < 0 || d < b || (d == b && hit.shape < best.shape);
+}
+
+// Distance from p to a child's box (0 inside): a lower bound for every shape in it.
+fn box_distance(child: BvhChild, p: vec3<f32>) -> f32 {
+    return length(max(max(child.min - p, p - child.max), vec3<f32>(0.0)));
+}
+
+// Whether a box at `distance` may hold a shape nearer than `best` (or tied with it: ties go
+// by index).
+fn may_hold_nearer(distance: f32, best: Hit) -> bool {
+    return best.shape < 0 || distance <= abs(best.distance);
+}
+
+fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    let s = load_shape(i);
+    let hit = query_shape(kind, s, s.index, p);
+    if is_nearer(hit, *best) {
+        *best = hit;
+    }
+}
+
+// A traversal stack entry: a child to open (first, count as in BvhChild).
+struct StackEntry {
+    first: u32,
+    count: u32,
+    // The child box's distance when pushed; checked again when popped, as `best` may have
+    // improved since.
+    distance: f32,
+}
+
+// Every shape of one kind scanned linearly. `kind` is a literal at each call site, so each
+// loop is compiled for its kind alone: software adapters would otherwise pay for every case.
+fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
+    if (LINEAR_KINDS & (1u << kind)) == 0u {
+        return;
+    }
+    let range = kind_ranges[kind];
+    for (var i = range.x; i < range.y; i++) {
+        test_shape(kind, i, p, best);
+    }
+}
+
+// The shapes of a leaf if it holds `kind` (a literal): a loop that runs no step otherwise.
+fn scan_leaf(kind: u32, leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>) {
+    if (BVH_KINDS & (1u << kind)) == 0u {
+        return;
+    }
+    let leaf_kind = leaf.count >> LEAF_KIND_SHIFT;
+    let count = select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);
+    for (var i = leaf.first; i < leaf.first + count; i++) {
+        test_shape(kind, i, p, best);
+    }
+}
+
+// The BVH: the traversal opens the nearer child first and never pushes a box farther than the
+// best answer so far. A stack overflow marks the row instead of answering it. The stack is
+// the caller's (WGSL zero-fills every local array).
+// Inner nodes are walked in a loop of their own that stops at the next leaf worth opening; its
+// shapes are tested outside that loop. Software adapters run every statement of a loop body on
+// every step, so a leaf test inside the node loop would cost each node step as much as a leaf.
+fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<StackEntry, STACK_SIZE>>) {
+    let root = kind_ranges[KIND_COUNT];
+    if BVH_KINDS == 0u || root.y == 0u {
+        return;
+    }
+    // The root is an inner node.
+    (*stack)[0] = StackEntry(root.x, 0u, 0.0);
+    var top = 1u;
+    loop {
+        var leaf = StackEntry(0u, 0u, 0.0);
+        while top > 0u {
+            top -= 1u;
+            let entry = (*stack)[top];
+            if !any_lane(may_hold_nearer(entry.distance, *best)) {
+                continue;
+            }
+            if entry.count > 0u {
+                leaf = entry;
+                break;
+            }
+            let children = load_children(entry.first);
+            let left = StackEntry(children[0].first, children[0].count, box_distance(children[0], p));
+            let right = StackEntry(children[1].first, children[1].count, box_distance(children[1], p));
+            // Boxes too far to matter are never pushed, so they cost no step.
+            let chosen = choose_children(
+                may_hold_nearer(left.distance, *best),
+                may_hold_nearer(right.distance, *best),
+                left.distance <= right.distance,
+            );
+            if top + 2u > STACK_SIZE {
+                (*best).shape = TRAVERSAL_OVERFLOW;
+                return;
+            }
+            // The child to open first goes on top.
+            var near = right;
+            var far = left;
+            var open_near = (chosen & OPEN_RIGHT) != 0u;
+            var open_far = (chosen & OPEN_LEFT) != 0u;
+            if (chosen & LEFT_FIRST) != 0u {
+                near = left;
+                far = right;
+                open_near = (chosen & OPEN_LEFT) != 0u;
+                open_far = (chosen & OPEN_RIGHT) != 0u;
+            }
+            if open_far {
+                (*stack)[top] = far;
+                top += 1u;
+            }
+            if open_near {
+                (*stack)[top] = near;
+                top += 1u;
+            }
+        }
+        if leaf.count == 0u {
+            return;
+        }
+        // One call per kind (tests/shaders.rs checks that none is missing).
+        scan_leaf(KIND_SPHERE, leaf, p, best);
+        scan_leaf(KIND_AABB, leaf, p, best);
+        scan_leaf(KIND_BOX, leaf, p, best);
+        scan_leaf(KIND_PLANE, leaf, p, best);
+        scan_leaf(KIND_SEGMENT, leaf, p, best);
+        scan_leaf(KIND_LINE, leaf, p, best);
+        scan_leaf(KIND_RAY, leaf, p, best);
+        scan_leaf(KIND_TRIANGLE, leaf, p, best);
+        scan_leaf(KIND_CAPSULE, leaf, p, best);
+        scan_leaf(KIND_CYLINDER, leaf, p, best);
+        scan_leaf(KIND_WEDGE, leaf, p, best);
+        scan_leaf(KIND_CORNER_WEDGE, leaf, p, best);
+    }
+}
+
+fn non_finite_hit() -> Hit {
+    let nan = bitcast<f32>(params.nan_bits);
+    return Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+}
+
+fn load_point(row: u32) -> vec3<f32> {
+    return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
+}
+
+// The nearest shape to `p`. A query that is not `wanted` (no row, or a non-finite point, in
+// query_subgroup.wgsl) takes part in the walk but asks for nothing; its answer is not used.
+fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
+    if ONLY_KIND != ANY_KIND && BVH_KINDS == 0u {
+        // A small scene of one kind: one loop compiled for that kind, shapes in scene order.
+        var nearest = query_shape(ONLY_KIND, load_shape(0u), 0u, p);
+        for (var i = 1u; i < params.shape_count; i++) {
+            let hit = query_shape(ONLY_KIND, load_shape(i), i, p);
+            // Strictly nearer: ties keep the lower index.
+            if abs(hit.distance) < abs(nearest.distance) {
+                nearest = hit;
+            }
+        }
+        return nearest;
+    }
+    // A NaN distance that is not "no answer yet": no box or shape is ever nearer.
+    var best = non_finite_hit();
+    if !wanted {
+        best.shape = 0;
+    }
+    var stack: array<StackEntry, STACK_SIZE>;
+    scan_bvh(p, &best, &stack);
+    // An overflow mark is final: the linear scans must not overwrite it with an answer.
+    if best.shape == TRAVERSAL_OVERFLOW {
+        return best;
+    }
+    if ONLY_KIND != ANY_KIND {
+        scan_kind(ONLY_KIND_INDEX, p, &best);
+        return best;
+    }
+    // One call per kind (tests/shaders.rs checks that none is missing).
+    scan_kind(KIND_SPHERE, p, &best);
+    scan_kind(KIND_AABB, p, &best);
+    scan_kind(KIND_BOX, p, &best);
+    scan_kind(KIND_PLANE, p, &best);
+    scan_kind(KIND_SEGMENT, p, &best);
+    scan_kind(KIND_LINE, p, &best);
+    scan_kind(KIND_RAY, p, &best);
+    scan_kind(KIND_TRIANGLE, p, &best);
+    scan_kind(KIND_CAPSULE, p, &best);
+    scan_kind(KIND_CYLINDER, p, &best);
+    scan_kind(KIND_WEDGE, p, &best);
+    scan_kind(KIND_CORNER_WEDGE, p, &best);
+    return best;
+}

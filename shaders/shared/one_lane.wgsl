@@ -1,0 +1,11 @@
+// Walk decisions of a lane alone (see shared/walk.wgsl).
+#import shared/walk
+
+fn any_lane(wanted: bool) -> bool {
+    return wanted;
+}
+
+fn choose_children(open_left: bool, open_right: bool, left_nearer: bool) -> u32 {
+    return select(0u, OPEN_LEFT, open_left) | select(0u, OPEN_RIGHT, open_right)
+        | select(0u, LEFT_FIRST, left_nearer);
+}

@@ -1,0 +1,11 @@
+// BVH walks (mesh_walk.wgsl, query_walk.wgsl) take their decisions through two functions that
+// each kernel gets from one of two files: shared/one_lane.wgsl (every lane for itself) or
+// shared/subgroup.wgsl (the 8 lanes of a subgroup together, so they take every branch
+// together and can share their loads).
+//   any_lane(wanted): whether to open the entry at hand.
+//   choose_children(open_left, open_right, left_nearer): which children to open
+//   (OPEN_LEFT, OPEN_RIGHT) and whether the left one goes first (LEFT_FIRST).
+
+const OPEN_LEFT: u32 = 1u;
+const OPEN_RIGHT: u32 = 2u;
+const LEFT_FIRST: u32 = 4u;
