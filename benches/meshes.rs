@@ -6,7 +6,8 @@
 //! Distances are cross-checked before any time counts. Median of 3 runs.
 //!
 //! `cargo bench --bench meshes`; CLOSEST_BENCH_POINTS, CLOSEST_BENCH_GRID (samples an axis)
-//! and CLOSEST_BENCH_REPEATS override. Open3D and Warp run from `scripts/peers_mesh.py`.
+//! and CLOSEST_BENCH_REPEATS override; CLOSEST_BENCH_PORTABLE=1 runs the portable kernels
+//! (`EngineOptions::portable_kernels`). Open3D and Warp run from `scripts/peers_mesh.py`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -99,7 +100,11 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, points: &[[f64; 3]], repeat
 }
 
 fn main() {
-    let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
+    let engine = Engine::new(&EngineOptions {
+        portable_kernels: std::env::var_os("CLOSEST_BENCH_PORTABLE").is_some(),
+        ..Default::default()
+    })
+    .expect("a GPU adapter (or lavapipe)");
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
     let grid = env_count("CLOSEST_BENCH_GRID", 128).max(2);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);

@@ -4,7 +4,8 @@
 //! against ours before its time counts.
 //!
 //! `cargo bench --bench scenes` (1,000,000 points, median of 3);
-//! CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override.
+//! CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override; CLOSEST_BENCH_PORTABLE=1 runs the portable kernels
+//! (`EngineOptions::portable_kernels`).
 
 use closest::bench::{ScenePeer, run_scene_table};
 use closest::{Engine, EngineOptions, Shape};
@@ -79,7 +80,11 @@ impl ScenePeer for ParryCompound {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from the command line.
-    let engine = Engine::new(&EngineOptions::default()).expect("a GPU adapter (or lavapipe)");
+    let engine = Engine::new(&EngineOptions {
+        portable_kernels: std::env::var_os("CLOSEST_BENCH_PORTABLE").is_some(),
+        ..Default::default()
+    })
+    .expect("a GPU adapter (or lavapipe)");
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3);
     let mut peer = ParryCompound::default();

@@ -24,6 +24,11 @@ struct Cli {
     /// limits). Memory use grows with it; results do not change.
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     chunk_rows: Option<u64>,
+    /// Run the kernels every adapter has, never the subgroup kernels (query_subgroup.wgsl,
+    /// mesh_subgroup.wgsl) that adapters with 8-lane subgroups (lavapipe) run by default.
+    /// Results do not change.
+    #[arg(long, global = true)]
+    portable_kernels: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -161,6 +166,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     let options = EngineOptions {
         adapter: cli.adapter.clone(),
         chunk_rows: cli.chunk_rows.map(|n| n as usize),
+        portable_kernels: cli.portable_kernels,
         ..Default::default()
     };
     match cli.command {

@@ -954,3 +954,55 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
         assert_bad_input(&dir, &all, &[needle]);
     }
 }
+
+#[test]
+fn portable_kernels_write_the_same_files() {
+    // `--portable-kernels` swaps query_subgroup.wgsl / mesh_subgroup.wgsl (lavapipe's default)
+    // for query.wgsl / mesh.wgsl: same bytes out, for a scene query and an SDF grid.
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    let points: Vec<[f64; 3]> = (0..3000)
+        .map(|i| {
+            let t = i as f64 * 0.37;
+            [8.0 * t.sin(), 6.0 * (1.3 * t).cos(), 0.01 * i as f64 - 12.0]
+        })
+        .collect();
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    for (name, portable) in [("a", false), ("b", true)] {
+        let flag: &[&str] = if portable {
+            &["--portable-kernels"]
+        } else {
+            &[]
+        };
+        let query = [
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s("p.npy"),
+            "--out",
+            &dir.s(&format!("{name}.npz")),
+        ];
+        closest_ok(&[&query[..], flag].concat(), &["3000 queries"]);
+        let grid = [
+            "sdf",
+            &cube,
+            "--res",
+            "17,18,19",
+            "--out",
+            &dir.s(&format!("{name}_grid.npz")),
+        ];
+        closest_ok(&[&grid[..], flag].concat(), &["5814 grid samples"]);
+    }
+    for file in ["", "_grid"] {
+        let a = std::fs::read(dir.path(&format!("a{file}.npz"))).unwrap();
+        let b = std::fs::read(dir.path(&format!("b{file}.npz"))).unwrap();
+        assert!(a == b, "a{file}.npz and b{file}.npz differ");
+    }
+}
