@@ -6,7 +6,9 @@ mod common;
 
 use closest::bvh;
 use closest::{DVec3, EngineOptions, Mode, Shape};
-use common::{Rng, assert_nearest, engine, open_engine};
+use common::{
+    Rng, assert_nearest, assert_same_hits, engine, open_engine, subgroup_and_portable_engines,
+};
 
 fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
     let h = rng.vec(0.1, 1.0) * size;
@@ -378,24 +380,8 @@ fn packed_oriented_boxes_hold_their_triangles_as_the_kernel_sees_them() {
 
 #[test]
 fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
-    // On lavapipe (8-lane subgroups) the default engine runs query_subgroup.wgsl; were it not,
-    // this test would compare query.wgsl with itself.
-    let info = engine().adapter_info();
-    if info.backend == wgpu::Backend::Vulkan && info.device_type == wgpu::DeviceType::Cpu {
-        assert!(
-            engine().subgroup_kernels(),
-            "lavapipe runs the subgroup kernels"
-        );
-    }
     // Chunks of 1000 rows: the last chunk is partial, and so are the last subgroups.
-    let [subgroup, portable] = [false, true].map(|portable_kernels| {
-        open_engine(EngineOptions {
-            chunk_rows: Some(1000),
-            portable_kernels,
-            ..Default::default()
-        })
-    });
-    assert!(!portable.subgroup_kernels());
+    let [subgroup, portable] = subgroup_and_portable_engines(1000);
     let mut rng = Rng::new(43);
     // Every bounded kind in a BVH, unbounded kinds scanned linearly, ties from duplicates.
     let mut mixed = scene(&mut rng, 1500, 30.0, 1.5);
@@ -442,13 +428,7 @@ fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
                 };
                 e.query_scene(&scene.unwrap(), &pts, mode).unwrap()
             });
-            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                assert_eq!(
-                    bytemuck::bytes_of(x),
-                    bytemuck::bytes_of(y),
-                    "{name}, {mode:?}, row {i}: {x:?} vs {y:?}"
-                );
-            }
+            assert_same_hits(&a, &b, &format!("{name}, {mode:?}"));
             assert_eq!(a[9].shape, -1, "{name}: a non-finite row");
         }
     }

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use closest::mesh::{Mesh, Sign, load_mesh, winding_number};
 use closest::sdf::{Grid, GridRegion};
-use closest::{DVec3, EngineOptions, GpuHit, Mode, Shape, reference, tolerance};
-use common::{Rng, engine, open_engine, within};
+use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
+use common::{Rng, assert_same_hits, engine, subgroup_and_portable_engines, within};
 use rayon::prelude::*;
 
 /// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
@@ -352,35 +352,9 @@ fn icosphere_follows_the_sphere_sdf_within_its_tessellation() {
 
 #[test]
 fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
-    // On lavapipe (8-lane subgroups) the default engine runs mesh_subgroup.wgsl; were it not,
-    // this test would compare mesh.wgsl with itself.
-    let info = engine().adapter_info();
-    if info.backend == wgpu::Backend::Vulkan && info.device_type == wgpu::DeviceType::Cpu {
-        assert!(
-            engine().subgroup_kernels(),
-            "lavapipe runs the subgroup kernel"
-        );
-    }
     // Chunks of 1000 rows: seed rounds restart in every chunk, the last chunk is partial, and
     // so are the last subgroups.
-    let [subgroup, portable] = [false, true].map(|portable_kernels| {
-        open_engine(EngineOptions {
-            chunk_rows: Some(1000),
-            portable_kernels,
-            ..Default::default()
-        })
-    });
-    assert!(!portable.subgroup_kernels());
-    let same = |a: &[GpuHit], b: &[GpuHit], what: &str| {
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert_eq!(
-                bytemuck::bytes_of(x),
-                bytemuck::bytes_of(y),
-                "{what}, row {i}: {x:?} vs {y:?}"
-            );
-        }
-    };
-
+    let [subgroup, portable] = subgroup_and_portable_engines(1000);
     // A coarse grid around fandisk (lanes of a subgroup close together, as in `closest sdf`),
     // with non-finite rows, some of them seed rows, and far points.
     let mesh = shared("fandisk.obj");
@@ -394,7 +368,7 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
         let gpu = e.upload_mesh(mesh.clone()).unwrap();
         e.query_mesh(&gpu, &points, Sign::Pseudonormal).unwrap()
     });
-    same(&answers[0], &answers[1], "fandisk grid");
+    assert_same_hits(&answers[0], &answers[1], "fandisk grid");
 
     // Random triangles, each twice (exact ties, which the lower index wins), and random points.
     let mut rng = Rng::new(41);
@@ -413,6 +387,6 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
         let scene = e.upload_scene(&shapes).unwrap();
         e.query_scene(&scene, &points, Mode::Surface).unwrap()
     });
-    same(&answers[0], &answers[1], "triangle soup");
+    assert_same_hits(&answers[0], &answers[1], "triangle soup");
     assert!(answers[0].iter().all(|h| h.shape < once.len() as i32));
 }

@@ -22,6 +22,41 @@ pub fn open_engine(options: EngineOptions) -> Engine {
     })
 }
 
+/// Two engines with chunks of `chunk_rows` rows: the default one, which on lavapipe (8-lane
+/// subgroups) must run the subgroup kernels, and one held to the portable kernels; tests
+/// compare their answers bit for bit.
+pub fn subgroup_and_portable_engines(chunk_rows: usize) -> [Engine; 2] {
+    let info = engine().adapter_info();
+    if info.backend == wgpu::Backend::Vulkan && info.device_type == wgpu::DeviceType::Cpu {
+        // Were it not, the comparison would be of the portable kernels with themselves.
+        assert!(
+            engine().subgroup_kernels(),
+            "lavapipe runs the subgroup kernels"
+        );
+    }
+    let engines = [false, true].map(|portable_kernels| {
+        open_engine(EngineOptions {
+            chunk_rows: Some(chunk_rows),
+            portable_kernels,
+            ..Default::default()
+        })
+    });
+    assert!(!engines[1].subgroup_kernels());
+    engines
+}
+
+/// Rows `a` and `b` are the same bits.
+pub fn assert_same_hits(a: &[GpuHit], b: &[GpuHit], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: row counts");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(
+            bytemuck::bytes_of(x),
+            bytemuck::bytes_of(y),
+            "{what}, row {i}: {x:?} vs {y:?}"
+        );
+    }
+}
+
 /// Deterministic splitmix64 generator, so failures reproduce.
 pub struct Rng(u64);
 
