@@ -1,5 +1,6 @@
 // Nearest triangle, one lane at a time: every adapter (see mesh_walk.wgsl).
 #import mesh_walk
+#import winding_walk
 #import shared/one_lane
 
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
@@ -20,6 +21,30 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
     return t;
 }
 
+fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
+    let at = 1u + 4u * node;
+    return array<vec4<u32>, 4>(winding[at], winding[at + 1u], winding[at + 2u], winding[at + 3u]);
+}
+
+// Triangles `t` and, if `both`, `t + 1` of the winding tree (records 3..6 zero otherwise).
+fn load_winding_triangle_pair(t: u32, both: bool) -> array<vec4<f32>, 6> {
+    let at = winding_triangles + 3u * t;
+    var r = array<vec4<f32>, 6>(
+        bitcast<vec4<f32>>(winding[at]),
+        bitcast<vec4<f32>>(winding[at + 1u]),
+        bitcast<vec4<f32>>(winding[at + 2u]),
+        vec4<f32>(0.0),
+        vec4<f32>(0.0),
+        vec4<f32>(0.0),
+    );
+    if both {
+        r[3] = bitcast<vec4<f32>>(winding[at + 3u]);
+        r[4] = bitcast<vec4<f32>>(winding[at + 4u]);
+        r[5] = bitcast<vec4<f32>>(winding[at + 5u]);
+    }
+    return r;
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn nearest_triangle(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -36,4 +61,18 @@ fn nearest_triangle(
         return;
     }
     write_row(row, p, nearest_slot(p, round_seed(row), true));
+}
+
+// Signs the answered rows of a chunk by winding number (after the nearest-triangle rounds).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn winding_signs(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count || hits[row].shape < 0 {
+        return;
+    }
+    sign_row(row, winding_number(load_point(row), true));
 }

@@ -407,8 +407,9 @@ pub struct GpuMesh {
     scene: crate::gpu::GpuScene,
     /// Built on the first query that signs at all.
     normals: std::sync::OnceLock<Pseudonormals>,
-    /// Built on the first query that signs by winding number.
-    winding: std::sync::OnceLock<crate::winding::WindingTree>,
+    /// The winding-number hierarchy on the device (`WindingTree::gpu_words`), uploaded on the
+    /// first query that signs by winding number.
+    winding: std::sync::OnceLock<wgpu::Buffer>,
 }
 
 impl GpuMesh {
@@ -420,13 +421,9 @@ impl GpuMesh {
     /// chunk's query points as given.
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
-        // Built on first use: an unsigned query needs neither.
+        // Built on first use: an unsigned query needs none.
         let normals = (sign != Sign::None)
             .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
-        let winding = (sign == Sign::Winding).then(|| {
-            self.winding
-                .get_or_init(|| crate::winding::WindingTree::new(&self.mesh))
-        });
         hits.par_iter_mut()
             .zip(points.par_iter())
             .with_min_len(1024)
@@ -443,14 +440,15 @@ impl GpuMesh {
                 let Some(normals) = normals else {
                     return;
                 };
-                let p = DVec3::new(p[0], p[1], p[2]);
                 let t = hit.shape as usize;
-                let (s, normal) = match winding {
-                    Some(tree) => {
-                        let inside = tree.winding_number(&self.mesh, p) > 0.5;
-                        (if inside { -1.0 } else { 1.0 }, normals.face[t])
-                    }
-                    None => normals.sign(&self.mesh, t, p),
+                let (s, normal) = if sign == Sign::Winding {
+                    // The device marked the inside by the distance's sign bit (−0 on the
+                    // surface) and left the rest as it was.
+                    let inside = hit.distance.is_sign_negative();
+                    hit.distance = hit.distance.abs();
+                    (if inside { -1.0 } else { 1.0 }, normals.face[t])
+                } else {
+                    normals.sign(&self.mesh, t, DVec3::new(p[0], p[1], p[2]))
                 };
                 hit.distance *= s as f32;
                 hit.normal = if hit.distance != 0.0 {
@@ -459,6 +457,34 @@ impl GpuMesh {
                     normal.to_f32()
                 };
             });
+    }
+
+    /// The winding tree on the device, built and uploaded on first use.
+    fn winding_buffer(&self, engine: &Engine) -> Result<&wgpu::Buffer> {
+        if let Some(buffer) = self.winding.get() {
+            return Ok(buffer);
+        }
+        let words = crate::winding::WindingTree::new(&self.mesh).gpu_words(&self.mesh, self.offset);
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let max = engine.limits().max_storage_buffer_binding_size;
+        if bytes.len() as u64 > max {
+            return Err(Error::Usage(format!(
+                "the mesh's winding-number hierarchy takes {} bytes, more than one storage \
+                 binding holds on this adapter ({max} bytes); use --sign pseudonormal",
+                bytes.len()
+            )));
+        }
+        let buffer = engine.checked(|| {
+            use wgpu::util::DeviceExt;
+            engine
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("winding tree"),
+                    contents: bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                })
+        })?;
+        Ok(self.winding.get_or_init(|| buffer))
     }
 }
 
@@ -539,8 +565,13 @@ impl Engine {
             mesh.finish(&chunk, &mut answers, sign);
             sink(first, &answers)
         };
-        self.query_scene_stream(
+        let winding = match sign {
+            Sign::Winding => Some(mesh.winding_buffer(self)?),
+            _ => None,
+        };
+        self.query_scene_signed_stream(
             &mesh.scene,
+            winding,
             rows,
             &mut source,
             crate::Mode::Surface,

@@ -131,6 +131,39 @@ impl WindingTree {
         WindingTree { order, nodes }
     }
 
+    /// The hierarchy as `winding.wgsl` reads it, in vec4 words, coordinates moved by `-offset`
+    /// before rounding to f32: a header (node count, first triangle word, triangle count),
+    /// then per node its two clusters as (centre, radius), (normal, `first << LEAF_COUNT_BITS |
+    /// count`), then the triangles in the tree's order as (a, b, c).
+    pub fn gpu_words(&self, mesh: &Mesh, offset: DVec3) -> Vec<[u32; 4]> {
+        let f = |v: DVec3, w: u32| {
+            let v = v.to_f32();
+            [v[0].to_bits(), v[1].to_bits(), v[2].to_bits(), w]
+        };
+        let node_words = 4 * self.nodes.len();
+        let mut words = Vec::with_capacity(1 + node_words + 3 * self.order.len());
+        words.push([
+            self.nodes.len() as u32,
+            (1 + node_words) as u32,
+            self.order.len() as u32,
+            0,
+        ]);
+        for node in &self.nodes {
+            for c in node {
+                words.push(f(c.centre - offset, (c.radius as f32).to_bits()));
+            }
+            for c in node {
+                words.push(f(c.normal, (c.first << bvh::LEAF_COUNT_BITS) | c.count));
+            }
+        }
+        for &t in &self.order {
+            for corner in mesh.corners(t) {
+                words.push(f(corner - offset, 0));
+            }
+        }
+        words
+    }
+
     /// The winding number at `p`: clusters within `ACCURACY` radii term by term, the others as
     /// dipoles.
     pub fn winding_number(&self, mesh: &Mesh, p: DVec3) -> f64 {

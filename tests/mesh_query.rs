@@ -364,11 +364,22 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
         points[row] = [f64::NAN, 1.0, f64::INFINITY];
     }
     points.extend([[1e4, -2e4, 3e3], [-1e6, 0.0, 0.0]]);
+    for sign in [Sign::Pseudonormal, Sign::Winding] {
+        let answers = [&subgroup, &portable].map(|e| {
+            let gpu = e.upload_mesh(mesh.clone()).unwrap();
+            e.query_mesh(&gpu, &points, sign).unwrap()
+        });
+        assert_same_hits(&answers[0], &answers[1], &format!("fandisk grid, {sign:?}"));
+    }
+    // The bunny's open base, where winding numbers pass ½ away from the surface too.
+    let bunny = shared("stanford-bunny.obj");
+    let grid = Grid::new(&bunny, [15, 15, 15], GridRegion::Pad(0.05)).unwrap();
+    let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
     let answers = [&subgroup, &portable].map(|e| {
-        let gpu = e.upload_mesh(mesh.clone()).unwrap();
-        e.query_mesh(&gpu, &points, Sign::Pseudonormal).unwrap()
+        let gpu = e.upload_mesh(bunny.clone()).unwrap();
+        e.query_mesh(&gpu, &points, Sign::Winding).unwrap()
     });
-    assert_same_hits(&answers[0], &answers[1], "fandisk grid");
+    assert_same_hits(&answers[0], &answers[1], "bunny grid, winding");
 
     // Random triangles, each twice (exact ties, which the lower index wins), and random points.
     let mut rng = Rng::new(41);
@@ -389,4 +400,50 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
     });
     assert_same_hits(&answers[0], &answers[1], "triangle soup");
     assert!(answers[0].iter().all(|h| h.shape < once.len() as i32));
+}
+
+#[test]
+fn device_winding_signs_equal_the_host_hierarchy() {
+    // winding_walk.wgsl walks winding::WindingTree's hierarchy in f32; its f64 twin must give
+    // the same side wherever the f64 value is not within f32 rounding of ½. A grid over the
+    // bunny (open at the base) and a mesh of one triangle (no hierarchy).
+    let bunny = shared("stanford-bunny.obj");
+    let one = Mesh::new(
+        vec![
+            DVec3::new(0.0, 0.0, 0.0),
+            DVec3::new(1.0, 0.0, 0.0),
+            DVec3::new(0.0, 1.0, 0.0),
+        ],
+        vec![[0, 1, 2]],
+        "one triangle",
+    )
+    .unwrap();
+    for (name, mesh, res) in [("bunny", &bunny, 24), ("one triangle", &one, 6)] {
+        let grid = Grid::new(mesh, [res; 3], GridRegion::Pad(0.1)).unwrap();
+        let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
+        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+        let hits = engine().query_mesh(&gpu, &points, Sign::Winding).unwrap();
+        let tree = closest::winding::WindingTree::new(mesh);
+        let (mut inside, mut compared) = (0, 0);
+        for (p, hit) in points.iter().zip(&hits) {
+            let w = tree.winding_number(mesh, DVec3::new(p[0], p[1], p[2]));
+            if (w - 0.5).abs() < 1e-4 || hit.distance == 0.0 {
+                continue;
+            }
+            compared += 1;
+            inside += usize::from(w > 0.5);
+            assert_eq!(
+                hit.distance < 0.0,
+                w > 0.5,
+                "{name} at {p:?}: {hit:?}, w {w}"
+            );
+        }
+        assert!(
+            compared > grid.len() * 9 / 10,
+            "{name}: {compared} compared"
+        );
+        if name == "bunny" {
+            assert!(inside > 1000, "bunny: {inside} inside");
+        }
+    }
 }

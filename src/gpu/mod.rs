@@ -93,6 +93,10 @@ pub(crate) enum Entry {
     NearestTriangle,
     /// `NearestTriangle` walked by whole subgroups of 8 lanes (`mesh_subgroup.wgsl`).
     NearestTriangleSubgroup,
+    /// Winding-number signs of a mesh chunk's answers (`mesh.wgsl`).
+    WindingSigns,
+    /// `WindingSigns` by whole subgroups (`mesh_subgroup.wgsl`).
+    WindingSignsSubgroup,
     SegmentPairs,
 }
 
@@ -104,6 +108,8 @@ impl Entry {
             Entry::NearestSubgroup => "nearest_subgroup",
             Entry::NearestTriangle => "nearest_triangle",
             Entry::NearestTriangleSubgroup => "nearest_triangle_subgroup",
+            Entry::WindingSigns => "winding_signs",
+            Entry::WindingSignsSubgroup => "winding_signs_subgroup",
             Entry::SegmentPairs => "segment_pairs",
         }
     }
@@ -114,8 +120,8 @@ impl Entry {
             Entry::Paired | Entry::Nearest => "query",
             Entry::NearestSubgroup => "query_subgroup",
             Entry::SegmentPairs => "segments",
-            Entry::NearestTriangle => "mesh",
-            Entry::NearestTriangleSubgroup => "mesh_subgroup",
+            Entry::NearestTriangle | Entry::WindingSigns => "mesh",
+            Entry::NearestTriangleSubgroup | Entry::WindingSignsSubgroup => "mesh_subgroup",
         }
     }
 }
@@ -452,9 +458,23 @@ impl Engine {
         mode: Mode,
         sink: &mut dyn RowSink,
     ) -> Result<()> {
+        self.query_scene_signed_stream(scene, None, rows, source, mode, sink)
+    }
+
+    /// [`Engine::query_scene_stream`] for a mesh's scene, its answers signed on the device
+    /// by `winding` (`WindingTree::gpu_words`) when given.
+    pub(crate) fn query_scene_signed_stream(
+        &self,
+        scene: &GpuScene,
+        winding: Option<&wgpu::Buffer>,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        sink: &mut dyn RowSink,
+    ) -> Result<()> {
         stream::run(
             self,
-            stream::Job::Nearest(scene),
+            stream::Job::Nearest { scene, winding },
             rows,
             Some(source),
             None,
@@ -618,7 +638,8 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
     let uniform = wgpu::BufferBindingType::Uniform;
     let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
         label: Some("query bindings"),
-        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges, nodes.
+        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges, nodes;
+        // then a mesh's winding tree (winding_walk.wgsl).
         entries: &[
             buffer(0, uniform),
             buffer(1, storage(true)),
@@ -626,6 +647,7 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
             buffer(3, storage(false)),
             buffer(4, uniform),
             buffer(5, storage(true)),
+            buffer(6, storage(true)),
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {

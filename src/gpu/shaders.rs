@@ -38,6 +38,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("query_subgroup"),
     wgsl!("segments"),
     wgsl!("mesh_walk"),
+    wgsl!("winding_walk"),
     wgsl!("mesh"),
     wgsl!("mesh_subgroup"),
 ];
@@ -49,8 +50,11 @@ pub const ANY_KIND: u32 = u32::MAX;
 pub const KERNELS: &[(&str, &[&str])] = &[
     ("query", &["paired", "nearest"]),
     ("segments", &["segment_pairs"]),
-    ("mesh", &["nearest_triangle"]),
-    ("mesh_subgroup", &["nearest_triangle_subgroup"]),
+    ("mesh", &["nearest_triangle", "winding_signs"]),
+    (
+        "mesh_subgroup",
+        &["nearest_triangle_subgroup", "winding_signs_subgroup"],
+    ),
     ("query_subgroup", &["nearest_subgroup"]),
 ];
 
@@ -99,6 +103,10 @@ pub fn prelude() -> String {
     out += &format!(
         "const LEAF_COUNT_BITS: u32 = {}u;\n",
         crate::bvh::LEAF_COUNT_BITS
+    );
+    out += &format!(
+        "const WINDING_ACCURACY: f32 = {:?};\n",
+        crate::winding::ACCURACY as f32
     );
     out += &format!(
         "const SEED_STRIDE: u32 = {}u;\n",

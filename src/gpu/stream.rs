@@ -95,7 +95,12 @@ pub struct JobTiming {
 pub(crate) enum Job<'a> {
     /// Point i against shape i; the kind is set when all shapes share it.
     Paired(Option<ShapeKind>),
-    Nearest(&'a GpuScene),
+    /// Nearest shape of a scene; a mesh's answers may then be signed by its winding tree
+    /// (`WindingTree::gpu_words`).
+    Nearest {
+        scene: &'a GpuScene,
+        winding: Option<&'a wgpu::Buffer>,
+    },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
 }
@@ -105,13 +110,13 @@ impl Job<'_> {
     fn output_row_bytes(&self) -> usize {
         match self {
             Job::SegmentPairs => std::mem::size_of::<GpuSegmentHit>(),
-            Job::Paired(_) | Job::Nearest(_) => std::mem::size_of::<GpuHit>(),
+            Job::Paired(_) | Job::Nearest { .. } => std::mem::size_of::<GpuHit>(),
         }
     }
 
     /// Whether points go to the device in Morton order: it pays when they traverse a BVH.
     fn reorders_points(&self, engine: &Engine) -> bool {
-        matches!(self, Job::Nearest(scene) if scene.bvh_kinds != 0)
+        matches!(self, Job::Nearest { scene, .. } if scene.bvh_kinds != 0)
             && engine
                 .reorder_queries
                 .load(std::sync::atomic::Ordering::Relaxed)
@@ -119,7 +124,7 @@ impl Job<'_> {
 
     /// Whether every row brings its own shape record, streamed beside the points.
     fn streams_shapes(&self) -> bool {
-        !matches!(self, Job::Nearest(_))
+        !matches!(self, Job::Nearest { .. })
     }
 }
 
@@ -535,22 +540,22 @@ fn encode_chunk(
             .storage
     };
     let unused = (&engine.unused_ranges, &engine.unused_nodes);
-    let key = |entry, kind| PipelineKey {
+    let key_of = |entry, kind| PipelineKey {
         entry,
         kind,
         bvh_kinds: 0,
         linear_kinds: u32::MAX,
     };
     let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
-        Job::Paired(kind) => (key(Entry::Paired, *kind), row_shapes(), unused, n as u32),
+        Job::Paired(kind) => (key_of(Entry::Paired, *kind), row_shapes(), unused, n as u32),
         Job::SegmentPairs => (
-            key(Entry::SegmentPairs, None),
+            key_of(Entry::SegmentPairs, None),
             row_shapes(),
             unused,
             n as u32,
         ),
-        Job::Nearest(scene) if scene.oriented => (
-            key(
+        Job::Nearest { scene, .. } if scene.oriented => (
+            key_of(
                 if engine.subgroup_kernels {
                     Entry::NearestTriangleSubgroup
                 } else {
@@ -562,11 +567,11 @@ fn encode_chunk(
             (&scene.ranges, &scene.nodes),
             scene.count,
         ),
-        Job::Nearest(scene) => (
+        Job::Nearest { scene, .. } => (
             PipelineKey {
                 bvh_kinds: scene.bvh_kinds,
                 linear_kinds: scene.linear_kinds,
-                ..key(
+                ..key_of(
                     if engine.subgroup_kernels {
                         Entry::NearestSubgroup
                     } else {
@@ -581,6 +586,25 @@ fn encode_chunk(
         ),
     };
     let pipeline = engine.kernels.pipeline(&engine.device, key)?;
+    let winding = match job {
+        Job::Nearest { winding, .. } => *winding,
+        _ => None,
+    };
+    let winding_pipeline = match winding {
+        Some(_) => {
+            let entry = if engine.subgroup_kernels {
+                Entry::WindingSignsSubgroup
+            } else {
+                Entry::WindingSigns
+            };
+            Some(
+                engine
+                    .kernels
+                    .pipeline(&engine.device, key_of(entry, None))?,
+            )
+        }
+        None => None,
+    };
     // Rows per round: triangle scenes answer every SEED_STRIDE-th row first, then the
     // others starting from those answers (mesh.wgsl).
     let rounds = if matches!(
@@ -614,6 +638,7 @@ fn encode_chunk(
                 &slot.hits,
                 ranges,
                 nodes,
+                winding.unwrap_or(&engine.unused_nodes),
             ];
             let entries: Vec<wgpu::BindGroupEntry> = buffers
                 .iter()
@@ -661,6 +686,13 @@ fn encode_chunk(
             }
             pass.set_bind_group(0, bind_group, &[]);
             let [x, y] = dispatch_grid(threads, engine.kernels.workgroup_size);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        if let Some(pipeline) = &winding_pipeline {
+            // Every row of the chunk, once the rounds have answered them.
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_groups[0], &[]);
+            let [x, y] = dispatch_grid(n, engine.kernels.workgroup_size);
             pass.dispatch_workgroups(x, y, 1);
         }
     }
