@@ -109,9 +109,10 @@ fn main() {
     let grid = env_count("CLOSEST_BENCH_GRID", 128).max(2);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);
     println!(
-        "adapter: {}; kernels: {}; median of {repeats}; M queries/s",
+        "adapter: {}; kernels: {}; Morton order: {}; median of {repeats}; M queries/s",
         engine.describe(),
-        engine.scene_kernels()
+        engine.scene_kernels(),
+        engine.reorders_queries()
     );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
     let meshes: Vec<(&str, Mesh)> = ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]

@@ -214,7 +214,8 @@ pub struct Engine {
     pub(crate) chunk_rows: usize,
     /// Buffers of the chunk slots, kept between jobs.
     pub(crate) slots: Mutex<Vec<stream::Slot>>,
-    /// Dispatch scene queries in Morton order within each chunk (on by default).
+    /// Dispatch scene queries in Morton order within each chunk (on by default on CPU
+    /// adapters, off on hardware GPUs).
     pub(crate) reorder_queries: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
@@ -229,6 +230,7 @@ impl Engine {
     /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
     pub fn new(options: &EngineOptions) -> Result<Engine> {
         let (adapter, info) = adapter::choose(options.adapter.as_deref())?;
+        let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
         let features = adapter.features();
         let unified_memory = !options.force_staging
             && matches!(
@@ -303,7 +305,10 @@ impl Engine {
             kernels,
             chunk_rows,
             slots: Mutex::new(Vec::new()),
-            reorder_queries: std::sync::atomic::AtomicBool::new(true),
+            // The host's Morton sort pays where the device is the CPU (coherent lanes, and
+            // the subgroup walks need them) and costs more than it saves on a hardware GPU,
+            // whose queries outrun it (docs/PERF.md: H100).
+            reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
             unused_nodes,
@@ -321,14 +326,21 @@ impl Engine {
     pub fn chunk_rows(&self) -> usize {
         self.chunk_rows
     }
-    /// Whether inputs and outputs are written and read in place (no staging copies).
     /// Whether scene queries through a BVH are dispatched in Morton order within each chunk
-    /// (results always come back in row order). On by default; off only to measure its effect.
+    /// (results always come back in row order): by default on CPU adapters (lavapipe), where
+    /// it makes the lanes coherent, and not on hardware GPUs, where the host's sort costs more
+    /// than the device saves (docs/PERF.md).
+    pub fn reorders_queries(&self) -> bool {
+        self.reorder_queries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Override [`Engine::reorders_queries`], to measure its effect.
     pub fn set_reorder_queries(&self, on: bool) {
         self.reorder_queries
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether inputs and outputs are written and read in place (no staging copies).
     pub fn unified_memory(&self) -> bool {
         self.unified_memory
     }
