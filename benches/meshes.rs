@@ -23,7 +23,7 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{env_count, v};
+use common::{env_count, env_flag, v};
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -101,7 +101,7 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, points: &[[f64; 3]], repeat
 
 fn main() {
     let engine = Engine::new(&EngineOptions {
-        portable_kernels: std::env::var_os("CLOSEST_BENCH_PORTABLE").is_some(),
+        portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
         ..Default::default()
     })
     .expect("a GPU adapter (or lavapipe)");

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 mod common;
 
-use common::{env_count, oriented_pose, v};
+use common::{env_count, env_flag, oriented_pose, v};
 
 /// parry3d's compound shape: its own BVH over the parts, best-first point projection.
 #[derive(Default)]
@@ -81,7 +81,7 @@ impl ScenePeer for ParryCompound {
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from the command line.
     let engine = Engine::new(&EngineOptions {
-        portable_kernels: std::env::var_os("CLOSEST_BENCH_PORTABLE").is_some(),
+        portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
         ..Default::default()
     })
     .expect("a GPU adapter (or lavapipe)");

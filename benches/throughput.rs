@@ -14,6 +14,7 @@ use parry3d::math::{Pose, Rotation, Vector};
 use parry3d::query::{PointProjection, PointQuery};
 use rayon::prelude::*;
 
+#[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
 use common::{env_count, oriented_pose, v};

@@ -15,7 +15,7 @@ use closest::{Engine, EngineOptions};
 
 fn main() -> closest::Result<()> {
     let engine = Engine::new(&EngineOptions {
-        portable_kernels: std::env::var_os("PORTABLE").is_some(),
+        portable_kernels: std::env::var("PORTABLE").is_ok_and(|s| !s.is_empty() && s != "0"),
         ..Default::default()
     })?;
     let rows: usize = std::env::var("N")

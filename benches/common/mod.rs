@@ -12,6 +12,11 @@ pub fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Whether a switch like CLOSEST_BENCH_PORTABLE is on: set, and neither empty nor "0".
+pub fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|s| !s.is_empty() && s != "0")
+}
+
 pub fn v(p: DVec3) -> Vector {
     Vector::new(p.x as f32, p.y as f32, p.z as f32)
 }
