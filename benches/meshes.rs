@@ -12,9 +12,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use closest::Engine;
 use closest::mesh::{Mesh, Sign, load_mesh};
 use closest::sdf::{Grid, GridRegion};
-use closest::{Engine, EngineOptions};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;
 use parry3d::shape::{TriMesh, TriMeshFlags};
@@ -23,7 +23,7 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{env_count, env_flag, v};
+use common::{bench_engine, env_count, v};
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -100,11 +100,7 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, points: &[[f64; 3]], repeat
 }
 
 fn main() {
-    let engine = Engine::new(&EngineOptions {
-        portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
-        ..Default::default()
-    })
-    .expect("a GPU adapter (or lavapipe)");
+    let engine = bench_engine();
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
     let grid = env_count("CLOSEST_BENCH_GRID", 128).max(2);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);

@@ -7,8 +7,8 @@
 //! CLOSEST_BENCH_POINTS and CLOSEST_BENCH_REPEATS override; CLOSEST_BENCH_PORTABLE=1 runs the portable kernels
 //! (`EngineOptions::portable_kernels`).
 
+use closest::Shape;
 use closest::bench::{ScenePeer, run_scene_table};
-use closest::{Engine, EngineOptions, Shape};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;
 use parry3d::shape::{Compound, SharedShape};
@@ -16,7 +16,7 @@ use rayon::prelude::*;
 
 mod common;
 
-use common::{env_count, env_flag, oriented_pose, v};
+use common::{bench_engine, env_count, oriented_pose, v};
 
 /// parry3d's compound shape: its own BVH over the parts, best-first point projection.
 #[derive(Default)]
@@ -80,11 +80,7 @@ impl ScenePeer for ParryCompound {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from the command line.
-    let engine = Engine::new(&EngineOptions {
-        portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
-        ..Default::default()
-    })
-    .expect("a GPU adapter (or lavapipe)");
+    let engine = bench_engine();
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3);
     let mut peer = ParryCompound::default();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use closest::bench::{sample_points, sample_shapes};
 use closest::gpu::{hits_into_slice, points_from_slice};
-use closest::{Engine, EngineOptions, GpuHit, Mode, Shape, reference};
+use closest::{GpuHit, Mode, Shape, reference};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parry3d::math::{Pose, Rotation, Vector};
 use parry3d::query::{PointProjection, PointQuery};
@@ -17,7 +17,7 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{env_count, oriented_pose, v};
+use common::{bench_engine, env_count, oriented_pose, v};
 
 /// parry3d's `project_point` for every point on all cores, monomorphised for the shape type
 /// (no dynamic dispatch, so parry's code inlines as ours does).
@@ -138,7 +138,7 @@ fn polyhedron_vertices(shape: &Shape) -> Vec<closest::DVec3> {
 
 fn throughput(c: &mut Criterion) {
     let n = env_count("CLOSEST_BENCH_POINTS", 4_000_000);
-    let engine = Engine::new(&EngineOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let engine = bench_engine();
     eprintln!(
         "adapter: {}; {n} points per shape; {} CPU threads",
         engine.describe(),

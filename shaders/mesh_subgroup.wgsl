@@ -6,82 +6,41 @@
 #import winding_walk
 #import shared/subgroup
 
-// Word `i` of the nodes (4 vec4 a node).
+// Word `i` of each record array (4 words a vec4).
 fn node_word(i: u32) -> u32 {
     return nodes[i >> 2u][i & 3u];
 }
 
-fn triangle_word(i: u32) -> f32 {
-    return triangles[i >> 2u][i & 3u];
-}
-
-fn lanes_0_3_f(w: f32) -> vec4<f32> {
-    return bitcast<vec4<f32>>(lanes_0_3(bitcast<u32>(w)));
-}
-
-fn lanes_4_7_f(w: f32) -> vec4<f32> {
-    return bitcast<vec4<f32>>(lanes_4_7(bitcast<u32>(w)));
-}
-
-fn load_node(node: u32) -> array<vec4<u32>, 4> {
-    let at = 16u * node + lane;
-    let heads = node_word(at);
-    let shapes = node_word(at + 8u);
-    return array<vec4<u32>, 4>(
-        lanes_0_3(heads),
-        lanes_4_7(heads),
-        lanes_0_3(shapes),
-        lanes_4_7(shapes),
-    );
-}
-
-// Triangles `slot` and `slot + 1`: 24 words, 3 a lane (the second is garbage unless `both`).
-fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
-    let at = 12u * slot + lane;
-    let w0 = triangle_word(at);
-    let w1 = triangle_word(at + 8u);
-    let w2 = triangle_word(at + 16u);
-    return array<vec4<f32>, 6>(
-        lanes_0_3_f(w0),
-        lanes_4_7_f(w0),
-        lanes_0_3_f(w1),
-        lanes_4_7_f(w1),
-        lanes_0_3_f(w2),
-        lanes_4_7_f(w2),
-    );
+fn triangle_word(i: u32) -> u32 {
+    return bitcast<u32>(triangles[i >> 2u][i & 3u]);
 }
 
 fn winding_word(i: u32) -> u32 {
     return winding[i >> 2u][i & 3u];
 }
 
-fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
-    let at = 4u + 16u * node + lane;
-    let centres = winding_word(at);
-    let heads = winding_word(at + 8u);
-    return array<vec4<u32>, 4>(
-        lanes_0_3(centres),
-        lanes_4_7(centres),
-        lanes_0_3(heads),
-        lanes_4_7(heads),
-    );
+// A node: 16 words, 2 a lane.
+fn load_node(node: u32) -> array<vec4<u32>, 4> {
+    let at = 16u * node + lane;
+    return lanes_16(node_word(at), node_word(at + 8u));
 }
 
-// Triangles `t` and `t + 1` of the winding tree: 24 words, 3 a lane (the second is garbage
-// unless `both`).
+// Triangles `slot` and `slot + 1`: 24 words, 3 a lane (the second is garbage unless `both`).
+fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
+    let at = 12u * slot + lane;
+    return lanes_24(triangle_word(at), triangle_word(at + 8u), triangle_word(at + 16u));
+}
+
+// A winding-tree node (after the one-vec4 header): 16 words, 2 a lane.
+fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
+    let at = 4u + 16u * node + lane;
+    return lanes_16(winding_word(at), winding_word(at + 8u));
+}
+
+// Triangles `t` and `t + 1` of the winding tree, as load_triangle_pair.
 fn load_winding_triangle_pair(t: u32, both: bool) -> array<vec4<f32>, 6> {
     let at = 4u * (winding_triangles + 3u * t) + lane;
-    let w0 = bitcast<f32>(winding_word(at));
-    let w1 = bitcast<f32>(winding_word(at + 8u));
-    let w2 = bitcast<f32>(winding_word(at + 16u));
-    return array<vec4<f32>, 6>(
-        lanes_0_3_f(w0),
-        lanes_4_7_f(w0),
-        lanes_0_3_f(w1),
-        lanes_4_7_f(w1),
-        lanes_0_3_f(w2),
-        lanes_4_7_f(w2),
-    );
+    return lanes_24(winding_word(at), winding_word(at + 8u), winding_word(at + 16u));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

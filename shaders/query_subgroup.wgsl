@@ -18,23 +18,12 @@ fn node_word(i: u32) -> u32 {
     return node_words[i >> 2u][i & 3u];
 }
 
+// A shape: 24 words, 3 a lane.
 fn load_shape(i: u32) -> Shape {
     let at = 24u * i + lane;
-    let w0 = shape_word(at);
-    let w1 = shape_word(at + 8u);
-    let w2 = shape_word(at + 16u);
-    let head = lanes_0_3(w0);
-    return Shape(
-        head.x,
-        head.y,
-        0u,
-        0u,
-        bitcast<vec4<f32>>(lanes_4_7(w0)),
-        bitcast<vec4<f32>>(lanes_0_3(w1)),
-        bitcast<vec4<f32>>(lanes_4_7(w1)),
-        bitcast<vec4<f32>>(lanes_0_3(w2)),
-        bitcast<vec4<f32>>(lanes_4_7(w2)),
-    );
+    let r = lanes_24(shape_word(at), shape_word(at + 8u), shape_word(at + 16u));
+    let head = bitcast<vec4<u32>>(r[0]);
+    return Shape(head.x, head.y, 0u, 0u, r[1], r[2], r[3], r[4], r[5]);
 }
 
 fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
@@ -46,14 +35,11 @@ fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
     );
 }
 
+// A node's two children: the first 16 of its 24 words, 2 a lane.
 fn load_children(node: u32) -> array<BvhChild, 2> {
     let at = 24u * node + lane;
-    let left = node_word(at);
-    let right = node_word(at + 8u);
-    return array<BvhChild, 2>(
-        child_of(lanes_0_3(left), lanes_4_7(left)),
-        child_of(lanes_0_3(right), lanes_4_7(right)),
-    );
+    let r = lanes_16(node_word(at), node_word(at + 8u));
+    return array<BvhChild, 2>(child_of(r[0], r[1]), child_of(r[2], r[3]));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

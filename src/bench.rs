@@ -343,21 +343,12 @@ pub fn run_scene_table(
     .map_err(w)?;
     // "BVH" is the engine's default dispatch order; "other order" the other one.
     let default_order = engine.reorders_queries();
-    writeln!(
-        out,
-        "(BVH: {}; other order: {})",
-        if default_order {
-            "Morton order"
-        } else {
-            "row order"
-        },
-        if default_order {
-            "row order"
-        } else {
-            "Morton order"
-        }
-    )
-    .map_err(w)?;
+    let [bvh_order, other] = if default_order {
+        ["Morton order", "row order"]
+    } else {
+        ["row order", "Morton order"]
+    };
+    writeln!(out, "(BVH: {bvh_order}; other order: {other})").map_err(w)?;
     let mut hits = vec![GpuHit::default(); rows];
     let mut peer_distances = vec![0f32; rows];
     for count in [1_000, 10_000, 100_000] {

@@ -474,16 +474,7 @@ impl GpuMesh {
                 bytes.len()
             )));
         }
-        let buffer = engine.checked(|| {
-            use wgpu::util::DeviceExt;
-            engine
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("winding tree"),
-                    contents: bytes,
-                    usage: wgpu::BufferUsages::STORAGE,
-                })
-        })?;
+        let buffer = engine.checked(|| engine.storage_buffer("winding tree", bytes))?;
         Ok(self.winding.get_or_init(|| buffer))
     }
 }

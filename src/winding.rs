@@ -131,7 +131,7 @@ impl WindingTree {
         WindingTree { order, nodes }
     }
 
-    /// The hierarchy as `winding.wgsl` reads it, in vec4 words, coordinates moved by `-offset`
+    /// The hierarchy as `winding_walk.wgsl` reads it, in vec4 words, coordinates moved by `-offset`
     /// before rounding to f32: a header (node count, first triangle word, triangle count),
     /// then per node its two clusters as (centre, radius), (normal, `first << LEAF_COUNT_BITS |
     /// count`), then the triangles in the tree's order as (a, b, c).

@@ -17,6 +17,16 @@ pub fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|s| !s.is_empty() && s != "0")
 }
 
+/// The default adapter's engine, held to the portable kernels when CLOSEST_BENCH_PORTABLE is
+/// on (`EngineOptions::portable_kernels`).
+pub fn bench_engine() -> closest::Engine {
+    closest::Engine::new(&closest::EngineOptions {
+        portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
+        ..Default::default()
+    })
+    .expect("a GPU adapter (or lavapipe)")
+}
+
 pub fn v(p: DVec3) -> Vector {
     Vector::new(p.x as f32, p.y as f32, p.z as f32)
 }

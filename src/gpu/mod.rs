@@ -114,6 +114,16 @@ impl Entry {
         }
     }
 
+    /// The entry that answers as this one on an engine with (or without) the subgroup kernels.
+    pub(crate) fn for_engine(self, subgroup_kernels: bool) -> Entry {
+        match (self, subgroup_kernels) {
+            (Entry::Nearest, true) => Entry::NearestSubgroup,
+            (Entry::NearestTriangle, true) => Entry::NearestTriangleSubgroup,
+            (Entry::WindingSigns, true) => Entry::WindingSignsSubgroup,
+            (entry, _) => entry,
+        }
+    }
+
     /// The composed shader holding this entry point.
     fn shader(self) -> &'static str {
         match self {
@@ -219,7 +229,8 @@ pub struct Engine {
     pub(crate) reorder_queries: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
-    /// The `kind_ranges` and `nodes` bindings of jobs that do not read them.
+    /// The `kind_ranges` and `nodes` bindings of jobs that do not read them (`unused_nodes`
+    /// also stands in for the winding tree of jobs without one).
     pub(crate) unused_ranges: wgpu::Buffer,
     pub(crate) unused_nodes: wgpu::Buffer,
     /// Errors wgpu reports outside an error scope, and device loss.
@@ -410,14 +421,7 @@ impl Engine {
                 shapes.len(),
             )));
         }
-        let storage = |label, contents: &[u8]| {
-            self.device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents,
-                    usage: wgpu::BufferUsages::STORAGE,
-                })
-        };
+        let storage = |label, contents: &[u8]| self.storage_buffer(label, contents);
         let (shapes_buffer, ranges, nodes) = self.checked(|| {
             (
                 storage("scene shapes", &records),
@@ -440,6 +444,16 @@ impl Engine {
             linear_kinds,
             oriented,
         })
+    }
+
+    /// A read-only storage buffer holding `contents` (call inside [`Engine::checked`]).
+    pub(crate) fn storage_buffer(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
     }
 
     /// Nearest shape of `scene` for every point (SPEC §2).

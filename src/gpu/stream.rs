@@ -556,11 +556,7 @@ fn encode_chunk(
         ),
         Job::Nearest { scene, .. } if scene.oriented => (
             key_of(
-                if engine.subgroup_kernels {
-                    Entry::NearestTriangleSubgroup
-                } else {
-                    Entry::NearestTriangle
-                },
+                Entry::NearestTriangle.for_engine(engine.subgroup_kernels),
                 None,
             ),
             &scene.shapes,
@@ -572,11 +568,7 @@ fn encode_chunk(
                 bvh_kinds: scene.bvh_kinds,
                 linear_kinds: scene.linear_kinds,
                 ..key_of(
-                    if engine.subgroup_kernels {
-                        Entry::NearestSubgroup
-                    } else {
-                        Entry::Nearest
-                    },
+                    Entry::Nearest.for_engine(engine.subgroup_kernels),
                     scene.kind,
                 )
             },
@@ -592,11 +584,7 @@ fn encode_chunk(
     };
     let winding_pipeline = match winding {
         Some(_) => {
-            let entry = if engine.subgroup_kernels {
-                Entry::WindingSignsSubgroup
-            } else {
-                Entry::WindingSigns
-            };
+            let entry = Entry::WindingSigns.for_engine(engine.subgroup_kernels);
             Some(
                 engine
                     .kernels
