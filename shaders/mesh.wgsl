@@ -71,7 +71,7 @@ fn winding_signs(
     @builtin(local_invocation_index) local: u32,
 ) {
     let row = row_of(group, groups, local);
-    if row >= params.row_count || hits[row].shape < 0 {
+    if row >= params.row_count || hit_shape(row) < 0 {
         return;
     }
     sign_row(row, winding_number(load_point(row), true));

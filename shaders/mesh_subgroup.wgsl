@@ -85,7 +85,7 @@ fn winding_signs_subgroup(
     var wanted = false;
     if row < params.row_count {
         p = load_point(row);
-        wanted = hits[row].shape >= 0;
+        wanted = hit_shape(row) >= 0;
     }
     let w = winding_number(p, wanted);
     if wanted {

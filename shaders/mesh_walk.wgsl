@@ -7,6 +7,7 @@
 #import shared/types
 #import shared/math
 #import shared/rows
+#import shared/hits
 #import shapes/triangle
 #import shared/walk
 
@@ -16,7 +17,6 @@
 // is word t % 4 of triangles[3 * count + t / 4] (layout::packed_triangles).
 @group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
-@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
 // BvhNode (src/bvh.rs) as six vec4s: left centre + first, left half extents + count, the
 // same for the right child, then the left and right rotations.
@@ -200,13 +200,13 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
 
 fn write_nan_row(row: u32) {
     let nan = bitcast<f32>(params.nan_bits);
-    hits[row] = Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
+    write_hit(row, Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1));
 }
 
 // Writes the answer of `row` at `p`, whose nearest triangle is `slot`.
 fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if slot == OVERFLOW_SLOT {
-        hits[row] = Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW);
+        write_hit(row, Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW));
         return;
     }
     // The winner's answer as query.wgsl's `finish` gives it for a triangle.
@@ -217,7 +217,7 @@ fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if len > 0.0 {
         normal = delta / len;
     }
-    hits[row] = Hit(proj.point, len, normal, i32(scene_index(slot)));
+    write_hit(row, Hit(proj.point, len, normal, i32(scene_index(slot))));
 }
 
 fn slot_of(index: i32) -> u32 {
@@ -251,6 +251,6 @@ fn round_seed(row: u32) -> u32 {
     for (var r = params.round + 1u; r < params.round_count; r++) {
         seed_stride *= SEED_STRIDE;
     }
-    return slot_of(hits[row - row % seed_stride].shape);
+    return slot_of(hit_shape(row - row % seed_stride));
 }
 

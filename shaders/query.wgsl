@@ -26,12 +26,12 @@ fn paired(
     }
     let p = load_point(row);
     if !is_finite_vec3(p) {
-        hits[row] = non_finite_hit();
+        write_hit(row, non_finite_hit());
         return;
     }
     let s = shapes[row];
     let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
-    hits[row] = query_shape(kind, s, params.first_row + row, p);
+    write_hit(row, query_shape(kind, s, params.first_row + row, p));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -46,8 +46,8 @@ fn nearest(
     }
     let p = load_point(row);
     if !is_finite_vec3(p) || params.shape_count == 0u {
-        hits[row] = non_finite_hit();
+        write_hit(row, non_finite_hit());
         return;
     }
-    hits[row] = nearest_hit(p, true);
+    write_hit(row, nearest_hit(p, true));
 }

@@ -62,8 +62,8 @@ fn nearest_subgroup(
         return;
     }
     if wanted {
-        hits[row] = hit;
+        write_hit(row, hit);
     } else {
-        hits[row] = non_finite_hit();
+        write_hit(row, non_finite_hit());
     }
 }

@@ -4,6 +4,7 @@
 #import shared/types
 #import shared/math
 #import shared/rows
+#import shared/hits
 #import shapes/sphere
 #import shapes/aabb
 #import shapes/plane
@@ -35,7 +36,6 @@ override LINEAR_KINDS: u32 = 0xffffffffu;
 // Binding 1 holds the shapes and binding 5 the BVH nodes: each kernel declares them and reads
 // them through `load_shape` and `load_children`.
 @group(0) @binding(2) var<storage, read> points: array<f32>;
-@group(0) @binding(3) var<storage, read_write> hits: array<Hit>;
 // Shapes scanned linearly are grouped by kind: kind k's are shapes[x .. y) of kind_ranges[k].
 // The BVH (all other shapes) is nodes[x .. x + y) rooted at x of kind_ranges[KIND_COUNT].
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;

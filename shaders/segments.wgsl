@@ -5,22 +5,49 @@
 #import shared/math
 #import shared/rows
 
-struct SegmentHit {
-    point_a: vec3<f32>,
-    s: f32,
-    point_b: vec3<f32>,
-    t: f32,
-    distance: f32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
 
 @group(0) @binding(0) var<uniform> params: Params;
 // One record per pair: anchor = a0, p0 = a1 - a0, p1 = b0 - a0, p2 = b1 - a0 (see
 // GpuShape::from_segment_pair); the differences are taken in f64 on the host.
 @group(0) @binding(1) var<storage, read> pairs: array<Shape>;
-@group(0) @binding(3) var<storage, read_write> hits: array<SegmentHit>;
+// Rows hold only the fields of `params.fields` (src/fields.rs), packed in the order point_a,
+// s, point_b, t, distance; with every field a row is exactly a GpuSegmentHit.
+@group(0) @binding(3) var<storage, read_write> hits: array<u32>;
+
+// Words of the selected fields among `bits`.
+fn segment_field_words(bits: u32) -> u32 {
+    let f = params.fields & bits;
+    return select(0u, 3u, (f & FIELD_POINT_A) != 0u) + select(0u, 1u, (f & FIELD_S) != 0u)
+        + select(0u, 3u, (f & FIELD_POINT_B) != 0u) + select(0u, 1u, (f & FIELD_T) != 0u)
+        + select(0u, 1u, (f & FIELD_SEGMENT_DISTANCE) != 0u);
+}
+
+fn write_segment_hit(row: u32, point_a: vec3<f32>, s: f32, point_b: vec3<f32>, t: f32, distance: f32) {
+    var at = row * segment_field_words(0x1fu);
+    if (params.fields & FIELD_POINT_A) != 0u {
+        hits[at] = bitcast<u32>(point_a.x);
+        hits[at + 1u] = bitcast<u32>(point_a.y);
+        hits[at + 2u] = bitcast<u32>(point_a.z);
+        at += 3u;
+    }
+    if (params.fields & FIELD_S) != 0u {
+        hits[at] = bitcast<u32>(s);
+        at += 1u;
+    }
+    if (params.fields & FIELD_POINT_B) != 0u {
+        hits[at] = bitcast<u32>(point_b.x);
+        hits[at + 1u] = bitcast<u32>(point_b.y);
+        hits[at + 2u] = bitcast<u32>(point_b.z);
+        at += 3u;
+    }
+    if (params.fields & FIELD_T) != 0u {
+        hits[at] = bitcast<u32>(t);
+        at += 1u;
+    }
+    if (params.fields & FIELD_SEGMENT_DISTANCE) != 0u {
+        hits[at] = bitcast<u32>(distance);
+    }
+}
 
 // Parameter in [0, 1] of the point of segment origin -> d nearest p (0 for a zero-length d).
 fn segment_parameter(p: vec3<f32>, d: vec3<f32>) -> f32 {
@@ -87,11 +114,11 @@ fn segment_pairs(
     let db = pair.p2.xyz - b0;
     if !(is_finite_vec3(a0) && is_finite_vec3(da) && is_finite_vec3(pair.p1.xyz) && is_finite_vec3(pair.p2.xyz)) {
         let nan = bitcast<f32>(params.nan_bits);
-        hits[row] = SegmentHit(vec3<f32>(nan), nan, vec3<f32>(nan), nan, nan, 0u, 0u, 0u);
+        write_segment_hit(row, vec3<f32>(nan), nan, vec3<f32>(nan), nan, nan);
         return;
     }
     let st = closest_parameters(da, b0, db);
     let on_a = da * st.x;
     let on_b = b0 + db * st.y;
-    hits[row] = SegmentHit(a0 + on_a, st.x, a0 + on_b, st.y, length(on_a - on_b), 0u, 0u, 0u);
+    write_segment_hit(row, a0 + on_a, st.x, a0 + on_b, st.y, length(on_a - on_b));
 }

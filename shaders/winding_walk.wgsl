@@ -118,8 +118,8 @@ fn winding_number(p: vec3<f32>, wanted: bool) -> f32 {
 // passes ½; a NaN winding number (stack overflow) marks the row as an overflow.
 fn sign_row(row: u32, w: f32) {
     if w != w {
-        hits[row].shape = TRAVERSAL_OVERFLOW;
+        set_hit_shape(row, TRAVERSAL_OVERFLOW);
     } else if w > 0.5 {
-        hits[row].distance = -abs(hits[row].distance);
+        set_hit_distance(row, -abs(hit_distance(row)));
     }
 }

@@ -5,7 +5,8 @@
 
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::gpu::{Engine, GpuHit, GpuScene};
+use crate::fields::{Columns, Family, Fields, PackedRows, pack_hits};
+use crate::gpu::{Engine, GpuHit, GpuScene, points_from_slice};
 
 /// One sphere's contact.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -54,7 +55,69 @@ pub fn check_radius(row: usize, radius: f64, file: &str) -> Result<()> {
     Ok(())
 }
 
+/// The hit fields a contacts job needs from the device: its bits are the hits' (depth comes
+/// from the distance).
+pub fn contact_device_fields(fields: Fields) -> Fields {
+    debug_assert_eq!(fields.family(), Family::Contacts);
+    Fields::from_bits(Family::Hits, fields.bits())
+}
+
+/// A chunk's contacts packed with `fields` (family `Contacts`) into `out`, from the packed
+/// hits of their centres and each row's radius.
+pub fn pack_contacts(
+    fields: Fields,
+    hits: &PackedRows<'_>,
+    radius: impl Fn(usize) -> f32,
+    out: &mut Vec<u32>,
+) {
+    let contacts: Vec<GpuHit> = (0..hits.len())
+        .map(|i| {
+            let c = Contact::from_hit(&hits.hit(i), radius(i));
+            GpuHit {
+                point: c.point,
+                distance: c.depth,
+                normal: c.normal,
+                shape: c.shape,
+            }
+        })
+        .collect();
+    // A contacts row packs as a hits row of the same bits.
+    pack_hits(
+        Fields::from_bits(Family::Hits, fields.bits()),
+        &contacts,
+        out,
+    );
+}
+
 impl Engine {
+    /// [`Engine::sphere_contacts`], only `fields` (family `Contacts`) computed and returned.
+    pub fn sphere_contacts_fields(
+        &self,
+        scene: &GpuScene,
+        spheres: &[[f32; 4]],
+        fields: Fields,
+    ) -> Result<Columns> {
+        for (row, s) in spheres.iter().enumerate() {
+            check_radius(row, s[3] as f64, "spheres")?;
+        }
+        let centres: Vec<[f32; 3]> = spheres.iter().map(|s| [s[0], s[1], s[2]]).collect();
+        let mut columns = Columns::new(fields, spheres.len());
+        let mut packed = Vec::new();
+        self.query_scene_fields_stream(
+            scene,
+            centres.len(),
+            &mut points_from_slice(&centres),
+            Mode::Surface,
+            contact_device_fields(fields),
+            &mut |first: usize, hits: PackedRows<'_>| {
+                pack_contacts(fields, &hits, |i| spheres[first + i][3], &mut packed);
+                columns.extend(&PackedRows::new(fields, &packed));
+                Ok(())
+            },
+        )?;
+        Ok(columns)
+    }
+
     /// Contacts of spheres `[cx, cy, cz, r]` with a scene.
     pub fn sphere_contacts(&self, scene: &GpuScene, spheres: &[[f32; 4]]) -> Result<Vec<Contact>> {
         for (row, s) in spheres.iter().enumerate() {

@@ -6,14 +6,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::Mode;
-use crate::contacts::{Contact, check_radius};
+use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
 use crate::error::{Error, Result};
+use crate::fields::{Fields, PackedRows};
+use crate::gpu::GpuShape;
 use crate::gpu::{Engine, GpuHit, RowSource};
-use crate::gpu::{GpuSegmentHit, GpuShape};
 use crate::io::output::PendingFile;
 use crate::io::points::{SEGMENTS, SPHERES};
 use crate::io::{
-    ColumnSpec, OutputFile, PointFile, RowFile, Values, hit_columns, hit_values, load_scene,
+    ColumnSpec, OutputFile, PointFile, RowFile, Values, field_columns, field_values, load_scene,
 };
 use crate::math::DVec3;
 use crate::mesh::{Sign, load_mesh};
@@ -69,6 +70,17 @@ impl<'a> JobOutput<'a> {
         }
     }
 
+    /// A chunk of packed rows, written as the output's `fields`.
+    fn append_rows(&mut self, first: usize, fields: Fields, rows: PackedRows<'_>) -> Result<()> {
+        let count = rows.len();
+        self.append(
+            first,
+            count,
+            rows.non_finite_rows(),
+            &field_values(fields, &rows),
+        )
+    }
+
     /// Rows `first .. first + count`, `non_finite` of them answered with NaN.
     fn append(
         &mut self,
@@ -102,6 +114,8 @@ pub struct QueryJob<'a> {
     pub out: &'a Path,
     pub mode: Mode,
     pub paired: bool,
+    /// The arrays computed and written (`--fields`).
+    pub fields: Fields,
 }
 
 /// Points read from a file chunk by chunk and written to the GPU as f32.
@@ -121,6 +135,7 @@ pub struct MeshQueryJob<'a> {
     pub points: &'a Path,
     pub out: &'a Path,
     pub sign: Sign,
+    pub fields: Fields,
 }
 
 /// Run a mesh query job, streamed like [`run_query`]; the shape index is the triangle index.
@@ -132,23 +147,19 @@ pub fn run_mesh_query(
     let mesh = load_mesh(job.mesh)?;
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
-    let output = OutputFile::create(job.out, rows, &hit_columns())?;
+    let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let mesh = engine.upload_mesh(mesh)?;
-    engine.query_mesh_stream(
+    engine.query_mesh_fields_stream(
         &mesh,
         rows,
         &mut |range, chunk| points.read_rows(range, chunk),
         job.sign,
-        &mut |first, hits| out.append(first, hits.len(), non_finite(hits), &hit_values(hits)),
+        job.fields,
+        &mut |first: usize, rows: PackedRows<'_>| out.append_rows(first, job.fields, rows),
     )?;
     out.finish(&engine)
-}
-
-/// Rows the kernel answered with NaN (shape −1).
-fn non_finite(hits: &[GpuHit]) -> usize {
-    hits.iter().filter(|h| h.shape < 0).count()
 }
 
 /// Run a query job: points are read, queried and written chunk by chunk, so memory stays
@@ -175,18 +186,17 @@ pub fn run_query(
             problem: "the scene has no shapes".into(),
         });
     }
-    let output = OutputFile::create(job.out, rows, &hit_columns())?;
+    let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mut sink = |first: usize, chunk: &[GpuHit]| {
-        out.append(first, chunk.len(), non_finite(chunk), &hit_values(chunk))
-    };
+    let mut sink = |first: usize, chunk: PackedRows<'_>| out.append_rows(first, job.fields, chunk);
     let mut source = file_points(&mut points);
+    let (mode, fields) = (job.mode, job.fields);
     if job.paired {
-        engine.query_paired_stream(&shapes, &mut source, job.mode, &mut sink)?;
+        engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, &mut sink)?;
     } else {
         let scene = engine.upload_scene(&shapes)?;
-        engine.query_scene_stream(&scene, rows, &mut source, job.mode, &mut sink)?;
+        engine.query_scene_fields_stream(&scene, rows, &mut source, mode, fields, &mut sink)?;
     }
     out.finish(&engine)
 }
@@ -196,6 +206,7 @@ pub fn run_segments(
     a_path: &Path,
     b_path: &Path,
     out: &Path,
+    fields: Fields,
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
@@ -210,14 +221,7 @@ pub fn run_segments(
             b.len()
         )));
     }
-    let columns = [
-        ColumnSpec::vector("point_a"),
-        ColumnSpec::vector("point_b"),
-        ColumnSpec::scalar("s"),
-        ColumnSpec::scalar("t"),
-        ColumnSpec::scalar("distance"),
-    ];
-    let output = OutputFile::create(out, rows, &columns)?;
+    let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let (mut rows_a, mut rows_b) = (Vec::new(), Vec::new());
@@ -234,19 +238,11 @@ pub fn run_segments(
         }));
         Ok(())
     };
-    engine.segment_pairs_stream(rows, &mut source, &mut |first, hits: &[GpuSegmentHit]| {
-        out.append(
-            first,
-            hits.len(),
-            hits.iter().filter(|h| h.distance.is_nan()).count(),
-            &[
-                Values::vector(|i| hits[i].point_a),
-                Values::vector(|i| hits[i].point_b),
-                Values::scalar(|i| hits[i].s),
-                Values::scalar(|i| hits[i].t),
-                Values::scalar(|i| hits[i].distance),
-            ],
-        )
+    engine.segment_pairs_fields_stream(rows, &mut source, fields, &mut |first: usize,
+                                                                         rows: PackedRows<
+        '_,
+    >| {
+        out.append_rows(first, fields, rows)
     })?;
     out.finish(&engine)
 }
@@ -257,6 +253,7 @@ pub fn run_contacts(
     shapes_path: &Path,
     spheres_path: &Path,
     out: &Path,
+    fields: Fields,
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
@@ -272,13 +269,7 @@ pub fn run_contacts(
             problem: "the scene has no shapes".into(),
         });
     }
-    let columns = [
-        ColumnSpec::vector("point"),
-        ColumnSpec::scalar("depth"),
-        ColumnSpec::vector("normal"),
-        ColumnSpec::index("shape"),
-    ];
-    let output = OutputFile::create(out, rows, &columns)?;
+    let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let scene = engine.upload_scene(&shapes)?;
@@ -301,27 +292,20 @@ pub fn run_contacts(
         Ok(())
     };
     let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());
-    let mut sink = |first: usize, hits: &[GpuHit]| {
+    let mut sink = |first: usize, hits: PackedRows<'_>| {
         radii.read_rows(first..first + hits.len(), &mut chunk_spheres)?;
-        contacts.clear();
-        contacts.extend(
-            hits.iter()
-                .zip(&chunk_spheres)
-                .map(|(hit, s)| Contact::from_hit(hit, s[3] as f32)),
-        );
-        out.append(
-            first,
-            hits.len(),
-            contacts.iter().filter(|c| c.shape < 0).count(),
-            &[
-                Values::vector(|i| contacts[i].point),
-                Values::scalar(|i| contacts[i].depth),
-                Values::vector(|i| contacts[i].normal),
-                Values::index(|i| contacts[i].shape),
-            ],
-        )
+        pack_contacts(fields, &hits, |i| chunk_spheres[i][3] as f32, &mut contacts);
+        out.append_rows(first, fields, PackedRows::new(fields, &contacts))
     };
-    engine.query_scene_stream(&scene, rows, &mut source, Mode::Surface, &mut sink)?;
+    let device_fields = contact_device_fields(fields);
+    engine.query_scene_fields_stream(
+        &scene,
+        rows,
+        &mut source,
+        Mode::Surface,
+        device_fields,
+        &mut sink,
+    )?;
     out.finish(&engine)
 }
 

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bvh;
 pub mod contacts;
 pub mod error;
+pub mod fields;
 pub mod gpu;
 pub mod io;
 pub mod job;
@@ -16,6 +17,7 @@ pub mod winding;
 
 pub use contacts::Contact;
 pub use error::{Error, Result};
+pub use fields::{Columns, Family, Fields, PackedRows};
 pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
 pub use math::DVec3;
 pub use shape::{Shape, ShapeKind};

@@ -11,7 +11,7 @@ use closest::job::{
 };
 use closest::mesh::Sign;
 use closest::sdf::GridRegion;
-use closest::{Engine, EngineOptions, Error, Mode};
+use closest::{Engine, EngineOptions, Error, Family, Fields, Mode};
 
 #[derive(Parser)]
 #[command(name = "closest", version, about = "Closest-point queries on the GPU")]
@@ -62,6 +62,10 @@ enum Command {
         /// Output: .npz (arrays point, distance, shape, normal) or .csv.
         #[arg(long)]
         out: PathBuf,
+        /// Only these arrays, computed, moved back and written (comma-separated: point,
+        /// distance, shape, normal). Default: all.
+        #[arg(long)]
+        fields: Option<String>,
     },
     /// Closest points between segment i of A and segment i of B.
     Segments {
@@ -74,6 +78,9 @@ enum Command {
         /// Output: .npz (arrays point_a, point_b, s, t, distance) or .csv.
         #[arg(long)]
         out: PathBuf,
+        /// Only these arrays (comma-separated: point_a, point_b, s, t, distance). Default: all.
+        #[arg(long)]
+        fields: Option<String>,
     },
     /// Contacts of spheres with a scene (collision response): depth, normal, contact point.
     Contacts {
@@ -86,6 +93,9 @@ enum Command {
         /// Output: .npz (arrays point, depth, normal, shape) or .csv.
         #[arg(long)]
         out: PathBuf,
+        /// Only these arrays (comma-separated: point, depth, normal, shape). Default: all.
+        #[arg(long)]
+        fields: Option<String>,
     },
     /// Signed-distance grid of a triangle mesh.
     Sdf {
@@ -152,6 +162,7 @@ enum ModeArg {
 }
 
 fn main() -> ExitCode {
+    closest::gpu::adapter::quiet_headless_loader();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -177,8 +188,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             sign,
             paired,
             out,
+            fields,
             ..
         } => {
+            let fields = fields_arg(Family::Hits, fields.as_deref())?;
             if paired {
                 return Err(Error::Usage(
                     "--paired pairs points with scene shapes; it does not apply to --mesh".into(),
@@ -189,6 +202,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 points: &points,
                 out: &out,
                 sign: sign.map_or(Sign::None, SignArg::sign),
+                fields,
             };
             report("queries", |progress| {
                 run_mesh_query(&job, || Engine::new(&options), progress)
@@ -201,8 +215,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             paired,
             out,
             sign,
+            fields,
             ..
         } => {
+            let fields = fields_arg(Family::Hits, fields.as_deref())?;
             if sign.is_some() {
                 return Err(Error::Usage(
                     "--sign applies to --mesh; scene queries sign by --mode surface".into(),
@@ -218,6 +234,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 out: &out,
                 mode,
                 paired,
+                fields,
             };
             report("queries", |progress| {
                 run_query(&job, || Engine::new(&options), progress)
@@ -264,16 +281,24 @@ fn run(cli: Cli) -> Result<(), Error> {
                 run_sdf(&job, || Engine::new(&options), progress)
             })
         }
-        Command::Segments { a, b, out } => report("segment pairs", |progress| {
-            run_segments(&a, &b, &out, || Engine::new(&options), progress)
-        }),
+        Command::Segments { a, b, out, fields } => {
+            let fields = fields_arg(Family::Segments, fields.as_deref())?;
+            report("segment pairs", |progress| {
+                run_segments(&a, &b, &out, fields, || Engine::new(&options), progress)
+            })
+        }
         Command::Contacts {
             shapes,
             spheres,
             out,
-        } => report("sphere contacts", |progress| {
-            run_contacts(&shapes, &spheres, &out, || Engine::new(&options), progress)
-        }),
+            fields,
+        } => {
+            let fields = fields_arg(Family::Contacts, fields.as_deref())?;
+            report("sphere contacts", |progress| {
+                let engine = || Engine::new(&options);
+                run_contacts(&shapes, &spheres, &out, fields, engine, progress)
+            })
+        }
         Command::Bench {
             points,
             repeats,
@@ -288,6 +313,13 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
         }
     }
+}
+
+/// `--fields LIST`, or every field of the family.
+fn fields_arg(family: Family, list: Option<&str>) -> Result<Fields, Error> {
+    list.map_or(Ok(Fields::all(family)), |list| {
+        Fields::parse(family, list).map_err(|e| Error::Usage(format!("--{e}")))
+    })
 }
 
 /// `N` comma-separated numbers, or a usage error naming the option.

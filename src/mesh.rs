@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::gpu::{Engine, GpuHit};
+use crate::fields::{Columns, Family, Fields, PackedRows, pack_hits};
+use crate::gpu::{Engine, GpuHit, PackedSink};
 use crate::math::DVec3;
 use crate::shape::Shape;
 
@@ -531,6 +532,66 @@ impl Engine {
         sign: Sign,
         sink: &mut dyn FnMut(usize, &[GpuHit]) -> Result<()>,
     ) -> Result<()> {
+        let all = Fields::all(Family::Hits);
+        self.query_mesh_fields_stream(mesh, rows, points, sign, all, &mut |first,
+                                                                           rows: PackedRows<
+            '_,
+        >| {
+            sink(first, rows.as_hits().expect("every hit field"))
+        })
+    }
+
+    /// [`Engine::query_mesh`] computing and moving back only `fields`.
+    pub fn query_mesh_fields(
+        &self,
+        mesh: &GpuMesh,
+        points: &[[f64; 3]],
+        sign: Sign,
+        fields: Fields,
+    ) -> Result<Columns> {
+        let mut columns = Columns::new(fields, points.len());
+        self.query_mesh_fields_stream(
+            mesh,
+            points.len(),
+            &mut |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
+                chunk.clear();
+                chunk.extend_from_slice(&points[range]);
+                Ok(())
+            },
+            sign,
+            fields,
+            &mut |_first: usize, rows: PackedRows<'_>| {
+                columns.extend(&rows);
+                Ok(())
+            },
+        )?;
+        Ok(columns)
+    }
+
+    /// [`Engine::query_mesh_stream`] computing only `fields`: `sink` takes each chunk's rows
+    /// packed with the fields asked for and those the job needs on the way (the triangle
+    /// index always: the rounds seed from it and signs start from it; the distance when a
+    /// signed normal is asked for).
+    pub fn query_mesh_fields_stream(
+        &self,
+        mesh: &GpuMesh,
+        rows: usize,
+        points: &mut PointRows<'_>,
+        sign: Sign,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        use crate::fields::{DISTANCE, NORMAL, SHAPE};
+        // Signs change only distances and normals.
+        let sign = if fields.contains(DISTANCE | NORMAL) {
+            sign
+        } else {
+            Sign::None
+        };
+        let mut device_fields = fields.with(SHAPE);
+        if sign != Sign::None {
+            device_fields = device_fields.with(DISTANCE);
+        }
         // Each chunk's points wait here from fill to drain (at most two chunks are in flight).
         let pending = std::cell::RefCell::new(std::collections::VecDeque::new());
         let offset = mesh.offset;
@@ -545,16 +606,26 @@ impl Engine {
             pending.borrow_mut().push_back(chunk);
             Ok(())
         };
-        let mut answers = Vec::new();
-        let mut finish = |first: usize, hits: &[GpuHit]| {
+        let (mut answers, mut packed) = (Vec::new(), Vec::new());
+        let mut finish = |first: usize, rows: PackedRows<'_>| {
             let chunk = pending
                 .borrow_mut()
                 .pop_front()
                 .expect("every chunk was filled before it is drained");
             answers.clear();
-            answers.extend_from_slice(hits);
+            match rows.as_hits() {
+                Some(hits) => answers.extend_from_slice(hits),
+                None => answers.extend((0..rows.len()).map(|i| rows.hit(i))),
+            }
             mesh.finish(&chunk, &mut answers, sign);
-            sink(first, &answers)
+            if device_fields.is_all() {
+                return sink.take(
+                    first,
+                    PackedRows::new(device_fields, bytemuck::cast_slice(&answers)),
+                );
+            }
+            pack_hits(device_fields, &answers, &mut packed);
+            sink.take(first, PackedRows::new(device_fields, &packed))
         };
         let winding = match sign {
             Sign::Winding => Some(mesh.winding_buffer(self)?),
@@ -566,6 +637,7 @@ impl Engine {
             rows,
             &mut source,
             crate::Mode::Surface,
+            device_fields,
             &mut finish,
         )
     }

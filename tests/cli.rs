@@ -1006,3 +1006,62 @@ fn portable_kernels_write_the_same_files() {
         assert!(a == b, "a{file}.npz and b{file}.npz differ");
     }
 }
+
+#[test]
+fn fields_write_only_the_arrays_named_with_the_full_answers_bits() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    let points: Vec<[f64; 3]> = (0..500)
+        .map(|i| {
+            let t = i as f64 * 0.41;
+            [5.0 * t.sin(), 4.0 * (0.7 * t).cos(), 0.02 * i as f64 - 5.0]
+        })
+        .collect();
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    let p = dir.s("p.npy");
+    for (target, what) in [(["--shapes", &scene], "scene"), (["--mesh", &cube], "mesh")] {
+        let run = |out: &str, fields: &[&str]| {
+            let args = [
+                &["query", target[0], target[1], "--points", &p, "--out", out][..],
+                fields,
+            ];
+            closest_ok(&args.concat(), &["500 queries"]);
+            read_npz(Path::new(out))
+        };
+        let full = run(&dir.s("full.npz"), &[]);
+        // Named out of order: written in the default order.
+        let some = run(&dir.s("some.npz"), &["--fields", "shape,distance"]);
+        let names: Vec<&str> = some.iter().map(|a| a.0.as_str()).collect();
+        assert_eq!(names, ["distance", "shape"], "{what}");
+        for array in &some {
+            let whole = full.iter().find(|a| a.0 == array.0).unwrap();
+            assert_eq!(array, whole, "{what}: {}", array.0);
+        }
+        let csv = dir.s("d.csv");
+        let args = ["query", target[0], target[1], "--points", &p, "--out", &csv];
+        closest_ok(&[&args[..], &["--fields", "normal"]].concat(), &[]);
+        let text = std::fs::read_to_string(&csv).unwrap();
+        assert!(text.starts_with("normal_x,normal_y,normal_z\n"), "{text}");
+    }
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &p,
+            "--out",
+            &dir.s("x.npz"),
+            "--fields",
+            "distance,depth",
+        ],
+        &["--fields", "`depth`", "point, distance, shape, normal"],
+    );
+}

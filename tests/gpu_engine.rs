@@ -4,57 +4,7 @@
 mod common;
 
 use closest::{DVec3, EngineOptions, Mode, Shape};
-use common::{Rng, assert_nearest, engine, f32_points, open_engine};
-
-fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
-    (0..count)
-        .map(|i| {
-            let c = rng.vec(-spread, spread);
-            let s = rng.range(0.05, 1.0);
-            match i % 9 {
-                0 => Shape::Sphere {
-                    center: c,
-                    radius: s,
-                },
-                1 => Shape::Aabb {
-                    min: c - DVec3::new(s, s, s),
-                    max: c + DVec3::new(s, 2.0 * s, s),
-                },
-                2 => Shape::Box {
-                    center: c,
-                    half_extents: rng.vec(0.05, 1.0),
-                    rotation: rng.quaternion(),
-                },
-                3 => Shape::Plane {
-                    normal: rng.unit(),
-                    offset: rng.range(-spread, spread) * 3.0,
-                },
-                4 => Shape::Segment {
-                    a: c,
-                    b: c + rng.vec(-1.0, 1.0),
-                },
-                5 => Shape::Line {
-                    a: c,
-                    b: c + rng.vec(-1.0, 1.0),
-                },
-                6 => Shape::Ray {
-                    origin: c,
-                    direction: rng.unit(),
-                },
-                7 => Shape::Triangle {
-                    a: c,
-                    b: c + rng.vec(-1.0, 1.0),
-                    c: c + rng.vec(-1.0, 1.0),
-                },
-                _ => Shape::Capsule {
-                    a: c,
-                    b: c + rng.vec(-1.0, 1.0),
-                    radius: s,
-                },
-            }
-        })
-        .collect()
-}
+use common::{Rng, assert_nearest, engine, f32_points, mixed_scene, open_engine};
 
 #[test]
 fn nearest_over_a_mixed_scene_matches_reference() {

@@ -127,6 +127,9 @@ fn params_layout_matches_wgsl() {
             ("mode", offset_of!(Params, mode)),
             ("nan_bits", offset_of!(Params, nan_bits)),
             ("first_row", offset_of!(Params, first_row)),
+            ("round", offset_of!(Params, round)),
+            ("round_count", offset_of!(Params, round_count)),
+            ("fields", offset_of!(Params, fields)),
         ],
     );
 }
@@ -158,20 +161,39 @@ fn nearest_scans_every_shape_kind() {
     }
 }
 
+/// With every field selected a packed row is exactly the Rust result struct, so whole-row
+/// jobs hand the device's rows on without a copy (`PackedRows::as_hits`).
 #[test]
-fn segment_hit_layout_matches_wgsl() {
-    assert_layout_in(
-        "segments",
-        "SegmentHit",
-        size_of::<GpuSegmentHit>(),
-        &[
-            ("point_a", offset_of!(GpuSegmentHit, point_a)),
-            ("s", offset_of!(GpuSegmentHit, s)),
-            ("point_b", offset_of!(GpuSegmentHit, point_b)),
-            ("t", offset_of!(GpuSegmentHit, t)),
-            ("distance", offset_of!(GpuSegmentHit, distance)),
-        ],
-    );
+fn rows_with_every_field_are_the_result_structs() {
+    use closest::fields::{self, Family, Fields};
+    let hits = Fields::all(Family::Hits);
+    assert_eq!(hits.row_words() * 4, size_of::<GpuHit>());
+    for (bit, offset) in [
+        (fields::POINT, offset_of!(GpuHit, point)),
+        (fields::DISTANCE, offset_of!(GpuHit, distance)),
+        (fields::NORMAL, offset_of!(GpuHit, normal)),
+        (fields::SHAPE, offset_of!(GpuHit, shape)),
+    ] {
+        assert_eq!(hits.offset_words(bit) * 4, offset, "hit field bit {bit}");
+    }
+    let segments = Fields::all(Family::Segments);
+    assert_eq!(segments.row_words() * 4, size_of::<GpuSegmentHit>());
+    for (bit, offset) in [
+        (fields::POINT_A, offset_of!(GpuSegmentHit, point_a)),
+        (fields::S, offset_of!(GpuSegmentHit, s)),
+        (fields::POINT_B, offset_of!(GpuSegmentHit, point_b)),
+        (fields::T, offset_of!(GpuSegmentHit, t)),
+        (
+            fields::SEGMENT_DISTANCE,
+            offset_of!(GpuSegmentHit, distance),
+        ),
+    ] {
+        assert_eq!(
+            segments.offset_words(bit) * 4,
+            offset,
+            "segment field bit {bit}"
+        );
+    }
 }
 
 #[test]

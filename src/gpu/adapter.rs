@@ -4,6 +4,30 @@
 
 use crate::error::{Error, Result};
 
+/// Mesa's loader prints `error: XDG_RUNTIME_DIR is invalid or not set` on every headless run
+/// (from its window-system layer, which compute never uses), and a newcomer reads it as our
+/// error. When the variable is unset, point it at a private directory of ours so nothing is
+/// printed. Call it before any thread starts (the CLI's `main`; the Python package sets the
+/// variable itself before loading the extension).
+pub fn quiet_headless_loader() {
+    #[cfg(unix)]
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("closest-runtime-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        // Only a directory of ours that nobody else may enter, as the variable requires.
+        let private = std::fs::symlink_metadata(&dir)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0);
+        if private {
+            // SAFETY: called at start-up, before the process has other threads.
+            unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+        }
+    }
+}
+
 /// What `closest info` prints for one adapter.
 #[derive(Clone, Debug)]
 pub struct AdapterSummary {

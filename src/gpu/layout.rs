@@ -57,7 +57,6 @@ pub struct GpuSegmentHit {
     pub point_b: [f32; 3],
     pub t: f32,
     pub distance: f32,
-    pub _pad: [u32; 3],
 }
 
 /// Per-dispatch uniforms.
@@ -72,7 +71,8 @@ pub struct Params {
     /// The round of a job dispatched in rounds (`mesh.wgsl`).
     pub round: u32,
     pub round_count: u32,
-    pub _pad: u32,
+    /// The output fields (`fields::Fields::bits`): rows hold only these, packed.
+    pub fields: u32,
 }
 
 impl Params {
@@ -85,7 +85,7 @@ impl Params {
             first_row,
             round: 0,
             round_count: 1,
-            _pad: 0,
+            fields: 0xf,
         }
     }
 }

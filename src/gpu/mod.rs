@@ -12,7 +12,8 @@ pub use adapter::{AdapterSummary, list_adapters};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use order::morton_code;
 pub use stream::{
-    JobTiming, RowSink, RowSource, dispatch_grid, hits_into_slice, points_from_slice,
+    JobTiming, PackedSink, RowSink, RowSource, TRAVERSAL_OVERFLOW, dispatch_grid, hits_into_slice,
+    points_from_slice,
 };
 
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ use wgpu::util::DeviceExt;
 use crate::Mode;
 use crate::bvh::GpuBvhNode;
 use crate::error::{Error, Result};
+use crate::fields::{Columns, Family, Fields, PackedRows};
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 
@@ -484,11 +486,53 @@ impl Engine {
         mode: Mode,
         sink: &mut dyn RowSink,
     ) -> Result<()> {
-        self.query_scene_signed_stream(scene, None, rows, source, mode, sink)
+        let all = Fields::all(Family::Hits);
+        self.query_scene_fields_stream(scene, rows, source, mode, all, &mut stream::HitRows(sink))
     }
 
-    /// [`Engine::query_scene_stream`] for a mesh's scene, its answers signed on the device
-    /// by `winding` (`WindingTree::gpu_words`) when given.
+    /// [`Engine::query_scene_stream`] computing and moving back only `fields`: `sink`
+    /// receives each chunk's rows packed as the device wrote them.
+    pub fn query_scene_fields_stream(
+        &self,
+        scene: &GpuScene,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        self.query_scene_signed_stream(scene, None, rows, source, mode, fields, sink)
+    }
+
+    /// Nearest shape of `scene` for every point, only `fields` computed and returned.
+    pub fn query_scene_fields(
+        &self,
+        scene: &GpuScene,
+        points: &[[f32; 3]],
+        mode: Mode,
+        fields: Fields,
+    ) -> Result<Columns> {
+        let mut columns = Columns::new(fields, points.len());
+        self.query_scene_fields_stream(
+            scene,
+            points.len(),
+            &mut stream::points_from_slice(points),
+            mode,
+            fields,
+            &mut |_first: usize, rows: PackedRows<'_>| {
+                columns.extend(&rows);
+                Ok(())
+            },
+        )?;
+        Ok(columns)
+    }
+
+    /// [`Engine::query_scene_fields_stream`] for a mesh's scene, its answers signed on the
+    /// device by `winding` (`WindingTree::gpu_words`) when given.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one job's inputs, passed through"
+    )]
     pub(crate) fn query_scene_signed_stream(
         &self,
         scene: &GpuScene,
@@ -496,7 +540,8 @@ impl Engine {
         rows: usize,
         source: &mut dyn RowSource,
         mode: Mode,
-        sink: &mut dyn RowSink,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
     ) -> Result<()> {
         stream::run(
             self,
@@ -505,7 +550,8 @@ impl Engine {
             Some(source),
             None,
             mode,
-            &mut stream::HitRows(sink),
+            fields,
+            sink,
         )
     }
 
@@ -517,6 +563,19 @@ impl Engine {
         mode: Mode,
         sink: &mut dyn RowSink,
     ) -> Result<()> {
+        let all = Fields::all(Family::Hits);
+        self.query_paired_fields_stream(shapes, points, mode, all, &mut stream::HitRows(sink))
+    }
+
+    /// [`Engine::query_paired_stream`] computing and moving back only `fields`.
+    pub fn query_paired_fields_stream(
+        &self,
+        shapes: &[Shape],
+        points: &mut dyn RowSource,
+        mode: Mode,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
         let mut shape_source = stream::shapes_from_slice(shapes);
         let kind = common_kind(shapes.iter().map(Shape::kind));
         stream::run(
@@ -526,19 +585,37 @@ impl Engine {
             Some(points),
             Some(&mut shape_source),
             mode,
-            &mut stream::HitRows(sink),
+            fields,
+            sink,
         )
+    }
+
+    /// Point i against shape i, only `fields` computed and returned.
+    pub fn query_paired_fields(
+        &self,
+        shapes: &[Shape],
+        points: &[[f32; 3]],
+        mode: Mode,
+        fields: Fields,
+    ) -> Result<Columns> {
+        check_paired_counts(shapes.len(), points.len())?;
+        let mut columns = Columns::new(fields, points.len());
+        self.query_paired_fields_stream(
+            shapes,
+            &mut stream::points_from_slice(points),
+            mode,
+            fields,
+            &mut |_first: usize, rows: PackedRows<'_>| {
+                columns.extend(&rows);
+                Ok(())
+            },
+        )?;
+        Ok(columns)
     }
 
     /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2).
     pub fn segment_pairs(&self, a: &[[DVec3; 2]], b: &[[DVec3; 2]]) -> Result<Vec<GpuSegmentHit>> {
-        if a.len() != b.len() {
-            return Err(Error::Usage(format!(
-                "segment pairs need as many segments in A as in B ({} and {})",
-                a.len(),
-                b.len()
-            )));
-        }
+        check_segment_counts(a.len(), b.len())?;
         let mut out = vec![GpuSegmentHit::default(); a.len()];
         self.segment_pairs_stream(
             a.len(),
@@ -559,6 +636,24 @@ impl Engine {
         pairs: &mut dyn RowSource,
         sink: &mut dyn FnMut(usize, &[GpuSegmentHit]) -> Result<()>,
     ) -> Result<()> {
+        self.segment_pairs_fields_stream(
+            rows,
+            pairs,
+            Fields::all(Family::Segments),
+            &mut |first: usize, rows: PackedRows<'_>| {
+                sink(first, rows.as_segment_hits().expect("every segment field"))
+            },
+        )
+    }
+
+    /// [`Engine::segment_pairs_stream`] computing and moving back only `fields`.
+    pub fn segment_pairs_fields_stream(
+        &self,
+        rows: usize,
+        pairs: &mut dyn RowSource,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
         stream::run(
             self,
             stream::Job::SegmentPairs,
@@ -566,8 +661,30 @@ impl Engine {
             None,
             Some(pairs),
             Mode::Solid,
-            &mut |first: usize, rows: &[GpuSegmentHit]| sink(first, rows),
+            fields,
+            sink,
         )
+    }
+
+    /// [`Engine::segment_pairs`], only `fields` computed and returned.
+    pub fn segment_pairs_fields(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+        fields: Fields,
+    ) -> Result<Columns> {
+        check_segment_counts(a.len(), b.len())?;
+        let mut columns = Columns::new(fields, a.len());
+        self.segment_pairs_fields_stream(
+            a.len(),
+            &mut stream::segment_pairs_from_slices(a, b),
+            fields,
+            &mut |_first: usize, rows: PackedRows<'_>| {
+                columns.extend(&rows);
+                Ok(())
+            },
+        )?;
+        Ok(columns)
     }
 
     /// Point i against shape i (SPEC §2 "paired").
@@ -577,13 +694,7 @@ impl Engine {
         points: &[[f32; 3]],
         mode: Mode,
     ) -> Result<Vec<GpuHit>> {
-        if shapes.len() != points.len() {
-            return Err(Error::Usage(format!(
-                "paired queries need as many shapes as points ({} shapes, {} points)",
-                shapes.len(),
-                points.len()
-            )));
-        }
+        check_paired_counts(shapes.len(), points.len())?;
         let mut out = vec![GpuHit::default(); points.len()];
         self.query_paired_stream(
             shapes,
@@ -609,6 +720,24 @@ impl Engine {
             Err(Error::Gpu(errors.drain(..).collect::<Vec<_>>().join("; ")))
         }
     }
+}
+
+fn check_paired_counts(shapes: usize, points: usize) -> Result<()> {
+    if shapes != points {
+        return Err(Error::Usage(format!(
+            "paired queries need as many shapes as points ({shapes} shapes, {points} points)"
+        )));
+    }
+    Ok(())
+}
+
+fn check_segment_counts(a: usize, b: usize) -> Result<()> {
+    if a != b {
+        return Err(Error::Usage(format!(
+            "segment pairs need as many segments in A as in B ({a} and {b})"
+        )));
+    }
+    Ok(())
 }
 
 /// Run `f` inside validation and out-of-memory error scopes.

@@ -37,7 +37,7 @@ pub(crate) struct Reorder {
     order: Vec<u32>,
     points: Vec<[f32; 3]>,
     keys: Vec<u64>,
-    rows: Vec<u8>,
+    rows: Vec<u32>,
 }
 
 impl Reorder {
@@ -85,15 +85,15 @@ impl Reorder {
         Ok(())
     }
 
-    /// Output rows of `row_bytes` each, back in row order; unchanged when not reordered.
-    pub fn restore<'a>(&'a mut self, bytes: &'a [u8], row_bytes: usize) -> &'a [u8] {
-        if self.order.is_empty() {
-            return bytes;
+    /// Output rows of `row_words` each, back in row order; unchanged when not reordered.
+    pub fn restore<'a>(&'a mut self, words: &'a [u32], row_words: usize) -> &'a [u32] {
+        if self.order.is_empty() || row_words == 0 {
+            return words;
         }
-        self.rows.resize(bytes.len(), 0);
-        for (row, &original) in bytes.chunks_exact(row_bytes).zip(&self.order) {
-            let at = original as usize * row_bytes;
-            self.rows[at..at + row_bytes].copy_from_slice(row);
+        self.rows.resize(words.len(), 0);
+        for (row, &original) in words.chunks_exact(row_words).zip(&self.order) {
+            let at = original as usize * row_words;
+            self.rows[at..at + row_words].copy_from_slice(row);
         }
         &self.rows
     }

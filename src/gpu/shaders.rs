@@ -20,6 +20,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/types"),
     wgsl!("shared/math"),
     wgsl!("shared/rows"),
+    wgsl!("shared/hits"),
     wgsl!("shared/walk"),
     wgsl!("shared/one_lane"),
     wgsl!("shared/subgroup"),
@@ -111,6 +112,24 @@ pub fn prelude() -> String {
     out += &format!(
         "const SEED_STRIDE: u32 = {}u;\n",
         super::stream::SEED_STRIDE
+    );
+    use crate::fields;
+    for (name, bit) in [
+        ("POINT", fields::POINT),
+        ("DISTANCE", fields::DISTANCE),
+        ("NORMAL", fields::NORMAL),
+        ("SHAPE", fields::SHAPE),
+        ("POINT_A", fields::POINT_A),
+        ("S", fields::S),
+        ("POINT_B", fields::POINT_B),
+        ("T", fields::T),
+        ("SEGMENT_DISTANCE", fields::SEGMENT_DISTANCE),
+    ] {
+        out += &format!("const FIELD_{name}: u32 = {bit}u;\n");
+    }
+    out += &format!(
+        "const OVERFLOW_BITS: u32 = {:#x}u;\n",
+        fields::OVERFLOW_BITS
     );
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(

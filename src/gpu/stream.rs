@@ -5,11 +5,12 @@
 use std::ops::Range;
 use std::sync::mpsc;
 
-use super::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
+use super::layout::{GpuHit, GpuShape, Params};
 use super::order::Reorder;
 use super::{Engine, Entry, GpuScene, PipelineKey, SLOTS};
 use crate::Mode;
 use crate::error::{Error, Result};
+use crate::fields::{Family, Fields, PackedRows};
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 
@@ -106,14 +107,6 @@ pub(crate) enum Job<'a> {
 }
 
 impl Job<'_> {
-    /// Bytes of one output row.
-    fn output_row_bytes(&self) -> usize {
-        match self {
-            Job::SegmentPairs => std::mem::size_of::<GpuSegmentHit>(),
-            Job::Paired(_) | Job::Nearest { .. } => std::mem::size_of::<GpuHit>(),
-        }
-    }
-
     /// Whether points go to the device in Morton order: it pays when they traverse a BVH.
     fn reorders_points(&self, engine: &Engine) -> bool {
         matches!(self, Job::Nearest { scene, .. } if scene.bvh_kinds != 0)
@@ -129,27 +122,33 @@ impl Job<'_> {
 }
 
 /// The widest output row of any job: a slot's result buffer holds a chunk of these.
-const MAX_OUTPUT_ROW_BYTES: usize = std::mem::size_of::<GpuSegmentHit>();
-
-/// Receives each chunk's raw output rows, in row order.
-pub(crate) trait ByteSink {
-    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()>;
+fn max_output_row_bytes() -> usize {
+    [Family::Hits, Family::Segments]
+        .map(|family| Fields::all(family).row_words() * 4)
+        .into_iter()
+        .max()
+        .unwrap_or(0)
 }
 
-/// A [`RowSink`] of hits behind the byte interface.
+/// Receives each chunk's output rows as the device packed them, in row order.
+pub trait PackedSink {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()>;
+}
+
+impl<F: FnMut(usize, PackedRows<'_>) -> Result<()>> PackedSink for F {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        self(first_row, rows)
+    }
+}
+
+/// A [`RowSink`] of whole hits behind the packed interface (jobs with every hit field).
 pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
 
-impl ByteSink for HitRows<'_> {
-    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
-        let hits: &[GpuHit] = bytemuck::cast_slice(bytes);
-        // The kernel marks a row whose BVH traversal outgrew its stack rather than answer it.
-        if let Some(k) = hits.iter().position(|h| h.shape == TRAVERSAL_OVERFLOW) {
-            return Err(Error::Gpu(format!(
-                "BVH traversal overflowed its stack of {} entries at row {}",
-                crate::bvh::STACK_SIZE,
-                first_row + k
-            )));
-        }
+impl PackedSink for HitRows<'_> {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        let hits = rows
+            .as_hits()
+            .expect("whole-hit jobs select every hit field");
         self.0.take(first_row, hits)
     }
 }
@@ -161,12 +160,6 @@ pub const TRAVERSAL_OVERFLOW: i32 = -2;
 pub const SEED_STRIDE: usize = 8;
 /// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
 pub const SEED_ROUNDS: u32 = 3;
-
-impl<F: FnMut(usize, &[GpuSegmentHit]) -> Result<()>> ByteSink for F {
-    fn take(&mut self, first_row: usize, bytes: &[u8]) -> Result<()> {
-        self(first_row, bytemuck::cast_slice(bytes))
-    }
-}
 
 /// A buffer the host writes: the storage buffer itself on unified memory, else a staging
 /// buffer copied into it. Between uses it is mapped, or has a map request pending.
@@ -340,14 +333,14 @@ pub(crate) struct Slot {
 
 struct InFlight {
     range: Range<usize>,
-    row_bytes: usize,
+    fields: Fields,
     mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 }
 
 impl Slot {
     fn new(engine: &Engine, capacity: usize) -> Slot {
         let device = &engine.device;
-        let hit_bytes = (capacity * MAX_OUTPUT_ROW_BYTES) as u64;
+        let hit_bytes = (capacity * max_output_row_bytes()) as u64;
         let unified = engine.unified_memory;
         Slot {
             capacity,
@@ -390,20 +383,35 @@ impl Slot {
     }
 
     /// Wait for the chunk in flight, if any, and hand its hits to `sink`.
-    fn drain(&mut self, engine: &Engine, sink: &mut dyn ByteSink) -> Result<()> {
+    fn drain(&mut self, engine: &Engine, sink: &mut dyn PackedSink) -> Result<()> {
         let Some(flight) = self.in_flight.take() else {
             return Ok(());
         };
         wait_map(engine, flight.mapped)?;
         let started = std::time::Instant::now();
-        let bytes = (flight.range.len() * flight.row_bytes) as u64;
-        let result = {
+        let row_words = flight.fields.row_words();
+        let bytes = (flight.range.len() * row_words * 4) as u64;
+        let result = if bytes == 0 {
+            sink.take(flight.range.start, PackedRows::new(flight.fields, &[]))
+        } else {
             let view = self
                 .readable()
                 .get_mapped_range(..bytes)
                 .map_err(|e| Error::Gpu(format!("mapping the results: {e}")))?;
-            let rows = self.reorder.restore(&view, flight.row_bytes);
-            sink.take(flight.range.start, rows)
+            let rows = PackedRows::new(
+                flight.fields,
+                self.reorder.restore(bytemuck::cast_slice(&view), row_words),
+            );
+            // The kernel marks a row whose BVH traversal outgrew its stack rather than
+            // answer it.
+            match rows.overflowed_row() {
+                Some(k) => Err(Error::Gpu(format!(
+                    "BVH traversal overflowed its stack of {} entries at row {}",
+                    crate::bvh::STACK_SIZE,
+                    flight.range.start + k
+                ))),
+                None => sink.take(flight.range.start, rows),
+            }
         };
         self.readable().unmap();
         let mut timing = engine.timing.lock().unwrap();
@@ -414,6 +422,10 @@ impl Slot {
 }
 
 /// Run a job over `rows` rows in chunks.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one job's inputs, passed through"
+)]
 pub(crate) fn run(
     engine: &Engine,
     job: Job<'_>,
@@ -421,7 +433,8 @@ pub(crate) fn run(
     points: Option<&mut dyn RowSource>,
     shapes: Option<&mut dyn RowSource>,
     mode: Mode,
-    sink: &mut dyn ByteSink,
+    fields: Fields,
+    sink: &mut dyn PackedSink,
 ) -> Result<()> {
     if rows == 0 {
         return Ok(());
@@ -445,7 +458,7 @@ pub(crate) fn run(
     }
 
     let outcome = run_chunks(
-        engine, &job, &mut slots, rows, chunk, points, shapes, mode, sink,
+        engine, &job, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
     );
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
@@ -467,7 +480,8 @@ fn run_chunks(
     mut points: Option<&mut (dyn RowSource + '_)>,
     mut shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
-    sink: &mut dyn ByteSink,
+    fields: Fields,
+    sink: &mut dyn PackedSink,
 ) -> Result<()> {
     std::thread::scope(|scope| {
         let (orders, queue) = mpsc::channel();
@@ -484,6 +498,7 @@ fn run_chunks(
                 points.as_deref_mut(),
                 shapes.as_deref_mut(),
                 mode,
+                fields,
             )?;
             orders
                 .send(order)
@@ -500,6 +515,10 @@ fn run_chunks(
 }
 
 /// Fill a chunk's inputs and record its commands; the submitter thread submits them.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one job's inputs, passed through"
+)]
 fn encode_chunk(
     engine: &Engine,
     job: &Job<'_>,
@@ -508,12 +527,12 @@ fn encode_chunk(
     points: Option<&mut (dyn RowSource + '_)>,
     shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
+    fields: Fields,
 ) -> Result<Order> {
     let n = range.len();
     let point_bytes = (n * 12) as u64;
     let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
-    let row_bytes = job.output_row_bytes();
-    let hit_bytes = (n * row_bytes) as u64;
+    let hit_bytes = (n * fields.row_words() * 4) as u64;
     // A job without points still binds the buffer, so it is unmapped all the same.
     slot.reorder.clear();
     match points {
@@ -614,6 +633,7 @@ fn encode_chunk(
             let params = Params {
                 round: round as u32,
                 round_count: rounds.len() as u32,
+                fields: fields.bits(),
                 ..Params::new(n as u32, shape_count, mode, range.start as u32)
             };
             engine
@@ -684,7 +704,9 @@ fn encode_chunk(
             pass.dispatch_workgroups(x, y, 1);
         }
     }
-    if let Some(readback) = &slot.readback {
+    if let Some(readback) = &slot.readback
+        && hit_bytes > 0
+    {
         encoder.copy_buffer_to_buffer(&slot.hits, 0, readback, 0, hit_bytes);
     }
     let (done, mapped) = mpsc::channel();
@@ -702,7 +724,7 @@ fn encode_chunk(
     }
     slot.in_flight = Some(InFlight {
         range,
-        row_bytes,
+        fields,
         mapped,
     });
     Ok(Order {

@@ -5,6 +5,9 @@ pub mod output;
 pub mod points;
 pub mod scene;
 
-pub use output::{ColumnSpec, ColumnType, OutputFile, Values, hit_columns, hit_values};
+pub use output::{
+    ColumnSpec, ColumnType, OutputFile, Values, field_columns, field_values, hit_columns,
+    hit_values,
+};
 pub use points::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene};

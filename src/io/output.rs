@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::npy;
 use crate::error::{Error, Result};
+use crate::fields::{Fields, PackedRows};
 use crate::gpu::GpuHit;
 
 /// The element type of an output array.
@@ -136,6 +137,36 @@ pub fn hit_values(hits: &[GpuHit]) -> Vec<Values<'_>> {
         Values::index(|i| hits[i].shape),
         Values::vector(|i| hits[i].normal),
     ]
+}
+
+/// The output columns of `fields`, in the family's default order.
+pub fn field_columns(fields: Fields) -> Vec<ColumnSpec> {
+    fields
+        .selected()
+        .map(|f| match (f.width, f.is_index) {
+            (_, true) => ColumnSpec::index(f.name),
+            (1, false) => ColumnSpec::scalar(f.name),
+            _ => ColumnSpec::vector(f.name),
+        })
+        .collect()
+}
+
+/// The values of [`field_columns`] for a chunk of packed rows (which may hold more fields).
+pub fn field_values<'a>(fields: Fields, rows: &'a PackedRows<'a>) -> Vec<Values<'a>> {
+    fields
+        .selected()
+        .map(|f| {
+            let bit = f.bit;
+            match (f.width, f.is_index) {
+                (_, true) => Values::index(move |i| rows.get(i, bit)[0] as i32),
+                (1, false) => Values::scalar(move |i| f32::from_bits(rows.get(i, bit)[0])),
+                _ => Values::vector(move |i| {
+                    let w = rows.get(i, bit);
+                    [w[0], w[1], w[2]].map(f32::from_bits)
+                }),
+            }
+        })
+        .collect()
 }
 
 /// An output being written; dropped without [`OutputFile::commit`], it removes itself.

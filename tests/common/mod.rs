@@ -277,3 +277,54 @@ fn assert_no_failures(failures: &[String], rows: usize) {
         failures[..failures.len().min(20)].join("\n")
     );
 }
+
+/// `count` shapes of nine kinds (planes, lines and rays among them) around the origin.
+pub fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
+    (0..count)
+        .map(|i| {
+            let c = rng.vec(-spread, spread);
+            let s = rng.range(0.05, 1.0);
+            match i % 9 {
+                0 => Shape::Sphere {
+                    center: c,
+                    radius: s,
+                },
+                1 => Shape::Aabb {
+                    min: c - DVec3::new(s, s, s),
+                    max: c + DVec3::new(s, 2.0 * s, s),
+                },
+                2 => Shape::Box {
+                    center: c,
+                    half_extents: rng.vec(0.05, 1.0),
+                    rotation: rng.quaternion(),
+                },
+                3 => Shape::Plane {
+                    normal: rng.unit(),
+                    offset: rng.range(-spread, spread) * 3.0,
+                },
+                4 => Shape::Segment {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                },
+                5 => Shape::Line {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                },
+                6 => Shape::Ray {
+                    origin: c,
+                    direction: rng.unit(),
+                },
+                7 => Shape::Triangle {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    c: c + rng.vec(-1.0, 1.0),
+                },
+                _ => Shape::Capsule {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    radius: s,
+                },
+            }
+        })
+        .collect()
+}

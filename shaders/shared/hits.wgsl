@@ -1,0 +1,70 @@
+// Output rows hold only the fields a job asks for (`params.fields`, a bit each, from
+// src/fields.rs), packed in the order of the Hit struct: point (3 words), distance, normal (3),
+// shape. With every field a row is exactly a Hit; a distance-only row is one word.
+
+@group(0) @binding(3) var<storage, read_write> hits: array<u32>;
+
+fn has_field(bit: u32) -> bool {
+    return (params.fields & bit) != 0u;
+}
+
+// Words of the selected fields among `bits`.
+fn field_words(bits: u32) -> u32 {
+    let f = params.fields & bits;
+    return select(0u, 3u, (f & FIELD_POINT) != 0u) + select(0u, 1u, (f & FIELD_DISTANCE) != 0u)
+        + select(0u, 3u, (f & FIELD_NORMAL) != 0u) + select(0u, 1u, (f & FIELD_SHAPE) != 0u);
+}
+
+// Index of the first word of `row`'s field `bit` (which must be selected).
+fn field_at(row: u32, bit: u32) -> u32 {
+    return row * field_words(0xfu) + field_words(bit - 1u);
+}
+
+fn write_hit(row: u32, hit: Hit) {
+    var point = bitcast<vec3<u32>>(hit.point);
+    var distance = bitcast<u32>(hit.distance);
+    var normal = bitcast<vec3<u32>>(hit.normal);
+    // A row whose traversal overflowed says so in every word the host reads back.
+    if hit.shape == TRAVERSAL_OVERFLOW {
+        point = vec3<u32>(OVERFLOW_BITS);
+        distance = OVERFLOW_BITS;
+        normal = vec3<u32>(OVERFLOW_BITS);
+    }
+    var at = row * field_words(0xfu);
+    if has_field(FIELD_POINT) {
+        hits[at] = point.x;
+        hits[at + 1u] = point.y;
+        hits[at + 2u] = point.z;
+        at += 3u;
+    }
+    if has_field(FIELD_DISTANCE) {
+        hits[at] = distance;
+        at += 1u;
+    }
+    if has_field(FIELD_NORMAL) {
+        hits[at] = normal.x;
+        hits[at + 1u] = normal.y;
+        hits[at + 2u] = normal.z;
+        at += 3u;
+    }
+    if has_field(FIELD_SHAPE) {
+        hits[at] = bitcast<u32>(hit.shape);
+    }
+}
+
+// The shape written for `row` (jobs that read it back always select it).
+fn hit_shape(row: u32) -> i32 {
+    return bitcast<i32>(hits[field_at(row, FIELD_SHAPE)]);
+}
+
+fn set_hit_shape(row: u32, shape: i32) {
+    hits[field_at(row, FIELD_SHAPE)] = bitcast<u32>(shape);
+}
+
+fn hit_distance(row: u32) -> f32 {
+    return bitcast<f32>(hits[field_at(row, FIELD_DISTANCE)]);
+}
+
+fn set_hit_distance(row: u32, distance: f32) {
+    hits[field_at(row, FIELD_DISTANCE)] = bitcast<u32>(distance);
+}

@@ -1,0 +1,439 @@
+//! Output fields (SPEC §5 `--fields`): which arrays a job computes, moves back and writes.
+//!
+//! The kernels write a packed row holding only the fields of a job's [`Fields`] (a bit each in
+//! `Params.fields`), in device order: the order of the bits, which is the order of `GpuHit`
+//! (point, distance, normal, shape) and of `GpuSegmentHit` (point_a, s, point_b, t,
+//! distance). So a distance-only query moves 4 bytes a row back, and a row with every field
+//! is exactly a `GpuHit` or `GpuSegmentHit`. `shaders/shared/hits.wgsl` is the WGSL twin.
+//! Outputs (files, Python arrays) list the fields in the family's default order instead.
+
+use crate::error::{Error, Result};
+use crate::gpu::{GpuHit, GpuSegmentHit};
+
+/// The kinds of output rows, each with its own field names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Point queries (scenes, paired, meshes): point, distance, shape, normal.
+    Hits,
+    /// Sphere contacts: point, depth, normal, shape (computed from hits on the host).
+    Contacts,
+    /// Segment pairs: point_a, point_b, s, t, distance.
+    Segments,
+}
+
+/// One output array of a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    /// Values per row: 1, or 3 for vectors.
+    pub width: usize,
+    /// An `i32` array (the shape index), else `f32`.
+    pub is_index: bool,
+    /// Its bit in `Params.fields`; the bits' order is the device's packing order.
+    pub bit: u32,
+}
+
+const fn field(name: &'static str, width: usize, is_index: bool, bit: u32) -> Field {
+    Field {
+        name,
+        width,
+        is_index,
+        bit,
+    }
+}
+
+/// Device bits of point-query rows (`shaders/shared/hits.wgsl`).
+pub const POINT: u32 = 1;
+pub const DISTANCE: u32 = 2;
+pub const NORMAL: u32 = 4;
+pub const SHAPE: u32 = 8;
+/// Device bits of segment-pair rows.
+pub const POINT_A: u32 = 1;
+pub const S: u32 = 2;
+pub const POINT_B: u32 = 4;
+pub const T: u32 = 8;
+pub const SEGMENT_DISTANCE: u32 = 16;
+
+/// Fields in the default output order of each family.
+const HIT_FIELDS: &[Field] = &[
+    field("point", 3, false, POINT),
+    field("distance", 1, false, DISTANCE),
+    field("shape", 1, true, SHAPE),
+    field("normal", 3, false, NORMAL),
+];
+/// Contacts are computed from hits: depth from the distance, on the hits' bits.
+const CONTACT_FIELDS: &[Field] = &[
+    field("point", 3, false, POINT),
+    field("depth", 1, false, DISTANCE),
+    field("normal", 3, false, NORMAL),
+    field("shape", 1, true, SHAPE),
+];
+const SEGMENT_FIELDS: &[Field] = &[
+    field("point_a", 3, false, POINT_A),
+    field("point_b", 3, false, POINT_B),
+    field("s", 1, false, S),
+    field("t", 1, false, T),
+    field("distance", 1, false, SEGMENT_DISTANCE),
+];
+
+impl Family {
+    /// Every field, in the default output order.
+    pub fn fields(self) -> &'static [Field] {
+        match self {
+            Family::Hits => HIT_FIELDS,
+            Family::Contacts => CONTACT_FIELDS,
+            Family::Segments => SEGMENT_FIELDS,
+        }
+    }
+
+    fn names(self) -> String {
+        let names: Vec<&str> = self.fields().iter().map(|f| f.name).collect();
+        names.join(", ")
+    }
+}
+
+/// A set of output fields of one family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fields {
+    family: Family,
+    bits: u32,
+}
+
+impl Fields {
+    /// Every field of `family` (the default).
+    pub fn all(family: Family) -> Fields {
+        Fields {
+            family,
+            bits: family.fields().iter().fold(0, |b, f| b | f.bit),
+        }
+    }
+
+    /// The fields with these device bits.
+    pub fn from_bits(family: Family, bits: u32) -> Fields {
+        Fields::all(family).intersect(bits)
+    }
+
+    /// Parse a comma-separated list of names (`distance,shape`); an empty list, an unknown or
+    /// a repeated name is a usage error listing the valid names.
+    pub fn parse(family: Family, list: &str) -> Result<Fields> {
+        let names: Vec<&str> = list.split(',').map(str::trim).collect();
+        Fields::from_names(family, &names)
+    }
+
+    /// The fields named, in any order.
+    pub fn from_names(family: Family, names: &[&str]) -> Result<Fields> {
+        let valid = family.names();
+        if names.is_empty() {
+            return Err(Error::Usage(format!(
+                "fields: name at least one of {valid}"
+            )));
+        }
+        let mut bits = 0;
+        for name in names {
+            let field = family
+                .fields()
+                .iter()
+                .find(|f| f.name == *name)
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "fields: unknown field `{name}`; the valid ones are {valid}"
+                    ))
+                })?;
+            if bits & field.bit != 0 {
+                return Err(Error::Usage(format!("fields: `{name}` is named twice")));
+            }
+            bits |= field.bit;
+        }
+        Ok(Fields { family, bits })
+    }
+
+    pub fn family(self) -> Family {
+        self.family
+    }
+    /// The device bits (`Params.fields`).
+    pub fn bits(self) -> u32 {
+        self.bits
+    }
+    pub fn contains(self, bit: u32) -> bool {
+        self.bits & bit != 0
+    }
+    pub fn is_all(self) -> bool {
+        self == Fields::all(self.family)
+    }
+    /// These fields and those of `bits` too.
+    pub fn with(self, bits: u32) -> Fields {
+        Fields::from_bits(self.family, self.bits | bits)
+    }
+    fn intersect(self, bits: u32) -> Fields {
+        Fields {
+            family: self.family,
+            bits: self.bits & bits,
+        }
+    }
+
+    /// The selected fields, in the default output order.
+    pub fn selected(self) -> impl Iterator<Item = &'static Field> {
+        self.family
+            .fields()
+            .iter()
+            .filter(move |f| self.bits & f.bit != 0)
+    }
+
+    /// Words of a packed row.
+    pub fn row_words(self) -> usize {
+        self.selected().map(|f| f.width).sum()
+    }
+
+    /// Words of a packed row before the field of `bit` (device order is the bits' order).
+    pub fn offset_words(self, bit: u32) -> usize {
+        self.selected()
+            .filter(|f| f.bit < bit)
+            .map(|f| f.width)
+            .sum()
+    }
+
+    /// The field of `bit`, if selected.
+    fn field(self, bit: u32) -> Option<&'static Field> {
+        self.selected().find(|f| f.bit == bit)
+    }
+}
+
+/// The bits a traversal that overflowed its stack writes into every f32 word of its row (a
+/// NaN whose payload no arithmetic makes); its shape, if asked for, is `TRAVERSAL_OVERFLOW`.
+pub const OVERFLOW_BITS: u32 = 0x7fc0_0b0f;
+
+/// A chunk's output rows as the device packed them.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedRows<'a> {
+    fields: Fields,
+    words: &'a [u32],
+}
+
+impl<'a> PackedRows<'a> {
+    pub fn new(fields: Fields, words: &'a [u32]) -> PackedRows<'a> {
+        debug_assert_eq!(words.len() % fields.row_words().max(1), 0);
+        PackedRows { fields, words }
+    }
+    pub fn fields(&self) -> Fields {
+        self.fields
+    }
+    pub fn words(&self) -> &'a [u32] {
+        self.words
+    }
+    pub fn len(&self) -> usize {
+        self.words.len() / self.fields.row_words().max(1)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The first row whose traversal overflowed its stack, if any.
+    pub fn overflowed_row(&self) -> Option<usize> {
+        let stride = self.fields.row_words();
+        let first = self.fields.selected().min_by_key(|f| f.bit)?;
+        // The first word of a row is a float, unless the shape is the only field.
+        let marker = if first.is_index {
+            crate::gpu::TRAVERSAL_OVERFLOW as u32
+        } else {
+            OVERFLOW_BITS
+        };
+        self.words.iter().step_by(stride).position(|&w| w == marker)
+    }
+
+    /// Rows answered with NaN (a non-finite input): shape −1, or NaN in the first word.
+    pub fn non_finite_rows(&self) -> usize {
+        let stride = self.fields.row_words();
+        match self.fields.field(SHAPE) {
+            Some(f) if f.is_index => {
+                let at = self.fields.offset_words(SHAPE);
+                self.words
+                    .chunks_exact(stride)
+                    .filter(|row| (row[at] as i32) < 0)
+                    .count()
+            }
+            _ => self
+                .words
+                .iter()
+                .step_by(stride.max(1))
+                .filter(|w| f32::from_bits(**w).is_nan())
+                .count(),
+        }
+    }
+
+    /// Row `i`'s words of the field of `bit` (empty when not selected).
+    pub fn get(&self, i: usize, bit: u32) -> &'a [u32] {
+        match self.fields.field(bit) {
+            Some(f) => {
+                let at = i * self.fields.row_words() + self.fields.offset_words(bit);
+                &self.words[at..at + f.width]
+            }
+            None => &[],
+        }
+    }
+
+    /// Row `i` as a hit; fields not selected are zero.
+    pub fn hit(&self, i: usize) -> GpuHit {
+        let vector = |bit| match self.get(i, bit) {
+            [x, y, z] => [x, y, z].map(|w| f32::from_bits(*w)),
+            _ => [0.0; 3],
+        };
+        let scalar = |bit| self.get(i, bit).first().copied().unwrap_or(0);
+        GpuHit {
+            point: vector(POINT),
+            distance: f32::from_bits(scalar(DISTANCE)),
+            normal: vector(NORMAL),
+            shape: scalar(SHAPE) as i32,
+        }
+    }
+
+    /// Every row as a hit, when every hit field is there (no copy).
+    pub fn as_hits(&self) -> Option<&'a [GpuHit]> {
+        (self.fields == Fields::all(Family::Hits)).then(|| bytemuck::cast_slice(self.words))
+    }
+
+    /// Every row as a segment-pair answer, when every segment field is there (no copy).
+    pub fn as_segment_hits(&self) -> Option<&'a [GpuSegmentHit]> {
+        (self.fields == Fields::all(Family::Segments)).then(|| bytemuck::cast_slice(self.words))
+    }
+
+    /// Append the words of the field of `bit`, row after row, to `out`.
+    pub fn extend_column(&self, bit: u32, out: &mut Vec<u32>) {
+        let Some(f) = self.fields.field(bit) else {
+            return;
+        };
+        let stride = self.fields.row_words();
+        let offset = self.fields.offset_words(bit);
+        out.reserve(self.len() * f.width);
+        for row in self.words.chunks_exact(stride) {
+            out.extend_from_slice(&row[offset..offset + f.width]);
+        }
+    }
+}
+
+/// Pack hits into rows of `fields` (the host's side of `write_hit`, for answers finished on
+/// the host such as a mesh's signed hits).
+pub fn pack_hits(fields: Fields, hits: &[GpuHit], out: &mut Vec<u32>) {
+    out.clear();
+    out.reserve(hits.len() * fields.row_words());
+    for h in hits {
+        if fields.contains(POINT) {
+            out.extend(h.point.map(f32::to_bits));
+        }
+        if fields.contains(DISTANCE) {
+            out.push(h.distance.to_bits());
+        }
+        if fields.contains(NORMAL) {
+            out.extend(h.normal.map(f32::to_bits));
+        }
+        if fields.contains(SHAPE) {
+            out.push(h.shape as u32);
+        }
+    }
+}
+
+/// Named output arrays, filled chunk by chunk: what the library and the Python package return
+/// for a job with [`Fields`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Columns {
+    /// (field, values row after row: `width` words each, f32 or i32 bits), in output order.
+    pub columns: Vec<(Field, Vec<u32>)>,
+}
+
+impl Columns {
+    /// Empty columns for `fields`, with room for `rows` rows.
+    pub fn new(fields: Fields, rows: usize) -> Columns {
+        Columns {
+            columns: fields
+                .selected()
+                .map(|f| (*f, Vec::with_capacity(rows * f.width)))
+                .collect(),
+        }
+    }
+
+    /// Append a chunk's rows (which may hold more fields than these columns).
+    pub fn extend(&mut self, rows: &PackedRows<'_>) {
+        for (field, values) in &mut self.columns {
+            rows.extend_column(field.bit, values);
+        }
+    }
+
+    /// The values of the field `name`, if there.
+    pub fn get(&self, name: &str) -> Option<&[u32]> {
+        self.columns
+            .iter()
+            .find(|(f, _)| f.name == name)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The f32 values of the field `name`.
+    pub fn f32s(&self, name: &str) -> Option<&[f32]> {
+        self.get(name).map(bytemuck::cast_slice)
+    }
+
+    /// The i32 values of the field `name`.
+    pub fn i32s(&self, name: &str) -> Option<&[i32]> {
+        self.get(name).map(bytemuck::cast_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_pack_in_device_order_and_list_in_output_order() {
+        let f = Fields::parse(Family::Hits, "normal,distance").unwrap();
+        assert_eq!(f.row_words(), 4);
+        assert_eq!(f.offset_words(DISTANCE), 0);
+        assert_eq!(f.offset_words(NORMAL), 1);
+        let names: Vec<_> = f.selected().map(|f| f.name).collect();
+        assert_eq!(names, ["distance", "normal"]);
+        assert_eq!(Fields::all(Family::Hits).row_words(), 8);
+        assert_eq!(Fields::all(Family::Segments).row_words(), 9);
+        let hit = GpuHit {
+            point: [1.0, 2.0, 3.0],
+            distance: 4.0,
+            normal: [5.0, 6.0, 7.0],
+            shape: 8,
+        };
+        let mut words = Vec::new();
+        pack_hits(f, &[hit, hit], &mut words);
+        let rows = PackedRows::new(f, &words);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            rows.hit(1),
+            GpuHit {
+                point: [0.0; 3],
+                shape: 0,
+                ..hit
+            }
+        );
+        pack_hits(Fields::all(Family::Hits), &[hit], &mut words);
+        assert_eq!(bytemuck::cast_slice::<u32, GpuHit>(&words), &[hit]);
+    }
+
+    #[test]
+    fn bad_names_are_usage_errors_listing_the_valid_ones() {
+        let e = Fields::parse(Family::Segments, "distance,bogus").unwrap_err();
+        assert!(
+            e.to_string().contains("point_a, point_b, s, t, distance"),
+            "{e}"
+        );
+        assert!(Fields::parse(Family::Hits, "shape,shape").is_err());
+        assert!(Fields::parse(Family::Hits, "").is_err());
+    }
+
+    #[test]
+    fn overflow_marker_is_found_in_the_first_word() {
+        let only_shape = Fields::parse(Family::Hits, "shape").unwrap();
+        let words = [0, 5, crate::gpu::TRAVERSAL_OVERFLOW as u32];
+        assert_eq!(
+            PackedRows::new(only_shape, &words).overflowed_row(),
+            Some(2)
+        );
+        let d = Fields::parse(Family::Hits, "distance,shape").unwrap();
+        let words = [0, 1, OVERFLOW_BITS, 0];
+        assert_eq!(PackedRows::new(d, &words).overflowed_row(), Some(1));
+        assert_eq!(PackedRows::new(d, &[0, 1]).overflowed_row(), None);
+    }
+}
