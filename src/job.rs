@@ -10,7 +10,7 @@ use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
 use crate::error::{Error, Result};
 use crate::fields::{Fields, PackedRows};
 use crate::gpu::GpuShape;
-use crate::gpu::{Engine, GpuHit, RowSource};
+use crate::gpu::{Engine, RowSource};
 use crate::io::output::PendingFile;
 use crate::io::points::{SEGMENTS, SPHERES};
 use crate::io::{
@@ -362,28 +362,18 @@ pub fn run_sdf(
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let mesh = engine.upload_mesh(mesh)?;
-    engine.query_mesh_stream(
-        &mesh,
-        rows,
-        &mut |range, chunk| {
-            chunk.clear();
-            chunk.extend(range.map(|row| grid.point(row)));
-            Ok(())
-        },
-        job.sign,
-        &mut |first, hits: &[GpuHit]| {
-            let sdf = Values::scalar(|i| hits[i].distance);
-            let count = hits.len();
-            if csv {
-                let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;
-                let xyz = [0, 1, 2].map(|k| Values::scalar(move |i| at(i, k)));
-                let [x, y, z] = xyz;
-                out.append(first, count, 0, &[x, y, z, sdf])
-            } else {
-                out.append(first, count, 0, &[sdf])
-            }
-        },
-    )?;
+    engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
+        let sdf = Values::scalar(|i| distances[i]);
+        let count = distances.len();
+        if csv {
+            let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;
+            let xyz = [0, 1, 2].map(|k| Values::scalar(move |i| at(i, k)));
+            let [x, y, z] = xyz;
+            out.append(first, count, 0, &[x, y, z, sdf])
+        } else {
+            out.append(first, count, 0, &[sdf])
+        }
+    })?;
     // Derived files are written from the finished array, then everything moves into place.
     let vti = job
         .vti

@@ -242,3 +242,49 @@ fn preview_pixels(slice: &[f32], nx: usize, ny: usize) -> Vec<[u8; 3]> {
         })
         .collect()
 }
+
+impl crate::Engine {
+    /// The distances of `grid`'s samples to `mesh`, signed by `sign`, chunk by chunk in row
+    /// order (only distances come back from the device, with the triangle each starts from).
+    pub fn sdf_stream(
+        &self,
+        mesh: &crate::mesh::GpuMesh,
+        grid: &Grid,
+        sign: crate::mesh::Sign,
+        sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        use crate::fields::{DISTANCE, Family, Fields, PackedRows};
+        let mut values = Vec::new();
+        self.query_mesh_fields_stream(
+            mesh,
+            grid.len(),
+            &mut |range, chunk| {
+                chunk.clear();
+                chunk.extend(range.map(|row| grid.point(row)));
+                Ok(())
+            },
+            sign,
+            Fields::from_bits(Family::Hits, DISTANCE),
+            &mut |first: usize, rows: PackedRows<'_>| {
+                values.clear();
+                rows.extend_column(DISTANCE, &mut values);
+                sink(first, bytemuck::cast_slice(&values))
+            },
+        )
+    }
+
+    /// Every sample of `grid`, in C order of an (nx, ny, nz) array.
+    pub fn sdf(
+        &self,
+        mesh: &crate::mesh::GpuMesh,
+        grid: &Grid,
+        sign: crate::mesh::Sign,
+    ) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(grid.len());
+        self.sdf_stream(mesh, grid, sign, &mut |_first, values| {
+            out.extend_from_slice(values);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}

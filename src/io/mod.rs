@@ -10,4 +10,4 @@ pub use output::{
     hit_values,
 };
 pub use points::{PointFile, RowFile, RowLayout};
-pub use scene::{load_scene, parse_scene};
+pub use scene::{load_scene, parse_scene, shapes_from_values};

@@ -30,6 +30,12 @@ pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
         .ok_or_else(|| bad_file("missing top-level field `shapes`".into()))?
         .as_array()
         .ok_or_else(|| bad_file("top-level field `shapes` must be an array".into()))?;
+    shapes_from_values(shapes, file)
+}
+
+/// The shapes of a scene's `shapes` array, already parsed (the Python package builds it from
+/// a list of dicts); `file` names the source in messages.
+pub fn shapes_from_values(shapes: &[Value], file: &str) -> Result<Vec<Shape>> {
     shapes
         .iter()
         .enumerate()

@@ -1,0 +1,60 @@
+"""GPU closest-point, distance and signed-distance queries (SPEC §6).
+
+numpy arrays in and out: float32 C-contiguous points are read in place, float64 converted;
+results are dicts of named numpy arrays, as in the CLI's ``.npz`` files. The GIL is released
+while the device works, so one engine, scene or mesh serves many threads.
+"""
+
+import os as _os
+import tempfile as _tempfile
+
+
+def _quiet_headless_loader():
+    # Mesa's loader prints "error: XDG_RUNTIME_DIR is invalid or not set" on headless machines
+    # (its window-system layer, which compute never uses): give it a private directory, as the
+    # CLI does, before the driver is loaded.
+    if "XDG_RUNTIME_DIR" in _os.environ or not hasattr(_os, "getuid"):
+        return
+    path = _os.path.join(_tempfile.gettempdir(), f"closest-runtime-{_os.getuid()}")
+    try:
+        _os.makedirs(path, mode=0o700, exist_ok=True)
+        st = _os.lstat(path)
+    except OSError:
+        return
+    import stat
+
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == _os.getuid() and st.st_mode & 0o077 == 0:
+        _os.environ["XDG_RUNTIME_DIR"] = path
+
+
+_quiet_headless_loader()
+
+from ._closest import (  # noqa: E402
+    AdapterError,
+    Engine,
+    GpuError,
+    InputError,
+    Mesh,
+    Scene,
+    adapters,
+)
+
+__all__ = [
+    "AdapterError",
+    "Engine",
+    "GpuError",
+    "InputError",
+    "Mesh",
+    "Scene",
+    "adapters",
+    "dask",
+]
+
+
+def __getattr__(name):
+    # `closest.dask` without importing dask until it is used.
+    if name == "dask":
+        import importlib
+
+        return importlib.import_module(".dask", __name__)
+    raise AttributeError(f"module 'closest' has no attribute {name!r}")

@@ -1,0 +1,80 @@
+"""Type stubs of the native module (python/src/lib.rs)."""
+
+from os import PathLike
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+Fields = Union[None, str, Sequence[str]]
+Shapes = Union[List[Dict[str, Any]], str, PathLike]
+Result = Dict[str, np.ndarray]
+
+class InputError(ValueError):
+    """Bad input: the message names the argument, row or shape index and field."""
+
+class AdapterError(RuntimeError):
+    """No usable GPU adapter; the message says how to install Mesa's lavapipe."""
+
+class GpuError(RuntimeError):
+    """The device failed: validation error, out of memory or device lost."""
+
+def adapters() -> List[Dict[str, str]]:
+    """Every adapter wgpu sees, best first: [{"name", "backend", "device_type"}]."""
+
+class Engine:
+    """One GPU adapter with its pipelines built once; share it between threads."""
+
+    def __init__(self, adapter: Optional[str] = None, portable_kernels: bool = False) -> None:
+        """Open `adapter` (a substring of its name or a backend: vulkan, gl, metal, dx12), or
+        $CLOSEST_ADAPTER, else the best adapter. Raises AdapterError when there is none."""
+    @property
+    def info(self) -> Dict[str, Any]:
+        """{"adapter", "backend", "device_type", "limits": {...}}."""
+    def scene(self, shapes: Shapes) -> "Scene":
+        """Upload a scene once (BVH built here): a list of SPEC §1 shape dicts or a .json path."""
+    def mesh(
+        self,
+        path: Union[None, str, PathLike] = None,
+        *,
+        vertices: Optional[npt.ArrayLike] = None,
+        triangles: Optional[npt.ArrayLike] = None,
+    ) -> "Mesh":
+        """Upload a triangle mesh once: a .obj/.stl/.ply path, or vertices (V, 3) float and
+        triangles (F, 3) integer arrays."""
+    def query_paired(
+        self, shapes: Shapes, points: np.ndarray, mode: str = "solid", fields: Fields = None
+    ) -> Result:
+        """Point i against shape i: {"point" (N,3), "distance" (N,), "shape" (N,), "normal" (N,3)}."""
+    def segment_pairs(self, a: np.ndarray, b: np.ndarray, fields: Fields = None) -> Result:
+        """Closest points between segment a[i] and b[i], each (N, 2, 3):
+        {"point_a", "point_b", "s", "t", "distance"}."""
+
+class Scene:
+    """A scene resident on the device."""
+
+    def __len__(self) -> int: ...
+    def query(self, points: np.ndarray, mode: str = "solid", fields: Fields = None) -> Result:
+        """Nearest shape of every point (N, 3): {"point", "distance", "shape", "normal"};
+        mode "solid" or "surface"; fields a subset such as "distance,shape"."""
+    def contacts(self, spheres: np.ndarray, fields: Fields = None) -> Result:
+        """Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal", "shape"}."""
+
+class Mesh:
+    """A triangle mesh resident on the device."""
+
+    def __len__(self) -> int: ...
+    def query(
+        self, points: np.ndarray, sign: Optional[str] = None, fields: Fields = None
+    ) -> Result:
+        """Nearest triangle of every point: {"point", "distance", "shape", "normal"};
+        sign None (unsigned), "pseudonormal" or "winding"."""
+    def sdf(
+        self,
+        res: Union[int, Tuple[int, int, int]],
+        pad: float = 0.1,
+        bounds: Optional[Sequence[float]] = None,
+        sign: Optional[str] = "pseudonormal",
+    ) -> Result:
+        """Signed-distance grid, corners inclusive: {"sdf" (NX, NY, NZ) float32, "origin" (3,),
+        "spacing" (3,)}; sample (i, j, k) at origin + (i, j, k) * spacing."""

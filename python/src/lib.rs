@@ -1,0 +1,705 @@
+//! Python bindings of `closest` (SPEC §6): numpy arrays in and out, the GIL released while the
+//! device works. The geometry lives in the `closest` crate; this file checks arguments, reads
+//! float32 C-contiguous arrays in place, and hands result vectors to numpy without a copy.
+
+use std::sync::Arc;
+
+use closest::fields::{Columns, Family, Fields, PackedRows};
+use closest::gpu::{PackedSink, RowSource};
+use closest::mesh::{GpuMesh, Mesh, Sign};
+use closest::sdf::{Grid, GridRegion};
+use closest::{DVec3, GpuScene, Mode, Shape};
+use numpy::{
+    IntoPyArray, PyArrayDescrMethods, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+create_exception!(
+    _closest,
+    InputError,
+    PyValueError,
+    "Bad input: an argument, array row, shape index or field named in the message."
+);
+create_exception!(
+    _closest,
+    AdapterError,
+    PyRuntimeError,
+    "No usable GPU adapter (the message says how to install Mesa's lavapipe)."
+);
+create_exception!(
+    _closest,
+    GpuError,
+    PyRuntimeError,
+    "The device failed: a validation error, out of memory, or a lost device."
+);
+
+/// One exception per kind of `closest::Error` (SPEC §6).
+fn py_error(e: closest::Error) -> PyErr {
+    match e {
+        closest::Error::NoAdapter(_) => AdapterError::new_err(e.to_string()),
+        closest::Error::Gpu(_) => GpuError::new_err(e.to_string()),
+        _ => InputError::new_err(e.to_string()),
+    }
+}
+
+fn input_error(message: String) -> PyErr {
+    InputError::new_err(message)
+}
+
+/// Rows of a float array read from Python: in place when it is float32 or float64 and
+/// C-contiguous (float64 rows are converted chunk by chunk on the way to the device).
+enum Rows<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+}
+
+/// A borrowed numpy array, kept alive while its rows are read.
+enum Borrowed<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
+impl Borrowed<'_> {
+    fn rows(&self) -> Rows<'_> {
+        // Both were checked C-contiguous.
+        match self {
+            Borrowed::F32(a) => Rows::F32(a.as_slice().expect("C-contiguous")),
+            Borrowed::F64(a) => Rows::F64(a.as_slice().expect("C-contiguous")),
+        }
+    }
+}
+
+impl Rows<'_> {
+    fn len(&self, width: usize) -> usize {
+        match self {
+            Rows::F32(v) => v.len() / width,
+            Rows::F64(v) => v.len() / width,
+        }
+    }
+    fn value(&self, i: usize) -> f64 {
+        match self {
+            Rows::F32(v) => v[i] as f64,
+            Rows::F64(v) => v[i],
+        }
+    }
+    fn row<const N: usize>(&self, row: usize) -> [f64; N] {
+        std::array::from_fn(|k| self.value(row * N + k))
+    }
+}
+
+fn shape_text(tail: &[usize]) -> String {
+    let dims: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
+    format!("(N, {})", dims.join(", "))
+}
+
+/// `name` as rows of `tail` float32/float64 values: a C-contiguous numpy array of shape
+/// (N, *tail), else an `InputError` naming the argument.
+fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyResult<Borrowed<'py>> {
+    let want = shape_text(tail);
+    let Ok(array) = obj.cast::<PyUntypedArray>() else {
+        let type_name = obj.get_type().name()?;
+        return Err(input_error(format!(
+            "{name}: expected a numpy array of shape {want} and dtype float32 or float64, got \
+             {type_name} (wrap it with numpy.asarray(..., dtype=numpy.float32))"
+        )));
+    };
+    let shape = array.shape();
+    if shape.len() != tail.len() + 1 || shape[1..] != *tail {
+        return Err(input_error(format!(
+            "{name}: expected an array of shape {want}, got ({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let py = obj.py();
+    let dtype = array.dtype();
+    let borrowed = if dtype.is_equiv_to(&numpy::dtype::<f32>(py)) {
+        Borrowed::F32(obj.extract()?)
+    } else if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
+        Borrowed::F64(obj.extract()?)
+    } else {
+        return Err(input_error(format!(
+            "{name}: expected dtype float32 or float64, got {dtype}"
+        )));
+    };
+    if !array.is_c_contiguous() {
+        return Err(input_error(format!(
+            "{name}: the array is not C-contiguous (a strided view); pass \
+             numpy.ascontiguousarray({name})"
+        )));
+    }
+    Ok(borrowed)
+}
+
+/// Query points as the scene kernels read them (f32), written straight into the device's
+/// buffers.
+fn point_source<'a>(points: &'a Rows<'a>) -> impl RowSource + 'a {
+    move |range: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
+        match points {
+            Rows::F32(v) => {
+                out.copy_from_slice(bytemuck::cast_slice(&v[range.start * 3..range.end * 3]))
+            }
+            Rows::F64(v) => {
+                let (values, _) = out.into_chunks::<4>();
+                values.write_iter(
+                    v[range.start * 3..range.end * 3]
+                        .iter()
+                        .map(|&x| (x as f32).to_le_bytes()),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_fields(family: Family, fields: Option<&Bound<'_, PyAny>>) -> PyResult<Fields> {
+    let Some(fields) = fields.filter(|f| !f.is_none()) else {
+        return Ok(Fields::all(family));
+    };
+    let names: Vec<String> = if let Ok(text) = fields.cast::<PyString>() {
+        text.extract::<String>()?
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect()
+    } else {
+        fields.extract().map_err(|_| {
+            input_error("fields: expected a comma-separated string or a list of field names".into())
+        })?
+    };
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Fields::from_names(family, &names).map_err(|e| {
+        // The library's message names `fields`; keep it as the argument's name.
+        input_error(e.to_string())
+    })
+}
+
+fn parse_mode(mode: &str) -> PyResult<Mode> {
+    match mode {
+        "solid" => Ok(Mode::Solid),
+        "surface" => Ok(Mode::Surface),
+        other => Err(input_error(format!(
+            "mode: unknown mode `{other}`; the valid ones are solid, surface"
+        ))),
+    }
+}
+
+fn parse_sign(sign: Option<&str>) -> PyResult<Sign> {
+    match sign {
+        None | Some("none") => Ok(Sign::None),
+        Some("pseudonormal") => Ok(Sign::Pseudonormal),
+        Some("winding") => Ok(Sign::Winding),
+        Some(other) => Err(input_error(format!(
+            "sign: unknown sign `{other}`; the valid ones are None, 'none', 'pseudonormal', \
+             'winding'"
+        ))),
+    }
+}
+
+/// A Python value as JSON, for the scene reader (which names the shape and field of any
+/// problem). Non-finite floats become numbers too large for f64, which it reports as
+/// non-finite; numpy arrays and scalars go through `tolist()`.
+fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    if value.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = value.cast::<PyInt>() {
+        let text = i.str()?.to_string();
+        return serde_json::from_str(&text).map_err(|e| input_error(e.to_string()));
+    }
+    if let Ok(f) = value.cast::<PyFloat>() {
+        let x = f.value();
+        let text = if x.is_finite() {
+            format!("{x:e}")
+        } else if x < 0.0 {
+            "-1e999".into()
+        } else {
+            "1e999".into()
+        };
+        return serde_json::from_str(&text).map_err(|e| input_error(e.to_string()));
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(Value::String(s.extract::<String>()?));
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in d.iter() {
+            let key: String = k
+                .extract()
+                .map_err(|_| input_error(format!("shapes: dict key {k} is not a string")))?;
+            map.insert(key, to_json(&v)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if value.cast::<PyList>().is_ok() || value.cast::<PyTuple>().is_ok() {
+        let items: PyResult<Vec<Value>> = value.try_iter()?.map(|v| to_json(&v?)).collect();
+        return Ok(Value::Array(items?));
+    }
+    if value.hasattr("tolist")? {
+        return to_json(&value.call_method0("tolist")?);
+    }
+    Err(input_error(format!(
+        "shapes: cannot read a value of type {} (numbers, strings, lists and dicts only)",
+        value.get_type().name()?
+    )))
+}
+
+/// `shapes`: a list of SPEC §1 dicts, or the path of a scene `.json`.
+fn parse_shapes(shapes: &Bound<'_, PyAny>) -> PyResult<Vec<Shape>> {
+    if let Ok(list) = shapes.cast::<PyList>() {
+        let values: PyResult<Vec<serde_json::Value>> = list.iter().map(|v| to_json(&v)).collect();
+        return closest::io::shapes_from_values(&values?, "shapes").map_err(py_error);
+    }
+    if let Ok(path) = shapes.extract::<std::path::PathBuf>() {
+        return closest::io::load_scene(&path).map_err(py_error);
+    }
+    Err(input_error(format!(
+        "shapes: expected a list of shape dicts or the path of a scene .json, got {}",
+        shapes.get_type().name()?
+    )))
+}
+
+/// A result dict: each column handed to numpy without a copy (the vector becomes the array's
+/// buffer), vectors reshaped to (N, 3) as views.
+fn columns_to_dict(py: Python<'_>, columns: Columns) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    for (field, values) in columns.columns {
+        let rows = values.len() / field.width;
+        let array = if field.is_index {
+            let values: Vec<i32> = bytemuck::allocation::cast_vec(values);
+            values.into_pyarray(py).into_any()
+        } else {
+            let values: Vec<f32> = bytemuck::allocation::cast_vec(values);
+            values.into_pyarray(py).into_any()
+        };
+        let array = if field.width > 1 {
+            array.call_method1("reshape", ((rows, field.width),))?
+        } else {
+            array
+        };
+        dict.set_item(field.name, array)?;
+    }
+    Ok(dict)
+}
+
+/// Run a streamed job into columns of `fields` (the sink may see more fields than these).
+fn collect(
+    fields: Fields,
+    rows: usize,
+    run: impl FnOnce(&mut dyn PackedSink) -> closest::Result<()>,
+) -> closest::Result<Columns> {
+    let mut columns = Columns::new(fields, rows);
+    run(&mut |_first: usize, packed: PackedRows<'_>| {
+        columns.extend(&packed);
+        Ok(())
+    })?;
+    Ok(columns)
+}
+
+/// The GPU engine: one adapter, pipelines built once. Safe to share between threads.
+#[pyclass(frozen, module = "closest")]
+struct Engine {
+    inner: Arc<closest::Engine>,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (adapter=None, portable_kernels=false))]
+    fn new(py: Python<'_>, adapter: Option<String>, portable_kernels: bool) -> PyResult<Engine> {
+        let options = closest::EngineOptions {
+            adapter,
+            portable_kernels,
+            ..Default::default()
+        };
+        let inner = py
+            .detach(|| closest::Engine::new(&options))
+            .map_err(py_error)?;
+        Ok(Engine {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// {"adapter", "backend", "device_type", "limits": {...}}
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.inner.adapter_info();
+        let l = self.inner.limits();
+        let limits = PyDict::new(py);
+        limits.set_item(
+            "max_storage_buffer_binding_size",
+            l.max_storage_buffer_binding_size,
+        )?;
+        limits.set_item("max_buffer_size", l.max_buffer_size)?;
+        limits.set_item(
+            "max_compute_workgroups_per_dimension",
+            l.max_compute_workgroups_per_dimension,
+        )?;
+        limits.set_item("rows_per_chunk", self.inner.chunk_rows())?;
+        limits.set_item("subgroup_kernels", self.inner.subgroup_kernels())?;
+        let dict = PyDict::new(py);
+        dict.set_item("adapter", &info.name)?;
+        dict.set_item("backend", format!("{:?}", info.backend).to_lowercase())?;
+        dict.set_item(
+            "device_type",
+            format!("{:?}", info.device_type).to_lowercase(),
+        )?;
+        dict.set_item("limits", limits)?;
+        Ok(dict)
+    }
+
+    /// Upload a scene once (BVH built here): a list of shape dicts, or a scene .json path.
+    fn scene(&self, py: Python<'_>, shapes: &Bound<'_, PyAny>) -> PyResult<Scene> {
+        let shapes = parse_shapes(shapes)?;
+        let engine = self.inner.clone();
+        let count = shapes.len();
+        let scene = py
+            .detach(|| engine.upload_scene(&shapes))
+            .map_err(py_error)?;
+        Ok(Scene {
+            engine,
+            scene,
+            count,
+        })
+    }
+
+    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply) or
+    /// `mesh(vertices=(V, 3), triangles=(F, 3))`.
+    #[pyo3(signature = (path=None, *, vertices=None, triangles=None))]
+    fn mesh(
+        &self,
+        py: Python<'_>,
+        path: Option<std::path::PathBuf>,
+        vertices: Option<&Bound<'_, PyAny>>,
+        triangles: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<MeshTarget> {
+        let mesh = match (path, vertices, triangles) {
+            (Some(path), None, None) => py
+                .detach(|| closest::mesh::load_mesh(&path))
+                .map_err(py_error)?,
+            (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
+            _ => {
+                return Err(input_error(
+                    "mesh: pass a path, or both vertices= and triangles=".into(),
+                ));
+            }
+        };
+        let engine = self.inner.clone();
+        let triangles = mesh.triangles.len();
+        let mesh = py.detach(|| engine.upload_mesh(mesh)).map_err(py_error)?;
+        Ok(MeshTarget {
+            engine,
+            mesh,
+            triangles,
+        })
+    }
+
+    /// Point i against shape i.
+    #[pyo3(signature = (shapes, points, mode="solid", fields=None))]
+    fn query_paired<'py>(
+        &self,
+        py: Python<'py>,
+        shapes: &Bound<'py, PyAny>,
+        points: &Bound<'py, PyAny>,
+        mode: &str,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let shapes = parse_shapes(shapes)?;
+        let borrowed = float_rows(points, "points", &[3])?;
+        let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+        let points = borrowed.rows();
+        let rows = points.len(3);
+        if rows != shapes.len() {
+            return Err(input_error(format!(
+                "query_paired needs one shape per point: {} shapes, {rows} points",
+                shapes.len()
+            )));
+        }
+        let engine = &self.inner;
+        let columns = py
+            .detach(|| {
+                collect(fields, rows, |sink| {
+                    let mut source = point_source(&points);
+                    engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, sink)
+                })
+            })
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+
+    /// Closest points between segment a[i] and segment b[i]; each (N, 2, 3).
+    #[pyo3(signature = (a, b, fields=None))]
+    fn segment_pairs<'py>(
+        &self,
+        py: Python<'py>,
+        a: &Bound<'py, PyAny>,
+        b: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (a, b) = (float_rows(a, "a", &[2, 3])?, float_rows(b, "b", &[2, 3])?);
+        let fields = parse_fields(Family::Segments, fields)?;
+        let (a, b) = (a.rows(), b.rows());
+        let rows = a.len(6);
+        if b.len(6) != rows {
+            return Err(input_error(format!(
+                "segment_pairs: a has {rows} segments but b has {}: segment i of a pairs with \
+                 segment i of b",
+                b.len(6)
+            )));
+        }
+        let segment = |rows: &Rows<'_>, i: usize| {
+            let r = rows.row::<6>(i);
+            [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
+        };
+        let engine = &self.inner;
+        let columns = py
+            .detach(|| {
+                collect(fields, rows, |sink| {
+                    let mut source =
+                        |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                            let (records, _) = out
+                                .into_chunks::<{ std::mem::size_of::<closest::gpu::GpuShape>() }>();
+                            records.write_iter(range.map(|i| {
+                                bytemuck::cast(closest::gpu::GpuShape::from_segment_pair(
+                                    segment(&a, i),
+                                    segment(&b, i),
+                                ))
+                            }));
+                            Ok(())
+                        };
+                    engine.segment_pairs_fields_stream(rows, &mut source, fields, sink)
+                })
+            })
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+}
+
+fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -> PyResult<Mesh> {
+    let borrowed = float_rows(vertices, "vertices", &[3])?;
+    let rows = borrowed.rows();
+    let vertices: Vec<DVec3> = (0..rows.len(3))
+        .map(|i| {
+            let [x, y, z] = rows.row::<3>(i);
+            DVec3::new(x, y, z)
+        })
+        .collect();
+    let bad = || {
+        input_error(
+            "triangles: expected an integer numpy array of shape (F, 3) of vertex indices".into(),
+        )
+    };
+    let array = triangles.cast::<PyUntypedArray>().map_err(|_| bad())?;
+    if array.ndim() != 2 || array.shape()[1] != 3 || !matches!(array.dtype().kind(), b'i' | b'u') {
+        return Err(bad());
+    }
+    let indices: Vec<i64> = triangles
+        .call_method1("astype", ("int64",))?
+        .call_method0("ravel")?
+        .extract()?;
+    let mut tris = Vec::with_capacity(indices.len() / 3);
+    for (t, tri) in indices.chunks_exact(3).enumerate() {
+        let corner = |k: usize| {
+            u32::try_from(tri[k]).map_err(|_| {
+                input_error(format!(
+                    "triangles: row {t}: vertex index {} is out of range (0 ..= {})",
+                    tri[k],
+                    u32::MAX
+                ))
+            })
+        };
+        tris.push([corner(0)?, corner(1)?, corner(2)?]);
+    }
+    Mesh::new(vertices, tris, "mesh").map_err(py_error)
+}
+
+/// A scene resident on the device.
+#[pyclass(frozen, module = "closest")]
+struct Scene {
+    engine: Arc<closest::Engine>,
+    scene: GpuScene,
+    count: usize,
+}
+
+#[pymethods]
+impl Scene {
+    fn __len__(&self) -> usize {
+        self.count
+    }
+
+    /// Nearest shape for every point: {"point", "distance", "shape", "normal"}.
+    #[pyo3(signature = (points, mode="solid", fields=None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        points: &Bound<'py, PyAny>,
+        mode: &str,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let borrowed = float_rows(points, "points", &[3])?;
+        let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+        let points = borrowed.rows();
+        let rows = points.len(3);
+        if self.count == 0 && rows > 0 {
+            return Err(input_error("shapes: the scene has no shapes".into()));
+        }
+        let (engine, scene) = (&self.engine, &self.scene);
+        let columns = py
+            .detach(|| {
+                collect(fields, rows, |sink| {
+                    let mut source = point_source(&points);
+                    engine.query_scene_fields_stream(scene, rows, &mut source, mode, fields, sink)
+                })
+            })
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+
+    /// Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal", "shape"}.
+    #[pyo3(signature = (spheres, fields=None))]
+    fn contacts<'py>(
+        &self,
+        py: Python<'py>,
+        spheres: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let borrowed = float_rows(spheres, "spheres", &[4])?;
+        let fields = parse_fields(Family::Contacts, fields)?;
+        let rows = borrowed.rows();
+        if self.count == 0 && rows.len(4) > 0 {
+            return Err(input_error("shapes: the scene has no shapes".into()));
+        }
+        let spheres: Vec<[f32; 4]> = (0..rows.len(4))
+            .map(|i| rows.row::<4>(i).map(|x| x as f32))
+            .collect();
+        let (engine, scene) = (&self.engine, &self.scene);
+        let columns = py
+            .detach(|| engine.sphere_contacts_fields(scene, &spheres, fields))
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+}
+
+/// A triangle mesh resident on the device.
+#[pyclass(frozen, module = "closest", name = "Mesh")]
+struct MeshTarget {
+    engine: Arc<closest::Engine>,
+    mesh: GpuMesh,
+    triangles: usize,
+}
+
+#[pymethods]
+impl MeshTarget {
+    fn __len__(&self) -> usize {
+        self.triangles
+    }
+
+    /// Nearest triangle for every point; `sign`: None, "pseudonormal" or "winding".
+    #[pyo3(signature = (points, sign=None, fields=None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        points: &Bound<'py, PyAny>,
+        sign: Option<&str>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let borrowed = float_rows(points, "points", &[3])?;
+        let (sign, fields) = (parse_sign(sign)?, parse_fields(Family::Hits, fields)?);
+        let points = borrowed.rows();
+        let rows = points.len(3);
+        let (engine, mesh) = (&self.engine, &self.mesh);
+        let columns = py
+            .detach(|| {
+                collect(fields, rows, |sink| {
+                    let mut fill = |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
+                        chunk.clear();
+                        chunk.extend(range.map(|i| points.row::<3>(i)));
+                        Ok(())
+                    };
+                    engine.query_mesh_fields_stream(mesh, rows, &mut fill, sign, fields, sink)
+                })
+            })
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+
+    /// Signed-distance grid: {"sdf" (NX, NY, NZ) float32, "origin" (3,), "spacing" (3,)}.
+    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("pseudonormal")))]
+    fn sdf<'py>(
+        &self,
+        py: Python<'py>,
+        res: &Bound<'py, PyAny>,
+        pad: f64,
+        bounds: Option<[f64; 6]>,
+        sign: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
+            [n; 3]
+        } else {
+            res.extract().map_err(|_| {
+                input_error(
+                    "res: expected a whole number of samples an axis, or (NX, NY, NZ)".into(),
+                )
+            })?
+        };
+        let region = match bounds {
+            Some(b) => GridRegion::Bounds(b),
+            None => GridRegion::Pad(pad),
+        };
+        let sign = parse_sign(sign)?;
+        let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
+        let (engine, mesh) = (&self.engine, &self.mesh);
+        let values = py
+            .detach(|| engine.sdf(mesh, &grid, sign))
+            .map_err(py_error)?;
+        let dict = PyDict::new(py);
+        let sdf = values.into_pyarray(py).into_any();
+        dict.set_item(
+            "sdf",
+            sdf.call_method1("reshape", ((res[0], res[1], res[2]),))?,
+        )?;
+        let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
+        dict.set_item("origin", v(grid.origin))?;
+        dict.set_item("spacing", v(grid.spacing))?;
+        Ok(dict)
+    }
+}
+
+/// Every adapter wgpu sees, best first: [{"name", "backend", "device_type"}].
+#[pyfunction]
+fn adapters(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for a in py.detach(closest::gpu::list_adapters) {
+        let d = PyDict::new(py);
+        d.set_item("name", &a.info.name)?;
+        d.set_item("backend", format!("{:?}", a.info.backend).to_lowercase())?;
+        d.set_item(
+            "device_type",
+            format!("{:?}", a.info.device_type).to_lowercase(),
+        )?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+#[pymodule]
+fn _closest(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Engine>()?;
+    m.add_class::<Scene>()?;
+    m.add_class::<MeshTarget>()?;
+    m.add_function(wrap_pyfunction!(adapters, m)?)?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("AdapterError", py.get_type::<AdapterError>())?;
+    m.add("GpuError", py.get_type::<GpuError>())?;
+    Ok(())
+}
