@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs lavapipe if no Vulkan driver exists, checks
-# formatting and lints, then runs every test. GPU tests run on the default adapter and fail
+# formatting and lints, runs every Rust test, then builds the Python package in a virtual
+# environment and runs its tests (pytest). GPU tests run on the default adapter and fail
 # (never skip) when there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lavapipe.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --locked
+source scripts/python_env.sh
+CLOSEST_CLI=target/debug/closest "$PYTHON" -m pytest python/tests -q -p no:cacheprovider

@@ -1,0 +1,63 @@
+"""Shared fixtures. Without an adapter the tests fail with the lavapipe hint: they never skip."""
+
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import closest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+MESHES = REPO.parent / "shared" / "data" / "meshes"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    try:
+        return closest.Engine()
+    except closest.AdapterError as e:
+        pytest.fail(
+            f"the Python tests need a GPU adapter and found none:\n{e}\n"
+            "On Debian/Ubuntu: `sudo apt-get install -y mesa-vulkan-drivers` (lavapipe).",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """The `closest` CLI built by cargo (CLOSEST_CLI, else target/{debug,release}/closest)."""
+    candidates = [os.environ.get("CLOSEST_CLI")] + [
+        REPO / "target" / profile / "closest" for profile in ("debug", "release")
+    ]
+    for path in candidates:
+        if path and pathlib.Path(path).is_file():
+            return str(path)
+    pytest.fail("no closest CLI: run `cargo build` first (or set CLOSEST_CLI)", pytrace=False)
+
+
+def run_cli(cli, *args):
+    done = subprocess.run([cli, *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+SHAPES = [
+    {"type": "sphere", "center": [0, 0, 0], "radius": 1},
+    {"type": "aabb", "min": [2, -1, -1], "max": [3, 1, 1]},
+    {"type": "box", "center": [-3, 0, 0], "half_extents": [0.5, 1, 0.25], "rotation": [0, 0, 0.38268343, 0.92387953]},
+    {"type": "plane", "normal": [0, 0, 1], "offset": -4},
+    {"type": "segment", "a": [0, 3, 0], "b": [1, 4, 0]},
+    {"type": "capsule", "a": [0, -3, 0], "b": [1, -3, 1], "radius": 0.3},
+    {"type": "cylinder", "a": [4, 4, 0], "b": [4, 4, 1], "radius": 0.5},
+    {"type": "triangle", "a": [-4, 4, 0], "b": [-3, 4, 0], "c": [-4, 5, 1]},
+    {"type": "wedge", "center": [0, 0, 5], "half_extents": [1, 1, 2], "rotation": [0, 0, 0, 1]},
+]
+
+
+def random_points(n, seed=1, spread=6.0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    points = rng.uniform(-spread, spread, (n, 3)).astype(dtype)
+    points[n // 3] = [np.nan, 0, 0]
+    return points

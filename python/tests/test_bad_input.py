@@ -1,0 +1,164 @@
+"""Bad input from Python: each raises closest.InputError naming the argument, row or shape
+index and field; nothing crashes the interpreter. Hypothesis drives the array checks."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import closest
+from conftest import MESHES, SHAPES
+
+
+@pytest.fixture(scope="module")
+def scene(engine):
+    return engine.scene(SHAPES)
+
+
+@pytest.fixture(scope="module")
+def mesh(engine):
+    return engine.mesh(str(MESHES / "fandisk.obj"))
+
+
+def raises(call, *needles):
+    with pytest.raises(closest.InputError) as info:
+        call()
+    for needle in needles:
+        assert needle in str(info.value), (needle, str(info.value))
+    assert isinstance(info.value, ValueError)
+
+
+def test_bad_points(scene):
+    raises(lambda: scene.query([[0, 0, 0]]), "points", "numpy array", "list")
+    raises(lambda: scene.query(np.zeros((4, 2), np.float32)), "points", "(N, 3)", "(4, 2)")
+    raises(lambda: scene.query(np.zeros((4,), np.float32)), "points", "(N, 3)")
+    raises(lambda: scene.query(np.zeros((4, 3), np.int64)), "points", "float32", "int64")
+    raises(lambda: scene.query(np.zeros((4, 6), np.float32)[:, ::2]), "points", "C-contiguous")
+    raises(lambda: scene.query(np.zeros((4, 3), np.float16)), "points", "float16")
+    raises(lambda: scene.contacts(np.zeros((2, 3), np.float32)), "spheres", "(N, 4)")
+    spheres = np.zeros((3, 4), np.float32)
+    spheres[2, 3] = -1
+    raises(lambda: scene.contacts(spheres), "spheres", "row 2", "radius", "≥ 0")
+
+
+def test_non_finite_rows_give_nan_rows_not_errors(scene):
+    # SPEC §2: a NaN or infinite row is answered with NaN and shape −1; others are untouched.
+    points = np.array([[0, 0, 0], [np.nan, 1, 1], [1, np.inf, 0], [0, 0, 2]], np.float32)
+    result = scene.query(points)
+    assert result["shape"].tolist()[1:3] == [-1, -1]
+    assert np.isnan(result["distance"][1:3]).all()
+    assert result["distance"][[0, 3]].tolist() == scene.query(points[[0, 3]])["distance"].tolist()
+
+
+def test_bad_names(engine, scene, mesh):
+    points = np.zeros((2, 3), np.float32)
+    raises(lambda: scene.query(points, mode="inside"), "mode", "`inside`", "solid, surface")
+    raises(lambda: scene.query(points, fields="distance,depth"), "fields", "`depth`",
+           "point, distance, shape, normal")
+    raises(lambda: scene.query(points, fields=["shape", "shape"]), "fields", "twice")
+    raises(lambda: scene.query(points, fields=[]), "fields")
+    raises(lambda: scene.contacts(np.zeros((2, 4), np.float32), fields="distance"), "fields",
+           "point, depth, normal, shape")
+    raises(lambda: mesh.query(points, sign="inside"), "sign", "`inside`", "pseudonormal")
+    raises(lambda: mesh.sdf(1), "--res", "at least 2")
+    raises(lambda: mesh.sdf(8, pad=-1), "--pad")
+    raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
+           "b has 3")
+    raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
+
+
+def test_bad_shapes_name_the_index_and_field(engine):
+    good = {"type": "sphere", "center": [0, 0, 0], "radius": 1}
+    raises(lambda: engine.scene([good, {"type": "sphere", "center": [0, 0, 0]}]), "shape 1",
+           "`radius`", "missing")
+    raises(lambda: engine.scene([good, good, {"type": "blob"}]), "shape 2", "`type`")
+    raises(lambda: engine.scene([{**good, "radius": -1}]), "shape 0", "`radius`", "≥ 0")
+    raises(lambda: engine.scene([{**good, "center": [0, float("nan"), 0]}]), "shape 0", "`center`")
+    raises(lambda: engine.scene([{**good, "center": np.array([0, 1])}]), "shape 0", "`center`")
+    raises(lambda: engine.scene(["sphere"]), "shape 0")
+    raises(lambda: engine.scene(42), "shapes", "int")
+    # numpy values are read like Python ones.
+    assert len(engine.scene([{**good, "center": np.zeros(3), "radius": np.float32(2)}])) == 1
+
+
+def test_bad_meshes(engine, tmp_path):
+    raises(lambda: engine.mesh(str(tmp_path / "missing.obj")), "missing.obj")
+    broken = tmp_path / "broken.stl"
+    broken.write_bytes(b"solid x\nfacet normal 0 0 1\nouter loop\nvertex 0 0\n")
+    raises(lambda: engine.mesh(str(broken)), "broken.stl")
+    v = np.zeros((3, 3))
+    raises(lambda: engine.mesh(vertices=v, triangles=np.array([[0, 1, 5]])), "triangle 0",
+           "vertex 5")
+    raises(lambda: engine.mesh(vertices=v, triangles=np.array([[0, 1, -1]])), "triangles",
+           "row 0", "-1")
+    raises(lambda: engine.mesh(vertices=v, triangles=np.zeros((1, 3), np.float32)), "triangles")
+    raises(lambda: engine.mesh(vertices=v), "vertices= and triangles=")
+
+
+def test_no_adapter_raises_adapter_error_with_the_hint():
+    with pytest.raises(closest.AdapterError) as info:
+        closest.Engine(adapter="no-such-adapter")
+    assert "mesa-vulkan-drivers" in str(info.value)
+    assert isinstance(info.value, RuntimeError)
+
+
+dtypes = st.sampled_from([np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8,
+                          np.complex64, np.bool_, object])
+shapes = st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dtype=dtypes, shape=shapes, strided=st.booleans(), fortran=st.booleans())
+def test_any_array_is_answered_or_refused_with_input_error(scene, dtype, shape, strided, fortran):
+    array = np.ones(shape, dtype=dtype)
+    if fortran:
+        array = np.asfortranarray(array)
+    if strided and array.ndim >= 1 and array.shape[0] > 1:
+        array = array[::2]
+    valid = (
+        array.dtype in (np.float32, np.float64)
+        and array.ndim == 2
+        and array.shape[1] == 3
+        and array.flags.c_contiguous
+    )
+    if valid:
+        result = scene.query(array)
+        assert result["distance"].shape == (array.shape[0],)
+    else:
+        with pytest.raises(closest.InputError, match="points"):
+            scene.query(array)
+
+
+field_names = st.lists(st.sampled_from(["point", "distance", "shape", "normal", "depth", "",
+                                        "Distance", "s"]), max_size=5)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=field_names)
+def test_any_field_list_is_answered_or_refused_with_input_error(scene, names):
+    points = np.zeros((2, 3), np.float32)
+    valid = names and len(set(names)) == len(names) and set(names) <= {
+        "point", "distance", "shape", "normal"}
+    if valid:
+        assert set(scene.query(points, fields=names)) == set(names)
+    else:
+        with pytest.raises(closest.InputError, match="fields"):
+            scene.query(points, fields=names)
+
+
+keys = st.sampled_from(["type", "center", "radius", "min", "max", "a", "b"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=st.integers(0, 3), drop=keys, value=st.one_of(
+    st.none(), st.floats(allow_nan=True), st.text(max_size=3), st.lists(st.floats(), max_size=4)))
+def test_a_broken_shape_dict_names_its_index(engine, index, drop, value):
+    shapes = [dict(s) for s in SHAPES[:4]]
+    if drop in shapes[index]:
+        shapes[index][drop] = value
+    else:
+        shapes[index][drop] = value  # an extra field is ignored
+    try:
+        engine.scene(shapes)
+    except closest.InputError as e:
+        assert f"shape {index}" in str(e), str(e)

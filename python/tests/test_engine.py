@@ -1,0 +1,145 @@
+"""The Python API against the CLI (bit for bit, the same engine) and exact answers."""
+
+import json
+
+import numpy as np
+import pytest
+
+import closest
+from conftest import MESHES, SHAPES, random_points, run_cli
+
+HIT_FIELDS = ["point", "distance", "shape", "normal"]
+
+
+def npz(path):
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+def assert_same(a, b):
+    assert list(a) == list(b)
+    for name in a:
+        assert a[name].dtype == b[name].dtype, name
+        assert a[name].shape == b[name].shape, name
+        assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_adapters_and_info(engine):
+    adapters = closest.adapters()
+    assert adapters and all(set(a) == {"name", "backend", "device_type"} for a in adapters)
+    info = engine.info
+    assert info["adapter"] in {a["name"] for a in adapters}
+    assert info["limits"]["max_storage_buffer_binding_size"] > 0
+
+
+def test_exact_answers_of_a_sphere(engine):
+    scene = engine.scene([{"type": "sphere", "center": [1, 2, 3], "radius": 2}])
+    points = np.array([[5, 2, 3], [1, 2, 3.5], [np.inf, 0, 0]], np.float32)
+    solid = scene.query(points)
+    assert solid["distance"][0] == 2 and solid["distance"][1] == 0
+    assert solid["point"][0].tolist() == [3, 2, 3]
+    assert solid["shape"].tolist() == [0, 0, -1]
+    assert np.isnan(solid["distance"][2]) and np.isnan(solid["normal"][2]).all()
+    surface = scene.query(points, mode="surface")
+    assert surface["distance"][1] == pytest.approx(-1.5)
+    assert surface["normal"][1].tolist() == pytest.approx([0, 0, 1])
+
+
+@pytest.mark.parametrize("mode", ["solid", "surface"])
+def test_scene_query_equals_the_cli(engine, cli, tmp_path, mode):
+    points = random_points(5000)
+    np.save(tmp_path / "p.npy", points)
+    (tmp_path / "scene.json").write_text(json.dumps({"shapes": SHAPES}))
+    run_cli(cli, "query", "--shapes", tmp_path / "scene.json", "--points", tmp_path / "p.npy",
+            "--mode", mode, "--out", tmp_path / "out.npz")
+    want = npz(tmp_path / "out.npz")
+    assert_same(engine.scene(SHAPES).query(points, mode=mode), want)
+    # A path to the same scene, float64 points: the same answers.
+    by_path = engine.scene(str(tmp_path / "scene.json"))
+    assert len(by_path) == len(SHAPES)
+    assert_same(by_path.query(points.astype(np.float64), mode=mode), want)
+
+
+def test_every_field_subset_is_the_full_answers_columns(engine):
+    scene = engine.scene(SHAPES)
+    points = random_points(3000, seed=2)
+    full = scene.query(points)
+    for mask in range(1, 16):
+        names = [f for k, f in enumerate(HIT_FIELDS) if mask >> k & 1]
+        got = scene.query(points, fields=list(reversed(names)))
+        assert list(got) == names
+        for name in names:
+            assert got[name].tobytes() == full[name].tobytes(), (names, name)
+    assert list(scene.query(points, fields="shape, distance")) == ["distance", "shape"]
+
+
+def test_results_are_numpy_arrays_python_owns(engine):
+    result = engine.scene(SHAPES).query(random_points(1000))
+    for name, array in result.items():
+        assert array.flags.c_contiguous and array.flags.writeable, name
+        assert len(array) == 1000
+    assert result["point"].shape == (1000, 3) and result["point"].dtype == np.float32
+    assert result["shape"].dtype == np.int32
+    result["distance"][:] = 0  # writable, and freed with the dict
+
+
+def test_mesh_query_and_sdf_equal_the_cli(engine, cli, tmp_path):
+    mesh_path = MESHES / "fandisk.obj"
+    mesh = engine.mesh(str(mesh_path))
+    assert len(mesh) == 12946
+    rng = np.random.default_rng(3)
+    points = rng.uniform(-1.5, 1.5, (4000, 3)).astype(np.float64)
+    np.save(tmp_path / "p.npy", points)
+    for sign in ["pseudonormal", "winding"]:
+        run_cli(cli, "query", "--mesh", mesh_path, "--points", tmp_path / "p.npy", "--sign",
+                sign, "--out", tmp_path / "m.npz")
+        assert_same(mesh.query(points, sign=sign), npz(tmp_path / "m.npz"))
+    run_cli(cli, "query", "--mesh", mesh_path, "--points", tmp_path / "p.npy", "--out",
+            tmp_path / "u.npz")
+    assert_same(mesh.query(points), npz(tmp_path / "u.npz"))
+    run_cli(cli, "sdf", mesh_path, "--res", "20,21,22", "--pad", "0.2", "--out", tmp_path / "g.npz")
+    grid = mesh.sdf((20, 21, 22), pad=0.2)
+    assert_same(grid, npz(tmp_path / "g.npz"))
+    assert grid["sdf"].shape == (20, 21, 22)
+
+
+def test_mesh_from_arrays_is_the_exact_cube(engine):
+    vertices = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], np.float64)
+    # Outward-wound faces of the unit cube (vertex k = 4x + 2y + z).
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    triangles = np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))], np.int64)
+    cube = engine.mesh(vertices=vertices, triangles=triangles)
+    points = np.array([[0.5, 0.5, 0.25], [2, 0.5, 0.5], [0.5, -1, 0.5]], np.float32)
+    for sign in ["pseudonormal", "winding"]:
+        d = cube.query(points, sign=sign, fields="distance")["distance"]
+        assert d.tolist() == pytest.approx([-0.25, 1, 1], abs=1e-6)
+    grid = cube.sdf(3, bounds=[0, 0, 0, 1, 1, 1])
+    assert grid["origin"].tolist() == [0, 0, 0] and grid["spacing"].tolist() == [0.5] * 3
+    assert grid["sdf"][1, 1, 1] == pytest.approx(-0.5)
+
+
+def test_contacts_paired_and_segments_equal_the_cli(engine, cli, tmp_path):
+    (tmp_path / "scene.json").write_text(json.dumps({"shapes": SHAPES}))
+    rng = np.random.default_rng(4)
+    spheres = np.concatenate([random_points(2000, seed=5), rng.uniform(0, 1, (2000, 1))], 1)
+    spheres = spheres.astype(np.float32)
+    np.save(tmp_path / "s.npy", spheres)
+    run_cli(cli, "contacts", "--shapes", tmp_path / "scene.json", "--spheres", tmp_path / "s.npy",
+            "--out", tmp_path / "c.npz")
+    assert_same(engine.scene(SHAPES).contacts(spheres), npz(tmp_path / "c.npz"))
+
+    a = rng.uniform(-3, 3, (3000, 2, 3))
+    b = rng.uniform(-3, 3, (3000, 2, 3))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    run_cli(cli, "segments", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
+            "--fields", "s,t,distance", "--out", tmp_path / "seg.npz")
+    assert_same(engine.segment_pairs(a, b, fields="s,t,distance"), npz(tmp_path / "seg.npz"))
+
+    shapes = [SHAPES[k % len(SHAPES)] for k in range(900)]
+    (tmp_path / "paired.json").write_text(json.dumps({"shapes": shapes}))
+    points = random_points(900, seed=6)
+    np.save(tmp_path / "pp.npy", points)
+    run_cli(cli, "query", "--paired", "--shapes", tmp_path / "paired.json", "--points",
+            tmp_path / "pp.npy", "--out", tmp_path / "pq.npz")
+    assert_same(engine.query_paired(shapes, points), npz(tmp_path / "pq.npz"))
