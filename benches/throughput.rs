@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use closest::bench::{sample_points, sample_shapes};
+use closest::fields::{self, Family, Fields, PackedRows};
 use closest::gpu::{hits_into_slice, points_from_slice};
 use closest::{GpuHit, Mode, Shape, reference};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -146,6 +147,7 @@ fn throughput(c: &mut Criterion) {
     );
     let points = sample_points(n);
     let mut hits = vec![GpuHit::default(); n];
+    let mut distances = vec![0f32; n];
 
     let mut group = c.benchmark_group("memcpy");
     group
@@ -182,6 +184,27 @@ fn throughput(c: &mut Criterion) {
                     )
                     .unwrap();
                 black_box(&hits);
+            })
+        });
+        // Distance only: 4 bytes a row come back instead of 32.
+        let distance_only = Fields::from_bits(Family::Hits, fields::DISTANCE);
+        group.bench_function("closest GPU, distance only", |b| {
+            b.iter(|| {
+                engine
+                    .query_scene_fields_stream(
+                        &scene,
+                        n,
+                        &mut points_from_slice(&points),
+                        Mode::Solid,
+                        distance_only,
+                        &mut |first: usize, rows: PackedRows<'_>| {
+                            distances[first..first + rows.len()]
+                                .copy_from_slice(bytemuck::cast_slice(rows.words()));
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                black_box(&distances);
             })
         });
         let mut ref_out = vec![reference::Hit::NON_FINITE; n];

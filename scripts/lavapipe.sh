@@ -4,7 +4,8 @@
 set -euo pipefail
 
 have_vulkan_driver() {
-    ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1
+    # Either folder may be missing or empty; one driver manifest in either is enough.
+    compgen -G '/usr/share/vulkan/icd.d/*.json' >/dev/null || compgen -G '/etc/vulkan/icd.d/*.json' >/dev/null
 }
 
 if ! have_vulkan_driver; then

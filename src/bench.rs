@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::fields::{self, Family, Fields, PackedRows};
 use crate::gpu::{Engine, GpuHit};
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
@@ -166,9 +167,10 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     .map_err(w)?;
     writeln!(
         out,
-        "{:<12} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:>12} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
         "shape",
         "GPU Mq/s",
+        "dist Mq/s",
         "ref Mq/s",
         "GPU/ref",
         "GPU/memcpy",
@@ -179,6 +181,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     )
     .map_err(w)?;
     let mut hits = vec![GpuHit::default(); rows];
+    let mut distances = vec![0f32; rows];
     // One shape of each kind alone, then all of them as one mixed scene (nearest of 9).
     let mut scenes: Vec<(String, Vec<Shape>)> = sample_shapes()
         .into_iter()
@@ -198,13 +201,30 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
             )
         })?;
         let split = engine.last_timing();
+        // Distance only: 4 bytes a row come back instead of 32.
+        let distance_only = Fields::from_bits(Family::Hits, fields::DISTANCE);
+        let gpu_distance = timed(repeats, || {
+            engine.query_scene_fields_stream(
+                &scene,
+                rows,
+                &mut crate::gpu::points_from_slice(&points),
+                Mode::Solid,
+                distance_only,
+                &mut |first: usize, packed: PackedRows<'_>| {
+                    distances[first..first + packed.len()]
+                        .copy_from_slice(bytemuck::cast_slice(packed.words()));
+                    Ok(())
+                },
+            )
+        })?;
         let cpu = reference_time(shapes, &points, repeats);
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
             out,
-            "{:<12} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
             name,
             rate(gpu),
+            rate(gpu_distance),
             rate(cpu),
             cpu.as_secs_f64() / gpu.as_secs_f64(),
             gpu.as_secs_f64() / copy.as_secs_f64(),
