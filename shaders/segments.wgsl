@@ -10,13 +10,16 @@
 // One record per pair: anchor = a0, p0 = a1 - a0, p1 = b0 - a0, p2 = b1 - a0 (see
 // GpuShape::from_segment_pair); the differences are taken in f64 on the host.
 @group(0) @binding(1) var<storage, read> pairs: array<Shape>;
-// Rows hold only the fields of `params.fields` (src/fields.rs), packed in the order point_a,
+// Rows hold only the fields of `FIELDS` (src/fields.rs), packed in the order point_a,
 // s, point_b, t, distance; with every field a row is exactly a GpuSegmentHit.
 @group(0) @binding(3) var<storage, read_write> hits: array<u32>;
 
+// The output fields, a pipeline override (as in shared/hits.wgsl).
+override FIELDS: u32 = 0x1fu;
+
 // Words of the selected fields among `bits`.
 fn segment_field_words(bits: u32) -> u32 {
-    let f = params.fields & bits;
+    let f = FIELDS & bits;
     return select(0u, 3u, (f & FIELD_POINT_A) != 0u) + select(0u, 1u, (f & FIELD_S) != 0u)
         + select(0u, 3u, (f & FIELD_POINT_B) != 0u) + select(0u, 1u, (f & FIELD_T) != 0u)
         + select(0u, 1u, (f & FIELD_SEGMENT_DISTANCE) != 0u);
@@ -24,27 +27,27 @@ fn segment_field_words(bits: u32) -> u32 {
 
 fn write_segment_hit(row: u32, point_a: vec3<f32>, s: f32, point_b: vec3<f32>, t: f32, distance: f32) {
     var at = row * segment_field_words(0x1fu);
-    if (params.fields & FIELD_POINT_A) != 0u {
+    if (FIELDS & FIELD_POINT_A) != 0u {
         hits[at] = bitcast<u32>(point_a.x);
         hits[at + 1u] = bitcast<u32>(point_a.y);
         hits[at + 2u] = bitcast<u32>(point_a.z);
         at += 3u;
     }
-    if (params.fields & FIELD_S) != 0u {
+    if (FIELDS & FIELD_S) != 0u {
         hits[at] = bitcast<u32>(s);
         at += 1u;
     }
-    if (params.fields & FIELD_POINT_B) != 0u {
+    if (FIELDS & FIELD_POINT_B) != 0u {
         hits[at] = bitcast<u32>(point_b.x);
         hits[at + 1u] = bitcast<u32>(point_b.y);
         hits[at + 2u] = bitcast<u32>(point_b.z);
         at += 3u;
     }
-    if (params.fields & FIELD_T) != 0u {
+    if (FIELDS & FIELD_T) != 0u {
         hits[at] = bitcast<u32>(t);
         at += 1u;
     }
-    if (params.fields & FIELD_SEGMENT_DISTANCE) != 0u {
+    if (FIELDS & FIELD_SEGMENT_DISTANCE) != 0u {
         hits[at] = bitcast<u32>(distance);
     }
 }

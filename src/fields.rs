@@ -1,7 +1,7 @@
 //! Output fields (SPEC §5 `--fields`): which arrays a job computes, moves back and writes.
 //!
 //! The kernels write a packed row holding only the fields of a job's [`Fields`] (a bit each in
-//! `Params.fields`), in device order: the order of the bits, which is the order of `GpuHit`
+//! the pipeline override `FIELDS`), in device order: the order of the bits, which is the order of `GpuHit`
 //! (point, distance, normal, shape) and of `GpuSegmentHit` (point_a, s, point_b, t,
 //! distance). So a distance-only query moves 4 bytes a row back, and a row with every field
 //! is exactly a `GpuHit` or `GpuSegmentHit`. `shaders/shared/hits.wgsl` is the WGSL twin.
@@ -29,7 +29,7 @@ pub struct Field {
     pub width: usize,
     /// An `i32` array (the shape index), else `f32`.
     pub is_index: bool,
-    /// Its bit in `Params.fields`; the bits' order is the device's packing order.
+    /// Its bit in `FIELDS`; the bits' order is the device's packing order.
     pub bit: u32,
 }
 
@@ -150,7 +150,7 @@ impl Fields {
     pub fn family(self) -> Family {
         self.family
     }
-    /// The device bits (`Params.fields`).
+    /// The device bits (the kernels' `FIELDS` override).
     pub fn bits(self) -> u32 {
         self.bits
     }

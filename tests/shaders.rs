@@ -129,7 +129,6 @@ fn params_layout_matches_wgsl() {
             ("first_row", offset_of!(Params, first_row)),
             ("round", offset_of!(Params, round)),
             ("round_count", offset_of!(Params, round_count)),
-            ("fields", offset_of!(Params, fields)),
         ],
     );
 }

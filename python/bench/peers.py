@@ -4,8 +4,8 @@ padded by 0.1 of its largest extent, and the 128³ grid over the same box (corne
 unsigned and signed. Each timing includes building the peer's structure (closest: the mesh
 upload with its BVH; Open3D: add_triangles; Warp: wp.Mesh); engine start-up and Warp's kernel
 compilation are outside it. Every peer's unsigned distances are checked against ours on every
-row (within 1e-4 of the mesh's size); sign disagreements are counted (open meshes differ by
-method near their holes).
+row (within 1e-4 of the mesh's size; point-cloud-utils' signed distances are approximate, so
+their largest gap is printed, not asserted); sign disagreements are counted (open meshes differ by method near their holes).
 
 Usage: python python/bench/peers.py [POINTS] [--grid N]
   (needs: pip install ./python numpy open3d warp-lang point-cloud-utils;
@@ -122,14 +122,15 @@ def main():
     args = sys.argv[1:]
     res = int(args[args.index("--grid") + 1]) if "--grid" in args else 0
     n = int(args[0]) if args and args[0] != "--grid" else 1_000_000
+    from importlib.metadata import version
+
     import open3d
-    import point_cloud_utils
     import warp
 
     engine = closest.Engine()
     what = f"the {res}³ grid" if res else f"{n} random points"
     print(f"{engine.info['adapter']}; {what}; numpy {np.__version__}, open3d {open3d.__version__},"
-          f" warp {warp.__version__}, point-cloud-utils {point_cloud_utils.__version__}")
+          f" warp {warp.__version__}, point-cloud-utils {version('point-cloud-utils')}")
     print(f"{'mesh':>20} {'sign':>9} {'closest s':>10} {'open3d s':>9} {'warp cpu s':>10}"
           f" {'pcu s':>8}   ratios peer/closest (o3d, warp, pcu); sign disagreements")
     rng = np.random.default_rng(1)
@@ -146,16 +147,22 @@ def main():
         for signed in [False, True]:
             t_ours, d_ours = ours(engine, path, points, res, signed)
             row = [("open3d", open3d_peer), ("warp", warp_peer), ("pcu", pcu_peer)]
-            times, flips = [], []
+            times, flips, gaps = [], [], []
             for peer, run in row:
                 t, d = run(verts, tris, points, signed)
-                bad = np.sum(np.abs(np.abs(d) - np.abs(d_ours)) > 1e-4 * size)
-                assert bad == 0, f"{name}: {peer} disagrees with closest on {bad} distances"
+                gap = float(np.max(np.abs(np.abs(d) - np.abs(d_ours)))) / size
+                # point-cloud-utils' signed path (fast winding numbers) returns approximate
+                # distances (0.1 % of fandisk's size off, 2.7 % of the bunny's): reported,
+                # not held to the bound; every other peer is exact.
+                bound = np.inf if (peer == "pcu" and signed) else 1e-4
+                assert gap <= bound, f"{name}: {peer} is {gap:.2e}·size from closest"
                 times.append(t)
+                gaps.append(gap)
                 flips.append(int(np.sum(np.sign(d) != np.sign(d_ours))) if signed else 0)
             ratios = ", ".join(f"{t / t_ours:.2f}" for t in times)
             print(f"{name:>20} {'signed' if signed else 'unsigned':>9} {t_ours:>10.2f}"
-                  f" {times[0]:>9.2f} {times[1]:>10.2f} {times[2]:>8.2f}   {ratios}; {flips}")
+                  f" {times[0]:>9.2f} {times[1]:>10.2f} {times[2]:>8.2f}   {ratios}; {flips};"
+                  f" max |Δd|/size {max(gaps):.1e}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
-// Output rows hold only the fields a job asks for (`params.fields`, a bit each, from
-// src/fields.rs), packed in the order of the Hit struct: point (3 words), distance, normal (3),
-// shape. With every field a row is exactly a Hit; a distance-only row is one word.
+// Output rows hold only the fields a job asks for (`FIELDS`, a bit each, from src/fields.rs),
+// packed in the order of the Hit struct: point (3 words), distance, normal (3), shape. With
+// every field a row is exactly a Hit; a distance-only row is one word.
 
 @group(0) @binding(3) var<storage, read_write> hits: array<u32>;
 
+// The output fields, a pipeline override: each pipeline is compiled for its fields, so the
+// branches below fold away (software adapters would otherwise run them per row).
+override FIELDS: u32 = 0xfu;
+
 fn has_field(bit: u32) -> bool {
-    return (params.fields & bit) != 0u;
+    return (FIELDS & bit) != 0u;
 }
 
 // Words of the selected fields among `bits`.
 fn field_words(bits: u32) -> u32 {
-    let f = params.fields & bits;
+    let f = FIELDS & bits;
     return select(0u, 3u, (f & FIELD_POINT) != 0u) + select(0u, 1u, (f & FIELD_DISTANCE) != 0u)
         + select(0u, 3u, (f & FIELD_NORMAL) != 0u) + select(0u, 1u, (f & FIELD_SHAPE) != 0u);
 }

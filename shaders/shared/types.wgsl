@@ -35,8 +35,7 @@ struct Params {
     // The round of a job dispatched in rounds (mesh.wgsl).
     round: u32,
     round_count: u32,
-    // The output fields, a bit each (shared/hits.wgsl, src/fields.rs).
-    fields: u32,
+    _pad2: u32,
 }
 
 // Boundary projection in the shape's local frame; see src/reference/mod.rs (Projection).

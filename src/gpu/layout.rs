@@ -71,8 +71,7 @@ pub struct Params {
     /// The round of a job dispatched in rounds (`mesh.wgsl`).
     pub round: u32,
     pub round_count: u32,
-    /// The output fields (`fields::Fields::bits`): rows hold only these, packed.
-    pub fields: u32,
+    pub _pad: u32,
 }
 
 impl Params {
@@ -85,7 +84,7 @@ impl Params {
             first_row,
             round: 0,
             round_count: 1,
-            fields: 0xf,
+            _pad: 0,
         }
     }
 }

@@ -159,6 +159,8 @@ pub(crate) struct PipelineKey {
     pub bvh_kinds: u32,
     /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
     pub linear_kinds: u32,
+    /// `FIELDS`: the output fields (`fields::Fields::bits`), which rows hold, packed.
+    pub fields: u32,
 }
 
 impl Kernels {
@@ -177,18 +179,18 @@ impl Kernels {
             kind,
             bvh_kinds,
             linear_kinds,
+            fields,
         } = key;
         let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
         // Only the query kernels declare the overrides.
-        let constants: Vec<(&str, f64)> = if matches!(entry.shader(), "query" | "query_subgroup") {
-            vec![
+        let mut constants: Vec<(&str, f64)> = vec![("FIELDS", f64::from(fields))];
+        if matches!(entry.shader(), "query" | "query_subgroup") {
+            constants.extend([
                 ("ONLY_KIND", only_kind),
                 ("BVH_KINDS", f64::from(bvh_kinds)),
                 ("LINEAR_KINDS", f64::from(linear_kinds)),
-            ]
-        } else {
-            Vec::new()
-        };
+            ]);
+        }
         let pipeline = in_error_scope(device, || {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry.name()),

@@ -564,6 +564,7 @@ fn encode_chunk(
         kind,
         bvh_kinds: 0,
         linear_kinds: u32::MAX,
+        fields: fields.bits(),
     };
     let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
         Job::Paired(kind) => (key_of(Entry::Paired, *kind), row_shapes(), unused, n as u32),
@@ -633,7 +634,6 @@ fn encode_chunk(
             let params = Params {
                 round: round as u32,
                 round_count: rounds.len() as u32,
-                fields: fields.bits(),
                 ..Params::new(n as u32, shape_count, mode, range.start as u32)
             };
             engine
