@@ -101,21 +101,20 @@ impl Engine {
             check_radius(row, s[3] as f64, "spheres")?;
         }
         let centres: Vec<[f32; 3]> = spheres.iter().map(|s| [s[0], s[1], s[2]]).collect();
-        let mut columns = Columns::new(fields, spheres.len());
         let mut packed = Vec::new();
-        self.query_scene_fields_stream(
-            scene,
-            centres.len(),
-            &mut points_from_slice(&centres),
-            Mode::Surface,
-            contact_device_fields(fields),
-            &mut |first: usize, hits: PackedRows<'_>| {
-                pack_contacts(fields, &hits, |i| spheres[first + i][3], &mut packed);
-                columns.extend(&PackedRows::new(fields, &packed));
-                Ok(())
-            },
-        )?;
-        Ok(columns)
+        Columns::collect(fields, spheres.len(), |sink| {
+            self.query_scene_fields_stream(
+                scene,
+                centres.len(),
+                &mut points_from_slice(&centres),
+                Mode::Surface,
+                contact_device_fields(fields),
+                &mut |first: usize, hits: PackedRows<'_>| {
+                    pack_contacts(fields, &hits, |i| spheres[first + i][3], &mut packed);
+                    sink.take(first, PackedRows::new(fields, &packed))
+                },
+            )
+        })
     }
 
     /// Contacts of spheres `[cx, cy, cz, r]` with a scene.

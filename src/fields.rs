@@ -350,6 +350,21 @@ impl Columns {
         }
     }
 
+    /// The columns of `fields` for a streamed job of `rows` rows: `run` is given the sink that
+    /// gathers each chunk.
+    pub fn collect(
+        fields: Fields,
+        rows: usize,
+        run: impl FnOnce(&mut dyn crate::gpu::PackedSink) -> Result<()>,
+    ) -> Result<Columns> {
+        let mut columns = Columns::new(fields, rows);
+        run(&mut |_first: usize, packed: PackedRows<'_>| {
+            columns.extend(&packed);
+            Ok(())
+        })?;
+        Ok(columns)
+    }
+
     /// Append a chunk's rows (which may hold more fields than these columns).
     pub fn extend(&mut self, rows: &PackedRows<'_>) {
         for (field, values) in &mut self.columns {

@@ -483,6 +483,17 @@ impl GpuMesh {
 /// Fills rows `range` of a job's query points, f64 as read, into the vector (cleared first).
 pub type PointRows<'a> = dyn FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + 'a;
 
+/// Query points from a host slice, copied chunk by chunk.
+fn points_from_slice(
+    points: &[[f64; 3]],
+) -> impl FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + '_ {
+    move |range, chunk| {
+        chunk.clear();
+        chunk.extend_from_slice(&points[range]);
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device.
     pub fn upload_mesh(&self, mesh: Mesh) -> Result<GpuMesh> {
@@ -508,11 +519,7 @@ impl Engine {
         self.query_mesh_stream(
             mesh,
             points.len(),
-            &mut |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
-                chunk.clear();
-                chunk.extend_from_slice(&points[range]);
-                Ok(())
-            },
+            &mut points_from_slice(points),
             sign,
             &mut |first: usize, hits: &[GpuHit]| {
                 out[first..first + hits.len()].copy_from_slice(hits);
@@ -549,23 +556,10 @@ impl Engine {
         sign: Sign,
         fields: Fields,
     ) -> Result<Columns> {
-        let mut columns = Columns::new(fields, points.len());
-        self.query_mesh_fields_stream(
-            mesh,
-            points.len(),
-            &mut |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
-                chunk.clear();
-                chunk.extend_from_slice(&points[range]);
-                Ok(())
-            },
-            sign,
-            fields,
-            &mut |_first: usize, rows: PackedRows<'_>| {
-                columns.extend(&rows);
-                Ok(())
-            },
-        )?;
-        Ok(columns)
+        Columns::collect(fields, points.len(), |sink| {
+            let mut source = points_from_slice(points);
+            self.query_mesh_fields_stream(mesh, points.len(), &mut source, sign, fields, sink)
+        })
     }
 
     /// [`Engine::query_mesh_stream`] computing only `fields`: `sink` takes each chunk's rows

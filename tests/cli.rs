@@ -1065,3 +1065,17 @@ fn fields_write_only_the_arrays_named_with_the_full_answers_bits() {
         &["--fields", "`depth`", "point, distance, shape, normal"],
     );
 }
+
+#[test]
+fn no_loader_message_when_xdg_runtime_dir_is_unset() {
+    // Mesa's loader prints "error: XDG_RUNTIME_DIR is invalid or not set" without it; the
+    // CLI gives the driver a private directory instead.
+    let out = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .arg("info")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+}

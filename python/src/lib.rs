@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use closest::fields::{Columns, Family, Fields, PackedRows};
-use closest::gpu::{PackedSink, RowSource};
+use closest::fields::{Columns, Family, Fields};
+use closest::gpu::RowSource;
 use closest::mesh::{GpuMesh, Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
@@ -291,20 +291,6 @@ fn columns_to_dict(py: Python<'_>, columns: Columns) -> PyResult<Bound<'_, PyDic
     Ok(dict)
 }
 
-/// Run a streamed job into columns of `fields` (the sink may see more fields than these).
-fn collect(
-    fields: Fields,
-    rows: usize,
-    run: impl FnOnce(&mut dyn PackedSink) -> closest::Result<()>,
-) -> closest::Result<Columns> {
-    let mut columns = Columns::new(fields, rows);
-    run(&mut |_first: usize, packed: PackedRows<'_>| {
-        columns.extend(&packed);
-        Ok(())
-    })?;
-    Ok(columns)
-}
-
 /// The GPU engine: one adapter, pipelines built once. Safe to share between threads.
 #[pyclass(frozen, module = "closest")]
 struct Engine {
@@ -427,7 +413,7 @@ impl Engine {
         let engine = &self.inner;
         let columns = py
             .detach(|| {
-                collect(fields, rows, |sink| {
+                Columns::collect(fields, rows, |sink| {
                     let mut source = point_source(&points);
                     engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, sink)
                 })
@@ -463,7 +449,7 @@ impl Engine {
         let engine = &self.inner;
         let columns = py
             .detach(|| {
-                collect(fields, rows, |sink| {
+                Columns::collect(fields, rows, |sink| {
                     let mut source =
                         |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
                             let (records, _) = out
@@ -555,7 +541,7 @@ impl Scene {
         let (engine, scene) = (&self.engine, &self.scene);
         let columns = py
             .detach(|| {
-                collect(fields, rows, |sink| {
+                Columns::collect(fields, rows, |sink| {
                     let mut source = point_source(&points);
                     engine.query_scene_fields_stream(scene, rows, &mut source, mode, fields, sink)
                 })
@@ -578,12 +564,20 @@ impl Scene {
         if self.count == 0 && rows.len(4) > 0 {
             return Err(input_error("shapes: the scene has no shapes".into()));
         }
-        let spheres: Vec<[f32; 4]> = (0..rows.len(4))
-            .map(|i| rows.row::<4>(i).map(|x| x as f32))
-            .collect();
+        // float32 rows are read in place; float64 ones converted.
+        let converted: Vec<[f32; 4]>;
+        let spheres: &[[f32; 4]] = match rows {
+            Rows::F32(values) => bytemuck::cast_slice(values),
+            Rows::F64(_) => {
+                converted = (0..rows.len(4))
+                    .map(|i| rows.row::<4>(i).map(|x| x as f32))
+                    .collect();
+                &converted
+            }
+        };
         let (engine, scene) = (&self.engine, &self.scene);
         let columns = py
-            .detach(|| engine.sphere_contacts_fields(scene, &spheres, fields))
+            .detach(|| engine.sphere_contacts_fields(scene, spheres, fields))
             .map_err(py_error)?;
         columns_to_dict(py, columns)
     }
@@ -619,7 +613,7 @@ impl MeshTarget {
         let (engine, mesh) = (&self.engine, &self.mesh);
         let columns = py
             .detach(|| {
-                collect(fields, rows, |sink| {
+                Columns::collect(fields, rows, |sink| {
                     let mut fill = |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
                         chunk.clear();
                         chunk.extend(range.map(|i| points.row::<3>(i)));

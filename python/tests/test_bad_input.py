@@ -146,6 +146,18 @@ def test_any_field_list_is_answered_or_refused_with_input_error(scene, names):
             scene.query(points, fields=names)
 
 
+def _breaks(shape, field, value):
+    """Whether `value` in place of the shape's `field` is certainly invalid."""
+    if field not in shape:
+        return False
+    if value is None or isinstance(value, str):
+        return True
+    scalar = not isinstance(shape[field], list)
+    if isinstance(value, float):
+        return not scalar or not np.isfinite(value) or value < 0
+    return scalar or len(value) != 3 or not all(np.isfinite(v) for v in value)
+
+
 keys = st.sampled_from(["type", "center", "radius", "min", "max", "a", "b"])
 
 
@@ -153,12 +165,16 @@ keys = st.sampled_from(["type", "center", "radius", "min", "max", "a", "b"])
 @given(index=st.integers(0, 3), drop=keys, value=st.one_of(
     st.none(), st.floats(allow_nan=True), st.text(max_size=3), st.lists(st.floats(), max_size=4)))
 def test_a_broken_shape_dict_names_its_index(engine, index, drop, value):
+    # Overwriting a field the shape has with a wrong value must fail naming that shape; a
+    # field it does not have is extra and ignored (SPEC §1: unknown fields are ignored).
     shapes = [dict(s) for s in SHAPES[:4]]
-    if drop in shapes[index]:
-        shapes[index][drop] = value
+    breaks = _breaks(shapes[index], drop, value)
+    shapes[index][drop] = value
+    if breaks:
+        with pytest.raises(closest.InputError, match=f"shape {index}"):
+            engine.scene(shapes)
     else:
-        shapes[index][drop] = value  # an extra field is ignored
-    try:
-        engine.scene(shapes)
-    except closest.InputError as e:
-        assert f"shape {index}" in str(e), str(e)
+        try:
+            engine.scene(shapes)
+        except closest.InputError as e:  # e.g. a 3-list where a number belongs
+            assert f"shape {index}" in str(e), str(e)

@@ -143,3 +143,15 @@ def test_contacts_paired_and_segments_equal_the_cli(engine, cli, tmp_path):
     run_cli(cli, "query", "--paired", "--shapes", tmp_path / "paired.json", "--points",
             tmp_path / "pp.npy", "--out", tmp_path / "pq.npz")
     assert_same(engine.query_paired(shapes, points), npz(tmp_path / "pq.npz"))
+
+
+def test_no_loader_message_when_xdg_runtime_dir_is_unset():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    done = subprocess.run([sys.executable, "-c", "import closest; closest.Engine().info"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr

@@ -514,19 +514,10 @@ impl Engine {
         mode: Mode,
         fields: Fields,
     ) -> Result<Columns> {
-        let mut columns = Columns::new(fields, points.len());
-        self.query_scene_fields_stream(
-            scene,
-            points.len(),
-            &mut stream::points_from_slice(points),
-            mode,
-            fields,
-            &mut |_first: usize, rows: PackedRows<'_>| {
-                columns.extend(&rows);
-                Ok(())
-            },
-        )?;
-        Ok(columns)
+        Columns::collect(fields, points.len(), |sink| {
+            let mut source = stream::points_from_slice(points);
+            self.query_scene_fields_stream(scene, points.len(), &mut source, mode, fields, sink)
+        })
     }
 
     /// [`Engine::query_scene_fields_stream`] for a mesh's scene, its answers signed on the
@@ -601,18 +592,10 @@ impl Engine {
         fields: Fields,
     ) -> Result<Columns> {
         check_paired_counts(shapes.len(), points.len())?;
-        let mut columns = Columns::new(fields, points.len());
-        self.query_paired_fields_stream(
-            shapes,
-            &mut stream::points_from_slice(points),
-            mode,
-            fields,
-            &mut |_first: usize, rows: PackedRows<'_>| {
-                columns.extend(&rows);
-                Ok(())
-            },
-        )?;
-        Ok(columns)
+        Columns::collect(fields, points.len(), |sink| {
+            let mut source = stream::points_from_slice(points);
+            self.query_paired_fields_stream(shapes, &mut source, mode, fields, sink)
+        })
     }
 
     /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2).
@@ -676,17 +659,10 @@ impl Engine {
         fields: Fields,
     ) -> Result<Columns> {
         check_segment_counts(a.len(), b.len())?;
-        let mut columns = Columns::new(fields, a.len());
-        self.segment_pairs_fields_stream(
-            a.len(),
-            &mut stream::segment_pairs_from_slices(a, b),
-            fields,
-            &mut |_first: usize, rows: PackedRows<'_>| {
-                columns.extend(&rows);
-                Ok(())
-            },
-        )?;
-        Ok(columns)
+        Columns::collect(fields, a.len(), |sink| {
+            let mut pairs = stream::segment_pairs_from_slices(a, b);
+            self.segment_pairs_fields_stream(a.len(), &mut pairs, fields, sink)
+        })
     }
 
     /// Point i against shape i (SPEC §2 "paired").

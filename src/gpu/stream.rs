@@ -391,9 +391,7 @@ impl Slot {
         let started = std::time::Instant::now();
         let row_words = flight.fields.row_words();
         let bytes = (flight.range.len() * row_words * 4) as u64;
-        let result = if bytes == 0 {
-            sink.take(flight.range.start, PackedRows::new(flight.fields, &[]))
-        } else {
+        let result = {
             let view = self
                 .readable()
                 .get_mapped_range(..bytes)
@@ -436,6 +434,11 @@ pub(crate) fn run(
     fields: Fields,
     sink: &mut dyn PackedSink,
 ) -> Result<()> {
+    if fields.row_words() == 0 {
+        return Err(Error::Usage(
+            "fields: name at least one output field".into(),
+        ));
+    }
     if rows == 0 {
         return Ok(());
     }
