@@ -5,11 +5,24 @@
 mod common;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use closest::fields::{Columns, Family, Field, Fields, PackedRows};
 use closest::mesh::{Sign, load_mesh};
-use closest::{DVec3, EngineOptions, GpuHit, Mode};
+use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode};
 use common::{Rng, f32_points, mixed_scene, open_engine};
+
+/// One engine for every test here, with chunks of 1000 rows (several chunks a job, Morton
+/// order restored per chunk): each field set's pipelines are compiled once.
+fn chunked_engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        open_engine(EngineOptions {
+            chunk_rows: Some(1000),
+            ..Default::default()
+        })
+    })
+}
 
 /// Every non-empty subset of a family's fields.
 fn subsets(family: Family) -> Vec<Fields> {
@@ -56,11 +69,7 @@ fn points(rng: &mut Rng, n: usize, spread: f64) -> Vec<[f32; 3]> {
 
 #[test]
 fn every_subset_of_scene_fields_equals_the_full_answer() {
-    // Chunks of 1000 rows: several chunks, Morton order restored per chunk.
-    let engine = open_engine(EngineOptions {
-        chunk_rows: Some(1000),
-        ..Default::default()
-    });
+    let engine = chunked_engine();
     let mut rng = Rng::new(11);
     let scene = engine
         .upload_scene(&mixed_scene(&mut rng, 300, 10.0))
@@ -87,10 +96,7 @@ fn every_subset_of_scene_fields_equals_the_full_answer() {
 
 #[test]
 fn every_subset_of_paired_and_contact_fields_equals_the_full_answer() {
-    let engine = open_engine(EngineOptions {
-        chunk_rows: Some(700),
-        ..Default::default()
-    });
+    let engine = chunked_engine();
     let mut rng = Rng::new(12);
     let shapes = mixed_scene(&mut rng, 1500, 3.0);
     let pts = points(&mut rng, 1500, 4.0);
@@ -124,10 +130,7 @@ fn every_subset_of_paired_and_contact_fields_equals_the_full_answer() {
 
 #[test]
 fn every_subset_of_mesh_fields_equals_the_full_answer_for_each_sign() {
-    let engine = open_engine(EngineOptions {
-        chunk_rows: Some(1500),
-        ..Default::default()
-    });
+    let engine = chunked_engine();
     let mesh =
         load_mesh(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj"))
             .unwrap();
@@ -160,10 +163,7 @@ fn every_subset_of_mesh_fields_equals_the_full_answer_for_each_sign() {
 
 #[test]
 fn every_subset_of_segment_fields_equals_the_full_answer() {
-    let engine = open_engine(EngineOptions {
-        chunk_rows: Some(900),
-        ..Default::default()
-    });
+    let engine = chunked_engine();
     let mut rng = Rng::new(14);
     let mut segment = || [rng.vec(-5.0, 5.0), rng.vec(-5.0, 5.0)];
     let mut a: Vec<[DVec3; 2]> = (0..2000).map(|_| segment()).collect();
