@@ -12,6 +12,8 @@ pub mod math;
 pub mod mesh;
 pub mod reference;
 pub mod sdf;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod shape;
 pub mod winding;
 

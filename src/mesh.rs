@@ -418,6 +418,11 @@ impl GpuMesh {
         &self.mesh
     }
 
+    /// Bytes it holds on the device (its winding tree too, once a query has built it).
+    pub fn device_bytes(&self) -> u64 {
+        self.scene.device_bytes() + self.winding.get().map_or(0, wgpu::Buffer::size)
+    }
+
     /// Shift a chunk's answers back to world coordinates and sign them. `points` are the
     /// chunk's query points as given.
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {

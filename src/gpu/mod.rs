@@ -79,6 +79,10 @@ impl GpuScene {
     pub fn len(&self) -> usize {
         self.count as usize
     }
+    /// Bytes it holds on the device.
+    pub fn device_bytes(&self) -> u64 {
+        self.shapes.size() + self.ranges.size() + self.nodes.size()
+    }
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

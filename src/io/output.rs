@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::npy;
 use crate::error::{Error, Result};
-use crate::fields::{Fields, PackedRows};
+use crate::fields::{Field, Fields, PackedRows};
 use crate::gpu::GpuHit;
 
 /// The element type of an output array.
@@ -141,14 +141,16 @@ pub fn hit_values(hits: &[GpuHit]) -> Vec<Values<'_>> {
 
 /// The output columns of `fields`, in the family's default order.
 pub fn field_columns(fields: Fields) -> Vec<ColumnSpec> {
-    fields
-        .selected()
-        .map(|f| match (f.width, f.is_index) {
-            (_, true) => ColumnSpec::index(f.name),
-            (1, false) => ColumnSpec::scalar(f.name),
-            _ => ColumnSpec::vector(f.name),
-        })
-        .collect()
+    fields.selected().map(field_column).collect()
+}
+
+/// The output column of one field.
+pub fn field_column(f: &Field) -> ColumnSpec {
+    match (f.width, f.is_index) {
+        (_, true) => ColumnSpec::index(f.name),
+        (1, false) => ColumnSpec::scalar(f.name),
+        _ => ColumnSpec::vector(f.name),
+    }
 }
 
 /// The values of [`field_columns`] for a chunk of packed rows (which may hold more fields).
@@ -245,7 +247,9 @@ impl OutputFile {
             writer: None,
         };
         let writer = if ext == "npz" {
-            Writer::Npz(NpzWriter::new(file, rows, columns, constants).map_err(write_error)?)
+            Writer::Npz(
+                NpzWriter::new(Box::new(file), rows, columns, constants).map_err(write_error)?,
+            )
         } else {
             let mut out = BufWriter::with_capacity(1 << 20, file);
             write_csv_header(&mut out, columns).map_err(write_error)?;
@@ -412,7 +416,7 @@ fn append_csv(
 /// by side without holding any of them in memory. CRCs are computed on the way and the headers
 /// written last.
 struct NpzWriter {
-    file: File,
+    file: Box<dyn Storage>,
     /// Where the arrays end and the central directory starts.
     end_of_data: u64,
     entries: Vec<NpzEntry>,
@@ -448,9 +452,57 @@ const CENTRAL_EXTRA_BYTES: u16 = 4 + 24;
 /// 1980-01-01 00:00, the earliest DOS date: archives are byte-for-byte reproducible.
 const DOS_DATE: u16 = (1 << 5) | 1;
 
+/// Where an `.npz` is laid out: a file, or memory (the service's responses).
+trait Storage: Read + Write + Seek + Send {}
+impl<T: Read + Write + Seek + Send> Storage for T {}
+
+/// An `.npz` of `columns` in memory, all `rows` rows given at once by `values`, plus small
+/// f64 `constants` (the service's response bodies; byte for byte what a job writes to a file).
+pub fn npz_in_memory(
+    rows: usize,
+    columns: &[ColumnSpec],
+    constants: &[(&'static str, Vec<f64>)],
+    values: &[Values<'_>],
+) -> Vec<u8> {
+    let memory = MemoryFile::default();
+    let write = || -> std::io::Result<()> {
+        let mut npz = NpzWriter::new(Box::new(memory.clone()), rows, columns, constants)?;
+        npz.append(rows, columns, values)?;
+        npz.finish()
+    };
+    write().expect("writing to memory does not fail");
+    let cursor = std::mem::take(&mut *memory.0.lock().expect("not poisoned"));
+    cursor.into_inner()
+}
+
+/// A growable in-memory file the writer and its caller share.
+#[derive(Clone, Default)]
+struct MemoryFile(std::sync::Arc<std::sync::Mutex<std::io::Cursor<Vec<u8>>>>);
+
+impl Read for MemoryFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").read(buf)
+    }
+}
+
+impl Write for MemoryFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for MemoryFile {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.0.lock().expect("not poisoned").seek(to)
+    }
+}
+
 impl NpzWriter {
     fn new(
-        mut file: File,
+        mut file: Box<dyn Storage>,
         rows: usize,
         columns: &[ColumnSpec],
         constants: &[(&'static str, Vec<f64>)],
