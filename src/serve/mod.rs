@@ -203,6 +203,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/meshes/{name}/sdf", post(mesh_sdf))
         .route("/v1/segments", post(segments))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(middleware::from_fn_with_state(state.clone(), json_errors))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
@@ -230,6 +231,37 @@ async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: N
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     // The length is not secret; the contents are compared without an early exit.
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Every error is JSON `{"error": MESSAGE}` (SPEC §7), also those axum answers itself (a body
+/// over the limit, an unknown route or method, a malformed query string).
+async fn json_errors(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "application/json");
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        format!(
+            "the body is larger than --max-request-mb allows ({} bytes)",
+            state.config.max_request_bytes
+        )
+    } else {
+        let text = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&text).trim().to_string();
+        if text.is_empty() {
+            status.canonical_reason().unwrap_or("error").to_string()
+        } else {
+            text
+        }
+    };
+    ApiError::new(status, message).into_response()
 }
 
 /// Count requests by route and status, and time them.

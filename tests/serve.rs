@@ -1,0 +1,689 @@
+//! `closest serve` end to end: the real binary listening on a loopback port (port 0, so a free
+//! one), started and stopped by each test, driven over HTTP/1.1. Every answer is checked
+//! against the CLI's `.npz` for the same input, byte for byte. Every loop is bounded in count
+//! and time.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use closest::io::npy;
+
+const BIN: &str = env!("CARGO_BIN_EXE_closest");
+
+fn meshes() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes")
+}
+
+/// A running server; killed if a test fails before stopping it.
+struct Server {
+    child: Child,
+    address: String,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the closest binary runs");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let address = loop {
+            let line = lines
+                .next()
+                .expect("the server says where it listens")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("closest: listening on http://") {
+                break rest.to_string();
+            }
+        };
+        // Keep draining its messages so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, address }
+    }
+
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        request(&self.address, method, path, headers, body)
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.request("GET", path, &[], &[])
+    }
+
+    fn post(&self, path: &str, body: &[u8]) -> Reply {
+        self.request("POST", path, &[], body)
+    }
+
+    fn put(&self, path: &str, body: &[u8]) -> Reply {
+        self.request("PUT", path, &[], body)
+    }
+
+    fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Wait (at most 60 s) for the process to end; its exit code.
+    fn wait(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the server did not stop within 60 s");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).to_string()
+    }
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.text()))
+    }
+    /// An error reply: this status, JSON `{"error": ...}` containing every needle.
+    fn assert_error(&self, status: u16, needles: &[&str]) {
+        assert_eq!(self.status, status, "{}", self.text());
+        let message = self.json()["error"].as_str().unwrap().to_string();
+        for needle in needles {
+            assert!(message.contains(needle), "`{needle}` not in: {message}");
+        }
+    }
+}
+
+/// One HTTP/1.1 request on its own connection (`Connection: close`).
+fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    // The server may answer (413) before taking the whole body.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(&raw)));
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: raw[end + 4..].to_vec(),
+    }
+}
+
+fn npy_bytes(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    npy::write_header(&mut out, descr, shape).unwrap();
+    out.extend_from_slice(data);
+    out
+}
+
+/// `n` float32 points around the box `[lo, hi]` from a fixed sequence.
+fn points(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<[f32; 3]> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        lo + (hi - lo) * ((x >> 40) as f32 / (1u64 << 24) as f32)
+    };
+    (0..n).map(|_| [next(), next(), next()]).collect()
+}
+
+fn points_npy(points: &[[f32; 3]]) -> Vec<u8> {
+    npy_bytes("<f4", &[points.len(), 3], bytemuck::cast_slice(points))
+}
+
+/// What the CLI writes for `args` (its `--out` a file in `dir`).
+fn cli_npz(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = dir.join("cli.npz");
+    let done = Command::new(BIN)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::read(out).unwrap()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn every_route_answers_as_the_cli() {
+    let dir = tempdir();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    let server = Server::start(&[]);
+    assert_eq!(server.get("/v1/health").json()["status"], "ok");
+
+    let scene_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scene.json");
+    let scene = std::fs::read(&scene_path).unwrap();
+    let put = server.put("/v1/scenes/demo", &scene);
+    assert_eq!(put.status, 201, "{}", put.text());
+    assert_eq!(put.json()["name"], "demo");
+    assert_eq!(server.put("/v1/scenes/demo", &scene).status, 200);
+    let fandisk = meshes().join("fandisk.obj");
+    let put = server.put(
+        "/v1/meshes/fandisk?format=obj",
+        &std::fs::read(&fandisk).unwrap(),
+    );
+    assert_eq!(
+        (put.status, put.json()["triangles"].as_u64()),
+        (201, Some(12946))
+    );
+    let targets = server.get("/v1/targets").json();
+    let names: Vec<&str> = targets
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["demo", "fandisk"]);
+
+    let p = points(3000, 1, -6.0, 6.0);
+    std::fs::write(d("p.npy"), points_npy(&p)).unwrap();
+    let scene_s = scene_path.display().to_string();
+    let reply = server.post("/v1/scenes/demo/query?mode=surface", &points_npy(&p));
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "query",
+            "--shapes",
+            &scene_s,
+            "--points",
+            &d("p.npy"),
+            "--mode",
+            "surface",
+        ],
+    );
+    assert!(
+        reply.body == want,
+        "scene query differs from the CLI's .npz"
+    );
+
+    let reply = server.post(
+        "/v1/meshes/fandisk/query?sign=pseudonormal&fields=distance,shape",
+        &points_npy(&p),
+    );
+    let fandisk_s = fandisk.display().to_string();
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "query",
+            "--mesh",
+            &fandisk_s,
+            "--points",
+            &d("p.npy"),
+            "--sign",
+            "pseudonormal",
+            "--fields",
+            "distance,shape",
+        ],
+    );
+    assert!(reply.body == want, "mesh query differs from the CLI's .npz");
+
+    let spheres: Vec<[f32; 4]> = p.iter().map(|q| [q[0], q[1], q[2], 0.5]).collect();
+    let spheres_npy = npy_bytes("<f4", &[spheres.len(), 4], bytemuck::cast_slice(&spheres));
+    std::fs::write(d("s.npy"), &spheres_npy).unwrap();
+    let reply = server.post("/v1/scenes/demo/contacts", &spheres_npy);
+    let want = cli_npz(
+        dir.path(),
+        &["contacts", "--shapes", &scene_s, "--spheres", &d("s.npy")],
+    );
+    assert!(reply.body == want, "contacts differ from the CLI's .npz");
+
+    let reply = server.post("/v1/meshes/fandisk/sdf?res=12,13,14&sign=winding", &[]);
+    let want = cli_npz(
+        dir.path(),
+        &["sdf", &fandisk_s, "--res", "12,13,14", "--sign", "winding"],
+    );
+    assert!(reply.body == want, "sdf differs from the CLI's .npz");
+
+    // Segments: an uncompressed .npz with a and b, as numpy.savez writes.
+    let seg: Vec<f64> = points(4000, 2, -3.0, 3.0)
+        .iter()
+        .flatten()
+        .map(|&x| x as f64)
+        .collect();
+    let (a, b) = seg.split_at(seg.len() / 2);
+    let a_npy = npy_bytes("<f8", &[1000, 2, 3], bytemuck::cast_slice(a));
+    let b_npy = npy_bytes("<f8", &[1000, 2, 3], bytemuck::cast_slice(b));
+    std::fs::write(d("a.npy"), &a_npy).unwrap();
+    std::fs::write(d("b.npy"), &b_npy).unwrap();
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in [("a.npy", &a_npy), ("b.npy", &b_npy)] {
+        archive.start_file(name, stored).unwrap();
+        archive.write_all(bytes).unwrap();
+    }
+    let body = archive.finish().unwrap().into_inner();
+    let reply = server.post("/v1/segments?fields=s,t,distance", &body);
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "segments",
+            "--a",
+            &d("a.npy"),
+            "--b",
+            &d("b.npy"),
+            "--fields",
+            "s,t,distance",
+        ],
+    );
+    assert!(
+        reply.body == want,
+        "segments differ from the CLI's .npz: {}",
+        reply.text()
+    );
+
+    assert_eq!(
+        server.request("DELETE", "/v1/scenes/demo", &[], &[]).status,
+        204
+    );
+    assert_eq!(
+        server
+            .request("DELETE", "/v1/meshes/fandisk", &[], &[])
+            .status,
+        204
+    );
+    server
+        .post("/v1/scenes/demo/query", &points_npy(&p))
+        .assert_error(404, &["demo"]);
+    assert_eq!(server.get("/v1/targets").json(), serde_json::json!([]));
+    let metrics = server.get("/metrics").text();
+    for needle in [
+        "closest_requests_total{route=\"POST /v1/scenes/{name}/query\",status=\"200\"} 1",
+        "closest_requests_total{route=\"DELETE /v1/scenes/{name}\",status=\"204\"} 1",
+        "closest_rows_total 9000",
+        "closest_queue_depth 0",
+        "closest_batch_rows_bucket",
+        "closest_request_seconds_count",
+    ] {
+        assert!(metrics.contains(needle), "`{needle}` not in:\n{metrics}");
+    }
+}
+
+#[test]
+fn every_error_has_its_status_and_names_the_problem() {
+    let server = Server::start(&["--max-request-mb", "1", "--max-resident-mb", "1"]);
+    let bad_scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0]}]}"#;
+    server
+        .put("/v1/scenes/s", bad_scene)
+        .assert_error(400, &["shape 0", "`radius`", "missing"]);
+    server
+        .put("/v1/scenes/s", b"\xff\xfe")
+        .assert_error(415, &["scene JSON"]);
+    server
+        .put("/v1/scenes/bad%20name", b"{}")
+        .assert_error(400, &["target name"]);
+    server
+        .put("/v1/meshes/m?format=dxf", b"")
+        .assert_error(400, &["format"]);
+    server
+        .put(
+            "/v1/meshes/m?format=stl",
+            b"solid x\nfacet normal 0 0 1\nouter loop\n",
+        )
+        .assert_error(400, &["body"]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    // 507: the bunny takes more than 1 MiB of device memory; nothing resident is evicted.
+    let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
+    let big = bunny.len() > 1 << 20;
+    let reply = server.put("/v1/meshes/bunny?format=obj", &bunny);
+    if big {
+        reply.assert_error(413, &["--max-request-mb"]);
+    } else {
+        reply.assert_error(507, &["--max-resident-mb", "nothing was evicted"]);
+    }
+    let fandisk = std::fs::read(meshes().join("fandisk.obj")).unwrap();
+    assert!(fandisk.len() < 1 << 20);
+    // Fandisk fits the MiB once; a second copy would not.
+    assert_eq!(
+        server.put("/v1/meshes/fandisk?format=obj", &fandisk).status,
+        201
+    );
+    server
+        .put("/v1/meshes/fandisk2?format=obj", &fandisk)
+        .assert_error(507, &["--max-resident-mb", "nothing was evicted"]);
+    // Replacing it in place fits (its own bytes are not counted twice).
+    assert_eq!(
+        server.put("/v1/meshes/fandisk?format=obj", &fandisk).status,
+        200
+    );
+    assert_eq!(
+        server.get("/v1/targets").json().as_array().unwrap().len(),
+        2
+    );
+
+    let p = points_npy(&points(10, 3, -1.0, 1.0));
+    server
+        .post("/v1/scenes/nope/query", &p)
+        .assert_error(404, &["nope"]);
+    server
+        .post("/v1/meshes/s/query", &p)
+        .assert_error(404, &["mesh"]);
+    server
+        .post("/v1/scenes/s/query", b"not an array")
+        .assert_error(415, &[".npy"]);
+    server
+        .post("/v1/scenes/s/query?mode=inside", &p)
+        .assert_error(400, &["mode", "`inside`"]);
+    server
+        .post("/v1/scenes/s/query?fields=depth", &p)
+        .assert_error(
+            400,
+            &["fields", "`depth`", "point, distance, shape, normal"],
+        );
+    let wrong = npy_bytes("<f4", &[2, 2], &[0; 16]);
+    server
+        .post("/v1/scenes/s/query", &wrong)
+        .assert_error(400, &["(N, 3)"]);
+    let ints = npy_bytes("<i4", &[1, 3], &[0; 12]);
+    server
+        .post("/v1/scenes/s/query", &ints)
+        .assert_error(400, &["<i4"]);
+    let short = npy_bytes("<f4", &[5, 3], &[0; 12]);
+    server
+        .post("/v1/scenes/s/query", &short)
+        .assert_error(400, &["bytes"]);
+    let negative = npy_bytes(
+        "<f4",
+        &[2, 4],
+        bytemuck::cast_slice(&[0f32, 0., 0., 1., 0., 0., 0., -1.]),
+    );
+    server
+        .post("/v1/scenes/s/contacts", &negative)
+        .assert_error(400, &["row 1", "radius"]);
+    server
+        .post("/v1/segments", b"not a zip")
+        .assert_error(415, &[".npz"]);
+    server
+        .post("/v1/meshes/s/sdf?res=8", &[])
+        .assert_error(404, &[]);
+    // 413 before the body is read whole.
+    let huge = vec![0u8; 3 << 20];
+    server
+        .post("/v1/scenes/s/query", &huge)
+        .assert_error(413, &["--max-request-mb"]);
+    // axum's own answers are JSON too.
+    server.get("/v1/nothing-here").assert_error(404, &[]);
+    server
+        .request("PATCH", "/v1/scenes/s", &[], &[])
+        .assert_error(405, &[]);
+    server
+        .post("/v1/meshes/s/sdf?pad=lots", &[])
+        .assert_error(400, &["pad"]);
+    // NaN rows are answered with NaN, not refused.
+    let nan = npy_bytes("<f4", &[1, 3], bytemuck::cast_slice(&[f32::NAN, 0.0, 0.0]));
+    assert_eq!(server.post("/v1/scenes/s/query", &nan).status, 200);
+    assert_eq!(
+        server.get("/v1/health").status,
+        200,
+        "the server survives all of it"
+    );
+}
+
+#[test]
+fn a_full_queue_answers_503_with_retry_after() {
+    // One waiting request at most, and a long batch window: the second must be refused.
+    let server = Server::start(&["--max-queue", "1", "--batch-delay-ms", "1500"]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    let address = server.address.clone();
+    let p = points_npy(&points(10, 4, -1.0, 1.0));
+    let first = {
+        let (address, p) = (address.clone(), p.clone());
+        std::thread::spawn(move || request(&address, "POST", "/v1/scenes/s/query", &[], &p))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let second = server.post("/v1/scenes/s/query", &p);
+    second.assert_error(503, &["--max-queue"]);
+    assert_eq!(
+        second.headers.get("retry-after").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(first.join().unwrap().status, 200);
+}
+
+#[test]
+fn a_token_guards_every_route_but_health() {
+    let dir = tempdir();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let token = token_file.display().to_string();
+    let server = Server::start(&["--token-file", &token]);
+    assert_eq!(server.get("/v1/health").status, 200);
+    server.get("/v1/targets").assert_error(401, &["token"]);
+    let wrong = [("Authorization", "Bearer s3cret-tokeN")];
+    server
+        .request("GET", "/v1/targets", &wrong, &[])
+        .assert_error(401, &["token"]);
+    let right = [("Authorization", "Bearer s3cret-token")];
+    assert_eq!(
+        server.request("GET", "/v1/targets", &right, &[]).status,
+        200
+    );
+    assert_eq!(server.request("GET", "/metrics", &right, &[]).status, 200);
+    server
+        .request("PUT", "/v1/scenes/x", &[], b"{}")
+        .assert_error(401, &[]);
+
+    // Beyond loopback without a token: refused before anything starts.
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--token-file") && err.contains("0.0.0.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn concurrent_clients_get_their_lone_answers_in_shared_dispatches() {
+    let server = Server::start(&["--batch-delay-ms", "50"]);
+    let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
+    assert_eq!(
+        server.put("/v1/meshes/bunny?format=obj", &bunny).status,
+        201
+    );
+    let bodies: Vec<Vec<u8>> = (0..64)
+        .map(|k| points_npy(&points(1000, 100 + k, -0.12, 0.2)))
+        .collect();
+    let path = "/v1/meshes/bunny/query?sign=pseudonormal";
+    let alone: Vec<Vec<u8>> = bodies.iter().map(|b| server.post(path, b).body).collect();
+    let batches_before = metric(&server, "closest_batches_total");
+    let address = server.address.clone();
+    let threads: Vec<_> = bodies
+        .into_iter()
+        .map(|body| {
+            let address = address.clone();
+            std::thread::spawn(move || request(&address, "POST", path, &[], &body))
+        })
+        .collect();
+    for (k, thread) in threads.into_iter().enumerate() {
+        let reply = thread.join().unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert!(
+            reply.body == alone[k],
+            "client {k}: the batched answer differs from its lone one"
+        );
+    }
+    let batches = metric(&server, "closest_batches_total") - batches_before;
+    assert!(
+        batches < 64.0,
+        "64 concurrent requests ran in {batches} dispatches: no batching"
+    );
+}
+
+fn metric(server: &Server, name: &str) -> f64 {
+    let text = server.get("/metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+#[test]
+fn a_delete_during_queries_lets_them_finish() {
+    let server = Server::start(&[]);
+    let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
+    assert_eq!(
+        server.put("/v1/meshes/bunny?format=obj", &bunny).status,
+        201
+    );
+    let body = points_npy(&points(50_000, 7, -0.12, 0.2));
+    let path = "/v1/meshes/bunny/query?sign=winding&fields=distance";
+    let lone = server.post(path, &body).body;
+    let address = server.address.clone();
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let (address, body) = (address.clone(), body.clone());
+            std::thread::spawn(move || {
+                (0..3)
+                    .map(|_| request(&address, "POST", path, &[], &body))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        server
+            .request("DELETE", "/v1/meshes/bunny", &[], &[])
+            .status,
+        204
+    );
+    let mut finished = 0;
+    for thread in threads {
+        for reply in thread.join().unwrap() {
+            match reply.status {
+                200 => {
+                    assert!(reply.body == lone, "an answer changed during the DELETE");
+                    finished += 1;
+                }
+                404 => {}
+                other => panic!("status {other}: {}", reply.text()),
+            }
+        }
+    }
+    assert!(finished > 0, "no request was in flight during the DELETE");
+}
+
+#[test]
+fn a_client_that_disconnects_costs_only_its_request() {
+    let server = Server::start(&[]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    let body = points_npy(&points(200_000, 8, -2.0, 2.0));
+    for _ in 0..5 {
+        // Mid-body: promise more than is sent, then go.
+        let mut stream = TcpStream::connect(&server.address).unwrap();
+        let head = format!(
+            "POST /v1/scenes/s/query HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body[..1000]).unwrap();
+        drop(stream);
+        // Mid-response: send everything, read nothing, go.
+        let mut stream = TcpStream::connect(&server.address).unwrap();
+        let head = format!(
+            "POST /v1/scenes/s/query HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body).unwrap();
+        drop(stream);
+    }
+    let reply = server.post(
+        "/v1/scenes/s/query?fields=distance",
+        &points_npy(&[[2.0, 0.0, 0.0]]),
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(server.get("/v1/health").status, 200);
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight_and_exits_0() {
+    let mut server = Server::start(&[]);
+    let igea = std::fs::read(meshes().join("igea.ply")).unwrap();
+    assert_eq!(server.put("/v1/meshes/igea?format=ply", &igea).status, 201);
+    let address = server.address.clone();
+    let in_flight = std::thread::spawn(move || {
+        request(&address, "POST", "/v1/meshes/igea/sdf?res=40", &[], &[])
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    server.terminate();
+    let reply = in_flight.join().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(reply.body.starts_with(b"PK"), "an .npz");
+    assert_eq!(server.wait(), Some(0));
+    assert!(
+        TcpStream::connect(&server.address).is_err(),
+        "still accepting after SIGTERM"
+    );
+}
