@@ -39,8 +39,11 @@ from ._closest import (  # noqa: E402
     adapters,
 )
 
+from .client import Client  # noqa: E402
+
 __all__ = [
     "AdapterError",
+    "Client",
     "Engine",
     "GpuError",
     "InputError",

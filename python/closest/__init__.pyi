@@ -1,4 +1,5 @@
 from . import dask as dask
+from .client import Client as Client
 from ._closest import (
     AdapterError as AdapterError,
     Engine as Engine,

@@ -3,6 +3,7 @@
 import os
 import pathlib
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -61,3 +62,56 @@ def random_points(n, seed=1, spread=6.0, dtype=np.float32):
     points = rng.uniform(-spread, spread, (n, 3)).astype(dtype)
     points[n // 3] = [np.nan, 0, 0]
     return points
+
+
+@pytest.fixture(scope="session")
+def server(cli):
+    """A `closest serve` on a free loopback port, started and stopped here."""
+    process = subprocess.Popen([cli, "serve", "--listen", "127.0.0.1:0"],
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        prefix = "closest: listening on "
+        assert line.startswith(prefix), line
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        yield line[len(prefix):].strip()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+class Backend:
+    """The local engine, or a client of a running server, behind one interface for tests."""
+
+    def __init__(self, kind, engine, url=None):
+        self.kind = kind
+        self.engine = engine
+        self.client = closest.Client(url) if url else None
+        self.count = 0
+
+    def _name(self):
+        self.count += 1
+        return f"t{self.count}"
+
+    def scene(self, shapes):
+        if self.client:
+            return self.client.scene(self._name(), shapes)
+        return self.engine.scene(shapes)
+
+    def mesh(self, path):
+        if self.client:
+            return self.client.mesh(self._name(), path)
+        return self.engine.mesh(path)
+
+    def segment_pairs(self, a, b, fields=None):
+        return (self.client or self.engine).segment_pairs(a, b, fields=fields)
+
+
+@pytest.fixture(scope="session", params=["engine", "client"])
+def backend(request, engine):
+    if request.param == "engine":
+        return Backend("engine", engine)
+    return Backend("client", engine, request.getfixturevalue("server"))

@@ -32,8 +32,8 @@ def test_adapters_and_info(engine):
     assert info["limits"]["max_storage_buffer_binding_size"] > 0
 
 
-def test_exact_answers_of_a_sphere(engine):
-    scene = engine.scene([{"type": "sphere", "center": [1, 2, 3], "radius": 2}])
+def test_exact_answers_of_a_sphere(backend):
+    scene = backend.scene([{"type": "sphere", "center": [1, 2, 3], "radius": 2}])
     points = np.array([[5, 2, 3], [1, 2, 3.5], [np.inf, 0, 0]], np.float32)
     solid = scene.query(points)
     assert solid["distance"][0] == 2 and solid["distance"][1] == 0
@@ -46,22 +46,23 @@ def test_exact_answers_of_a_sphere(engine):
 
 
 @pytest.mark.parametrize("mode", ["solid", "surface"])
-def test_scene_query_equals_the_cli(engine, cli, tmp_path, mode):
+def test_scene_query_equals_the_cli(backend, cli, tmp_path, mode):
     points = random_points(5000)
     np.save(tmp_path / "p.npy", points)
     (tmp_path / "scene.json").write_text(json.dumps({"shapes": SHAPES}))
     run_cli(cli, "query", "--shapes", tmp_path / "scene.json", "--points", tmp_path / "p.npy",
             "--mode", mode, "--out", tmp_path / "out.npz")
     want = npz(tmp_path / "out.npz")
-    assert_same(engine.scene(SHAPES).query(points, mode=mode), want)
+    assert_same(backend.scene(SHAPES).query(points, mode=mode), want)
     # A path to the same scene, float64 points: the same answers.
-    by_path = engine.scene(str(tmp_path / "scene.json"))
-    assert len(by_path) == len(SHAPES)
+    by_path = backend.scene(str(tmp_path / "scene.json"))
+    if backend.kind == "engine":
+        assert len(by_path) == len(SHAPES)
     assert_same(by_path.query(points.astype(np.float64), mode=mode), want)
 
 
-def test_every_field_subset_is_the_full_answers_columns(engine):
-    scene = engine.scene(SHAPES)
+def test_every_field_subset_is_the_full_answers_columns(backend):
+    scene = backend.scene(SHAPES)
     points = random_points(3000, seed=2)
     full = scene.query(points)
     for mask in range(1, 16):
@@ -73,8 +74,8 @@ def test_every_field_subset_is_the_full_answers_columns(engine):
     assert list(scene.query(points, fields="shape, distance")) == ["distance", "shape"]
 
 
-def test_results_are_numpy_arrays_python_owns(engine):
-    result = engine.scene(SHAPES).query(random_points(1000))
+def test_results_are_numpy_arrays_python_owns(backend):
+    result = backend.scene(SHAPES).query(random_points(1000))
     for name, array in result.items():
         assert array.flags.c_contiguous and array.flags.writeable, name
         assert len(array) == 1000
@@ -83,10 +84,11 @@ def test_results_are_numpy_arrays_python_owns(engine):
     result["distance"][:] = 0  # writable, and freed with the dict
 
 
-def test_mesh_query_and_sdf_equal_the_cli(engine, cli, tmp_path):
+def test_mesh_query_and_sdf_equal_the_cli(backend, cli, tmp_path):
     mesh_path = MESHES / "fandisk.obj"
-    mesh = engine.mesh(str(mesh_path))
-    assert len(mesh) == 12946
+    mesh = backend.mesh(str(mesh_path))
+    if backend.kind == "engine":
+        assert len(mesh) == 12946
     rng = np.random.default_rng(3)
     points = rng.uniform(-1.5, 1.5, (4000, 3)).astype(np.float64)
     np.save(tmp_path / "p.npy", points)
@@ -118,7 +120,7 @@ def test_mesh_from_arrays_is_the_exact_cube(engine):
     assert grid["sdf"][1, 1, 1] == pytest.approx(-0.5)
 
 
-def test_contacts_paired_and_segments_equal_the_cli(engine, cli, tmp_path):
+def test_contacts_paired_and_segments_equal_the_cli(backend, engine, cli, tmp_path):
     (tmp_path / "scene.json").write_text(json.dumps({"shapes": SHAPES}))
     rng = np.random.default_rng(4)
     spheres = np.concatenate([random_points(2000, seed=5), rng.uniform(0, 1, (2000, 1))], 1)
@@ -126,7 +128,7 @@ def test_contacts_paired_and_segments_equal_the_cli(engine, cli, tmp_path):
     np.save(tmp_path / "s.npy", spheres)
     run_cli(cli, "contacts", "--shapes", tmp_path / "scene.json", "--spheres", tmp_path / "s.npy",
             "--out", tmp_path / "c.npz")
-    assert_same(engine.scene(SHAPES).contacts(spheres), npz(tmp_path / "c.npz"))
+    assert_same(backend.scene(SHAPES).contacts(spheres), npz(tmp_path / "c.npz"))
 
     a = rng.uniform(-3, 3, (3000, 2, 3))
     b = rng.uniform(-3, 3, (3000, 2, 3))
@@ -134,8 +136,10 @@ def test_contacts_paired_and_segments_equal_the_cli(engine, cli, tmp_path):
     np.save(tmp_path / "b.npy", b)
     run_cli(cli, "segments", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
             "--fields", "s,t,distance", "--out", tmp_path / "seg.npz")
-    assert_same(engine.segment_pairs(a, b, fields="s,t,distance"), npz(tmp_path / "seg.npz"))
+    assert_same(backend.segment_pairs(a, b, fields="s,t,distance"), npz(tmp_path / "seg.npz"))
 
+    if backend.kind == "client":
+        return  # the service has no paired route (SPEC §7)
     shapes = [SHAPES[k % len(SHAPES)] for k in range(900)]
     (tmp_path / "paired.json").write_text(json.dumps({"shapes": shapes}))
     points = random_points(900, seed=6)
@@ -155,3 +159,20 @@ def test_no_loader_message_when_xdg_runtime_dir_is_unset():
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "XDG_RUNTIME_DIR" not in done.stderr, done.stderr
+
+
+def test_client_errors_and_targets(server, engine):
+    client = closest.Client(server)
+    assert client.info["status"] == "ok"
+    scene = client.scene("errors", SHAPES)
+    assert any(t["name"] == "errors" for t in client.targets())
+    with pytest.raises(closest.InputError, match="fields"):
+        scene.query(random_points(5), fields="depth")
+    with pytest.raises(closest.InputError, match="shape 0"):
+        client.scene("broken", [{"type": "sphere", "center": [0, 0, 0]}])
+    with pytest.raises(closest.InputError, match="no scene named"):
+        client.scene("missing").query(random_points(5))
+    with pytest.raises(closest.InputError, match="points"):
+        scene.query([[0, 0, 0]])
+    client.delete("scene", "errors")
+    assert all(t["name"] != "errors" for t in client.targets())

@@ -1,0 +1,174 @@
+"""``closest.Client(url, token=None)``: the query service (SPEC §7) from Python, with the
+methods of ``Engine`` and the same dicts back. Bodies are ``.npy`` in and ``.npz`` out; the
+standard library's HTTP client carries them.
+"""
+
+import io
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+
+from ._closest import GpuError, InputError
+
+
+class Client:
+    """A client of ``closest serve`` at ``url`` (e.g. ``http://127.0.0.1:7341``)."""
+
+    def __init__(self, url, token=None, timeout=600.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _request(self, method, path, body=None, params=None):
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        request = urllib.request.Request(url, data=body, method=method)
+        if self.token is not None:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return response.read()
+        except urllib.error.HTTPError as e:
+            text = e.read().decode("utf-8", "replace")
+            try:
+                message = json.loads(text)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = text
+            if e.code >= 500:
+                raise GpuError(f"{e.code}: {message}") from None
+            raise InputError(message) from None
+
+    def _json(self, method, path, body=None, params=None):
+        return json.loads(self._request(method, path, body, params))
+
+    def _npz(self, path, body=None, params=None):
+        with np.load(io.BytesIO(self._request("POST", path, body, params))) as data:
+            return {name: data[name] for name in data.files}
+
+    @property
+    def info(self):
+        """The server's health answer: {"status", "adapter"}."""
+        return self._json("GET", "/v1/health")
+
+    def targets(self):
+        """The resident targets: [{"name", "kind", "shapes" | "triangles", "device_bytes"}]."""
+        return self._json("GET", "/v1/targets")
+
+    def scene(self, name, shapes=None):
+        """Upload ``shapes`` (a list of shape dicts or a scene .json path) as scene ``name``,
+        or, without shapes, use the resident one."""
+        if shapes is not None:
+            if isinstance(shapes, (str, os.PathLike)):
+                with open(shapes, "rb") as f:
+                    body = f.read()
+            else:
+                body = json.dumps({"shapes": shapes}, default=_plain).encode()
+            self._json("PUT", f"/v1/scenes/{_quote(name)}", body)
+        return RemoteScene(self, name)
+
+    def mesh(self, name, path=None):
+        """Upload the mesh file at ``path`` (.obj/.stl/.ply) as mesh ``name``, or, without a
+        path, use the resident one."""
+        if path is not None:
+            fmt = os.fspath(path).rsplit(".", 1)[-1].lower()
+            with open(path, "rb") as f:
+                body = f.read()
+            self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
+        return RemoteMesh(self, name)
+
+    def delete(self, kind, name):
+        """Remove the resident ``kind`` ("scene" or "mesh") ``name``."""
+        routes = {"scene": "scenes", "mesh": "meshes"}
+        if kind not in routes:
+            raise InputError(f"kind: `{kind}`; the valid ones are scene, mesh")
+        self._request("DELETE", f"/v1/{routes[kind]}/{_quote(name)}")
+
+    def segment_pairs(self, a, b, fields=None):
+        """Closest points between segment a[i] and b[i], each (N, 2, 3)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, a=_array(a, "a", (2, 3)), b=_array(b, "b", (2, 3)))
+        return self._npz("/v1/segments", buffer.getvalue(), {"fields": _fields(fields)})
+
+    def query_paired(self, shapes, points, mode="solid", fields=None):
+        raise NotImplementedError(
+            "query_paired has no route in the service yet (SPEC §7's table); use a local Engine")
+
+
+class RemoteScene:
+    """A scene resident on a server."""
+
+    def __init__(self, client, name):
+        self.client, self.name = client, name
+
+    def query(self, points, mode="solid", fields=None):
+        body = _npy(_array(points, "points", (3,)))
+        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/query", body,
+                                {"mode": mode, "fields": _fields(fields)})
+
+    def contacts(self, spheres, fields=None):
+        body = _npy(_array(spheres, "spheres", (4,)))
+        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/contacts", body,
+                                {"fields": _fields(fields)})
+
+
+class RemoteMesh:
+    """A mesh resident on a server."""
+
+    def __init__(self, client, name):
+        self.client, self.name = client, name
+
+    def query(self, points, sign=None, fields=None):
+        body = _npy(_array(points, "points", (3,)))
+        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/query", body,
+                                {"sign": sign, "fields": _fields(fields)})
+
+    def sdf(self, res, pad=0.1, bounds=None, sign="pseudonormal"):
+        res = ",".join(map(str, res)) if isinstance(res, (tuple, list)) else str(res)
+        params = {"res": res, "sign": sign or "none"}
+        if bounds is not None:
+            params["bounds"] = ",".join(map(repr, map(float, bounds)))
+        else:
+            params["pad"] = repr(float(pad))
+        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/sdf", None, params)
+
+
+def _quote(name):
+    return urllib.parse.quote(str(name), safe="")
+
+
+def _plain(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot send a {type(value).__name__}")
+
+
+def _fields(fields):
+    if fields is None or isinstance(fields, str):
+        return fields
+    return ",".join(fields)
+
+
+def _array(values, name, tail):
+    """The same checks as the local engine: float32/float64, shape (N, *tail), C-contiguous."""
+    if not isinstance(values, np.ndarray):
+        raise InputError(f"{name}: expected a numpy array of shape (N, {', '.join(map(str, tail))})"
+                         f" and dtype float32 or float64, got {type(values).__name__}")
+    if values.dtype not in (np.float32, np.float64):
+        raise InputError(f"{name}: expected dtype float32 or float64, got {values.dtype}")
+    if values.ndim != len(tail) + 1 or values.shape[1:] != tail:
+        raise InputError(f"{name}: expected an array of shape (N, {', '.join(map(str, tail))}),"
+                         f" got {values.shape}")
+    if not values.flags.c_contiguous:
+        raise InputError(f"{name}: the array is not C-contiguous (a strided view); pass "
+                         f"numpy.ascontiguousarray({name})")
+    return values
+
+
+def _npy(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
