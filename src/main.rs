@@ -147,6 +147,9 @@ enum Command {
         /// Device memory the resident targets may take, in MiB (a PUT beyond it gets 507).
         #[arg(long, default_value_t = 4096)]
         max_resident_mb: u64,
+        /// Longest a request may take, upload and answer included (then 408).
+        #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+        request_timeout_s: u64,
     },
     /// Throughput table: GPU adapter vs the CPU reference.
     Bench {
@@ -331,6 +334,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             batch_delay_ms,
             max_queue,
             max_resident_mb,
+            request_timeout_s,
         } => {
             let token = match token_file {
                 Some(path) => {
@@ -357,6 +361,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 batch_delay: std::time::Duration::from_millis(batch_delay_ms),
                 max_queue: max_queue as usize,
                 max_resident_bytes: max_resident_mb.saturating_mul(1 << 20),
+                request_timeout: std::time::Duration::from_secs(request_timeout_s),
             };
             config.check()?;
             let engine = Engine::new(&options)?;

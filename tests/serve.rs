@@ -668,6 +668,27 @@ fn a_client_that_disconnects_costs_only_its_request() {
 }
 
 #[test]
+fn a_stalled_upload_times_out_with_408() {
+    let server = Server::start(&["--request-timeout-s", "1"]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = "POST /v1/scenes/s/query HTTP/1.1\r\nHost: x\r\nContent-Length: 1200\r\n\r\n";
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&[0u8; 100]).unwrap();
+    // ... and nothing more: the server answers when the time is up.
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("--request-timeout-s"), "{text}");
+    assert_eq!(server.get("/v1/health").status, 200);
+}
+
+#[test]
 fn sigterm_finishes_requests_in_flight_and_exits_0() {
     let mut server = Server::start(&[]);
     let igea = std::fs::read(meshes().join("igea.ply")).unwrap();

@@ -42,6 +42,8 @@ pub struct Config {
     /// Requests waiting for a batch beyond which new ones get 503.
     pub max_queue: usize,
     pub max_resident_bytes: u64,
+    /// A request not answered by then (a stalled upload included) gets 408.
+    pub request_timeout: Duration,
 }
 
 impl Config {
@@ -273,7 +275,18 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
         .to_string();
     let route = format!("{} {route}", request.method());
     let started = Instant::now();
-    let response = next.run(request).await;
+    let limit = state.config.request_timeout;
+    let response = match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request took longer than --request-timeout-s ({} s)",
+                limit.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    };
     state.metrics.request(
         &route,
         response.status().as_u16(),
