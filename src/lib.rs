@@ -36,6 +36,18 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// A mode by name (`solid`, `surface`); anything else is a usage error listing them.
+    pub fn parse(name: &str) -> Result<Mode> {
+        [Mode::Solid, Mode::Surface]
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "mode: unknown mode `{name}`; the valid ones are solid, surface"
+                ))
+            })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Mode::Solid => "solid",

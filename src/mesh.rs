@@ -273,6 +273,21 @@ pub enum Sign {
     Winding,
 }
 
+impl Sign {
+    /// A sign method by name (`none`, `pseudonormal`, `winding`), as the Python package and the
+    /// service take it; anything else is a usage error listing the names.
+    pub fn parse(name: &str) -> Result<Sign> {
+        match name {
+            "none" => Ok(Sign::None),
+            "pseudonormal" => Ok(Sign::Pseudonormal),
+            "winding" => Ok(Sign::Winding),
+            other => Err(Error::Usage(format!(
+                "sign: unknown sign `{other}`; the valid ones are none, pseudonormal, winding"
+            ))),
+        }
+    }
+}
+
 /// The feature of a triangle a closest point lies on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Feature {

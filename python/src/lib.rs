@@ -180,25 +180,12 @@ fn parse_fields(family: Family, fields: Option<&Bound<'_, PyAny>>) -> PyResult<F
 }
 
 fn parse_mode(mode: &str) -> PyResult<Mode> {
-    match mode {
-        "solid" => Ok(Mode::Solid),
-        "surface" => Ok(Mode::Surface),
-        other => Err(input_error(format!(
-            "mode: unknown mode `{other}`; the valid ones are solid, surface"
-        ))),
-    }
+    Mode::parse(mode).map_err(py_error)
 }
 
+/// None is unsigned, as "none".
 fn parse_sign(sign: Option<&str>) -> PyResult<Sign> {
-    match sign {
-        None | Some("none") => Ok(Sign::None),
-        Some("pseudonormal") => Ok(Sign::Pseudonormal),
-        Some("winding") => Ok(Sign::Winding),
-        Some(other) => Err(input_error(format!(
-            "sign: unknown sign `{other}`; the valid ones are None, 'none', 'pseudonormal', \
-             'winding'"
-        ))),
-    }
+    sign.map_or(Ok(Sign::None), Sign::parse).map_err(py_error)
 }
 
 /// A Python value as JSON, for the scene reader (which names the shape and field of any

@@ -589,15 +589,10 @@ async fn scene_query(
     body: Bytes,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Scene, &name)?;
-    let mode = match params.mode.as_deref() {
-        None | Some("solid") => Mode::Solid,
-        Some("surface") => Mode::Surface,
-        Some(other) => {
-            return Err(ApiError::bad(format!(
-                "mode: unknown mode `{other}`; the valid ones are solid, surface"
-            )));
-        }
-    };
+    let mode = params
+        .mode
+        .as_deref()
+        .map_or(Ok(Mode::Solid), Mode::parse)?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let rows = npy_rows(&body, &[3])?;
     if resident.size == 0 && !rows.is_empty() {
@@ -629,15 +624,7 @@ async fn scene_contacts(
 }
 
 fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
-    match sign {
-        None => Ok(default),
-        Some("none") => Ok(Sign::None),
-        Some("pseudonormal") => Ok(Sign::Pseudonormal),
-        Some("winding") => Ok(Sign::Winding),
-        Some(other) => Err(ApiError::bad(format!(
-            "sign: unknown sign `{other}`; the valid ones are none, pseudonormal, winding"
-        ))),
-    }
+    Ok(sign.map_or(Ok(default), Sign::parse)?)
 }
 
 async fn mesh_query(
