@@ -7,7 +7,7 @@ pub mod scene;
 
 pub use output::{
     ColumnSpec, ColumnType, OutputFile, Values, field_column, field_columns, field_values,
-    hit_columns, hit_values, npz_in_memory,
+    npz_in_memory,
 };
 pub use points::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene, shapes_from_values};

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use super::npy;
 use crate::error::{Error, Result};
 use crate::fields::{Field, Fields, PackedRows};
-use crate::gpu::GpuHit;
 
 /// The element type of an output array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,26 +116,6 @@ impl<'a> Values<'a> {
             Values::I32(f) => cells.push(f(i).to_string()),
         }
     }
-}
-
-/// The columns of point-query results: `point`, `distance`, `shape`, `normal`.
-pub fn hit_columns() -> Vec<ColumnSpec> {
-    vec![
-        ColumnSpec::vector("point"),
-        ColumnSpec::scalar("distance"),
-        ColumnSpec::index("shape"),
-        ColumnSpec::vector("normal"),
-    ]
-}
-
-/// The values of [`hit_columns`] for a chunk of hits.
-pub fn hit_values(hits: &[GpuHit]) -> Vec<Values<'_>> {
-    vec![
-        Values::vector(|i| hits[i].point),
-        Values::scalar(|i| hits[i].distance),
-        Values::index(|i| hits[i].shape),
-        Values::vector(|i| hits[i].normal),
-    ]
 }
 
 /// The output columns of `fields`, in the family's default order.

@@ -46,7 +46,8 @@ pub(crate) struct Job {
     pub op: Op,
     pub fields: Fields,
     pub rows: Vec<f64>,
-    pub reply: tokio::sync::oneshot::Sender<Result<Columns>>,
+    /// The answer, or the engine's error (shared by every request of the dispatch).
+    pub reply: tokio::sync::oneshot::Sender<Result<Columns, Arc<crate::Error>>>,
 }
 
 impl Job {
@@ -112,17 +113,17 @@ fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metric
     let (op, fields) = (group[0].op, group[0].fields);
     let counts: Vec<usize> = group.iter().map(Job::row_count).collect();
     let total: usize = counts.iter().sum();
-    metrics.batch(group.len(), total);
+    metrics.batch(total);
     let mut values = Vec::with_capacity(total * op.width());
     for job in &group {
         values.extend_from_slice(&job.rows);
     }
-    let answer = answer(engine, target, op, fields, &values);
+    let answer = answer(engine, target, op, fields, &values).map_err(Arc::new);
     let mut first = 0;
     for (job, count) in group.into_iter().zip(counts) {
         let reply = match &answer {
             Ok(columns) => Ok(rows_of(columns, first, count)),
-            Err(e) => Err(crate::Error::Gpu(e.to_string())),
+            Err(e) => Err(e.clone()),
         };
         first += count;
         // A client that went away no longer listens; nothing else to do.

@@ -67,11 +67,10 @@ impl Metrics {
             .observe(&LATENCY_BUCKETS, seconds);
     }
 
-    /// A shared dispatch of `requests` requests, `rows` rows in all.
-    pub fn batch(&self, requests: usize, rows: usize) {
+    /// A shared dispatch of `rows` rows.
+    pub fn batch(&self, rows: usize) {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
-        let _ = requests;
         self.batch_rows
             .lock()
             .unwrap()

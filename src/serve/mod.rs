@@ -81,7 +81,17 @@ struct Resident {
     /// Shapes or triangles.
     size: usize,
     bytes: u64,
-    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl Resident {
+    /// A scene without shapes answers no rows (as the CLI refuses such a job).
+    fn check_answerable(&self, values: usize) -> ApiResult<()> {
+        if self.size == 0 && values > 0 {
+            return Err(ApiError::bad("the scene has no shapes"));
+        }
+        Ok(())
+    }
 }
 
 struct AppState {
@@ -111,13 +121,19 @@ impl ApiError {
     }
 }
 
-impl From<Error> for ApiError {
-    fn from(e: Error) -> ApiError {
+impl From<&Error> for ApiError {
+    fn from(e: &Error) -> ApiError {
         let status = match e.exit_code() {
             2 => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        ApiError::from(&e)
     }
 }
 
@@ -390,7 +406,7 @@ impl AppState {
             target,
             size,
             bytes,
-            jobs: std::sync::Mutex::new(jobs),
+            jobs,
         });
         let replaced = targets.insert(key, resident).is_some();
         let status = if replaced {
@@ -451,7 +467,7 @@ impl AppState {
             rows,
             reply,
         };
-        if resident.jobs.lock().unwrap().send(job).is_err() {
+        if resident.jobs.send(job).is_err() {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -459,7 +475,7 @@ impl AppState {
             ));
         }
         match answer.await {
-            Ok(result) => Ok(result?),
+            Ok(result) => result.map_err(|e| ApiError::from(e.as_ref())),
             Err(_) => Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the target's worker stopped",
@@ -595,9 +611,7 @@ async fn scene_query(
         .map_or(Ok(Mode::Solid), Mode::parse)?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let rows = npy_rows(&body, &[3])?;
-    if resident.size == 0 && !rows.is_empty() {
-        return Err(ApiError::bad("the scene has no shapes"));
-    }
+    resident.check_answerable(rows.len())?;
     let columns = state
         .submit(&resident, Op::SceneQuery(mode), fields, rows)
         .await?;
@@ -616,9 +630,7 @@ async fn scene_contacts(
     for (row, sphere) in rows.chunks_exact(4).enumerate() {
         crate::contacts::check_radius(row, sphere[3], "body")?;
     }
-    if resident.size == 0 && !rows.is_empty() {
-        return Err(ApiError::bad("the scene has no shapes"));
-    }
+    resident.check_answerable(rows.len())?;
     let columns = state.submit(&resident, Op::Contacts, fields, rows).await?;
     Ok(npz_response(&columns, &[]))
 }
@@ -693,14 +705,11 @@ async fn mesh_sdf(
         (None, pad) => GridRegion::Pad(pad.unwrap_or(0.1)),
     };
     let sign = parse_sign(params.sign.as_deref(), Sign::Pseudonormal)?;
-    let Target::Mesh(_) = resident.target.as_ref() else {
-        return Err(ApiError::bad("not a mesh"));
-    };
     let engine = state.engine.clone();
     let target = resident.target.clone();
     let (grid, values) = blocking(move || {
         let Target::Mesh(mesh) = target.as_ref() else {
-            unreachable!("checked above")
+            return Err(Error::Usage("sdf grids are made of meshes".into()));
         };
         let grid = Grid::new(mesh.mesh(), res, region)?;
         engine.sdf(mesh, &grid, sign).map(|v| (grid, v))
