@@ -150,6 +150,9 @@ enum Command {
         /// Longest a request may take, upload and answer included (then 408).
         #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
         request_timeout_s: u64,
+        /// Most samples one SDF grid request may ask for (4 bytes each in the answer).
+        #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u64).range(8..))]
+        max_grid_samples: u64,
     },
     /// Throughput table: GPU adapter vs the CPU reference.
     Bench {
@@ -335,6 +338,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             max_queue,
             max_resident_mb,
             request_timeout_s,
+            max_grid_samples,
         } => {
             let token = match token_file {
                 Some(path) => {
@@ -362,6 +366,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 max_queue: max_queue as usize,
                 max_resident_bytes: max_resident_mb.saturating_mul(1 << 20),
                 request_timeout: std::time::Duration::from_secs(request_timeout_s),
+                max_grid_samples: max_grid_samples as usize,
             };
             config.check()?;
             let engine = Engine::new(&options)?;

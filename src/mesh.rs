@@ -433,9 +433,11 @@ impl GpuMesh {
         &self.mesh
     }
 
-    /// Bytes it holds on the device (its winding tree too, once a query has built it).
+    /// Bytes it holds on the device, its winding tree's counted whether or not a query has
+    /// built it yet (a budget must not be overrun later by a winding query).
     pub fn device_bytes(&self) -> u64 {
-        self.scene.device_bytes() + self.winding.get().map_or(0, wgpu::Buffer::size)
+        self.scene.device_bytes()
+            + crate::winding::WindingTree::max_gpu_bytes(self.mesh.triangles.len())
     }
 
     /// Shift a chunk's answers back to world coordinates and sign them. `points` are the
@@ -517,8 +519,20 @@ fn points_from_slice(
 impl Engine {
     /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device.
     pub fn upload_mesh(&self, mesh: Mesh) -> Result<GpuMesh> {
+        self.upload_mesh_admitted(mesh, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_mesh`], asking `admit` first with the device bytes the mesh will take
+    /// ([`GpuMesh::device_bytes`]), before any is allocated; its refusal is returned.
+    pub fn upload_mesh_admitted<E: From<Error>>(
+        &self,
+        mesh: Mesh,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let scene = self.upload_scene(&mesh.shapes(offset))?;
+        let winding = crate::winding::WindingTree::max_gpu_bytes(mesh.triangles.len());
+        let scene =
+            self.upload_scene_admitted(&mesh.shapes(offset), |bytes| admit(bytes + winding))?;
         Ok(GpuMesh {
             normals: std::sync::OnceLock::new(),
             winding: std::sync::OnceLock::new(),

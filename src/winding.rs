@@ -131,6 +131,13 @@ impl WindingTree {
         WindingTree { order, nodes }
     }
 
+    /// The most bytes [`WindingTree::gpu_words`] takes for a mesh of `triangles`: a header,
+    /// at most one node per triangle (a binary tree's inner nodes are fewer than its leaves)
+    /// and three words per triangle.
+    pub fn max_gpu_bytes(triangles: usize) -> u64 {
+        16 * (1 + 4 * triangles.max(1) + 3 * triangles) as u64
+    }
+
     /// The hierarchy as `winding_walk.wgsl` reads it, in vec4 words, coordinates moved by `-offset`
     /// before rounding to f32: a header (node count, first triangle word, triangle count),
     /// then per node its two clusters as (centre, radius), (normal, `first << LEAF_COUNT_BITS |

@@ -138,6 +138,38 @@ fn request(
     stream.write_all(head.as_bytes()).unwrap();
     // The server may answer (413) before taking the whole body.
     let _ = stream.write_all(body);
+    read_reply(stream)
+}
+
+/// A POST whose body is sent chunked (no Content-Length), piece by piece with pauses.
+fn post_chunked(address: &str, path: &str, pieces: &[&[u8]]) -> Reply {
+    chunked(address, "POST", path, pieces)
+}
+
+fn chunked(address: &str, method: &str, path: &str, pieces: &[&[u8]]) -> Reply {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+         Transfer-Encoding: chunked\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    for piece in pieces {
+        let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+        chunk.extend_from_slice(piece);
+        chunk.extend_from_slice(b"\r\n");
+        if stream.write_all(&chunk).is_err() {
+            break; // answered early (413)
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    read_reply(stream)
+}
+
+fn read_reply(mut stream: TcpStream) -> Reply {
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
     let end = raw
@@ -367,7 +399,14 @@ fn every_route_answers_as_the_cli() {
 
 #[test]
 fn every_error_has_its_status_and_names_the_problem() {
-    let server = Server::start(&["--max-request-mb", "1", "--max-resident-mb", "1"]);
+    let server = Server::start(&[
+        "--max-request-mb",
+        "1",
+        "--max-resident-mb",
+        "3",
+        "--max-grid-samples",
+        "1000",
+    ]);
     let bad_scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0]}]}"#;
     server
         .put("/v1/scenes/s", bad_scene)
@@ -389,7 +428,7 @@ fn every_error_has_its_status_and_names_the_problem() {
         .assert_error(400, &["body"]);
     let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
     assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
-    // 507: the bunny takes more than 1 MiB of device memory; nothing resident is evicted.
+    // 507: the bunny takes more than 3 MiB of device memory; nothing resident is evicted.
     let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
     let big = bunny.len() > 1 << 20;
     let reply = server.put("/v1/meshes/bunny?format=obj", &bunny);
@@ -400,7 +439,8 @@ fn every_error_has_its_status_and_names_the_problem() {
     }
     let fandisk = std::fs::read(meshes().join("fandisk.obj")).unwrap();
     assert!(fandisk.len() < 1 << 20);
-    // Fandisk fits the MiB once; a second copy would not.
+    // Fandisk (with its winding tree's reservation) fits the 3 MiB once; a second copy would
+    // not, and is refused before its upload.
     assert_eq!(
         server.put("/v1/meshes/fandisk?format=obj", &fandisk).status,
         201
@@ -476,6 +516,16 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/meshes/s/sdf?pad=lots", &[])
         .assert_error(400, &["pad"]);
+    server
+        .post("/v1/meshes/fandisk/sdf?res=11", &[])
+        .assert_error(400, &["1331 samples", "--max-grid-samples"]);
+    assert_eq!(
+        server.post("/v1/meshes/fandisk/sdf?res=10", &[]).status,
+        200
+    );
+    server
+        .post("/v1/paired", b"not a zip")
+        .assert_error(415, &[".npz", "shapes.json"]);
     // NaN rows are answered with NaN, not refused.
     let nan = npy_bytes("<f4", &[1, 3], bytemuck::cast_slice(&[f32::NAN, 0.0, 0.0]));
     assert_eq!(server.post("/v1/scenes/s/query", &nan).status, 200);
@@ -668,6 +718,92 @@ fn a_client_that_disconnects_costs_only_its_request() {
 }
 
 #[test]
+fn bodies_are_read_as_they_arrive() {
+    let server = Server::start(&["--max-request-mb", "1"]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    let body = points_npy(&points(5000, 9, -3.0, 3.0));
+    let whole = server.post("/v1/scenes/s/query", &body);
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    // Pieces cut inside the header and inside values: the same answer.
+    let pieces: Vec<&[u8]> = [0, 7, 61, 131, 4099, 30001, body.len()]
+        .windows(2)
+        .map(|w| &body[w[0]..w[1]])
+        .collect();
+    let in_pieces = post_chunked(&server.address, "/v1/scenes/s/query", &pieces);
+    assert_eq!(in_pieces.status, 200, "{}", in_pieces.text());
+    assert!(
+        in_pieces.body == whole.body,
+        "a chunked body answers differently"
+    );
+    // Without a declared length, 413 as soon as the body passes the limit.
+    let big = points_npy(&vec![[0.0; 3]; 262_144]);
+    let many: Vec<&[u8]> = big.chunks(256 << 10).collect();
+    post_chunked(&server.address, "/v1/scenes/s/query", &many)
+        .assert_error(413, &["--max-request-mb"]);
+    // A mesh body too, stored as it arrives.
+    let fandisk = std::fs::read(meshes().join("fandisk.obj")).unwrap();
+    let pieces: Vec<&[u8]> = fandisk.chunks(100_000).collect();
+    let put = chunked(&server.address, "PUT", "/v1/meshes/f?format=obj", &pieces);
+    assert_eq!(put.status, 201, "{}", put.text());
+    assert_eq!(put.json()["triangles"], 12946);
+}
+
+#[test]
+fn the_paired_route_answers_as_the_cli() {
+    let dir = tempdir();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    let server = Server::start(&[]);
+    let scene_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scene.json");
+    let scene = std::fs::read(&scene_path).unwrap();
+    let count = serde_json::from_slice::<serde_json::Value>(&scene).unwrap()["shapes"]
+        .as_array()
+        .unwrap()
+        .len();
+    let mut p = points(count, 4, -5.0, 5.0);
+    p[1] = [f32::NAN, 0.0, 0.0];
+    let p_npy = points_npy(&p);
+    std::fs::write(d("p.npy"), &p_npy).unwrap();
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in [("shapes.json", &scene), ("points.npy", &p_npy)] {
+        archive.start_file(name, stored).unwrap();
+        archive.write_all(bytes).unwrap();
+    }
+    let body = archive.finish().unwrap().into_inner();
+    let reply = server.post("/v1/paired?mode=surface&fields=distance,normal", &body);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "query",
+            "--paired",
+            "--shapes",
+            &scene_path.display().to_string(),
+            "--points",
+            &d("p.npy"),
+            "--mode",
+            "surface",
+            "--fields",
+            "distance,normal",
+        ],
+    );
+    assert!(reply.body == want, "paired answers differ from the CLI's");
+    // One point short of the shapes: 400 naming both counts.
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let short = points_npy(&p[1..]);
+    for (name, bytes) in [("shapes.json", &scene), ("points.npy", &short)] {
+        archive.start_file(name, stored).unwrap();
+        archive.write_all(bytes).unwrap();
+    }
+    let body = archive.finish().unwrap().into_inner();
+    server
+        .post("/v1/paired", &body)
+        .assert_error(400, &[&count.to_string(), &(count - 1).to_string()]);
+}
+
+#[test]
 fn a_stalled_upload_times_out_with_408() {
     let server = Server::start(&["--request-timeout-s", "1"]);
     let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
@@ -676,9 +812,13 @@ fn a_stalled_upload_times_out_with_408() {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let head = "POST /v1/scenes/s/query HTTP/1.1\r\nHost: x\r\nContent-Length: 1200\r\n\r\n";
+    let body = points_npy(&points(100, 1, -1.0, 1.0));
+    let head = format!(
+        "POST /v1/scenes/s/query HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
     stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&[0u8; 100]).unwrap();
+    stream.write_all(&body[..200]).unwrap();
     // ... and nothing more: the server answers when the time is up.
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);

@@ -9,6 +9,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 
 import numpy as np
 
@@ -94,8 +95,18 @@ class Client:
         return self._npz("/v1/segments", buffer.getvalue(), {"fields": _fields(fields)})
 
     def query_paired(self, shapes, points, mode="solid", fields=None):
-        raise NotImplementedError(
-            "query_paired has no route in the service yet (SPEC §7's table); use a local Engine")
+        """Point i against shape i only; ``shapes`` a list of shape dicts or a scene .json
+        path, ``points`` (N, 3). Sent as a zip holding shapes.json and points.npy."""
+        if isinstance(shapes, (str, os.PathLike)):
+            with open(shapes, "rb") as f:
+                scene = f.read()
+        else:
+            scene = json.dumps({"shapes": shapes}, default=_plain).encode()
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            archive.writestr("shapes.json", scene)
+            archive.writestr("points.npy", _npy(_array(points, "points", (3,))))
+        return self._npz("/v1/paired", buffer.getvalue(), {"mode": mode, "fields": _fields(fields)})
 
 
 class RemoteScene:

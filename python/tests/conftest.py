@@ -1,5 +1,6 @@
 """Shared fixtures. Without an adapter the tests fail with the lavapipe hint: they never skip."""
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -64,10 +65,10 @@ def random_points(n, seed=1, spread=6.0, dtype=np.float32):
     return points
 
 
-@pytest.fixture(scope="session")
-def server(cli):
-    """A `closest serve` on a free loopback port, started and stopped here."""
-    process = subprocess.Popen([cli, "serve", "--listen", "127.0.0.1:0"],
+@contextlib.contextmanager
+def serving(cli, *options):
+    """A `closest serve` on a free loopback port, started and stopped here; yields its URL."""
+    process = subprocess.Popen([cli, "serve", "--listen", "127.0.0.1:0", *map(str, options)],
                                stderr=subprocess.PIPE, text=True)
     try:
         line = process.stderr.readline()
@@ -81,6 +82,12 @@ def server(cli):
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="session")
+def server(cli):
+    with serving(cli) as url:
+        yield url
 
 
 class Backend:
@@ -108,6 +115,9 @@ class Backend:
 
     def segment_pairs(self, a, b, fields=None):
         return (self.client or self.engine).segment_pairs(a, b, fields=fields)
+
+    def query_paired(self, shapes, points, mode="solid", fields=None):
+        return (self.client or self.engine).query_paired(shapes, points, mode=mode, fields=fields)
 
 
 @pytest.fixture(scope="session", params=["engine", "client"])

@@ -138,15 +138,16 @@ def test_contacts_paired_and_segments_equal_the_cli(backend, engine, cli, tmp_pa
             "--fields", "s,t,distance", "--out", tmp_path / "seg.npz")
     assert_same(backend.segment_pairs(a, b, fields="s,t,distance"), npz(tmp_path / "seg.npz"))
 
-    if backend.kind == "client":
-        return  # the service has no paired route (SPEC §7)
     shapes = [SHAPES[k % len(SHAPES)] for k in range(900)]
     (tmp_path / "paired.json").write_text(json.dumps({"shapes": shapes}))
     points = random_points(900, seed=6)
     np.save(tmp_path / "pp.npy", points)
     run_cli(cli, "query", "--paired", "--shapes", tmp_path / "paired.json", "--points",
             tmp_path / "pp.npy", "--out", tmp_path / "pq.npz")
-    assert_same(engine.query_paired(shapes, points), npz(tmp_path / "pq.npz"))
+    assert_same(backend.query_paired(shapes, points), npz(tmp_path / "pq.npz"))
+    # A path to the scene file and float64 points answer the same (converted once to f32).
+    assert_same(backend.query_paired(tmp_path / "paired.json", points.astype(np.float64)),
+                npz(tmp_path / "pq.npz"))
 
 
 def test_no_loader_message_when_xdg_runtime_dir_is_unset():

@@ -392,16 +392,31 @@ impl Engine {
 
     /// Upload a scene once; it stays on the device for any number of queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        self.upload_scene_with(shapes, true)
+        self.upload_scene_with(shapes, true, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_scene`], asking `admit` first with the device bytes the scene will
+    /// take, before any is allocated (a service's memory budget); its refusal is returned.
+    pub fn upload_scene_admitted<E: From<Error>>(
+        &self,
+        shapes: &[Shape],
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
+        self.upload_scene_with(shapes, true, admit)
     }
 
     /// [`Engine::upload_scene`] without hierarchies: every query scans every shape. For
     /// comparisons with the BVH path; slower beyond a handful of shapes.
     pub fn upload_scene_brute_force(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        self.upload_scene_with(shapes, false)
+        self.upload_scene_with(shapes, false, |_| Ok(()))
     }
 
-    fn upload_scene_with(&self, shapes: &[Shape], use_bvh: bool) -> Result<GpuScene> {
+    fn upload_scene_with<E: From<Error>>(
+        &self,
+        shapes: &[Shape],
+        use_bvh: bool,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
         let scene_layout = layout::scene_layout(shapes, use_bvh);
         let bvh_kinds = scene_layout.bvh_kinds();
         let linear_kinds = scene_layout.linear_kinds();
@@ -413,7 +428,8 @@ impl Engine {
                 "a triangle scene holds at most {} triangles ({} given)",
                 max_triangles - 1,
                 shapes.len()
-            )));
+            ))
+            .into());
         }
         let layout::SceneBindings {
             records,
@@ -427,8 +443,11 @@ impl Engine {
                 "the scene has {} shapes ({bytes} bytes), more than one storage binding holds on \
                  this adapter ({max} bytes)",
                 shapes.len(),
-            )));
+            ))
+            .into());
         }
+        let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
+        admit(bytes + ranges_bytes + nodes.len() as u64)?;
         let storage = |label, contents: &[u8]| self.storage_buffer(label, contents);
         let (shapes_buffer, ranges, nodes) = self.checked(|| {
             (

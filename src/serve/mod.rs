@@ -3,7 +3,9 @@
 //! worker (`batch.rs`), the only code that runs it on the engine. Bodies are `.npy` in and
 //! `.npz` out, byte for byte what the CLI reads and writes.
 
+mod api;
 mod batch;
+mod body;
 mod metrics;
 
 use std::collections::HashMap;
@@ -13,13 +15,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use serde::Deserialize;
 
 use crate::error::Error;
 use crate::fields::{Columns, Family, Fields};
@@ -28,6 +28,7 @@ use crate::mesh::Sign;
 use crate::sdf::{Grid, GridRegion};
 use crate::{Engine, Mode};
 use batch::{Batching, Job, Op, Target};
+use body::BodyReader;
 use metrics::Metrics;
 
 /// How the service runs (`closest serve`'s options).
@@ -44,6 +45,8 @@ pub struct Config {
     pub max_resident_bytes: u64,
     /// A request not answered by then (a stalled upload included) gets 408.
     pub request_timeout: Duration,
+    /// The most samples one SDF grid may ask for (its answer is 4 bytes a sample).
+    pub max_grid_samples: usize,
 }
 
 impl Config {
@@ -100,6 +103,8 @@ struct AppState {
     targets: RwLock<HashMap<(Kind, String), Arc<Resident>>>,
     metrics: Arc<Metrics>,
     waiting: Arc<AtomicUsize>,
+    /// `/openapi.json`'s text.
+    openapi: String,
 }
 
 /// A failed request: its status and message, sent as `{"error": MESSAGE}`.
@@ -177,6 +182,7 @@ pub fn run(engine: Engine, config: Config, ready: impl FnOnce(SocketAddr)) -> cr
             targets: RwLock::new(HashMap::new()),
             metrics: Arc::new(Metrics::default()),
             waiting: Arc::new(AtomicUsize::new(0)),
+            openapi: openapi_json_text(),
         });
         ready(address);
         axum::serve(listener, router(state))
@@ -207,23 +213,39 @@ async fn shutdown_signal() {
     let _ = interrupt.await;
 }
 
+/// The routes and their description, from the same annotated handlers.
+fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
+    use utoipa::OpenApi;
+    use utoipa_axum::{router::OpenApiRouter, routes};
+    OpenApiRouter::with_openapi(api::ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(metrics_text))
+        .routes(routes!(openapi_json))
+        .routes(routes!(list_targets))
+        .routes(routes!(put_scene, delete_scene))
+        .routes(routes!(put_mesh, delete_mesh))
+        .routes(routes!(scene_query))
+        .routes(routes!(scene_contacts))
+        .routes(routes!(mesh_query))
+        .routes(routes!(mesh_sdf))
+        .routes(routes!(segments))
+        .routes(routes!(paired))
+        .split_for_parts()
+}
+
+/// `/openapi.json` as the server describes itself (for tools and tests).
+pub fn openapi_json_text() -> String {
+    api().1.to_pretty_json().unwrap_or_default()
+}
+
 fn router(state: Arc<AppState>) -> Router {
-    let limit = state.config.max_request_bytes;
-    Router::new()
-        .route("/v1/health", get(health))
-        .route("/metrics", get(metrics_text))
-        .route("/v1/targets", get(list_targets))
-        .route("/v1/scenes/{name}", put(put_scene).delete(delete_scene))
-        .route("/v1/meshes/{name}", put(put_mesh).delete(delete_mesh))
-        .route("/v1/scenes/{name}/query", post(scene_query))
-        .route("/v1/scenes/{name}/contacts", post(scene_contacts))
-        .route("/v1/meshes/{name}/query", post(mesh_query))
-        .route("/v1/meshes/{name}/sdf", post(mesh_sdf))
-        .route("/v1/segments", post(segments))
+    let (routes, _) = api();
+    routes
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(middleware::from_fn_with_state(state.clone(), json_errors))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .layer(DefaultBodyLimit::max(limit))
+        // Bodies are read by `body::BodyReader`, which enforces --max-request-mb itself.
+        .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
@@ -311,38 +333,61 @@ async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Nex
     response
 }
 
+#[utoipa::path(get, path = "/v1/health", tag = "service",
+    responses((status = 200, description = "The server answers", body = api::Health)))]
 async fn health(State(state): State<Arc<AppState>>) -> Response {
-    json(
-        StatusCode::OK,
-        serde_json::json!({ "status": "ok", "adapter": state.engine.describe() }),
-    )
+    let health = api::Health {
+        status: "ok".into(),
+        adapter: state.engine.describe(),
+    };
+    json(StatusCode::OK, &health)
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses(
+        (status = 200, description = "Prometheus text: requests by route and status, rows, \
+            batch sizes, queue depth, latency", body = String, content_type = "text/plain"),
+        api::ReadErrors))]
 async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
     let text = state.metrics.render(state.waiting.load(Ordering::Relaxed));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-fn json(status: StatusCode, value: serde_json::Value) -> Response {
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses(
+        (status = 200, description = "This description (OpenAPI 3)", body = Object),
+        api::ReadErrors))]
+async fn openapi_json(State(state): State<Arc<AppState>>) -> Response {
     (
-        status,
         [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
+        state.openapi.clone(),
     )
         .into_response()
 }
 
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+#[utoipa::path(get, path = "/v1/targets", tag = "targets",
+    responses(
+        (status = 200, description = "The resident targets by name", body = Vec<api::TargetInfo>),
+        api::ReadErrors))]
 async fn list_targets(State(state): State<Arc<AppState>>) -> Response {
     let targets = state.targets.read().unwrap();
-    let mut list: Vec<serde_json::Value> = targets
+    let mut list: Vec<api::TargetInfo> = targets
         .iter()
-        .map(|((kind, name), r)| {
-            let size = if *kind == Kind::Scene { "shapes" } else { "triangles" };
-            serde_json::json!({ "name": name, "kind": kind.name(), size: r.size, "device_bytes": r.bytes })
+        .map(|((kind, name), r)| api::TargetInfo {
+            name: name.clone(),
+            kind: kind.name().into(),
+            shapes: (*kind == Kind::Scene).then_some(r.size),
+            triangles: (*kind == Kind::Mesh).then_some(r.size),
+            device_bytes: r.bytes,
         })
         .collect();
-    list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    json(StatusCode::OK, serde_json::Value::Array(list))
+    list.sort_by(|a, b| (&a.name, &a.kind).cmp(&(&b.name, &b.kind)));
+    json(StatusCode::OK, &list)
 }
 
 impl AppState {
@@ -360,36 +405,65 @@ impl AppState {
             })
     }
 
-    /// Make `target` resident as `name`, within the budget; 201, or 200 when it replaces one.
-    fn install(
+    /// 507 unless `bytes` fit the budget beside the other resident targets (a replaced
+    /// target's bytes are freed by its replacement).
+    fn admit(
         &self,
+        targets: &HashMap<(Kind, String), Arc<Resident>>,
+        key: &(Kind, String),
+        bytes: u64,
+    ) -> ApiResult<()> {
+        let others: u64 = targets
+            .iter()
+            .filter(|(k, _)| *k != key)
+            .map(|(_, r)| r.bytes)
+            .sum();
+        let budget = self.config.max_resident_bytes;
+        if others.saturating_add(bytes) > budget {
+            return Err(ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "`{}` needs {bytes} bytes of device memory and {others} are resident: \
+                     more than --max-resident-mb allows ({budget} bytes); nothing was evicted, \
+                     DELETE a target first",
+                    key.1
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Upload with `upload` (given the admission check, run before anything is allocated on
+    /// the device) and make the target resident as `name`: 201, or 200 when it replaces one.
+    async fn install(
+        self: &Arc<Self>,
         kind: Kind,
         name: String,
-        target: Target,
-        size: usize,
+        upload: impl FnOnce(&dyn Fn(u64) -> ApiResult<()>) -> ApiResult<(Target, usize)>
+        + Send
+        + 'static,
     ) -> ApiResult<Response> {
+        check_name(&name)?;
+        let key = (kind, name.clone());
+        let state = self.clone();
+        let admit_key = key.clone();
+        let (target, size) = tokio::task::spawn_blocking(move || {
+            upload(&|bytes| state.admit(&state.targets.read().unwrap(), &admit_key, bytes))
+        })
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the upload failed: {e}"),
+            )
+        })??;
         let bytes = match &target {
             Target::Scene(scene) => scene.device_bytes(),
             Target::Mesh(mesh) => mesh.device_bytes(),
         };
         let mut targets = self.targets.write().unwrap();
-        let key = (kind, name.clone());
-        let others: u64 = targets
-            .iter()
-            .filter(|(k, _)| **k != key)
-            .map(|(_, r)| r.bytes)
-            .sum();
-        let budget = self.config.max_resident_bytes;
-        if others + bytes > budget {
-            return Err(ApiError::new(
-                StatusCode::INSUFFICIENT_STORAGE,
-                format!(
-                    "`{name}` needs {bytes} bytes of device memory and {others} are resident: \
-                     more than --max-resident-mb allows ({budget} bytes); nothing was evicted, \
-                     DELETE a target first"
-                ),
-            ));
-        }
+        // Checked again: another upload may have been admitted meanwhile.
+        self.admit(&targets, &key, bytes)?;
         let target = Arc::new(target);
         let batching = Batching {
             rows: self.config.batch_rows,
@@ -414,15 +488,16 @@ impl AppState {
         } else {
             StatusCode::CREATED
         };
-        let size_key = if kind == Kind::Scene {
-            "shapes"
-        } else {
-            "triangles"
-        };
-        Ok(json(
-            status,
-            serde_json::json!({ "name": name, size_key: size }),
-        ))
+        Ok(match kind {
+            Kind::Scene => json(status, &api::SceneInstalled { name, shapes: size }),
+            Kind::Mesh => json(
+                status,
+                &api::MeshInstalled {
+                    name,
+                    triangles: size,
+                },
+            ),
+        })
     }
 
     fn remove(&self, kind: Kind, name: &str) -> ApiResult<Response> {
@@ -438,6 +513,11 @@ impl AppState {
                 format!("no {} named `{name}`", kind.name()),
             )),
         }
+    }
+
+    /// The body, read as it arrives within --max-request-mb.
+    fn body(&self, headers: &HeaderMap, body: Body) -> ApiResult<BodyReader> {
+        BodyReader::new(headers, body, self.config.max_request_bytes)
     }
 
     /// Queue `rows` for `resident`'s worker and wait for the answer; 503 when the queue is
@@ -499,34 +579,55 @@ fn check_name(name: &str) -> ApiResult<()> {
     }
 }
 
+#[utoipa::path(put, path = "/v1/scenes/{name}", tag = "targets",
+    params(("name" = String, Path, description = "1 to 128 letters, digits, '-', '_' or '.'",
+        example = "demo")),
+    request_body(content = api::SceneBody, description = "A scene file (SPEC §1)"),
+    responses(
+        (status = 201, description = "Resident", body = api::SceneInstalled),
+        (status = 200, description = "Resident, in place of the scene of that name",
+            body = api::SceneInstalled),
+        api::PutErrors))]
 async fn put_scene(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     check_name(&name)?;
-    let text = std::str::from_utf8(&body).map_err(|_| {
+    let body = state.body(&headers, body)?.whole().await?;
+    let text = String::from_utf8(body).map_err(|_| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the body must be scene JSON (UTF-8)",
         )
     })?;
-    let shapes = crate::io::parse_scene(text, "body")?;
+    let shapes = crate::io::parse_scene(&text, "body")?;
     let engine = state.engine.clone();
-    let scene = blocking(move || engine.upload_scene(&shapes).map(|s| (s, shapes.len()))).await?;
-    state.install(Kind::Scene, name, Target::Scene(scene.0), scene.1)
+    state
+        .install(Kind::Scene, name, move |admit| {
+            let scene = engine.upload_scene_admitted(&shapes, admit)?;
+            Ok((Target::Scene(scene), shapes.len()))
+        })
+        .await
 }
 
-#[derive(Deserialize)]
-struct MeshParams {
-    format: Option<String>,
-}
-
+#[utoipa::path(put, path = "/v1/meshes/{name}", tag = "targets",
+    params(("name" = String, Path, description = "1 to 128 letters, digits, '-', '_' or '.'",
+        example = "demo"), api::MeshFormat),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = "The mesh file's bytes"),
+    responses(
+        (status = 201, description = "Resident", body = api::MeshInstalled),
+        (status = 200, description = "Resident, in place of the mesh of that name",
+            body = api::MeshInstalled),
+        api::PutErrors))]
 async fn put_mesh(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    Query(params): Query<MeshParams>,
-    body: Bytes,
+    Query(params): Query<api::MeshFormat>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     check_name(&name)?;
     let format = params.format.unwrap_or_default().to_ascii_lowercase();
@@ -535,32 +636,56 @@ async fn put_mesh(
             "format: `{format}`: give ?format=obj, stl or ply"
         )));
     }
+    let file = body_to_file(state.body(&headers, body)?, &format).await?;
     let engine = state.engine.clone();
-    let (mesh, triangles) = blocking(move || {
-        let mesh = mesh_from_bytes(&body, &format)?;
-        let triangles = mesh.triangles.len();
-        engine.upload_mesh(mesh).map(|m| (m, triangles))
-    })
-    .await?;
-    state.install(Kind::Mesh, name, Target::Mesh(Box::new(mesh)), triangles)
+    state
+        .install(Kind::Mesh, name, move |admit| {
+            let mesh = mesh_from_file(file)?;
+            let triangles = mesh.triangles.len();
+            let mesh = engine.upload_mesh_admitted(mesh, admit)?;
+            Ok((Target::Mesh(Box::new(mesh)), triangles))
+        })
+        .await
 }
 
-/// The mesh readers take files: the body goes to a private temporary file, named `body` in
-/// messages.
-fn mesh_from_bytes(body: &[u8], format: &str) -> crate::Result<crate::mesh::Mesh> {
+/// A mesh body written to a private temporary file as it arrives (the mesh readers take
+/// files); removed when dropped.
+struct BodyFile(std::path::PathBuf);
+
+impl Drop for BodyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+async fn body_to_file(mut body: BodyReader, format: &str) -> ApiResult<BodyFile> {
+    use tokio::io::AsyncWriteExt;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let path = std::env::temp_dir().join(format!(
+    let file = BodyFile(std::env::temp_dir().join(format!(
         "closest-serve-{}-{}.{format}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::write(&path, body).map_err(|source| Error::Write {
-        path: path.clone(),
-        source,
-    })?;
-    let mesh = crate::mesh::load_mesh(&path);
-    let _ = std::fs::remove_file(&path);
-    let shown = path.display().to_string();
+    )));
+    let cannot_write = |e: std::io::Error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot store the body: {e}"),
+        )
+    };
+    let mut out = tokio::fs::File::create(&file.0)
+        .await
+        .map_err(cannot_write)?;
+    while let Some(bytes) = body.chunk().await? {
+        out.write_all(&bytes).await.map_err(cannot_write)?;
+    }
+    out.flush().await.map_err(cannot_write)?;
+    Ok(file)
+}
+
+/// The mesh in `file`, its errors naming it `body`.
+fn mesh_from_file(file: BodyFile) -> crate::Result<crate::mesh::Mesh> {
+    let mesh = crate::mesh::load_mesh(&file.0);
+    let shown = file.0.display().to_string();
     mesh.map_err(|e| match e {
         Error::BadFile { problem, .. } => Error::BadFile {
             file: "body".into(),
@@ -570,6 +695,10 @@ fn mesh_from_bytes(body: &[u8], format: &str) -> crate::Result<crate::mesh::Mesh
     })
 }
 
+#[utoipa::path(delete, path = "/v1/scenes/{name}", tag = "targets",
+    params(("name" = String, Path, example = "demo")),
+    responses((status = 204, description = "Gone; queries running on it finish on it"),
+        api::DeleteErrors))]
 async fn delete_scene(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -577,18 +706,15 @@ async fn delete_scene(
     state.remove(Kind::Scene, &name)
 }
 
+#[utoipa::path(delete, path = "/v1/meshes/{name}", tag = "targets",
+    params(("name" = String, Path, example = "demo")),
+    responses((status = 204, description = "Gone; queries running on it finish on it"),
+        api::DeleteErrors))]
 async fn delete_mesh(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     state.remove(Kind::Mesh, &name)
-}
-
-#[derive(Deserialize)]
-struct QueryParams {
-    mode: Option<String>,
-    sign: Option<String>,
-    fields: Option<String>,
 }
 
 fn parse_fields(family: Family, fields: Option<&str>) -> ApiResult<Fields> {
@@ -598,19 +724,29 @@ fn parse_fields(family: Family, fields: Option<&str>) -> ApiResult<Fields> {
     }
 }
 
+fn parse_mode(mode: Option<&str>) -> ApiResult<Mode> {
+    Ok(mode.map_or(Ok(Mode::Solid), Mode::parse)?)
+}
+
+#[utoipa::path(post, path = "/v1/scenes/{name}/query", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::SceneQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 3) float32 or float64 query points"),
+    responses(
+        (status = 200, description = ".npz as `closest query --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
 async fn scene_query(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    Query(params): Query<QueryParams>,
-    body: Bytes,
+    Query(params): Query<api::SceneQueryParams>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Scene, &name)?;
-    let mode = params
-        .mode
-        .as_deref()
-        .map_or(Ok(Mode::Solid), Mode::parse)?;
+    let mode = parse_mode(params.mode.as_deref())?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
-    let rows = npy_rows(&body, &[3])?;
+    let rows = state.body(&headers, body)?.npy_rows(&[3]).await?;
     resident.check_answerable(rows.len())?;
     let columns = state
         .submit(&resident, Op::SceneQuery(mode), fields, rows)
@@ -618,15 +754,24 @@ async fn scene_query(
     Ok(npz_response(&columns, &[]))
 }
 
+#[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::FieldsParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 4) spheres as cx, cy, cz, r"),
+    responses(
+        (status = 200, description = ".npz as `closest contacts --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
 async fn scene_contacts(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    Query(params): Query<QueryParams>,
-    body: Bytes,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Scene, &name)?;
     let fields = parse_fields(Family::Contacts, params.fields.as_deref())?;
-    let rows = npy_rows(&body, &[4])?;
+    let rows = state.body(&headers, body)?.npy_rows(&[4]).await?;
     for (row, sphere) in rows.chunks_exact(4).enumerate() {
         crate::contacts::check_radius(row, sphere[3], "body")?;
     }
@@ -639,28 +784,29 @@ fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
     Ok(sign.map_or(Ok(default), Sign::parse)?)
 }
 
+#[utoipa::path(post, path = "/v1/meshes/{name}/query", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::MeshQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 3) float32 or float64 query points"),
+    responses(
+        (status = 200, description = ".npz as `closest query --mesh M --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
 async fn mesh_query(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    Query(params): Query<QueryParams>,
-    body: Bytes,
+    Query(params): Query<api::MeshQueryParams>,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Mesh, &name)?;
     let sign = parse_sign(params.sign.as_deref(), Sign::None)?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
-    let rows = npy_rows(&body, &[3])?;
+    let rows = state.body(&headers, body)?.npy_rows(&[3]).await?;
     let columns = state
         .submit(&resident, Op::MeshQuery(sign), fields, rows)
         .await?;
     Ok(npz_response(&columns, &[]))
-}
-
-#[derive(Deserialize)]
-struct SdfParams {
-    res: Option<String>,
-    pad: Option<f64>,
-    bounds: Option<String>,
-    sign: Option<String>,
 }
 
 fn numbers(option: &str, text: &str) -> ApiResult<Vec<f64>> {
@@ -674,10 +820,16 @@ fn numbers(option: &str, text: &str) -> ApiResult<Vec<f64>> {
         })
 }
 
+#[utoipa::path(post, path = "/v1/meshes/{name}/sdf", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::SdfParams),
+    responses(
+        (status = 200, description = ".npz as `closest sdf --out X.npz`: sdf (NX, NY, NZ), \
+            origin, spacing", body = api::Binary, content_type = "application/octet-stream"),
+        api::SdfErrors))]
 async fn mesh_sdf(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    Query(params): Query<SdfParams>,
+    Query(params): Query<api::SdfParams>,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Mesh, &name)?;
     let res = numbers("res", params.res.as_deref().unwrap_or(""))?;
@@ -693,6 +845,14 @@ async fn mesh_sdf(
             0
         }
     });
+    let samples = res.iter().map(|&n| n as u128).product::<u128>();
+    let max_samples = state.config.max_grid_samples;
+    if samples > max_samples as u128 {
+        return Err(ApiError::bad(format!(
+            "res: {res:?} asks for {samples} samples, more than --max-grid-samples \
+             ({max_samples})"
+        )));
+    }
     let region = match (&params.bounds, params.pad) {
         (Some(_), Some(_)) => return Err(ApiError::bad("give pad or bounds, not both")),
         (Some(text), None) => {
@@ -730,33 +890,70 @@ async fn mesh_sdf(
     Ok(npz_bytes(bytes))
 }
 
-async fn segments(
-    State(state): State<Arc<AppState>>,
-    Query(params): Query<QueryParams>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
+/// An `.npz`-style archive body (its index is at its end: the body is needed whole).
+async fn archive_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    holds: &str,
+) -> ApiResult<zip::ZipArchive<std::io::Cursor<Vec<u8>>>> {
+    let body = state.body(headers, body)?.whole().await?;
+    zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!(
-                "the body must be an .npz (numpy.savez, uncompressed) with arrays a and b: {e}"
-            ),
+            format!("the body must be an .npz (numpy.savez, uncompressed) with {holds}: {e}"),
         )
+    })
+}
+
+/// The bytes of `member` of `archive`; 400 naming it when it is missing.
+fn archive_member(
+    archive: &mut zip::ZipArchive<std::io::Cursor<Vec<u8>>>,
+    member: &str,
+    holds: &str,
+) -> ApiResult<Vec<u8>> {
+    let mut entry = archive.by_name(member).map_err(|_| {
+        ApiError::bad(format!(
+            "body: the .npz has no `{member}` (it needs {holds})"
+        ))
     })?;
-    let mut array = |name: &str| -> ApiResult<Vec<f64>> {
-        let mut entry = archive.by_name(&format!("{name}.npy")).map_err(|_| {
-            ApiError::bad(format!(
-                "body: the .npz has no array `{name}` (it needs a and b)"
-            ))
-        })?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut bytes)
-            .map_err(|e| ApiError::bad(format!("body: array `{name}`: {e}")))?;
-        npy_rows(&bytes, &[2, 3])
-            .map_err(|e| ApiError::bad(format!("array `{name}`: {}", e.message)))
-    };
-    let (a, b) = (array("a")?, array("b")?);
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut entry, &mut bytes)
+        .map_err(|e| ApiError::bad(format!("body: `{member}`: {e}")))?;
+    Ok(bytes)
+}
+
+/// The rows of array `name` of an archive, shape (N, *tail).
+fn archive_rows(
+    archive: &mut zip::ZipArchive<std::io::Cursor<Vec<u8>>>,
+    name: &str,
+    tail: &[usize],
+    holds: &str,
+) -> ApiResult<Vec<f64>> {
+    let bytes = archive_member(archive, &format!("{name}.npy"), holds)?;
+    body::npy_rows_in_memory(&bytes, tail)
+        .map_err(|e| ApiError::new(e.status, format!("array `{name}`: {}", e.message)))
+}
+
+#[utoipa::path(post, path = "/v1/segments", tag = "queries",
+    params(api::FieldsParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npz (numpy.savez, uncompressed) with arrays a and b, each (N, 2, 3)"),
+    responses(
+        (status = 200, description = ".npz as `closest segments --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::BodyQueryErrors))]
+async fn segments(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
+    let holds = "arrays a and b";
+    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let a = archive_rows(&mut archive, "a", &[2, 3], holds)?;
+    let b = archive_rows(&mut archive, "b", &[2, 3], holds)?;
     if a.len() != b.len() {
         return Err(ApiError::bad(format!(
             "a has {} segments but b has {}: segment i of a pairs with segment i of b",
@@ -777,6 +974,40 @@ async fn segments(
     Ok(npz_response(&columns, &[]))
 }
 
+#[utoipa::path(post, path = "/v1/paired", tag = "queries",
+    params(api::SceneQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = "A zip (the .npz container) holding `shapes.json`, a scene file (SPEC §1), \
+            and `points.npy`, (N, 3) float32 or float64 with one point per shape: point i \
+            against shape i only"),
+    responses(
+        (status = 200, description = ".npz as `closest query --paired --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::BodyQueryErrors))]
+async fn paired(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<api::SceneQueryParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let mode = parse_mode(params.mode.as_deref())?;
+    let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
+    let holds = "shapes.json and points.npy";
+    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let text = archive_member(&mut archive, "shapes.json", holds)?;
+    let text = String::from_utf8(text)
+        .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
+    let shapes = crate::io::parse_scene(&text, "shapes.json")?;
+    let points: Vec<[f32; 3]> = archive_rows(&mut archive, "points", &[3], holds)?
+        .chunks_exact(3)
+        .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32])
+        .collect();
+    let engine = state.engine.clone();
+    let columns =
+        blocking(move || engine.query_paired_fields(&shapes, &points, mode, fields)).await?;
+    Ok(npz_response(&columns, &[]))
+}
+
 /// Run blocking engine work off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> crate::Result<T> + Send + 'static,
@@ -790,48 +1021,6 @@ async fn blocking<T: Send + 'static>(
             )
         })?
         .map_err(ApiError::from)
-}
-
-/// The rows of an `.npy` body of shape (N, *tail), float32 or float64, as f64: 415 when it is
-/// not an `.npy`, 400 when its shape or dtype is wrong.
-fn npy_rows(body: &[u8], tail: &[usize]) -> ApiResult<Vec<f64>> {
-    use crate::io::npy::{Dtype, read_header};
-    let mut reader = body;
-    let header = read_header(&mut reader).map_err(|problem| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("body: {problem}; send an .npy array (numpy.save)"),
-        )
-    })?;
-    let dtype =
-        Dtype::from_descr(&header.descr).map_err(|p| ApiError::bad(format!("body: {p}")))?;
-    let want: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
-    if header.shape.len() != tail.len() + 1 || header.shape[1..] != *tail {
-        return Err(ApiError::bad(format!(
-            "body: expected an array of shape (N, {}), got {:?}",
-            want.join(", "),
-            header.shape
-        )));
-    }
-    let count = header.shape.iter().product::<usize>();
-    let data = &body[header.data_offset as usize..];
-    if data.len() != count * dtype.size() {
-        return Err(ApiError::bad(format!(
-            "body: the array holds {} bytes of data, its header says {}",
-            data.len(),
-            count * dtype.size()
-        )));
-    }
-    Ok(match dtype {
-        Dtype::F32 => data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
-            .collect(),
-        Dtype::F64 => data
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .collect(),
-    })
 }
 
 /// Columns as the `.npz` the CLI writes.

@@ -1,0 +1,256 @@
+//! Request bodies read as they arrive, within `--max-request-mb`: a declared length over the
+//! limit is refused before any of the body is read, a chunked body as soon as it passes the
+//! limit. `.npy` bodies are converted to rows chunk by chunk (the raw body is never held
+//! whole); formats that need all their bytes (scene JSON, `.npz`, whose index is at the end)
+//! are gathered first.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, header};
+use futures_util::StreamExt;
+
+use super::{ApiError, ApiResult};
+use crate::io::npy::{Dtype, read_header};
+
+/// A body being read, with the bytes seen so far counted against the limit.
+pub(crate) struct BodyReader {
+    stream: axum::body::BodyDataStream,
+    limit: usize,
+    read: usize,
+}
+
+impl BodyReader {
+    /// 413 at once when the declared `Content-Length` is over `limit`.
+    pub(crate) fn new(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<BodyReader> {
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large(limit));
+        }
+        Ok(BodyReader {
+            stream: body.into_data_stream(),
+            limit,
+            read: 0,
+        })
+    }
+
+    /// The next piece of the body, `None` at its end.
+    pub(crate) async fn chunk(&mut self) -> ApiResult<Option<Bytes>> {
+        match self.stream.next().await {
+            None => Ok(None),
+            Some(Err(e)) => Err(ApiError::bad(format!("the body could not be read: {e}"))),
+            Some(Ok(bytes)) => {
+                self.read += bytes.len();
+                if self.read > self.limit {
+                    return Err(too_large(self.limit));
+                }
+                Ok(Some(bytes))
+            }
+        }
+    }
+
+    /// The whole body, for formats that need all of it.
+    pub(crate) async fn whole(mut self) -> ApiResult<Vec<u8>> {
+        let mut all = Vec::new();
+        while let Some(bytes) = self.chunk().await? {
+            all.extend_from_slice(&bytes);
+        }
+        Ok(all)
+    }
+
+    /// The rows of an `.npy` body of shape (N, *tail), float32 or float64, as f64, converted
+    /// as the body arrives: 415 when it is not an `.npy`, 400 when its shape, dtype or length
+    /// is wrong.
+    pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<Vec<f64>> {
+        let mut pending = Vec::new();
+        let header_end = loop {
+            if let Some(end) = npy_header_end(&pending) {
+                if pending.len() >= end {
+                    break end;
+                }
+            }
+            match self.chunk().await? {
+                Some(bytes) => pending.extend_from_slice(&bytes),
+                // Too short for a header: read_header names the problem.
+                None => break pending.len(),
+            }
+        };
+        let mut rows = NpyRows::start(&pending[..header_end], tail, self.limit)?;
+        rows.feed(&pending[header_end..]);
+        while let Some(bytes) = self.chunk().await? {
+            rows.feed(&bytes);
+        }
+        rows.finish()
+    }
+}
+
+/// The rows of an `.npy` held in memory (an array of an `.npz`), as [`BodyReader::npy_rows`].
+pub(crate) fn npy_rows_in_memory(bytes: &[u8], tail: &[usize]) -> ApiResult<Vec<f64>> {
+    let end = npy_header_end(bytes)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    let mut rows = NpyRows::start(&bytes[..end], tail, bytes.len())?;
+    rows.feed(&bytes[end..]);
+    rows.finish()
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than --max-request-mb allows ({limit} bytes)"),
+    )
+}
+
+/// Where the header of the `.npy` starting with `bytes` ends, once enough is there to tell.
+fn npy_header_end(bytes: &[u8]) -> Option<usize> {
+    let field = |at: usize, width: usize| -> Option<usize> {
+        let b = bytes.get(at..at + width)?;
+        Some(b.iter().rev().fold(0usize, |n, &x| (n << 8) | x as usize))
+    };
+    match *bytes.get(6)? {
+        1 => Some(10 + field(8, 2)?),
+        // Versions read_header refuses end at once.
+        2 | 3 => Some(12 + field(8, 4)?.min(1 << 21)),
+        _ => Some(bytes.len()),
+    }
+}
+
+/// An `.npy` body's values converted as they arrive; a value split between two pieces waits
+/// in `carry`.
+struct NpyRows {
+    dtype: Dtype,
+    /// Values the header promises.
+    expected: usize,
+    values: Vec<f64>,
+    carry: Vec<u8>,
+    /// Data bytes beyond the promised values.
+    extra: usize,
+}
+
+impl NpyRows {
+    fn start(header_bytes: &[u8], tail: &[usize], limit: usize) -> ApiResult<NpyRows> {
+        let header = read_header(&mut &header_bytes[..]).map_err(|problem| {
+            ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("body: {problem}; send an .npy array (numpy.save)"),
+            )
+        })?;
+        let dtype =
+            Dtype::from_descr(&header.descr).map_err(|p| ApiError::bad(format!("body: {p}")))?;
+        if header.shape.len() != tail.len() + 1 || header.shape[1..] != *tail {
+            let want: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
+            return Err(ApiError::bad(format!(
+                "body: expected an array of shape (N, {}), got {:?}",
+                want.join(", "),
+                header.shape
+            )));
+        }
+        let expected = header
+            .shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| ApiError::bad(format!("body: shape {:?} overflows", header.shape)))?;
+        Ok(NpyRows {
+            dtype,
+            expected,
+            // A header may claim more than the body holds: reserve no more than fits the limit.
+            values: Vec::with_capacity(expected.min(limit / dtype.size())),
+            carry: Vec::new(),
+            extra: 0,
+        })
+    }
+
+    fn feed(&mut self, mut bytes: &[u8]) {
+        let size = self.dtype.size();
+        if !self.carry.is_empty() {
+            let take = (size - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() < size {
+                return;
+            }
+            let value = std::mem::take(&mut self.carry);
+            self.push(&value);
+        }
+        let whole = bytes.len() / size * size;
+        for value in bytes[..whole].chunks_exact(size) {
+            self.push(value);
+        }
+        self.carry.extend_from_slice(&bytes[whole..]);
+    }
+
+    fn push(&mut self, value: &[u8]) {
+        if self.values.len() == self.expected {
+            self.extra += value.len();
+            return;
+        }
+        self.values.push(match self.dtype {
+            Dtype::F32 => f32::from_le_bytes(value.try_into().unwrap()) as f64,
+            Dtype::F64 => f64::from_le_bytes(value.try_into().unwrap()),
+        });
+    }
+
+    fn finish(self) -> ApiResult<Vec<f64>> {
+        let size = self.dtype.size();
+        let held = self.values.len() * size + self.extra + self.carry.len();
+        if held != self.expected * size {
+            return Err(ApiError::bad(format!(
+                "body: the array holds {held} bytes of data, its header says {}",
+                self.expected * size
+            )));
+        }
+        Ok(self.values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npy(shape: &str, data: &[u8], descr: &str) -> Vec<u8> {
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// Every split of the body into two pieces gives the rows of the whole.
+    #[test]
+    fn rows_do_not_depend_on_how_the_body_is_cut() {
+        let values: Vec<f64> = (0..6).map(|i| i as f64 * 1.25 - 2.0).collect();
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let body = npy("(2, 3)", &data, "<f8");
+        let end = npy_header_end(&body).unwrap();
+        for cut in end..=body.len() {
+            let mut rows = NpyRows::start(&body[..end], &[3], 1 << 20).unwrap();
+            rows.feed(&body[end..cut]);
+            rows.feed(&body[cut..]);
+            assert_eq!(rows.finish().unwrap(), values, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_short_or_long_body_is_refused() {
+        let data = [0u8; 4 * 6];
+        for (shape, held) in [("(3, 3)", 24), ("(1, 3)", 24)] {
+            let body = npy(shape, &data, "<f4");
+            let end = npy_header_end(&body).unwrap();
+            let mut rows = NpyRows::start(&body[..end], &[3], 1 << 20).unwrap();
+            rows.feed(&body[end..]);
+            let error = rows.finish().unwrap_err();
+            assert!(
+                error.message.contains(&format!("holds {held} bytes")),
+                "{}",
+                error.message
+            );
+        }
+    }
+}
