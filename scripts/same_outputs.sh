@@ -86,7 +86,11 @@ for job in "${jobs[@]}"; do
         binary=$before
         [ "$side" = after ] && binary=$after
         # shellcheck disable=SC2086
-        "$binary" $args --out "$work/$name.$side.npz" 2>/dev/null
+        if ! "$binary" $args --out "$work/$name.$side.npz" 2>"$work/$name.$side.log"; then
+            echo "closest: $name failed with the $side build:" >&2
+            cat "$work/$name.$side.log" >&2
+            exit 2
+        fi
     done
     if cmp -s "$work/$name.before.npz" "$work/$name.after.npz"; then
         echo "same    $name"

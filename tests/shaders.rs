@@ -3,24 +3,93 @@
 
 use std::mem::{offset_of, size_of};
 
+use closest::gpu::interface::{
+    DERIVED_OVERRIDES, Entry, Override, Slot, kernel_shaders, reflect, uses_subgroups,
+};
 use closest::gpu::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
-use closest::gpu::shaders::{KERNELS, compose, prelude};
+use closest::gpu::shaders::{compose, prelude};
 use closest::shape::ShapeKind;
 
 #[test]
 fn every_kernel_composes_and_validates() {
-    for (name, entries) in KERNELS {
+    for (name, entries) in kernel_shaders() {
         let shader = compose(name).unwrap_or_else(|e| panic!("{e}"));
-        for entry in *entries {
+        for entry in entries {
             let size = shader
-                .workgroup_size(entry)
-                .unwrap_or_else(|| panic!("{name}.wgsl lacks entry point {entry}"));
+                .workgroup_size(entry.name())
+                .unwrap_or_else(|| panic!("{name}.wgsl lacks entry point {}", entry.name()));
             assert!(
                 size[0] >= 1 && size[1] == 1 && size[2] == 1,
-                "{entry}: {size:?}"
+                "{entry:?}: {size:?}"
             );
         }
     }
+}
+
+/// The interface naga reads from every kernel is the one `gpu/interface.rs` states: each
+/// resource an entry point uses sits in a slot of group 0 with that slot's access, every
+/// entry point is an `Entry` of that shader (and every `Entry` is there), every override is
+/// one the engine sets (or derived in WGSL), subgroup use is as `Entry::needs_subgroups`
+/// says, and all entry points share one workgroup size.
+#[test]
+fn every_kernel_agrees_with_the_rust_interface() {
+    let mut sizes = Vec::new();
+    for (name, entries) in kernel_shaders() {
+        let shader = compose(name).unwrap_or_else(|e| panic!("{e}"));
+        let reflected = reflect(&shader);
+        assert!(!reflected.bindings.is_empty(), "{name}: no bindings read");
+        for (group, binding, access, variable) in &reflected.bindings {
+            let slot = Slot::from_binding(*binding).unwrap_or_else(|| {
+                panic!("{name}.wgsl: `{variable}` at binding {binding}: no such Slot")
+            });
+            assert_eq!(*group, 0, "{name}.wgsl: `{variable}` is not in group 0");
+            assert_eq!(
+                *access,
+                slot.access(),
+                "{name}.wgsl: `{variable}` (binding {binding}, {slot:?}) is {access:?}, the \
+                 Rust side binds it {:?}",
+                slot.access()
+            );
+        }
+        for (entry_name, size) in &reflected.entry_points {
+            let entry = Entry::ALL
+                .into_iter()
+                .find(|e| e.name() == entry_name)
+                .unwrap_or_else(|| panic!("{name}.wgsl: entry point `{entry_name}` is no Entry"));
+            assert_eq!(entry.shader(), name, "{entry:?} is said to live elsewhere");
+            sizes.push((entry_name.clone(), *size));
+        }
+        for entry in &entries {
+            assert!(
+                reflected
+                    .entry_points
+                    .iter()
+                    .any(|(n, _)| n == entry.name()),
+                "{name}.wgsl lacks {entry:?}"
+            );
+        }
+        for declared in &reflected.overrides {
+            assert!(
+                Override::ALL.iter().any(|o| o.name() == declared)
+                    || DERIVED_OVERRIDES.contains(&declared.as_str()),
+                "{name}.wgsl: override `{declared}` is neither set by the engine nor derived"
+            );
+        }
+        assert_eq!(
+            uses_subgroups(&shader),
+            entries.iter().any(|e| e.needs_subgroups()),
+            "{name}.wgsl: subgroup use differs from Entry::needs_subgroups"
+        );
+    }
+    let first = sizes[0].1;
+    for (entry, size) in &sizes {
+        assert_eq!(*size, first, "{entry} has another workgroup size");
+    }
+    assert_eq!(
+        sizes.len(),
+        Entry::ALL.len(),
+        "every Entry is a kernel's entry point"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! upload of one chunk with the compute and readback of the others.
 
 pub mod adapter;
+pub mod interface;
 pub mod layout;
 mod order;
 pub mod shaders;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows};
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
+pub(crate) use interface::{Entry, Override};
 
 /// How to open the engine.
 #[derive(Clone, Debug, Default)]
@@ -88,65 +90,12 @@ impl GpuScene {
     }
 }
 
-/// Entry points of `query.wgsl`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Entry {
-    Paired,
-    Nearest,
-    /// `Nearest` walked by whole subgroups of 8 lanes (`query_subgroup.wgsl`).
-    NearestSubgroup,
-    /// `nearest` for triangle-only scenes with an oriented BVH (`mesh.wgsl`).
-    NearestTriangle,
-    /// `NearestTriangle` walked by whole subgroups of 8 lanes (`mesh_subgroup.wgsl`).
-    NearestTriangleSubgroup,
-    /// Winding-number signs of a mesh chunk's answers (`mesh.wgsl`).
-    WindingSigns,
-    /// `WindingSigns` by whole subgroups (`mesh_subgroup.wgsl`).
-    WindingSignsSubgroup,
-    SegmentPairs,
-}
-
-impl Entry {
-    fn name(self) -> &'static str {
-        match self {
-            Entry::Paired => "paired",
-            Entry::Nearest => "nearest",
-            Entry::NearestSubgroup => "nearest_subgroup",
-            Entry::NearestTriangle => "nearest_triangle",
-            Entry::NearestTriangleSubgroup => "nearest_triangle_subgroup",
-            Entry::WindingSigns => "winding_signs",
-            Entry::WindingSignsSubgroup => "winding_signs_subgroup",
-            Entry::SegmentPairs => "segment_pairs",
-        }
-    }
-
-    /// The entry that answers as this one on an engine with (or without) the subgroup kernels.
-    pub(crate) fn for_engine(self, subgroup_kernels: bool) -> Entry {
-        match (self, subgroup_kernels) {
-            (Entry::Nearest, true) => Entry::NearestSubgroup,
-            (Entry::NearestTriangle, true) => Entry::NearestTriangleSubgroup,
-            (Entry::WindingSigns, true) => Entry::WindingSignsSubgroup,
-            (entry, _) => entry,
-        }
-    }
-
-    /// The composed shader holding this entry point.
-    fn shader(self) -> &'static str {
-        match self {
-            Entry::Paired | Entry::Nearest => "query",
-            Entry::NearestSubgroup => "query_subgroup",
-            Entry::SegmentPairs => "segments",
-            Entry::NearestTriangle | Entry::WindingSigns => "mesh",
-            Entry::NearestTriangleSubgroup | Entry::WindingSignsSubgroup => "mesh_subgroup",
-        }
-    }
-}
-
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
-    /// Shader modules by name (`query`, `segments`); all share one bind-group layout.
-    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    /// Shader modules by name (`query`, `segments`), with the overrides each declares; all
+    /// share one bind-group layout.
+    modules: HashMap<&'static str, (wgpu::ShaderModule, Vec<String>)>,
     /// Pipelines by their specialisation, built on first use.
     pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     pub workgroup_size: u32,
@@ -185,21 +134,26 @@ impl Kernels {
             linear_kinds,
             fields,
         } = key;
-        let only_kind = kind.map_or(shaders::ANY_KIND, |k| k as u32) as f64;
-        // Only the query kernels declare the overrides.
-        let mut constants: Vec<(&str, f64)> = vec![("FIELDS", f64::from(fields))];
-        if matches!(entry.shader(), "query" | "query_subgroup") {
-            constants.extend([
-                ("ONLY_KIND", only_kind),
-                ("BVH_KINDS", f64::from(bvh_kinds)),
-                ("LINEAR_KINDS", f64::from(linear_kinds)),
-            ]);
-        }
+        let (module, declared) = &self.modules[entry.shader()];
+        // Each override where the kernel declares it.
+        let constants: Vec<(&str, f64)> = Override::ALL
+            .into_iter()
+            .filter(|o| declared.iter().any(|d| d == o.name()))
+            .map(|o| {
+                let value = match o {
+                    Override::Fields => fields,
+                    Override::OnlyKind => kind.map_or(shaders::ANY_KIND, |k| k as u32),
+                    Override::BvhKinds => bvh_kinds,
+                    Override::LinearKinds => linear_kinds,
+                };
+                (o.name(), f64::from(value))
+            })
+            .collect();
         let pipeline = in_error_scope(device, || {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry.name()),
                 layout: Some(&self.pipeline_layout),
-                module: &self.modules[entry.shader()],
+                module,
                 entry_point: Some(entry.name()),
                 compilation_options: wgpu::PipelineCompilationOptions {
                     constants: &constants,
@@ -758,18 +712,20 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
     // Every entry point shares one workgroup size (the dispatch grid is computed once).
     let mut modules = HashMap::new();
     let mut workgroup_size = None;
-    for (name, entries) in shaders::KERNELS {
-        if !subgroups && shaders::SUBGROUP_KERNELS.contains(name) {
+    for (name, entries) in interface::kernel_shaders() {
+        if !subgroups && entries.iter().any(|e| e.needs_subgroups()) {
             continue;
         }
         let shader = shaders::compose(name).map_err(Error::Gpu)?;
-        for entry in *entries {
-            let [size, _, _] = shader
-                .workgroup_size(entry)
-                .ok_or_else(|| Error::Gpu(format!("{name}.wgsl has no `{entry}` entry point")))?;
+        let reflected = interface::reflect(&shader);
+        for entry in entries {
+            let [size, _, _] = shader.workgroup_size(entry.name()).ok_or_else(|| {
+                Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
+            })?;
             if *workgroup_size.get_or_insert(size) != size {
                 return Err(Error::Gpu(format!(
-                    "{name}.wgsl: `{entry}` has another workgroup size"
+                    "{name}.wgsl: `{}` has another workgroup size",
+                    entry.name()
                 )));
             }
         }
@@ -777,37 +733,12 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
             label: Some(name),
             source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
         });
-        modules.insert(*name, module);
+        modules.insert(name, (module, reflected.overrides));
     }
     let workgroup_size = workgroup_size.expect("at least one kernel");
-    let buffer = |binding, ty| wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty,
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    };
-    let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
-    let uniform = wgpu::BufferBindingType::Uniform;
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("query bindings"),
-        // The bindings of shaders/query.wgsl: params, shapes, points, hits, kind_ranges, nodes;
-        // then a mesh's winding tree (winding_walk.wgsl).
-        entries: &[
-            buffer(0, uniform),
-            buffer(1, storage(true)),
-            buffer(2, storage(true)),
-            buffer(3, storage(false)),
-            buffer(4, uniform),
-            buffer(5, storage(true)),
-            buffer(6, storage(true)),
-        ],
-    });
+    let layout = interface::bind_group_layout(device);
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some("query"),
+        label: Some("kernels"),
         bind_group_layouts: &[Some(&layout)],
         immediate_size: 0,
     });

@@ -47,26 +47,13 @@ const SOURCES: &[(&str, &str)] = &[
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
 pub const ANY_KIND: u32 = u32::MAX;
 
-/// The kernels the engine runs: (shader, entry points).
-pub const KERNELS: &[(&str, &[&str])] = &[
-    ("query", &["paired", "nearest"]),
-    ("segments", &["segment_pairs"]),
-    ("mesh", &["nearest_triangle", "winding_signs"]),
-    (
-        "mesh_subgroup",
-        &["nearest_triangle_subgroup", "winding_signs_subgroup"],
-    ),
-    ("query_subgroup", &["nearest_subgroup"]),
-];
-
-/// The kernels that need `wgpu::Features::SUBGROUP` (built only where the device has it).
-pub const SUBGROUP_KERNELS: &[&str] = &["mesh_subgroup", "query_subgroup"];
-
 /// A composed, validated shader.
 pub struct ComposedShader {
     pub name: String,
     pub source: String,
     pub module: naga::Module,
+    /// naga's analysis: which resources each entry point uses.
+    pub info: naga::valid::ModuleInfo,
 }
 
 impl ComposedShader {
@@ -171,7 +158,7 @@ pub fn compose(name: &str) -> Result<ComposedShader, String> {
     include(name, &mut Vec::new(), &mut source)?;
     let module = naga::front::wgsl::parse_str(&source)
         .map_err(|e| format!("{name}.wgsl does not parse:\n{}", e.emit_to_string(&source)))?;
-    naga::valid::Validator::new(
+    let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::default() | naga::valid::Capabilities::SUBGROUP,
     )
@@ -186,5 +173,6 @@ pub fn compose(name: &str) -> Result<ComposedShader, String> {
         name: name.to_string(),
         source,
         module,
+        info,
     })
 }

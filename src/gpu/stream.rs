@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::sync::mpsc;
 
+use super::interface::Bindings;
 use super::layout::{GpuHit, GpuShape, Params};
 use super::order::Reorder;
 use super::{Engine, Entry, GpuScene, PipelineKey, SLOTS};
@@ -642,28 +643,16 @@ fn encode_chunk(
             engine
                 .queue
                 .write_buffer(&slot.params[round], 0, bytemuck::bytes_of(&params));
-            let buffers = [
-                &slot.params[round],
-                shape_buffer,
-                &slot.points.storage,
-                &slot.hits,
-                ranges,
+            Bindings {
+                params: &slot.params[round],
+                shapes: shape_buffer,
+                points: &slot.points.storage,
+                hits: &slot.hits,
+                kind_ranges: ranges,
                 nodes,
-                winding.unwrap_or(&engine.unused_nodes),
-            ];
-            let entries: Vec<wgpu::BindGroupEntry> = buffers
-                .iter()
-                .enumerate()
-                .map(|(binding, buffer)| wgpu::BindGroupEntry {
-                    binding: binding as u32,
-                    resource: buffer.as_entire_binding(),
-                })
-                .collect();
-            engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("query"),
-                layout: &engine.kernels.layout,
-                entries: &entries,
-            })
+                winding: winding.unwrap_or(&engine.unused_nodes),
+            }
+            .bind_group(&engine.device, &engine.kernels.layout)
         })
         .collect();
     let mut encoder = engine
