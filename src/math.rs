@@ -148,3 +148,35 @@ pub fn quaternion_axes(q: [f64; 4]) -> [DVec3; 3] {
         ),
     ]
 }
+
+// Geometry both the engine (packing, mesh tables) and the f64 reference use.
+
+/// Twice the area below which a triangle counts as degenerate, relative to its longest edge².
+/// Below it the triangle is answered by its edges, which moves the answer by at most its width.
+pub const DEGENERATE_RELATIVE_AREA: f64 = 1e-14;
+
+/// Unit normal (right-handed a→b→c) computed in f64 on the host, so the GPU never forms an
+/// ill-conditioned cross product in f32; zero for a degenerate triangle.
+pub fn triangle_unit_normal(a: DVec3, b: DVec3, c: DVec3) -> DVec3 {
+    let (e0, e1, e2) = (b - a, c - a, c - b);
+    let n = e0.cross(e1);
+    let longest = e0
+        .length_squared()
+        .max(e1.length_squared())
+        .max(e2.length_squared());
+    if n.length() <= DEGENERATE_RELATIVE_AREA * longest {
+        DVec3::ZERO
+    } else {
+        n.normalize_or_zero()
+    }
+}
+
+/// Unit axis and length of a cylinder; a == b is a disk perpendicular to Z.
+pub fn cylinder_axis(a: DVec3, b: DVec3) -> (DVec3, f64) {
+    let length = (b - a).length();
+    if length > 0.0 {
+        ((b - a) / length, length)
+    } else {
+        (DVec3::Z, 0.0)
+    }
+}

@@ -301,7 +301,7 @@ pub enum Feature {
 /// regions of the corners, then the edges, then the face). Degenerate triangles are answered
 /// by their edges.
 pub fn closest_feature(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
-    if crate::reference::triangle_unit_normal(a, b, c) == DVec3::ZERO {
+    if crate::math::triangle_unit_normal(a, b, c) == DVec3::ZERO {
         return closest_on_edges(p, [a, b, c]);
     }
     let (ab, ac, ap) = (b - a, c - a, p - a);
@@ -377,7 +377,7 @@ impl Pseudonormals {
         let mut face = Vec::with_capacity(mesh.triangles.len());
         for (t, tri) in mesh.triangles.iter().enumerate() {
             let corners = mesh.corners(t);
-            let n = crate::reference::triangle_unit_normal(corners[0], corners[1], corners[2]);
+            let n = crate::math::triangle_unit_normal(corners[0], corners[1], corners[2]);
             face.push(n);
             for k in 0..3 {
                 let (u, v) = (

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::Mode;
 use crate::bvh::{self, Bounds, GpuBvhNode, shape_bounds};
 use crate::math::DVec3;
-use crate::reference::{cylinder_axis, triangle_unit_normal};
+use crate::math::{cylinder_axis, triangle_unit_normal};
 use crate::shape::{Shape, ShapeKind};
 
 /// One shape in its local frame. Per kind (all derived in f64, then rounded once):

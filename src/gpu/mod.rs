@@ -6,6 +6,7 @@ pub mod adapter;
 pub mod interface;
 pub mod layout;
 mod order;
+mod plan;
 pub mod shaders;
 mod stream;
 
@@ -515,7 +516,7 @@ impl Engine {
     ) -> Result<()> {
         stream::run(
             self,
-            stream::Job::Nearest { scene, winding },
+            &plan::Job::Nearest { scene, winding }.plan(self, fields)?,
             rows,
             Some(source),
             None,
@@ -550,7 +551,7 @@ impl Engine {
         let kind = common_kind(shapes.iter().map(Shape::kind));
         stream::run(
             self,
-            stream::Job::Paired(kind),
+            &plan::Job::Paired(kind).plan(self, fields)?,
             shapes.len(),
             Some(points),
             Some(&mut shape_source),
@@ -618,7 +619,7 @@ impl Engine {
     ) -> Result<()> {
         stream::run(
             self,
-            stream::Job::SegmentPairs,
+            &plan::Job::SegmentPairs.plan(self, fields)?,
             rows,
             None,
             Some(pairs),

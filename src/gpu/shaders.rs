@@ -96,10 +96,7 @@ pub fn prelude() -> String {
         "const WINDING_ACCURACY: f32 = {:?};\n",
         crate::winding::ACCURACY as f32
     );
-    out += &format!(
-        "const SEED_STRIDE: u32 = {}u;\n",
-        super::stream::SEED_STRIDE
-    );
+    out += &format!("const SEED_STRIDE: u32 = {}u;\n", super::plan::SEED_STRIDE);
     use crate::fields;
     for (name, bit) in [
         ("POINT", fields::POINT),

@@ -8,12 +8,13 @@ use std::sync::mpsc;
 use super::interface::Bindings;
 use super::layout::{GpuHit, GpuShape, Params};
 use super::order::Reorder;
-use super::{Engine, Entry, GpuScene, PipelineKey, SLOTS};
+use super::plan::{Plan, SEED_ROUNDS, ShapeBuffers};
+use super::{Engine, SLOTS};
 use crate::Mode;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
 use crate::math::DVec3;
-use crate::shape::{Shape, ShapeKind};
+use crate::shape::Shape;
 
 /// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
 pub trait RowSource {
@@ -94,34 +95,6 @@ pub struct JobTiming {
     pub chunks: usize,
 }
 
-pub(crate) enum Job<'a> {
-    /// Point i against shape i; the kind is set when all shapes share it.
-    Paired(Option<ShapeKind>),
-    /// Nearest shape of a scene; a mesh's answers may then be signed by its winding tree
-    /// (`WindingTree::gpu_words`).
-    Nearest {
-        scene: &'a GpuScene,
-        winding: Option<&'a wgpu::Buffer>,
-    },
-    /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
-    SegmentPairs,
-}
-
-impl Job<'_> {
-    /// Whether points go to the device in Morton order: it pays when they traverse a BVH.
-    fn reorders_points(&self, engine: &Engine) -> bool {
-        matches!(self, Job::Nearest { scene, .. } if scene.bvh_kinds != 0)
-            && engine
-                .reorder_queries
-                .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether every row brings its own shape record, streamed beside the points.
-    fn streams_shapes(&self) -> bool {
-        !matches!(self, Job::Nearest { .. })
-    }
-}
-
 /// The widest output row of any job: a slot's result buffer holds a chunk of these.
 fn max_output_row_bytes() -> usize {
     [Family::Hits, Family::Segments]
@@ -156,11 +129,6 @@ impl PackedSink for HitRows<'_> {
 
 /// The shape index the kernel writes for a row whose traversal overflowed.
 pub const TRAVERSAL_OVERFLOW: i32 = -2;
-
-/// Rows per seed row in `mesh.wgsl`'s first round.
-pub const SEED_STRIDE: usize = 8;
-/// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
-pub const SEED_ROUNDS: u32 = 3;
 
 /// A buffer the host writes: the storage buffer itself on unified memory, else a staging
 /// buffer copied into it. Between uses it is mapped, or has a map request pending.
@@ -321,7 +289,7 @@ fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
 /// One chunk's buffers.
 pub(crate) struct Slot {
     capacity: usize,
-    /// Per round of the job (most jobs have one; `mesh.wgsl` has two).
+    /// Per round of the job's longest pass (`plan::Rounds`).
     params: [wgpu::Buffer; SEED_ROUNDS as usize],
     points: Upload,
     shapes: Option<Upload>,
@@ -427,7 +395,7 @@ impl Slot {
 )]
 pub(crate) fn run(
     engine: &Engine,
-    job: Job<'_>,
+    plan: &Plan<'_>,
     rows: usize,
     points: Option<&mut dyn RowSource>,
     shapes: Option<&mut dyn RowSource>,
@@ -454,7 +422,7 @@ pub(crate) fn run(
             slots.push(engine.checked(|| Slot::new(engine, capacity))?);
         }
     }
-    if job.streams_shapes() {
+    if plan.streams_shapes() {
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
             slot.shapes = Some(engine.checked(|| Upload::new(engine, "paired shapes", size))?);
@@ -462,7 +430,7 @@ pub(crate) fn run(
     }
 
     let outcome = run_chunks(
-        engine, &job, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
+        engine, plan, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
     );
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
@@ -477,7 +445,7 @@ pub(crate) fn run(
 )]
 fn run_chunks(
     engine: &Engine,
-    job: &Job<'_>,
+    plan: &Plan<'_>,
     slots: &mut [Slot],
     rows: usize,
     chunk: usize,
@@ -496,7 +464,7 @@ fn run_chunks(
             slot.drain(engine, sink)?;
             let order = encode_chunk(
                 engine,
-                job,
+                plan,
                 slot,
                 range,
                 points.as_deref_mut(),
@@ -518,14 +486,14 @@ fn run_chunks(
     })
 }
 
-/// Fill a chunk's inputs and record its commands; the submitter thread submits them.
+/// Fill a chunk's inputs and record its plan's passes; the submitter thread submits them.
 #[expect(
     clippy::too_many_arguments,
     reason = "one job's inputs, passed through"
 )]
 fn encode_chunk(
     engine: &Engine,
-    job: &Job<'_>,
+    plan: &Plan<'_>,
     slot: &mut Slot,
     range: Range<usize>,
     points: Option<&mut (dyn RowSource + '_)>,
@@ -540,7 +508,7 @@ fn encode_chunk(
     // A job without points still binds the buffer, so it is unmapped all the same.
     slot.reorder.clear();
     match points {
-        Some(source) if job.reorders_points(engine) => {
+        Some(source) if plan.reorders_points => {
             let reorder = &mut slot.reorder;
             let mut sorted = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
                 reorder.fill_sorted(source, range, out)
@@ -552,92 +520,36 @@ fn encode_chunk(
             .points
             .fill(engine, point_bytes, range.clone(), points)?,
     }
-    if let (Some(upload), Some(source)) = (slot.shapes.as_mut(), shapes) {
-        upload.fill(engine, shape_bytes, range.clone(), Some(source))?;
-    }
-    let row_shapes = || {
-        &slot
-            .shapes
-            .as_ref()
-            .expect("slots of per-row jobs have shape buffers")
-            .storage
-    };
-    let unused = (&engine.unused_ranges, &engine.unused_nodes);
-    let key_of = |entry, kind| PipelineKey {
-        entry,
-        kind,
-        bvh_kinds: 0,
-        linear_kinds: u32::MAX,
-        fields: fields.bits(),
-    };
-    let (key, shape_buffer, (ranges, nodes), shape_count) = match job {
-        Job::Paired(kind) => (key_of(Entry::Paired, *kind), row_shapes(), unused, n as u32),
-        Job::SegmentPairs => (
-            key_of(Entry::SegmentPairs, None),
-            row_shapes(),
-            unused,
-            n as u32,
-        ),
-        Job::Nearest { scene, .. } if scene.oriented => (
-            key_of(
-                Entry::NearestTriangle.for_engine(engine.subgroup_kernels),
-                None,
-            ),
-            &scene.shapes,
-            (&scene.ranges, &scene.nodes),
-            scene.count,
-        ),
-        Job::Nearest { scene, .. } => (
-            PipelineKey {
-                bvh_kinds: scene.bvh_kinds,
-                linear_kinds: scene.linear_kinds,
-                ..key_of(
-                    Entry::Nearest.for_engine(engine.subgroup_kernels),
-                    scene.kind,
-                )
-            },
-            &scene.shapes,
-            (&scene.ranges, &scene.nodes),
-            scene.count,
-        ),
-    };
-    let pipeline = engine.kernels.pipeline(&engine.device, key)?;
-    let winding = match job {
-        Job::Nearest { winding, .. } => *winding,
+    let row_shapes = match (plan.streams_shapes(), slot.shapes.as_mut(), shapes) {
+        (true, Some(upload), Some(source)) => {
+            upload.fill(engine, shape_bytes, range.clone(), Some(source))?;
+            Some(&*upload)
+        }
+        (true, Some(upload), None) => Some(&*upload),
         _ => None,
     };
-    let winding_pipeline = match winding {
-        Some(_) => {
-            let entry = Entry::WindingSigns.for_engine(engine.subgroup_kernels);
-            Some(
-                engine
-                    .kernels
-                    .pipeline(&engine.device, key_of(entry, None))?,
-            )
-        }
-        None => None,
+    let (shape_buffer, kind_ranges, nodes, shape_count) = match &plan.shapes {
+        ShapeBuffers::Resident {
+            records,
+            kind_ranges,
+            nodes,
+            count,
+        } => (*records, *kind_ranges, *nodes, *count),
+        ShapeBuffers::PerRow => (
+            &row_shapes
+                .expect("slots of per-row jobs have shape buffers")
+                .storage,
+            &engine.unused_ranges,
+            &engine.unused_nodes,
+            n as u32,
+        ),
     };
-    // Rows per round: triangle scenes answer every SEED_STRIDE-th row first, then the
-    // others starting from those answers (mesh.wgsl).
-    let rounds = if matches!(
-        key.entry,
-        Entry::NearestTriangle | Entry::NearestTriangleSubgroup
-    ) {
-        // Rows answered by the rounds before the last ones.
-        let answered = |round: u32| n.div_ceil(SEED_STRIDE.pow(SEED_ROUNDS - 1 - round));
-        (0..SEED_ROUNDS)
-            .map(|r| answered(r) - if r == 0 { 0 } else { answered(r - 1) })
-            .collect()
-    } else {
-        vec![n]
-    };
-    let bind_groups: Vec<wgpu::BindGroup> = rounds
-        .iter()
-        .enumerate()
-        .map(|(round, _)| {
+    let round_count = plan.round_count();
+    let bind_groups: Vec<wgpu::BindGroup> = (0..round_count)
+        .map(|round| {
             let params = Params {
                 round: round as u32,
-                round_count: rounds.len() as u32,
+                round_count: round_count as u32,
                 ..Params::new(n as u32, shape_count, mode, range.start as u32)
             };
             engine
@@ -648,9 +560,9 @@ fn encode_chunk(
                 shapes: shape_buffer,
                 points: &slot.points.storage,
                 hits: &slot.hits,
-                kind_ranges: ranges,
+                kind_ranges,
                 nodes,
-                winding: winding.unwrap_or(&engine.unused_nodes),
+                winding: plan.winding.unwrap_or(&engine.unused_nodes),
             }
             .bind_group(&engine.device, &engine.kernels.layout)
         })
@@ -660,11 +572,7 @@ fn encode_chunk(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("chunk"),
         });
-    let paired_shapes = slot.shapes.as_ref().filter(|_| job.streams_shapes());
-    for (upload, bytes) in [
-        (Some(&slot.points), point_bytes),
-        (paired_shapes, shape_bytes),
-    ] {
+    for (upload, bytes) in [(Some(&slot.points), point_bytes), (row_shapes, shape_bytes)] {
         if let Some(Upload {
             storage,
             staging: Some(staging),
@@ -679,21 +587,16 @@ fn encode_chunk(
             label: Some("query"),
             timestamp_writes: None,
         });
-        pass.set_pipeline(&pipeline);
-        for (bind_group, &threads) in bind_groups.iter().zip(&rounds) {
-            if threads == 0 {
-                continue;
+        for planned in &plan.passes {
+            pass.set_pipeline(&planned.pipeline);
+            for (bind_group, threads) in bind_groups.iter().zip(planned.rounds.rows(n)) {
+                if threads == 0 {
+                    continue;
+                }
+                pass.set_bind_group(0, bind_group, &[]);
+                let [x, y] = dispatch_grid(threads, engine.kernels.workgroup_size);
+                pass.dispatch_workgroups(x, y, 1);
             }
-            pass.set_bind_group(0, bind_group, &[]);
-            let [x, y] = dispatch_grid(threads, engine.kernels.workgroup_size);
-            pass.dispatch_workgroups(x, y, 1);
-        }
-        if let Some(pipeline) = &winding_pipeline {
-            // Every row of the chunk, once the rounds have answered them.
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &bind_groups[0], &[]);
-            let [x, y] = dispatch_grid(n, engine.kernels.workgroup_size);
-            pass.dispatch_workgroups(x, y, 1);
         }
     }
     if let Some(readback) = &slot.readback
@@ -709,7 +612,7 @@ fn encode_chunk(
         done,
     }];
     maps.push(slot.points.remap_after_submit());
-    if job.streams_shapes() {
+    if plan.streams_shapes() {
         if let Some(upload) = slot.shapes.as_mut() {
             maps.push(upload.remap_after_submit());
         }

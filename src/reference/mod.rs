@@ -115,15 +115,7 @@ pub fn project_point(shape: &Shape, p: DVec3) -> Projection {
     }
 }
 
-/// Unit axis and length of a cylinder; a == b is a disk perpendicular to Z.
-pub fn cylinder_axis(a: DVec3, b: DVec3) -> (DVec3, f64) {
-    let length = (b - a).length();
-    if length > 0.0 {
-        ((b - a) / length, length)
-    } else {
-        (DVec3::Z, 0.0)
-    }
-}
+pub use crate::math::cylinder_axis;
 
 /// Project in the local frame of a shape at `center` rotated by `rotation`, back to world.
 fn oriented(

@@ -1,0 +1,171 @@
+//! Dispatch plans: each kind of job says here what a chunk of it runs (its passes, each a
+//! pipeline and its rounds) and what fills the bind group's slots. The streaming loop
+//! (`stream.rs`) carries out a plan knowing nothing of the job's kind.
+
+use super::interface::Entry;
+use super::{Engine, GpuScene, PipelineKey};
+use crate::error::Result;
+use crate::fields::Fields;
+use crate::shape::ShapeKind;
+
+/// Rows per seed row in `mesh.wgsl`'s first round.
+pub const SEED_STRIDE: usize = 8;
+/// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
+pub const SEED_ROUNDS: u32 = 3;
+
+/// The kinds of job the engine streams.
+pub(crate) enum Job<'a> {
+    /// Point i against shape i; the kind is set when all shapes share it.
+    Paired(Option<ShapeKind>),
+    /// Nearest shape of a scene; a mesh's answers may then be signed by its winding tree
+    /// (`WindingTree::gpu_words`).
+    Nearest {
+        scene: &'a GpuScene,
+        winding: Option<&'a wgpu::Buffer>,
+    },
+    /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
+    SegmentPairs,
+}
+
+/// How a pass splits a chunk's rows over its dispatches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rounds {
+    /// One dispatch over every row.
+    Once,
+    /// `mesh.wgsl`'s seeded rounds: every SEED_STRIDE²-th row first, then every
+    /// SEED_STRIDE-th from their answers, then the rest; round r reads `Params.round == r`.
+    Seeded,
+}
+
+impl Rounds {
+    /// Rows each dispatch answers, for a chunk of `n` rows.
+    pub(crate) fn rows(self, n: usize) -> Vec<usize> {
+        match self {
+            Rounds::Once => vec![n],
+            Rounds::Seeded => {
+                // Rows answered by the end of round r.
+                let answered = |r: u32| n.div_ceil(SEED_STRIDE.pow(SEED_ROUNDS - 1 - r));
+                (0..SEED_ROUNDS)
+                    .map(|r| answered(r) - if r == 0 { 0 } else { answered(r - 1) })
+                    .collect()
+            }
+        }
+    }
+
+    fn count(self) -> usize {
+        match self {
+            Rounds::Once => 1,
+            Rounds::Seeded => SEED_ROUNDS as usize,
+        }
+    }
+}
+
+/// One pipeline run over a chunk, in order after the passes before it.
+pub(crate) struct Pass {
+    pub pipeline: wgpu::ComputePipeline,
+    pub rounds: Rounds,
+}
+
+/// What fills the shape slots.
+pub(crate) enum ShapeBuffers<'a> {
+    /// A resident scene: its records, kind ranges and hierarchy, and its shape count.
+    Resident {
+        records: &'a wgpu::Buffer,
+        kind_ranges: &'a wgpu::Buffer,
+        nodes: &'a wgpu::Buffer,
+        count: u32,
+    },
+    /// Every row brings its own shape record, streamed beside the points; the scene slots
+    /// get placeholders.
+    PerRow,
+}
+
+/// What a chunk of a job runs.
+pub(crate) struct Plan<'a> {
+    pub passes: Vec<Pass>,
+    pub shapes: ShapeBuffers<'a>,
+    /// A mesh's winding tree, for a pass that signs by it.
+    pub winding: Option<&'a wgpu::Buffer>,
+    /// Points go to the device in Morton order (it pays when they traverse a hierarchy).
+    pub reorders_points: bool,
+}
+
+impl Plan<'_> {
+    pub(crate) fn streams_shapes(&self) -> bool {
+        matches!(self.shapes, ShapeBuffers::PerRow)
+    }
+
+    /// Dispatches of the longest pass: each gets its own `Params` (round r of that many);
+    /// passes of fewer rounds use the first.
+    pub(crate) fn round_count(&self) -> usize {
+        self.passes
+            .iter()
+            .map(|p| p.rounds.count())
+            .max()
+            .unwrap_or(1)
+    }
+}
+
+impl Job<'_> {
+    /// The plan of this job on `engine`, computing `fields`.
+    pub(crate) fn plan(&self, engine: &Engine, fields: Fields) -> Result<Plan<'_>> {
+        let key = |entry: Entry, kind| PipelineKey {
+            entry: entry.for_engine(engine.subgroup_kernels),
+            kind,
+            bvh_kinds: 0,
+            linear_kinds: u32::MAX,
+            fields: fields.bits(),
+        };
+        let pass = |key, rounds| -> Result<Pass> {
+            Ok(Pass {
+                pipeline: engine.kernels.pipeline(&engine.device, key)?,
+                rounds,
+            })
+        };
+        Ok(match self {
+            Job::Paired(kind) => Plan {
+                passes: vec![pass(key(Entry::Paired, *kind), Rounds::Once)?],
+                shapes: ShapeBuffers::PerRow,
+                winding: None,
+                reorders_points: false,
+            },
+            Job::SegmentPairs => Plan {
+                passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
+                shapes: ShapeBuffers::PerRow,
+                winding: None,
+                reorders_points: false,
+            },
+            Job::Nearest { scene, winding } => {
+                let nearest = if scene.oriented {
+                    pass(key(Entry::NearestTriangle, None), Rounds::Seeded)?
+                } else {
+                    let specialised = PipelineKey {
+                        bvh_kinds: scene.bvh_kinds,
+                        linear_kinds: scene.linear_kinds,
+                        ..key(Entry::Nearest, scene.kind)
+                    };
+                    pass(specialised, Rounds::Once)?
+                };
+                let mut passes = vec![nearest];
+                if winding.is_some() {
+                    // Every row of the chunk, once the nearest pass has answered them.
+                    passes.push(pass(key(Entry::WindingSigns, None), Rounds::Once)?);
+                }
+                Plan {
+                    passes,
+                    shapes: ShapeBuffers::Resident {
+                        records: &scene.shapes,
+                        kind_ranges: &scene.ranges,
+                        nodes: &scene.nodes,
+                        count: scene.count,
+                    },
+                    winding: *winding,
+                    reorders_points: scene.bvh_kinds != 0
+                        && engine
+                            .reorder_queries
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                }
+            }
+        })
+    }
+}
