@@ -1,5 +1,6 @@
 //! File formats of SPEC §1 and §5: scene JSON, points (.npy / .csv), results (.npz / .csv).
 
+pub mod mesh;
 pub mod npy;
 pub mod output;
 pub mod points;
