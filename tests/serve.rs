@@ -237,6 +237,18 @@ fn cli_npz(dir: &Path, args: &[&str]) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
+/// An uncompressed zip of `members`, as numpy.savez writes an .npz.
+fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in members {
+        archive.start_file(*name, stored).unwrap();
+        archive.write_all(bytes).unwrap();
+    }
+    archive.finish().unwrap().into_inner()
+}
+
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
@@ -343,14 +355,7 @@ fn every_route_answers_as_the_cli() {
     let b_npy = npy_bytes("<f8", &[1000, 2, 3], bytemuck::cast_slice(b));
     std::fs::write(d("a.npy"), &a_npy).unwrap();
     std::fs::write(d("b.npy"), &b_npy).unwrap();
-    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let stored =
-        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    for (name, bytes) in [("a.npy", &a_npy), ("b.npy", &b_npy)] {
-        archive.start_file(name, stored).unwrap();
-        archive.write_all(bytes).unwrap();
-    }
-    let body = archive.finish().unwrap().into_inner();
+    let body = stored_zip(&[("a.npy", &a_npy), ("b.npy", &b_npy)]);
     let reply = server.post("/v1/segments?fields=s,t,distance", &body);
     let want = cli_npz(
         dir.path(),
@@ -764,14 +769,7 @@ fn the_paired_route_answers_as_the_cli() {
     p[1] = [f32::NAN, 0.0, 0.0];
     let p_npy = points_npy(&p);
     std::fs::write(d("p.npy"), &p_npy).unwrap();
-    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let stored =
-        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    for (name, bytes) in [("shapes.json", &scene), ("points.npy", &p_npy)] {
-        archive.start_file(name, stored).unwrap();
-        archive.write_all(bytes).unwrap();
-    }
-    let body = archive.finish().unwrap().into_inner();
+    let body = stored_zip(&[("shapes.json", &scene), ("points.npy", &p_npy)]);
     let reply = server.post("/v1/paired?mode=surface&fields=distance,normal", &body);
     assert_eq!(reply.status, 200, "{}", reply.text());
     let want = cli_npz(
@@ -791,13 +789,8 @@ fn the_paired_route_answers_as_the_cli() {
     );
     assert!(reply.body == want, "paired answers differ from the CLI's");
     // One point short of the shapes: 400 naming both counts.
-    let mut archive = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let short = points_npy(&p[1..]);
-    for (name, bytes) in [("shapes.json", &scene), ("points.npy", &short)] {
-        archive.start_file(name, stored).unwrap();
-        archive.write_all(bytes).unwrap();
-    }
-    let body = archive.finish().unwrap().into_inner();
+    let body = stored_zip(&[("shapes.json", &scene), ("points.npy", &short)]);
     server
         .post("/v1/paired", &body)
         .assert_error(400, &[&count.to_string(), &(count - 1).to_string()]);

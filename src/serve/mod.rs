@@ -176,16 +176,17 @@ pub fn run(engine: Engine, config: Config, ready: impl FnOnce(SocketAddr)) -> cr
         let address = listener
             .local_addr()
             .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", config.listen)))?;
+        let (routes, description) = api();
         let state = Arc::new(AppState {
             engine: Arc::new(engine),
             config,
             targets: RwLock::new(HashMap::new()),
             metrics: Arc::new(Metrics::default()),
             waiting: Arc::new(AtomicUsize::new(0)),
-            openapi: openapi_json_text(),
+            openapi: description.to_pretty_json().unwrap_or_default(),
         });
         ready(address);
-        axum::serve(listener, router(state))
+        axum::serve(listener, router(routes, state))
             .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(|e| Error::Gpu(format!("the server stopped: {e}")))
@@ -233,13 +234,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .split_for_parts()
 }
 
-/// `/openapi.json` as the server describes itself (for tools and tests).
-pub fn openapi_json_text() -> String {
-    api().1.to_pretty_json().unwrap_or_default()
-}
-
-fn router(state: Arc<AppState>) -> Router {
-    let (routes, _) = api();
+/// `routes` (from [`api`]) with the middleware every request passes through.
+fn router(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
     routes
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(middleware::from_fn_with_state(state.clone(), json_errors))
@@ -434,7 +430,8 @@ impl AppState {
     }
 
     /// Upload with `upload` (given the admission check, run before anything is allocated on
-    /// the device) and make the target resident as `name`: 201, or 200 when it replaces one.
+    /// the device) and make the target resident as `name` (checked by the handler before the
+    /// body was read): 201, or 200 when it replaces one.
     async fn install(
         self: &Arc<Self>,
         kind: Kind,
@@ -443,7 +440,6 @@ impl AppState {
         + Send
         + 'static,
     ) -> ApiResult<Response> {
-        check_name(&name)?;
         let key = (kind, name.clone());
         let state = self.clone();
         let admit_key = key.clone();
@@ -751,7 +747,7 @@ async fn scene_query(
     let columns = state
         .submit(&resident, Op::SceneQuery(mode), fields, rows)
         .await?;
-    Ok(npz_response(&columns, &[]))
+    Ok(npz_response(&columns))
 }
 
 #[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
@@ -777,7 +773,7 @@ async fn scene_contacts(
     }
     resident.check_answerable(rows.len())?;
     let columns = state.submit(&resident, Op::Contacts, fields, rows).await?;
-    Ok(npz_response(&columns, &[]))
+    Ok(npz_response(&columns))
 }
 
 fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
@@ -806,7 +802,7 @@ async fn mesh_query(
     let columns = state
         .submit(&resident, Op::MeshQuery(sign), fields, rows)
         .await?;
-    Ok(npz_response(&columns, &[]))
+    Ok(npz_response(&columns))
 }
 
 fn numbers(option: &str, text: &str) -> ApiResult<Vec<f64>> {
@@ -971,7 +967,7 @@ async fn segments(
     let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
     let engine = state.engine.clone();
     let columns = blocking(move || engine.segment_pairs_fields(&a, &b, fields)).await?;
-    Ok(npz_response(&columns, &[]))
+    Ok(npz_response(&columns))
 }
 
 #[utoipa::path(post, path = "/v1/paired", tag = "queries",
@@ -1005,7 +1001,7 @@ async fn paired(
     let engine = state.engine.clone();
     let columns =
         blocking(move || engine.query_paired_fields(&shapes, &points, mode, fields)).await?;
-    Ok(npz_response(&columns, &[]))
+    Ok(npz_response(&columns))
 }
 
 /// Run blocking engine work off the async threads.
@@ -1024,7 +1020,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Columns as the `.npz` the CLI writes.
-fn npz_response(columns: &Columns, constants: &[(&'static str, Vec<f64>)]) -> Response {
+fn npz_response(columns: &Columns) -> Response {
     let specs: Vec<ColumnSpec> = columns
         .columns
         .iter()
@@ -1045,7 +1041,7 @@ fn npz_response(columns: &Columns, constants: &[(&'static str, Vec<f64>)]) -> Re
             }
         })
         .collect();
-    npz_bytes(npz_in_memory(rows, &specs, constants, &values))
+    npz_bytes(npz_in_memory(rows, &specs, &[], &values))
 }
 
 fn npz_bytes(bytes: Vec<u8>) -> Response {
