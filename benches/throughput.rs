@@ -48,7 +48,7 @@ fn bench_parry_twin(
     shape: &Shape,
 ) {
     use parry3d::shape::{
-        Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, Segment, Triangle,
+        Ball, Capsule, Cone, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, Segment, Triangle,
     };
     let at = |c: closest::DVec3| Pose::from_translation(v(c));
     match *shape {
@@ -92,7 +92,7 @@ fn bench_parry_twin(
         ),
         Shape::Cylinder { a, b, radius } => {
             // parry's cylinder stands on Y, centred at its pose.
-            let (axis, height) = closest::reference::cylinder_axis(a, b);
+            let (axis, height) = closest::math::cylinder_axis(a, b);
             let pose = Pose::from_parts(
                 v((a + b) * 0.5),
                 Rotation::from_rotation_arc(Vector::Y, v(axis)),
@@ -110,8 +110,27 @@ fn bench_parry_twin(
             let hull = ConvexPolyhedron::from_convex_hull(&vertices).expect("a solid part");
             bench_parry(group, points, hull, Pose::IDENTITY)
         }
-        // parry3d has no line or ray point query.
-        Shape::Line { .. } | Shape::Ray { .. } => {}
+        Shape::Cone { a, b, radius } => {
+            // parry's cone stands on Y, centred at its pose, apex up.
+            let (axis, height) = closest::math::cylinder_axis(a, b);
+            let pose = Pose::from_parts(
+                v((a + b) * 0.5),
+                Rotation::from_rotation_arc(Vector::Y, v(axis)),
+            );
+            bench_parry(
+                group,
+                points,
+                Cone::new(height as f32 * 0.5, radius as f32),
+                pose,
+            )
+        }
+        Shape::ConvexHull(ref hull) => {
+            let vertices: Vec<Vector> = hull.points.iter().map(|&p| v(p)).collect();
+            let polyhedron = ConvexPolyhedron::from_convex_hull(&vertices).expect("a solid hull");
+            bench_parry(group, points, polyhedron, Pose::IDENTITY)
+        }
+        // parry3d has no line, ray, torus or ellipsoid point query.
+        Shape::Line { .. } | Shape::Ray { .. } | Shape::Torus { .. } | Shape::Ellipsoid { .. } => {}
     }
 }
 

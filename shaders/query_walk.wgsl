@@ -15,6 +15,10 @@
 #import shapes/capsule
 #import shapes/cylinder
 #import shapes/polyhedron
+#import shapes/cone
+#import shapes/torus
+#import shapes/ellipsoid
+#import shapes/convex_hull
 #import shared/walk
 
 // Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
@@ -39,10 +43,14 @@ override LINEAR_KINDS: u32 = 0xffffffffu;
 // Shapes scanned linearly are grouped by kind: kind k's are shapes[x .. y) of kind_ranges[k].
 // The BVH (all other shapes) is nodes[x .. x + y) rooted at x of kind_ranges[KIND_COUNT].
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
+// The variable-size parts of shape records: convex hull faces (shapes/convex_hull.wgsl).
+@group(0) @binding(7) var<storage, read> shape_data: array<vec4<f32>>;
 
 fn is_solid(kind: u32) -> bool {
     return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE
-        || kind == KIND_CYLINDER || kind == KIND_WEDGE || kind == KIND_CORNER_WEDGE;
+        || kind == KIND_CYLINDER || kind == KIND_WEDGE || kind == KIND_CORNER_WEDGE
+        || kind == KIND_CONE || kind == KIND_TORUS || kind == KIND_ELLIPSOID
+        || kind == KIND_CONVEX_HULL;
 }
 
 // Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
@@ -59,15 +67,17 @@ fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
         }
         // Oriented shapes: the rotation as a unit quaternion, one vec4 to load rather than
         // three axes.
-        case KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE: {
+        case KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE, KIND_ELLIPSOID: {
             let q = s.p1;
             let local = rotate(vec4<f32>(-q.xyz, q.w), p);
             if kind == KIND_BOX {
                 proj = project_box(local, s.p0.xyz);
             } else if kind == KIND_WEDGE {
                 proj = project_wedge(local, s.p0.xyz);
-            } else {
+            } else if kind == KIND_CORNER_WEDGE {
                 proj = project_corner_wedge(local, s.p0.xyz);
+            } else {
+                proj = project_ellipsoid(local, s.p0.xyz);
             }
             proj.point = rotate(q, proj.point);
             proj.normal = rotate(q, proj.normal);
@@ -92,6 +102,16 @@ fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
         }
         case KIND_CYLINDER: {
             proj = project_cylinder(p, s.p0.xyz, s.p0.w, s.p1.w);
+        }
+        case KIND_CONE: {
+            proj = project_cone(p, s.p0.xyz, s.p0.w, s.p1.w);
+        }
+        case KIND_TORUS: {
+            proj = project_torus(p, s.p0.xyz, s.p0.w, s.p1.w);
+        }
+        case KIND_CONVEX_HULL: {
+            let words = bitcast<vec3<u32>>(s.p0.xyz);
+            proj = project_convex_hull(p, words.x, words.y, words.z != 0u);
         }
         default: {
             proj = Projection(p, false, vec3<f32>(0.0));
@@ -255,6 +275,10 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
         scan_leaf(KIND_CYLINDER, leaf, p, best);
         scan_leaf(KIND_WEDGE, leaf, p, best);
         scan_leaf(KIND_CORNER_WEDGE, leaf, p, best);
+        scan_leaf(KIND_CONE, leaf, p, best);
+        scan_leaf(KIND_TORUS, leaf, p, best);
+        scan_leaf(KIND_ELLIPSOID, leaf, p, best);
+        scan_leaf(KIND_CONVEX_HULL, leaf, p, best);
     }
 }
 
@@ -310,5 +334,9 @@ fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
     scan_kind(KIND_CYLINDER, p, &best);
     scan_kind(KIND_WEDGE, p, &best);
     scan_kind(KIND_CORNER_WEDGE, p, &best);
+    scan_kind(KIND_CONE, p, &best);
+    scan_kind(KIND_TORUS, p, &best);
+    scan_kind(KIND_ELLIPSOID, p, &best);
+    scan_kind(KIND_CONVEX_HULL, p, &best);
     return best;
 }

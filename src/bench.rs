@@ -61,6 +61,36 @@ pub fn sample_shapes() -> Vec<Shape> {
                 half_extents: DVec3::new(0.5, 0.3, 0.8),
                 rotation: [0.2, 0.3, 0.1, 0.93],
             },
+            ShapeKind::Cone => Shape::Cone { a, b, radius: 0.5 },
+            ShapeKind::Torus => Shape::Torus {
+                center: a,
+                axis: DVec3::new(0.0, 0.6, 0.8),
+                major_radius: 0.6,
+                minor_radius: 0.2,
+            },
+            ShapeKind::Ellipsoid => Shape::Ellipsoid {
+                center: a,
+                radii: DVec3::new(0.8, 0.5, 0.3),
+                rotation: [0.2, 0.3, 0.1, 0.93],
+            },
+            ShapeKind::ConvexHull => Shape::ConvexHull(
+                crate::hull::ConvexHull::new(sample_hull_points(32, a, 0.7))
+                    .expect("points spanning 3-D"),
+            ),
+        })
+        .collect()
+}
+
+/// `n` points on a sphere of `radius` about `center` (a Fibonacci spiral): a hull of about
+/// 2n faces.
+pub fn sample_hull_points(n: usize, center: DVec3, radius: f64) -> Vec<DVec3> {
+    let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+    (0..n)
+        .map(|i| {
+            let y = 1.0 - 2.0 * (i as f64 + 0.5) / n as f64;
+            let r = (1.0 - y * y).sqrt();
+            let phi = golden * i as f64;
+            center + DVec3::new(r * phi.cos(), y, r * phi.sin()) * radius
         })
         .collect()
 }

@@ -107,9 +107,44 @@ pub fn shape_bounds(shape: &Shape) -> Option<Bounds> {
         } => oriented(center, half_extents, rotation),
         Shape::Segment { a, b } => Bounds::of_points(&[a, b]),
         Shape::Triangle { a, b, c } => Bounds::of_points(&[a, b, c]),
-        Shape::Capsule { a, b, radius } | Shape::Cylinder { a, b, radius } => {
-            Bounds::of_points(&[a, b]).expand(radius)
+        Shape::Capsule { a, b, radius }
+        | Shape::Cylinder { a, b, radius }
+        | Shape::Cone { a, b, radius } => Bounds::of_points(&[a, b]).expand(radius),
+        Shape::Torus {
+            center,
+            axis,
+            major_radius,
+            minor_radius,
+        } => {
+            // The circle reaches major·sin(angle to the axis) along each coordinate axis.
+            let reach = |u: f64| major_radius * (1.0 - u * u).max(0.0).sqrt() + minor_radius;
+            let r = DVec3::new(reach(axis.x), reach(axis.y), reach(axis.z));
+            Bounds {
+                min: center - r,
+                max: center + r,
+            }
         }
+        Shape::Ellipsoid {
+            center,
+            radii,
+            rotation,
+        } => {
+            let axes = Shape::axes(rotation);
+            let scaled = [axes[0] * radii.x, axes[1] * radii.y, axes[2] * radii.z];
+            let reach = |i: usize| {
+                scaled
+                    .iter()
+                    .map(|a| a.get(i) * a.get(i))
+                    .sum::<f64>()
+                    .sqrt()
+            };
+            let r = DVec3::new(reach(0), reach(1), reach(2));
+            Bounds {
+                min: center - r,
+                max: center + r,
+            }
+        }
+        Shape::ConvexHull(ref hull) => Bounds::of_points(&hull.points),
         Shape::Plane { .. } | Shape::Line { .. } | Shape::Ray { .. } => return None,
     })
 }
@@ -276,7 +311,7 @@ pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> 
                 volume,
                 OrientedBox {
                     centre,
-                    rotation: crate::io::scene::matrix_to_quaternion([u, v, w]),
+                    rotation: crate::math::matrix_to_quaternion([u, v, w]),
                     half,
                 },
             ));

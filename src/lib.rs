@@ -6,6 +6,7 @@ pub mod contacts;
 pub mod error;
 pub mod fields;
 pub mod gpu;
+pub mod hull;
 pub mod io;
 pub mod job;
 pub mod math;

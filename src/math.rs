@@ -180,3 +180,70 @@ pub fn cylinder_axis(a: DVec3, b: DVec3) -> (DVec3, f64) {
         (DVec3::Z, 0.0)
     }
 }
+
+/// Unit quaternion `[x, y, z, w]` of the rotation whose columns are `axes` (Shepperd's method:
+/// the largest of the four candidates keeps the division well conditioned).
+pub fn matrix_to_quaternion(axes: [DVec3; 3]) -> [f64; 4] {
+    let m = |row: usize, col: usize| axes[col].get(row);
+    let trace = m(0, 0) + m(1, 1) + m(2, 2);
+    let q = if trace > 0.0 {
+        let s = (trace + 1.0).sqrt() * 2.0;
+        [
+            (m(2, 1) - m(1, 2)) / s,
+            (m(0, 2) - m(2, 0)) / s,
+            (m(1, 0) - m(0, 1)) / s,
+            0.25 * s,
+        ]
+    } else if m(0, 0) > m(1, 1) && m(0, 0) > m(2, 2) {
+        let s = (1.0 + m(0, 0) - m(1, 1) - m(2, 2)).sqrt() * 2.0;
+        [
+            0.25 * s,
+            (m(0, 1) + m(1, 0)) / s,
+            (m(0, 2) + m(2, 0)) / s,
+            (m(2, 1) - m(1, 2)) / s,
+        ]
+    } else if m(1, 1) > m(2, 2) {
+        let s = (1.0 + m(1, 1) - m(0, 0) - m(2, 2)).sqrt() * 2.0;
+        [
+            (m(0, 1) + m(1, 0)) / s,
+            0.25 * s,
+            (m(1, 2) + m(2, 1)) / s,
+            (m(0, 2) - m(2, 0)) / s,
+        ]
+    } else {
+        let s = (1.0 + m(2, 2) - m(0, 0) - m(1, 1)).sqrt() * 2.0;
+        [
+            (m(0, 2) + m(2, 0)) / s,
+            (m(1, 2) + m(2, 1)) / s,
+            0.25 * s,
+            (m(1, 0) - m(0, 1)) / s,
+        ]
+    };
+    let norm = q.iter().map(|c| c * c).sum::<f64>().sqrt();
+    q.map(|c| c / norm)
+}
+
+/// An ellipsoid's frame with its semi-axes sorted longest first, as the closest-point solve
+/// (`reference::project_ellipsoid`, its WGSL twin) wants them: the radii in that order and the
+/// rotation taking the sorted frame to world space. Equal radii keep their X, Y, Z order; an odd
+/// permutation flips the longest axis, so the frame stays a rotation (the solid is symmetric).
+pub fn ellipsoid_frame(radii: DVec3, rotation: [f64; 4]) -> (DVec3, [f64; 4]) {
+    let axes = quaternion_axes(rotation);
+    let mut order = [0usize, 1, 2];
+    // Stable: ties keep X before Y before Z.
+    order.sort_by(|&i, &j| radii.get(j).total_cmp(&radii.get(i)));
+    let inversions = (0..3)
+        .flat_map(|i| (i + 1..3).map(move |j| (i, j)))
+        .filter(|&(i, j)| order[i] > order[j])
+        .count();
+    let mut sorted_axes = order.map(|k| axes[k]);
+    if inversions % 2 == 1 {
+        sorted_axes[0] = -sorted_axes[0];
+    }
+    let sorted = DVec3::new(
+        radii.get(order[0]),
+        radii.get(order[1]),
+        radii.get(order[2]),
+    );
+    (sorted, matrix_to_quaternion(sorted_axes))
+}

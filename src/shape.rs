@@ -1,5 +1,6 @@
 //! The user-facing shapes (f64, world space), as SPEC §1 defines them.
 
+use crate::hull::ConvexHull;
 use crate::math::{DVec3, quaternion_axes};
 
 /// One shape. Rotations are stored normalised; all fields are finite (see `io::scene`).
@@ -67,6 +68,29 @@ pub enum Shape {
         half_extents: DVec3,
         rotation: [f64; 4],
     },
+    /// Solid right circular cone: base disk of `radius` centred at `a`, apex `b`. Radius 0 is
+    /// the segment ab; a == b is a disk perpendicular to Z, as for the cylinder.
+    Cone {
+        a: DVec3,
+        b: DVec3,
+        radius: f64,
+    },
+    /// The solid within `minor_radius` of the circle of `major_radius` about unit `axis`
+    /// through `center` (0 ≤ minor ≤ major).
+    Torus {
+        center: DVec3,
+        axis: DVec3,
+        major_radius: f64,
+        minor_radius: f64,
+    },
+    /// Solid ellipsoid with semi-axes `radii` (each > 0) along the rotated X, Y, Z.
+    Ellipsoid {
+        center: DVec3,
+        radii: DVec3,
+        rotation: [f64; 4],
+    },
+    /// The convex hull of its points, built on load (`hull::ConvexHull`).
+    ConvexHull(ConvexHull),
 }
 
 /// The GPU's shape tag. The WGSL constants `KIND_*` are generated from this list.
@@ -85,10 +109,14 @@ pub enum ShapeKind {
     Cylinder = 9,
     Wedge = 10,
     CornerWedge = 11,
+    Cone = 12,
+    Torus = 13,
+    Ellipsoid = 14,
+    ConvexHull = 15,
 }
 
 impl ShapeKind {
-    pub const ALL: [ShapeKind; 12] = [
+    pub const ALL: [ShapeKind; 16] = [
         ShapeKind::Sphere,
         ShapeKind::Aabb,
         ShapeKind::Box,
@@ -101,6 +129,10 @@ impl ShapeKind {
         ShapeKind::Cylinder,
         ShapeKind::Wedge,
         ShapeKind::CornerWedge,
+        ShapeKind::Cone,
+        ShapeKind::Torus,
+        ShapeKind::Ellipsoid,
+        ShapeKind::ConvexHull,
     ];
 
     /// The `type` string of the scene file.
@@ -118,6 +150,10 @@ impl ShapeKind {
             ShapeKind::Cylinder => "cylinder",
             ShapeKind::Wedge => "wedge",
             ShapeKind::CornerWedge => "corner_wedge",
+            ShapeKind::Cone => "cone",
+            ShapeKind::Torus => "torus",
+            ShapeKind::Ellipsoid => "ellipsoid",
+            ShapeKind::ConvexHull => "convex_hull",
         }
     }
 
@@ -132,6 +168,10 @@ impl ShapeKind {
                 | ShapeKind::Cylinder
                 | ShapeKind::Wedge
                 | ShapeKind::CornerWedge
+                | ShapeKind::Cone
+                | ShapeKind::Torus
+                | ShapeKind::Ellipsoid
+                | ShapeKind::ConvexHull
         )
     }
 }
@@ -151,6 +191,10 @@ impl Shape {
             Shape::Cylinder { .. } => ShapeKind::Cylinder,
             Shape::Wedge { .. } => ShapeKind::Wedge,
             Shape::CornerWedge { .. } => ShapeKind::CornerWedge,
+            Shape::Cone { .. } => ShapeKind::Cone,
+            Shape::Torus { .. } => ShapeKind::Torus,
+            Shape::Ellipsoid { .. } => ShapeKind::Ellipsoid,
+            Shape::ConvexHull(_) => ShapeKind::ConvexHull,
         }
     }
 
@@ -170,9 +214,17 @@ impl Shape {
             Shape::Segment { a, b } | Shape::Line { a, b } => m(&[*a, *b], &[]),
             Shape::Ray { origin, direction } => m(&[*origin, *direction], &[]),
             Shape::Triangle { a, b, c } => m(&[*a, *b, *c], &[]),
-            Shape::Capsule { a, b, radius } | Shape::Cylinder { a, b, radius } => {
-                m(&[*a, *b], &[*radius])
-            }
+            Shape::Capsule { a, b, radius }
+            | Shape::Cylinder { a, b, radius }
+            | Shape::Cone { a, b, radius } => m(&[*a, *b], &[*radius]),
+            Shape::Torus {
+                center,
+                major_radius,
+                minor_radius,
+                ..
+            } => m(&[*center], &[*major_radius + *minor_radius]),
+            Shape::Ellipsoid { center, radii, .. } => m(&[*center, *radii], &[]),
+            Shape::ConvexHull(hull) => m(&hull.points, &[]),
             Shape::Box {
                 center,
                 half_extents,

@@ -12,7 +12,7 @@ use common::{
 
 fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
     let h = rng.vec(0.1, 1.0) * size;
-    match rng.next_u64() % 8 {
+    match rng.next_u64() % 12 {
         0 => Shape::Sphere {
             center: c,
             radius: h.x,
@@ -45,11 +45,31 @@ fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
             b: c + rng.unit() * size,
             radius: h.z,
         },
-        _ => Shape::Wedge {
+        7 => Shape::Wedge {
             center: c,
             half_extents: h,
             rotation: rng.quaternion(),
         },
+        8 => Shape::Cone {
+            a: c,
+            b: c + rng.unit() * size,
+            radius: h.x,
+        },
+        9 => Shape::Torus {
+            center: c,
+            axis: rng.unit(),
+            major_radius: h.x.max(h.y),
+            minor_radius: h.x.min(h.y),
+        },
+        10 => Shape::Ellipsoid {
+            center: c,
+            radii: h,
+            rotation: rng.quaternion(),
+        },
+        _ => Shape::ConvexHull(
+            closest::hull::ConvexHull::new((0..6).map(|_| c + rng.vec(-size, size)).collect())
+                .expect("a hull"),
+        ),
     }
 }
 

@@ -10,7 +10,7 @@ use common::{Rng, engine, within};
 
 fn scene(rng: &mut Rng) -> Vec<Shape> {
     let mut shapes = Vec::new();
-    for (i, kind) in ShapeKind::ALL.iter().cycle().take(36).enumerate() {
+    for (i, kind) in ShapeKind::ALL.iter().cycle().take(48).enumerate() {
         let c = rng.vec(-6.0, 6.0);
         let h = rng.vec(0.3, 1.5);
         let q = rng.quaternion();
@@ -30,7 +30,7 @@ fn scene(rng: &mut Rng) -> Vec<Shape> {
                 rotation: q,
             },
             // One floor far below, so it rarely shadows everything else.
-            ShapeKind::Plane if i < 9 => Shape::Plane {
+            ShapeKind::Plane if i < ShapeKind::ALL.len() => Shape::Plane {
                 normal: DVec3::Z,
                 offset: -9.0,
             },
@@ -73,6 +73,26 @@ fn scene(rng: &mut Rng) -> Vec<Shape> {
                 half_extents: h,
                 rotation: q,
             },
+            ShapeKind::Cone => Shape::Cone {
+                a: c,
+                b: c + d,
+                radius: h.z,
+            },
+            ShapeKind::Torus => Shape::Torus {
+                center: c,
+                axis: rng.unit(),
+                major_radius: h.x,
+                minor_radius: h.x * 0.3,
+            },
+            ShapeKind::Ellipsoid => Shape::Ellipsoid {
+                center: c,
+                radii: h,
+                rotation: q,
+            },
+            ShapeKind::ConvexHull => Shape::ConvexHull(
+                closest::hull::ConvexHull::new((0..8).map(|_| c + rng.vec(-1.0, 1.0)).collect())
+                    .expect("a hull"),
+            ),
         });
     }
     shapes
@@ -111,7 +131,9 @@ fn contacts_match_reference_and_pushing_resolves_the_overlap() {
             ));
             continue;
         }
-        if depth <= 10.0 * tol {
+        // The push property needs a convex shape: out of a torus' tube along the normal, the
+        // sphere may reach across the hole to the tube's far side.
+        if depth <= 10.0 * tol || matches!(shape, Shape::Torus { .. }) {
             continue;
         }
         overlapping += 1;

@@ -4,6 +4,8 @@
 
 mod common;
 
+use closest::hull::ConvexHull;
+use closest::math::any_perpendicular;
 use closest::{DVec3, Mode, Shape, ShapeKind};
 use common::{Rng, assert_paired};
 
@@ -108,7 +110,34 @@ fn random_shape(kind: ShapeKind, rng: &mut Rng, at: Placement) -> Shape {
             half_extents: rng.vec(0.05, 1.0) * s,
             rotation: rng.quaternion(),
         },
+        ShapeKind::Cone => Shape::Cone {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 1.0) * s,
+        },
+        ShapeKind::Torus => {
+            let major_radius = rng.range(0.2, 1.0) * s;
+            Shape::Torus {
+                center: c,
+                axis: rng.unit(),
+                major_radius,
+                minor_radius: major_radius * rng.range(0.05, 1.0),
+            }
+        }
+        ShapeKind::Ellipsoid => Shape::Ellipsoid {
+            center: c,
+            radii: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::ConvexHull => {
+            let n = 4 + (rng.next_u64() % 21) as usize;
+            hull((0..n).map(|_| point(rng)).collect())
+        }
     }
+}
+
+fn hull(points: Vec<DVec3>) -> Shape {
+    Shape::ConvexHull(ConvexHull::new(points).expect("a hull"))
 }
 
 /// Points on a shape's named features (vertices, edges, faces, centre) and just off them.
@@ -216,6 +245,98 @@ fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
                 "beside",
                 origin + direction + closest::math::any_perpendicular(direction),
             );
+        }
+        Shape::Cone { a, b, radius } => {
+            let (axis, height) = closest::math::cylinder_axis(a, b);
+            let perp = any_perpendicular(axis);
+            let rim = a + perp * radius;
+            let size = height.max(radius).max(1e-3);
+            add("base centre", a);
+            add("apex", b);
+            add("on the axis, inside", a + axis * (0.3 * height));
+            add("on the axis, below the base", a - axis * size);
+            add("on the axis, beyond the apex", b + axis * size);
+            add("rim", rim);
+            add("on the base face", a + perp * (0.5 * radius));
+            add("slant midpoint", (rim + b) * 0.5);
+            add(
+                "outside the slant",
+                (rim + b) * 0.5 + (axis * radius + perp * height).normalize_or_zero() * size,
+            );
+            add(
+                "inside near the slant",
+                (rim + b) * 0.5
+                    - (axis * radius + perp * height).normalize_or_zero() * (0.01 * size),
+            );
+            add("beside the rim", rim + perp * size);
+        }
+        Shape::Torus {
+            center,
+            axis,
+            major_radius: major,
+            minor_radius: minor,
+        } => {
+            let perp = any_perpendicular(axis);
+            let size = major.max(1e-3);
+            add("centre", center);
+            add("on the axis", center + axis * (0.5 * size));
+            add("far on the axis", center - axis * (3.0 * size));
+            add("on the core circle", center + perp * major);
+            add("outer equator", center + perp * (major + minor));
+            add("inner equator", center - perp * (major - minor));
+            add("top of the tube", center + perp * major + axis * minor);
+            add("inside the tube", center + perp * (major + 0.5 * minor));
+            add(
+                "outside, in the plane",
+                center + perp * (major + minor + size),
+            );
+        }
+        Shape::Ellipsoid {
+            center,
+            radii,
+            rotation,
+        } => {
+            let axes = Shape::axes(rotation);
+            add("centre", center);
+            for (k, axis) in axes.iter().enumerate() {
+                let end = *axis * radii.get(k);
+                add("axis end", center + end);
+                add("opposite axis end", center - end);
+                add("just inside an axis end", center + end * 0.999);
+                add("beyond an axis end", center + end * 1.5);
+                add("on the axis, inside", center + end * 0.3);
+            }
+            add(
+                "on a principal plane, inside",
+                center + axes[0] * (0.4 * radii.x) + axes[1] * (0.2 * radii.y),
+            );
+            add(
+                "on a principal plane, outside",
+                center + axes[0] * (1.4 * radii.x) + axes[2] * (0.7 * radii.z),
+            );
+            add(
+                "on the surface",
+                center + axes[0] * (0.6 * radii.x) + axes[1] * (0.8 * radii.y),
+            );
+        }
+        Shape::ConvexHull(ref hull) => {
+            add("anchor", hull.anchor);
+            for &p in hull.points.iter().take(6) {
+                add("input point", p);
+                add(
+                    "beyond an input point",
+                    hull.anchor + (p - hull.anchor) * 1.5,
+                );
+            }
+            for f in hull.faces.iter().take(6) {
+                let centroid = (f.a + f.b + f.c) / 3.0;
+                add("face centroid", centroid);
+                add("edge midpoint", (f.a + f.b) * 0.5);
+                add("vertex", f.c);
+                let size = (f.b - f.a).length().max(1e-3);
+                add("above a face", centroid + f.normal * size);
+                add("just under a face", centroid - f.normal * (1e-3 * size));
+            }
         }
         Shape::Triangle { a, b, c } => {
             let n = (b - a).cross(c - a).normalize_or_zero();
@@ -351,6 +472,22 @@ fn wedge_matches_reference() {
 fn corner_wedge_matches_reference() {
     check_kind(ShapeKind::CornerWedge);
 }
+#[test]
+fn cone_matches_reference() {
+    check_kind(ShapeKind::Cone);
+}
+#[test]
+fn torus_matches_reference() {
+    check_kind(ShapeKind::Torus);
+}
+#[test]
+fn ellipsoid_matches_reference() {
+    check_kind(ShapeKind::Ellipsoid);
+}
+#[test]
+fn convex_hull_matches_reference() {
+    check_kind(ShapeKind::ConvexHull);
+}
 
 /// Degenerate shapes with defined answers, checked on their feature points and a ring of
 /// random points, in both modes.
@@ -446,6 +583,151 @@ fn degenerate_shapes_match_reference() {
                 center: far,
                 radius: 1e-3,
             },
+        ),
+        (
+            "zero-radius cone (a segment)",
+            Shape::Cone {
+                a: o,
+                b: o + DVec3::new(1.0, 2.0, 2.0),
+                radius: 0.0,
+            },
+        ),
+        (
+            "zero-height cone (a disk)",
+            Shape::Cone {
+                a: o,
+                b: o,
+                radius: 1.5,
+            },
+        ),
+        (
+            "point cone",
+            Shape::Cone {
+                a: o,
+                b: o,
+                radius: 0.0,
+            },
+        ),
+        (
+            "needle cone",
+            Shape::Cone {
+                a: o,
+                b: o + DVec3::new(0.0, 0.0, 10.0),
+                radius: 1e-3,
+            },
+        ),
+        (
+            "flat cone",
+            Shape::Cone {
+                a: o,
+                b: o + DVec3::new(1e-3, 0.0, 0.0),
+                radius: 10.0,
+            },
+        ),
+        (
+            "zero-minor torus (a circle)",
+            Shape::Torus {
+                center: o,
+                axis: DVec3::Y,
+                major_radius: 2.0,
+                minor_radius: 0.0,
+            },
+        ),
+        (
+            "horn torus (minor = major)",
+            Shape::Torus {
+                center: o,
+                axis: DVec3::new(0.6, 0.0, 0.8),
+                major_radius: 1.0,
+                minor_radius: 1.0,
+            },
+        ),
+        (
+            "point torus",
+            Shape::Torus {
+                center: o,
+                axis: DVec3::Z,
+                major_radius: 0.0,
+                minor_radius: 0.0,
+            },
+        ),
+        (
+            "flat ellipsoid",
+            Shape::Ellipsoid {
+                center: o,
+                radii: DVec3::new(2.0, 1.0, 1e-4),
+                rotation: [0.1, 0.2, 0.3, 0.9],
+            },
+        ),
+        (
+            "needle ellipsoid",
+            Shape::Ellipsoid {
+                center: o,
+                radii: DVec3::new(1e-4, 3.0, 2e-4),
+                rotation: [0.3, -0.2, 0.1, 0.9],
+            },
+        ),
+        (
+            "round ellipsoid (a ball)",
+            Shape::Ellipsoid {
+                center: o,
+                radii: DVec3::new(1.0, 1.0, 1.0),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+        ),
+        (
+            "ellipsoid of revolution",
+            Shape::Ellipsoid {
+                center: o,
+                radii: DVec3::new(1.0, 2.0, 1.0),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+        ),
+        (
+            "coplanar hull",
+            hull(
+                [
+                    (0.0, 0.0),
+                    (2.0, 0.0),
+                    (2.0, 1.0),
+                    (0.0, 1.0),
+                    (1.0, 0.5),
+                    (1.0, 0.0),
+                ]
+                .map(|(x, y)| o + DVec3::new(x, y, 0.5 * x))
+                .to_vec(),
+            ),
+        ),
+        (
+            "collinear hull",
+            hull(
+                [0.0, 3.0, -1.0, 1.5]
+                    .map(|t| o + DVec3::new(1.0, -1.0, 2.0) * t)
+                    .to_vec(),
+            ),
+        ),
+        ("coincident hull", hull(vec![o; 5])),
+        ("one-point hull", hull(vec![o])),
+        (
+            "hull with duplicate points",
+            hull(vec![
+                o,
+                o,
+                o + DVec3::X,
+                o + DVec3::X,
+                o + DVec3::Y,
+                o + DVec3::Z,
+                o + DVec3::Z,
+            ]),
+        ),
+        (
+            "millimetre hull at 1e4",
+            hull(vec![
+                far,
+                far + DVec3::X * 1e-3,
+                far + DVec3::Y * 1e-3,
+                far + DVec3::new(2e-4, 3e-4, 1e-3),
+            ]),
         ),
         (
             "millimetre box at 1e4",

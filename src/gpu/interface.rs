@@ -33,10 +33,12 @@ pub enum Slot {
     Nodes = 5,
     /// A mesh's winding-number hierarchy (`winding::WindingTree::gpu_words`).
     Winding = 6,
+    /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).
+    ShapeData = 7,
 }
 
 impl Slot {
-    pub const ALL: [Slot; 7] = [
+    pub const ALL: [Slot; 8] = [
         Slot::Params,
         Slot::Shapes,
         Slot::Points,
@@ -44,6 +46,7 @@ impl Slot {
         Slot::KindRanges,
         Slot::Nodes,
         Slot::Winding,
+        Slot::ShapeData,
     ];
 
     pub fn binding(self) -> u32 {
@@ -58,7 +61,9 @@ impl Slot {
         match self {
             Slot::Params | Slot::KindRanges => Access::Uniform,
             Slot::Hits => Access::ReadWrite,
-            Slot::Shapes | Slot::Points | Slot::Nodes | Slot::Winding => Access::ReadOnly,
+            Slot::Shapes | Slot::Points | Slot::Nodes | Slot::Winding | Slot::ShapeData => {
+                Access::ReadOnly
+            }
         }
     }
 
@@ -100,6 +105,7 @@ pub(crate) struct Bindings<'a> {
     pub kind_ranges: &'a wgpu::Buffer,
     pub nodes: &'a wgpu::Buffer,
     pub winding: &'a wgpu::Buffer,
+    pub shape_data: &'a wgpu::Buffer,
 }
 
 impl Bindings<'_> {
@@ -112,6 +118,7 @@ impl Bindings<'_> {
             Slot::KindRanges => self.kind_ranges,
             Slot::Nodes => self.nodes,
             Slot::Winding => self.winding,
+            Slot::ShapeData => self.shape_data,
         }
     }
 

@@ -5,8 +5,9 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::Mode;
 use crate::bvh::{self, Bounds, GpuBvhNode, shape_bounds};
+use crate::hull::ConvexHull;
 use crate::math::DVec3;
-use crate::math::{cylinder_axis, triangle_unit_normal};
+use crate::math::{cylinder_axis, ellipsoid_frame, triangle_unit_normal};
 use crate::shape::{Shape, ShapeKind};
 
 /// One shape in its local frame. Per kind (all derived in f64, then rounded once):
@@ -22,7 +23,10 @@ use crate::shape::{Shape, ShapeKind};
 /// | ray | origin | xyz = unit direction | – |
 /// | triangle | a | xyz = b − a | p1 = c − a, p2 = unit normal (zero if degenerate) |
 /// | capsule | a | xyz = b − a, w = radius | – |
-/// | cylinder | a | xyz = unit axis (Z when a == b), w = length | p1.w = radius |
+/// | cylinder, cone | a | xyz = unit axis (Z when a == b), w = length | p1.w = radius |
+/// | torus | center | xyz = unit axis, w = major radius | p1.w = minor radius |
+/// | ellipsoid | center | xyz = radii sorted longest first | p1 = unit rotation quaternion of that sorted frame (`math::ellipsoid_frame`) |
+/// | convex_hull | hull anchor | x, y, z = bit patterns of the first `shape_data` entry, the face count, 1 if solid | – |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuShape {
@@ -175,12 +179,44 @@ impl GpuShape {
                 [0.0; 4],
             ),
             Shape::Capsule { a, b, radius } => (a, v4(b - a, radius), [0.0; 4], [0.0; 4], [0.0; 4]),
-            Shape::Cylinder { a, b, radius } => {
+            Shape::Cylinder { a, b, radius } | Shape::Cone { a, b, radius } => {
                 let (axis, length) = cylinder_axis(a, b);
                 (
                     a,
                     v4(axis, length),
                     v4(DVec3::ZERO, radius),
+                    [0.0; 4],
+                    [0.0; 4],
+                )
+            }
+            Shape::Torus {
+                center,
+                axis,
+                major_radius,
+                minor_radius,
+            } => (
+                center,
+                v4(axis, major_radius),
+                v4(DVec3::ZERO, minor_radius),
+                [0.0; 4],
+                [0.0; 4],
+            ),
+            Shape::Ellipsoid {
+                center,
+                radii,
+                rotation,
+            } => {
+                let (sorted, frame) = ellipsoid_frame(radii, rotation);
+                let q = frame.map(|c| c as f32);
+                (center, v4(sorted, 0.0), q, [0.0; 4], [0.0; 4])
+            }
+            // The faces go to `shape_data` (`ShapeData::record` sets where).
+            Shape::ConvexHull(ref hull) => {
+                let words = [0, hull.faces.len() as u32, hull.solid as u32, 0];
+                (
+                    hull.anchor,
+                    words.map(f32::from_bits),
+                    [0.0; 4],
                     [0.0; 4],
                     [0.0; 4],
                 )
@@ -199,6 +235,63 @@ impl GpuShape {
     }
 }
 
+/// The variable-size parts of shape records, bound as `shape_data` (`array<vec4<f32>>`): a
+/// convex hull's faces, three entries each: `(a, n.x), (b, n.y), (c, n.z)` relative to the
+/// hull's anchor, counter-clockwise seen from outside.
+#[derive(Debug, Default)]
+pub struct ShapeData {
+    pub entries: Vec<[f32; 4]>,
+}
+
+impl ShapeData {
+    /// The record of `shape`, its variable-size part appended here.
+    pub fn record(&mut self, shape: &Shape) -> GpuShape {
+        let mut record = GpuShape::from_shape(shape);
+        if let Shape::ConvexHull(hull) = shape {
+            record.p0[0] = f32::from_bits(self.entries.len() as u32);
+            self.push_hull(hull);
+        }
+        record
+    }
+
+    fn push_hull(&mut self, hull: &ConvexHull) {
+        let anchor = hull.anchor;
+        for f in &hull.faces {
+            for (corner, n) in [(f.a, f.normal.x), (f.b, f.normal.y), (f.c, f.normal.z)] {
+                self.entries.push(v4(corner - anchor, n));
+            }
+        }
+    }
+
+    /// The data of a paired job's shapes and, per shape, where its part starts (empty when no
+    /// shape has one): paired rows are converted as they stream, the data is uploaded once.
+    pub fn for_paired(shapes: &[Shape]) -> (ShapeData, Vec<u32>) {
+        let mut data = ShapeData::default();
+        if !shapes.iter().any(|s| matches!(s, Shape::ConvexHull(_))) {
+            return (data, Vec::new());
+        }
+        let starts = shapes
+            .iter()
+            .map(|s| {
+                let start = data.entries.len() as u32;
+                if let Shape::ConvexHull(hull) = s {
+                    data.push_hull(hull);
+                }
+                start
+            })
+            .collect();
+        (data, starts)
+    }
+
+    /// The binding's bytes (one unread entry when empty: zero-size bindings are invalid).
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        if self.entries.is_empty() {
+            self.entries.push([0.0; 4]);
+        }
+        bytemuck::cast_slice(&self.entries).to_vec()
+    }
+}
+
 /// A scene as the GPU holds it: the bounded shapes in the BVH's leaf order, then the shapes
 /// scanned linearly grouped by kind, each carrying its scene index; per kind `[start, end, 0, 0]`
 /// of its linear range, then one more entry `[root node, node count, kinds in the BVH (bit
@@ -209,6 +302,7 @@ pub struct SceneLayout {
     pub nodes: Vec<GpuBvhNode>,
     /// The BVH's boxes are oriented (`bvh::Bvh::orient`): a hierarchy of triangles only.
     pub oriented: bool,
+    pub data: ShapeData,
 }
 
 impl SceneLayout {
@@ -236,6 +330,8 @@ pub struct SceneBindings {
     pub ranges: Vec<[u32; 4]>,
     /// `nodes`: `GpuBvhNode`s, or `bvh::pack_oriented` words for an oriented scene.
     pub nodes: Vec<u8>,
+    /// `shape_data` (`ShapeData`).
+    pub data: Vec<u8>,
 }
 
 impl SceneLayout {
@@ -248,7 +344,9 @@ impl SceneLayout {
             mut ranges,
             mut nodes,
             oriented,
+            data,
         } = self;
+        let data = data.into_bytes();
         if nodes.is_empty() {
             nodes.push(GpuBvhNode::default());
         }
@@ -261,6 +359,7 @@ impl SceneLayout {
                 records: bytemuck::cast_slice(&packed_triangles(&shapes)).to_vec(),
                 ranges,
                 nodes: bytemuck::cast_slice(&packed.words).to_vec(),
+                data,
             }
         } else {
             if shapes.is_empty() {
@@ -270,6 +369,7 @@ impl SceneLayout {
                 records: bytemuck::cast_slice(&shapes).to_vec(),
                 ranges,
                 nodes: bytemuck::cast_slice(&nodes).to_vec(),
+                data,
             }
         }
     }
@@ -326,6 +426,7 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         ranges: Vec::new(),
         nodes: Vec::new(),
         oriented: false,
+        data: ShapeData::default(),
     };
     let mut bvh_entry = [0u32; 4];
     if in_bvh {
@@ -363,13 +464,14 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
             });
             layout.oriented = true;
         }
-        layout.shapes.extend(built.order.iter().map(|&k| {
+        for &k in &built.order {
             let i = bounded[k].0;
-            GpuShape {
+            let record = layout.data.record(&shapes[i]);
+            layout.shapes.push(GpuShape {
                 index: i as u32,
-                ..GpuShape::from_shape(&shapes[i])
-            }
-        }));
+                ..record
+            });
+        }
         bvh_entry = [0, built.nodes.len() as u32, bounded_kinds, 0];
         layout.nodes = built.nodes;
     }
@@ -379,10 +481,13 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.kind() == kind && !(in_bvh && shape_bounds(s).is_some()));
-        layout.shapes.extend(linear.map(|(i, s)| GpuShape {
-            index: i as u32,
-            ..GpuShape::from_shape(s)
-        }));
+        for (i, s) in linear {
+            let record = layout.data.record(s);
+            layout.shapes.push(GpuShape {
+                index: i as u32,
+                ..record
+            });
+        }
         layout
             .ranges
             .push([start, layout.shapes.len() as u32, 0, 0]);

@@ -64,6 +64,8 @@ pub struct GpuScene {
     ranges: wgpu::Buffer,
     /// Every kind's BVH nodes (`bvh::GpuBvhNode`).
     nodes: wgpu::Buffer,
+    /// The shapes' variable-size parts (`layout::ShapeData`).
+    data: wgpu::Buffer,
     count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     kind: Option<ShapeKind>,
@@ -84,7 +86,7 @@ impl GpuScene {
     }
     /// Bytes it holds on the device.
     pub fn device_bytes(&self) -> u64 {
-        self.shapes.size() + self.ranges.size() + self.nodes.size()
+        self.shapes.size() + self.ranges.size() + self.nodes.size() + self.data.size()
     }
     pub fn is_empty(&self) -> bool {
         self.count == 0
@@ -196,6 +198,8 @@ pub struct Engine {
     /// also stands in for the winding tree of jobs without one).
     pub(crate) unused_ranges: wgpu::Buffer,
     pub(crate) unused_nodes: wgpu::Buffer,
+    /// The `shape_data` binding of jobs whose shapes have no variable-size parts.
+    pub(crate) unused_shape_data: wgpu::Buffer,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -269,6 +273,11 @@ impl Engine {
             contents: bytemuck::bytes_of(&GpuBvhNode::default()),
             usage: wgpu::BufferUsages::STORAGE,
         });
+        let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused shape data"),
+            contents: &layout::ShapeData::default().into_bytes(),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
         Ok(Engine {
             subgroup_kernels,
             device,
@@ -286,6 +295,7 @@ impl Engine {
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
             unused_nodes,
+            unused_shape_data,
             device_errors,
         })
     }
@@ -390,6 +400,7 @@ impl Engine {
             records,
             ranges,
             nodes,
+            data,
         } = scene_layout.into_bindings();
         let bytes = records.len() as u64;
         let max = self.limits.max_storage_buffer_binding_size;
@@ -401,10 +412,11 @@ impl Engine {
             ))
             .into());
         }
+        self.check_shape_data(data.len())?;
         let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-        admit(bytes + ranges_bytes + nodes.len() as u64)?;
+        admit(bytes + ranges_bytes + nodes.len() as u64 + data.len() as u64)?;
         let storage = |label, contents: &[u8]| self.storage_buffer(label, contents);
-        let (shapes_buffer, ranges, nodes) = self.checked(|| {
+        let (shapes_buffer, ranges, nodes, data) = self.checked(|| {
             (
                 storage("scene shapes", &records),
                 self.device
@@ -414,18 +426,32 @@ impl Engine {
                         usage: wgpu::BufferUsages::UNIFORM,
                     }),
                 storage("scene bvh nodes", &nodes),
+                storage("scene shape data", &data),
             )
         })?;
         Ok(GpuScene {
             shapes: shapes_buffer,
             ranges,
             nodes,
+            data,
             count: shapes.len() as u32,
             kind: common_kind(shapes.iter().map(Shape::kind)),
             bvh_kinds,
             linear_kinds,
             oriented,
         })
+    }
+
+    /// Convex hull faces beyond one binding are refused with the sizes named.
+    fn check_shape_data(&self, bytes: usize) -> Result<()> {
+        let max = self.limits.max_storage_buffer_binding_size;
+        if bytes as u64 > max {
+            return Err(Error::Usage(format!(
+                "the convex hulls' faces take {bytes} bytes, more than one storage binding holds \
+                 on this adapter ({max} bytes)"
+            )));
+        }
+        Ok(())
     }
 
     /// A read-only storage buffer holding `contents` (call inside [`Engine::checked`]).
@@ -547,11 +573,23 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        let mut shape_source = stream::shapes_from_slice(shapes);
+        let (data, data_starts) = layout::ShapeData::for_paired(shapes);
+        let data = if data_starts.is_empty() {
+            None
+        } else {
+            let bytes = data.into_bytes();
+            self.check_shape_data(bytes.len())?;
+            Some(self.checked(|| self.storage_buffer("paired shape data", &bytes))?)
+        };
+        let mut shape_source = stream::shapes_from_slice(shapes, &data_starts);
         let kind = common_kind(shapes.iter().map(Shape::kind));
         stream::run(
             self,
-            &plan::Job::Paired(kind).plan(self, fields)?,
+            &plan::Job::Paired {
+                kind,
+                data: data.as_ref(),
+            }
+            .plan(self, fields)?,
             shapes.len(),
             Some(points),
             Some(&mut shape_source),

@@ -15,8 +15,12 @@ pub const SEED_ROUNDS: u32 = 3;
 
 /// The kinds of job the engine streams.
 pub(crate) enum Job<'a> {
-    /// Point i against shape i; the kind is set when all shapes share it.
-    Paired(Option<ShapeKind>),
+    /// Point i against shape i; the kind is set when all shapes share it, `data` holds the
+    /// shapes' variable-size parts when any has one (`layout::ShapeData::for_paired`).
+    Paired {
+        kind: Option<ShapeKind>,
+        data: Option<&'a wgpu::Buffer>,
+    },
     /// Nearest shape of a scene; a mesh's answers may then be signed by its winding tree
     /// (`WindingTree::gpu_words`).
     Nearest {
@@ -73,11 +77,12 @@ pub(crate) enum ShapeBuffers<'a> {
         records: &'a wgpu::Buffer,
         kind_ranges: &'a wgpu::Buffer,
         nodes: &'a wgpu::Buffer,
+        data: &'a wgpu::Buffer,
         count: u32,
     },
-    /// Every row brings its own shape record, streamed beside the points; the scene slots
-    /// get placeholders.
-    PerRow,
+    /// Every row brings its own shape record, streamed beside the points, their variable-size
+    /// parts resident in `data`; the scene slots get placeholders.
+    PerRow { data: Option<&'a wgpu::Buffer> },
 }
 
 /// What a chunk of a job runs.
@@ -92,7 +97,7 @@ pub(crate) struct Plan<'a> {
 
 impl Plan<'_> {
     pub(crate) fn streams_shapes(&self) -> bool {
-        matches!(self.shapes, ShapeBuffers::PerRow)
+        matches!(self.shapes, ShapeBuffers::PerRow { .. })
     }
 
     /// Dispatches of the longest pass: each gets its own `Params` (round r of that many);
@@ -123,15 +128,15 @@ impl Job<'_> {
             })
         };
         Ok(match self {
-            Job::Paired(kind) => Plan {
+            Job::Paired { kind, data } => Plan {
                 passes: vec![pass(key(Entry::Paired, *kind), Rounds::Once)?],
-                shapes: ShapeBuffers::PerRow,
+                shapes: ShapeBuffers::PerRow { data: *data },
                 winding: None,
                 reorders_points: false,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
-                shapes: ShapeBuffers::PerRow,
+                shapes: ShapeBuffers::PerRow { data: None },
                 winding: None,
                 reorders_points: false,
             },
@@ -157,6 +162,7 @@ impl Job<'_> {
                         records: &scene.shapes,
                         kind_ranges: &scene.ranges,
                         nodes: &scene.nodes,
+                        data: &scene.data,
                         count: scene.count,
                     },
                     winding: *winding,

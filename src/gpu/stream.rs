@@ -46,15 +46,20 @@ pub fn points_from_slice(points: &[[f32; 3]]) -> impl RowSource + '_ {
     }
 }
 
-/// Paired shapes, converted to their GPU form as they are written.
-pub fn shapes_from_slice(shapes: &[Shape]) -> impl RowSource + '_ {
+/// Paired shapes, converted to their GPU form as they are written; `data_starts` says where
+/// each shape's variable-size part lies in the job's resident `shape_data` (empty: none has
+/// one; `layout::ShapeData::for_paired`).
+pub fn shapes_from_slice<'a>(shapes: &'a [Shape], data_starts: &'a [u32]) -> impl RowSource + 'a {
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        rows.write_iter(
-            shapes[range]
-                .iter()
-                .map(|s| bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_shape(s))),
-        );
+        let first = range.start;
+        rows.write_iter(shapes[range].iter().enumerate().map(|(k, s)| {
+            let mut record = GpuShape::from_shape(s);
+            if matches!(s, Shape::ConvexHull(_)) {
+                record.p0[0] = f32::from_bits(data_starts[first + k]);
+            }
+            bytemuck::cast::<GpuShape, [u8; 96]>(record)
+        }));
         Ok(())
     }
 }
@@ -528,19 +533,21 @@ fn encode_chunk(
         (true, Some(upload), None) => Some(&*upload),
         _ => None,
     };
-    let (shape_buffer, kind_ranges, nodes, shape_count) = match &plan.shapes {
+    let (shape_buffer, kind_ranges, nodes, shape_data, shape_count) = match &plan.shapes {
         ShapeBuffers::Resident {
             records,
             kind_ranges,
             nodes,
+            data,
             count,
-        } => (*records, *kind_ranges, *nodes, *count),
-        ShapeBuffers::PerRow => (
+        } => (*records, *kind_ranges, *nodes, *data, *count),
+        ShapeBuffers::PerRow { data } => (
             &row_shapes
                 .expect("slots of per-row jobs have shape buffers")
                 .storage,
             &engine.unused_ranges,
             &engine.unused_nodes,
+            data.unwrap_or(&engine.unused_shape_data),
             n as u32,
         ),
     };
@@ -563,6 +570,7 @@ fn encode_chunk(
                 kind_ranges,
                 nodes,
                 winding: plan.winding.unwrap_or(&engine.unused_nodes),
+                shape_data,
             }
             .bind_group(&engine.device, &engine.kernels.layout)
         })

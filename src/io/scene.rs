@@ -7,7 +7,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::math::DVec3;
+use crate::hull::ConvexHull;
+use crate::math::{DVec3, matrix_to_quaternion};
 use crate::shape::{Shape, ShapeKind};
 
 pub fn load_scene(path: &Path) -> Result<Vec<Shape>> {
@@ -77,6 +78,11 @@ impl ShapeReader<'_> {
             .fields
             .get(field)
             .ok_or_else(|| self.error(field, "missing"))?;
+        self.numbers_in(value, field)
+    }
+
+    /// `value` as N numbers; `field` names it in errors.
+    fn numbers_in<const N: usize>(&self, value: &Value, field: &str) -> Result<[f64; N]> {
         let what = if N == 1 {
             "a number".to_string()
         } else {
@@ -138,6 +144,34 @@ impl ShapeReader<'_> {
             return Err(self.error(field, "the quaternion [x, y, z, w] must be non-zero"));
         }
         Ok(q.map(|x| x / len))
+    }
+    fn positive_extents(&self, field: &str) -> Result<DVec3> {
+        let v = self.vec3(field)?;
+        if !(v.x > 0.0 && v.y > 0.0 && v.z > 0.0) {
+            return Err(self.error(field, format!("every component must be > 0 (found {v:?})")));
+        }
+        Ok(v)
+    }
+    /// A non-empty array of points `[x, y, z]`, each named `field[k]` in errors.
+    fn point_list(&self, field: &str) -> Result<Vec<DVec3>> {
+        let items = self
+            .fields
+            .get(field)
+            .ok_or_else(|| self.error(field, "missing"))?
+            .as_array()
+            .ok_or_else(|| self.error(field, "must be an array of points [x, y, z]"))?;
+        if items.is_empty() {
+            return Err(self.error(field, "must hold at least one point"));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(k, item)| {
+                Ok(DVec3::from_array(
+                    self.numbers_in(item, &format!("{field}[{k}]"))?,
+                ))
+            })
+            .collect()
     }
     fn unit_vector(&self, field: &str) -> Result<DVec3> {
         let v = self.vec3(field)?;
@@ -297,6 +331,38 @@ impl ShapeReader<'_> {
                 half_extents: self.extents("half_extents")?,
                 rotation: self.unit_quaternion("rotation")?,
             },
+            "cone" => Shape::Cone {
+                a: self.vec3("a")?,
+                b: self.vec3("b")?,
+                radius: self.non_negative("radius")?,
+            },
+            "torus" => {
+                let center = self.vec3("center")?;
+                let axis = self.unit_vector("axis")?;
+                let major_radius = self.non_negative("major_radius")?;
+                let minor_radius = self.non_negative("minor_radius")?;
+                if minor_radius > major_radius {
+                    return Err(self.error(
+                        "minor_radius",
+                        format!("must be ≤ major_radius (found {minor_radius} > {major_radius})"),
+                    ));
+                }
+                Shape::Torus {
+                    center,
+                    axis,
+                    major_radius,
+                    minor_radius,
+                }
+            }
+            "ellipsoid" => Shape::Ellipsoid {
+                center: self.vec3("center")?,
+                radii: self.positive_extents("radii")?,
+                rotation: self.unit_quaternion("rotation")?,
+            },
+            "convex_hull" => {
+                let points = self.point_list("points")?;
+                Shape::ConvexHull(ConvexHull::new(points).map_err(|e| self.error("points", e))?)
+            }
             "part" => self.part()?,
             other => {
                 let mut known: Vec<&str> = ShapeKind::ALL.iter().map(|k| k.name()).collect();
@@ -311,48 +377,6 @@ impl ShapeReader<'_> {
             }
         })
     }
-}
-
-/// Unit quaternion `[x, y, z, w]` of the rotation whose columns are `axes` (Shepperd's method:
-/// the largest of the four candidates keeps the division well conditioned).
-pub fn matrix_to_quaternion(axes: [DVec3; 3]) -> [f64; 4] {
-    let m = |row: usize, col: usize| axes[col].get(row);
-    let trace = m(0, 0) + m(1, 1) + m(2, 2);
-    let q = if trace > 0.0 {
-        let s = (trace + 1.0).sqrt() * 2.0;
-        [
-            (m(2, 1) - m(1, 2)) / s,
-            (m(0, 2) - m(2, 0)) / s,
-            (m(1, 0) - m(0, 1)) / s,
-            0.25 * s,
-        ]
-    } else if m(0, 0) > m(1, 1) && m(0, 0) > m(2, 2) {
-        let s = (1.0 + m(0, 0) - m(1, 1) - m(2, 2)).sqrt() * 2.0;
-        [
-            0.25 * s,
-            (m(0, 1) + m(1, 0)) / s,
-            (m(0, 2) + m(2, 0)) / s,
-            (m(2, 1) - m(1, 2)) / s,
-        ]
-    } else if m(1, 1) > m(2, 2) {
-        let s = (1.0 + m(1, 1) - m(0, 0) - m(2, 2)).sqrt() * 2.0;
-        [
-            (m(0, 1) + m(1, 0)) / s,
-            0.25 * s,
-            (m(1, 2) + m(2, 1)) / s,
-            (m(0, 2) - m(2, 0)) / s,
-        ]
-    } else {
-        let s = (1.0 + m(2, 2) - m(0, 0) - m(1, 1)).sqrt() * 2.0;
-        [
-            (m(0, 2) + m(2, 0)) / s,
-            (m(1, 2) + m(2, 1)) / s,
-            0.25 * s,
-            (m(1, 0) - m(0, 1)) / s,
-        ]
-    };
-    let norm = q.iter().map(|c| c * c).sum::<f64>().sqrt();
-    q.map(|c| c / norm)
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 
 mod aabb;
 mod capsule;
+mod cone;
+mod convex_hull;
 mod cylinder;
+mod ellipsoid;
 mod line;
 mod plane;
 mod polyhedron;
@@ -13,11 +16,15 @@ mod ray;
 mod segment;
 mod segment_pair;
 mod sphere;
+mod torus;
 mod triangle;
 
 pub use aabb::project_box;
 pub use capsule::project_capsule;
+pub use cone::project_cone;
+pub use convex_hull::project_convex_hull;
 pub use cylinder::project_cylinder;
+pub use ellipsoid::project_ellipsoid;
 pub use line::project_line;
 pub use plane::project_plane;
 pub use polyhedron::{
@@ -27,10 +34,11 @@ pub use ray::project_ray;
 pub use segment::project_segment;
 pub use segment_pair::{SegmentPair, closest_segment_pair};
 pub use sphere::project_sphere;
+pub use torus::project_torus;
 pub use triangle::{project_triangle, triangle_unit_normal};
 
 use crate::Mode;
-use crate::math::DVec3;
+use crate::math::{DVec3, ellipsoid_frame};
 use crate::shape::Shape;
 
 /// Closest point on a shape's boundary (or on the shape, for curves and surfaces).
@@ -111,6 +119,35 @@ pub fn project_point(shape: &Shape, p: DVec3) -> Projection {
         Shape::Cylinder { a, b, radius } => {
             let (axis, length) = cylinder_axis(a, b);
             world(a, project_cylinder(p - a, axis, length, radius))
+        }
+        Shape::Cone { a, b, radius } => {
+            let (axis, length) = cylinder_axis(a, b);
+            world(a, project_cone(p - a, axis, length, radius))
+        }
+        Shape::Torus {
+            center,
+            axis,
+            major_radius,
+            minor_radius,
+        } => world(
+            center,
+            project_torus(p - center, axis, major_radius, minor_radius),
+        ),
+        Shape::Ellipsoid {
+            center,
+            radii,
+            rotation,
+        } => {
+            let (sorted, frame) = ellipsoid_frame(radii, rotation);
+            oriented(center, frame, p, |l| project_ellipsoid(l, sorted))
+        }
+        Shape::ConvexHull(ref hull) => {
+            let anchor = hull.anchor;
+            let faces = hull
+                .faces
+                .iter()
+                .map(|f| [f.a - anchor, f.b - anchor, f.c - anchor, f.normal]);
+            world(anchor, project_convex_hull(p - anchor, faces, hull.solid))
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::math::DVec3;
 
 /// Running state of the search over faces.
 pub struct ConvexSearch {
-    point: DVec3,
+    pub(super) point: DVec3,
     dist2: f64,
     plane: f64,
     normal: DVec3,
@@ -28,7 +28,7 @@ impl ConvexSearch {
         }
     }
 
-    fn triangle(&mut self, p: DVec3, n: DVec3, a: DVec3, b: DVec3, c: DVec3) {
+    pub(super) fn triangle(&mut self, p: DVec3, n: DVec3, a: DVec3, b: DVec3, c: DVec3) {
         let q = a + project_triangle(p - a, b - a, c - a, n).point;
         let d2 = (p - q).length_squared();
         if d2 < self.dist2 {
@@ -37,7 +37,7 @@ impl ConvexSearch {
         }
     }
 
-    fn plane(&mut self, p: DVec3, n: DVec3, a: DVec3) {
+    pub(super) fn plane(&mut self, p: DVec3, n: DVec3, a: DVec3) {
         let d = (p - a).dot(n);
         if d > self.plane {
             self.plane = d;

@@ -278,13 +278,14 @@ fn assert_no_failures(failures: &[String], rows: usize) {
     );
 }
 
-/// `count` shapes of nine kinds (planes, lines and rays among them) around the origin.
+/// `count` shapes of thirteen kinds (planes, lines, rays and convex hulls among them) around
+/// the origin.
 pub fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
     (0..count)
         .map(|i| {
             let c = rng.vec(-spread, spread);
             let s = rng.range(0.05, 1.0);
-            match i % 9 {
+            match i % 13 {
                 0 => Shape::Sphere {
                     center: c,
                     radius: s,
@@ -319,11 +320,31 @@ pub fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
                     b: c + rng.vec(-1.0, 1.0),
                     c: c + rng.vec(-1.0, 1.0),
                 },
-                _ => Shape::Capsule {
+                8 => Shape::Capsule {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                     radius: s,
                 },
+                9 => Shape::Cone {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    radius: s,
+                },
+                10 => Shape::Torus {
+                    center: c,
+                    axis: rng.unit(),
+                    major_radius: s,
+                    minor_radius: s * rng.range(0.1, 1.0),
+                },
+                11 => Shape::Ellipsoid {
+                    center: c,
+                    radii: rng.vec(0.05, 1.0),
+                    rotation: rng.quaternion(),
+                },
+                _ => Shape::ConvexHull(
+                    closest::hull::ConvexHull::new((0..6).map(|_| c + rng.vec(-s, s)).collect())
+                        .expect("a hull"),
+                ),
             }
         })
         .collect()
