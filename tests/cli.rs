@@ -251,8 +251,8 @@ fn bad_scenes_name_the_shape_and_field() {
             &["malformed JSON"],
         ),
         (
-            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus"} ]}"#,
-            &["shape 1", "`type`", "torus"],
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "teapot"} ]}"#,
+            &["shape 1", "`type`", "teapot", "convex_hull"],
         ),
         (
             r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#,
@@ -291,6 +291,34 @@ fn bad_scenes_name_the_shape_and_field() {
             &["shape 0", "`radius`", "f32 range"],
         ),
         (r#"{"objects": []}"#, &["`shapes`"]),
+        (
+            r#"{"shapes": [ {"type": "torus", "center": [0,0,0], "axis": [0,0,1], "major_radius": 1, "minor_radius": 2} ]}"#,
+            &["shape 0", "`minor_radius`", "major_radius"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "torus", "center": [0,0,0], "axis": [0,0,0], "major_radius": 2, "minor_radius": 1} ]}"#,
+            &["shape 1", "`axis`", "non-zero"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "ellipsoid", "center": [0,0,0], "radii": [1,0,1], "rotation": [0,0,0,1]} ]}"#,
+            &["shape 0", "`radii`", "> 0"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "ellipsoid", "center": [0,0,0], "radii": [1,-2,1], "rotation": [0,0,0,1]} ]}"#,
+            &["shape 0", "`radii`", "> 0"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "convex_hull", "points": []} ]}"#,
+            &["shape 0", "`points`", "at least one"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "convex_hull", "points": [[0,0,0], [1,0,0], [0,1]]} ]}"#,
+            &["shape 0", "`points[2]`", "3 numbers"],
+        ),
+        (
+            r#"{"shapes": [ {"type": "cone", "a": [0,0,0], "b": [0,0,1], "radius": -0.5} ]}"#,
+            &["shape 0", "`radius`", "≥ 0"],
+        ),
         (
             r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "part", "shape": "Block", "size": [1,1,1], "cframe": [0,0,0, 1,0,0, 0,1,0, 0,0.5,1]} ]}"#,
             &["shape 1", "`cframe`", "orthonormal"],

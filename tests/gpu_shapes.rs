@@ -298,6 +298,27 @@ fn feature_points(shape: &Shape, rng: &mut Rng) -> Vec<(String, DVec3)> {
         } => {
             let axes = Shape::axes(rotation);
             add("centre", center);
+            // Near the centre, in the region whose closest points leave the plane of the two
+            // longest axes (where Eberly's s + 1 cancels).
+            for (a, b, c) in [(1e-5, 2e-5, 1e-6), (-3e-5, 1e-6, 2e-5), (1e-7, -1e-7, 1e-7)] {
+                add(
+                    "just off the centre",
+                    center
+                        + axes[0] * (a * radii.x)
+                        + axes[1] * (b * radii.y)
+                        + axes[2] * (c * radii.z),
+                );
+            }
+            // Across that region, to its rim, along the longest axis.
+            let (e, frame) = closest::math::ellipsoid_frame(radii, rotation);
+            let sorted_axes = Shape::axes(frame);
+            let reach = (e.x * e.x - e.z * e.z) / e.x;
+            for fraction in [0.3, 0.7, 0.95] {
+                add(
+                    "in the medial region",
+                    center + sorted_axes[0] * (fraction * reach) + sorted_axes[2] * (1e-6 * e.z),
+                );
+            }
             for (k, axis) in axes.iter().enumerate() {
                 let end = *axis * radii.get(k);
                 add("axis end", center + end);
@@ -676,6 +697,14 @@ fn degenerate_shapes_match_reference() {
             },
         ),
         (
+            "nearly round ellipsoid",
+            Shape::Ellipsoid {
+                center: o,
+                radii: DVec3::new(1.0, 1.0001, 1.0002),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+        ),
+        (
             "ellipsoid of revolution",
             Shape::Ellipsoid {
                 center: o,
@@ -801,4 +830,150 @@ fn sphere_centre_is_defined() {
     assert_eq!(hits[0].point, [7.0, 5.0, 5.0]);
     assert_eq!(hits[0].distance, -2.0);
     assert_eq!(hits[0].normal, [1.0, 0.0, 0.0]);
+}
+
+/// The defined answers of SPEC §1 where every direction is closest (README, "Shapes"): on a
+/// cone's or torus' axis the radial direction is `any_perpendicular(axis)` (+Y for an axis
+/// along Z); on a torus' core circle the outward one; at an ellipsoid's centre the + end of its
+/// shortest semi-axis (the first of X, Y, Z among equal shortest ones). GPU and reference alike.
+#[test]
+fn axis_and_centre_answers_are_defined() {
+    let slant = 20f64.sqrt();
+    let cases = [
+        (
+            "cone, on the axis near the base",
+            Shape::Cone {
+                a: DVec3::ZERO,
+                b: DVec3::new(0.0, 0.0, 4.0),
+                radius: 2.0,
+            },
+            DVec3::new(0.0, 0.0, 1.0),
+            (DVec3::ZERO, -1.0, DVec3::new(0.0, 0.0, -1.0)),
+        ),
+        (
+            "cone, on the axis near the apex",
+            Shape::Cone {
+                a: DVec3::ZERO,
+                b: DVec3::new(0.0, 0.0, 4.0),
+                radius: 2.0,
+            },
+            DVec3::new(0.0, 0.0, 3.0),
+            (
+                DVec3::new(0.0, 0.4, 3.2),
+                -2.0 / slant,
+                DVec3::new(0.0, 4.0 / slant, 2.0 / slant),
+            ),
+        ),
+        (
+            "torus, at the centre",
+            Shape::Torus {
+                center: DVec3::ZERO,
+                axis: DVec3::Z,
+                major_radius: 2.0,
+                minor_radius: 0.5,
+            },
+            DVec3::ZERO,
+            (DVec3::new(0.0, 1.5, 0.0), 1.5, DVec3::new(0.0, -1.0, 0.0)),
+        ),
+        (
+            "torus, on the core circle",
+            Shape::Torus {
+                center: DVec3::ZERO,
+                axis: DVec3::Z,
+                major_radius: 2.0,
+                minor_radius: 0.5,
+            },
+            DVec3::new(0.0, 2.0, 0.0),
+            (DVec3::new(0.0, 2.5, 0.0), -0.5, DVec3::Y),
+        ),
+        (
+            "ellipsoid, at the centre",
+            Shape::Ellipsoid {
+                center: DVec3::ZERO,
+                radii: DVec3::new(3.0, 1.0, 2.0),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+            DVec3::ZERO,
+            (DVec3::Y, -1.0, DVec3::Y),
+        ),
+        (
+            "ellipsoid with two shortest axes, at the centre",
+            Shape::Ellipsoid {
+                center: DVec3::ZERO,
+                radii: DVec3::new(2.0, 1.0, 1.0),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+            DVec3::ZERO,
+            (DVec3::Y, -1.0, DVec3::Y),
+        ),
+        (
+            "round ellipsoid, at the centre",
+            Shape::Ellipsoid {
+                center: DVec3::ZERO,
+                radii: DVec3::new(1.5, 1.5, 1.5),
+                rotation: [0.0, 0.0, 0.0, 1.0],
+            },
+            DVec3::ZERO,
+            (DVec3::X * 1.5, -1.5, DVec3::X),
+        ),
+    ];
+    // A point exactly on a surface gets its face's normal.
+    let square = ConvexHull::new(
+        [(0.0, 0.0), (2.0, 0.0), (2.0, 2.0), (0.0, 2.0)]
+            .map(|(x, y)| DVec3::new(x, y, 1.0))
+            .to_vec(),
+    )
+    .unwrap();
+    let square_normal = square.faces[0].normal;
+    let on_faces = [
+        (
+            "cone, on the slant",
+            Shape::Cone {
+                a: DVec3::ZERO,
+                b: DVec3::new(0.0, 0.0, 4.0),
+                radius: 2.0,
+            },
+            DVec3::new(0.0, 1.0, 2.0),
+            (
+                DVec3::new(0.0, 1.0, 2.0),
+                0.0,
+                DVec3::new(0.0, 4.0 / slant, 2.0 / slant),
+            ),
+        ),
+        (
+            "flat hull, on the polygon",
+            Shape::ConvexHull(square),
+            DVec3::new(0.5, 1.5, 1.0),
+            (DVec3::new(0.5, 1.5, 1.0), 0.0, square_normal),
+        ),
+    ];
+    let cases: Vec<_> = cases.into_iter().chain(on_faces).collect();
+    let shapes: Vec<Shape> = cases.iter().map(|c| c.1.clone()).collect();
+    let points: Vec<[f32; 3]> = cases.iter().map(|c| c.2.to_f32()).collect();
+    let hits = common::engine()
+        .query_paired(&shapes, &points, Mode::Surface)
+        .unwrap();
+    let close = |a: DVec3, b: DVec3| (a - b).length() <= 1e-5;
+    for ((name, shape, p, (q, d, n)), gpu) in cases.iter().zip(&hits) {
+        let reference = closest::reference::query_shape(shape, 0, *p, Mode::Surface);
+        assert!(
+            close(reference.point, *q) && (reference.distance - d).abs() <= 1e-9,
+            "{name}: reference {reference:?}"
+        );
+        // On the surface the f64 closest point is off by rounding, so its normal is noise.
+        if *d != 0.0 {
+            assert!(
+                close(reference.normal, *n),
+                "{name}: reference {reference:?}"
+            );
+        }
+        let [x, y, z] = gpu.point.map(f64::from);
+        let [nx, ny, nz] = gpu.normal.map(f64::from);
+        assert!(
+            close(DVec3::new(x, y, z), *q)
+                && (gpu.distance as f64 - d).abs() <= 1e-6
+                && close(DVec3::new(nx, ny, nz), *n),
+            "{name}: GPU {gpu:?}"
+        );
+    }
 }
