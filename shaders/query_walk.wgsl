@@ -5,20 +5,9 @@
 #import shared/math
 #import shared/rows
 #import shared/hits
-#import shapes/sphere
-#import shapes/aabb
-#import shapes/plane
-#import shapes/segment
-#import shapes/line
-#import shapes/ray
-#import shapes/triangle
-#import shapes/capsule
-#import shapes/cylinder
-#import shapes/polyhedron
-#import shapes/cone
-#import shapes/torus
-#import shapes/ellipsoid
-#import shapes/convex_hull
+// Every shape kind's projection, `is_solid` and the per-kind scans, generated from
+// ShapeKind (src/gpu/shaders.rs).
+#import generated/shapes
 #import shared/walk
 
 // Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
@@ -45,81 +34,6 @@ override LINEAR_KINDS: u32 = 0xffffffffu;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
 // The variable-size parts of shape records: convex hull faces (shapes/convex_hull.wgsl).
 @group(0) @binding(7) var<storage, read> shape_data: array<vec4<f32>>;
-
-fn is_solid(kind: u32) -> bool {
-    return kind == KIND_SPHERE || kind == KIND_AABB || kind == KIND_BOX || kind == KIND_CAPSULE
-        || kind == KIND_CYLINDER || kind == KIND_WEDGE || kind == KIND_CORNER_WEDGE
-        || kind == KIND_CONE || kind == KIND_TORUS || kind == KIND_ELLIPSOID
-        || kind == KIND_CONVEX_HULL;
-}
-
-// Boundary projection in world space; the per-kind parameters are described in GpuShape::from_shape.
-// Callers pass `kind` as a constant wherever they can, so the switch folds away.
-fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {
-    let p = p_world - s.anchor.xyz;
-    var proj: Projection;
-    switch kind {
-        case KIND_SPHERE: {
-            proj = project_sphere(p, s.p0.w);
-        }
-        case KIND_AABB: {
-            proj = project_box(p, s.p0.xyz);
-        }
-        // Oriented shapes: the rotation as a unit quaternion, one vec4 to load rather than
-        // three axes.
-        case KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE, KIND_ELLIPSOID: {
-            let q = s.p1;
-            let local = rotate(vec4<f32>(-q.xyz, q.w), p);
-            if kind == KIND_BOX {
-                proj = project_box(local, s.p0.xyz);
-            } else if kind == KIND_WEDGE {
-                proj = project_wedge(local, s.p0.xyz);
-            } else if kind == KIND_CORNER_WEDGE {
-                proj = project_corner_wedge(local, s.p0.xyz);
-            } else {
-                proj = project_ellipsoid(local, s.p0.xyz);
-            }
-            proj.point = rotate(q, proj.point);
-            proj.normal = rotate(q, proj.normal);
-        }
-        case KIND_PLANE: {
-            proj = project_plane(p, s.p0.xyz);
-        }
-        case KIND_SEGMENT: {
-            proj = project_segment(p, s.p0.xyz);
-        }
-        case KIND_LINE: {
-            proj = project_line(p, s.p0.xyz);
-        }
-        case KIND_RAY: {
-            proj = project_ray(p, s.p0.xyz);
-        }
-        case KIND_TRIANGLE: {
-            proj = project_triangle(p, s.p0.xyz, s.p1.xyz, s.p2.xyz);
-        }
-        case KIND_CAPSULE: {
-            proj = project_capsule(p, s.p0.xyz, s.p0.w);
-        }
-        case KIND_CYLINDER: {
-            proj = project_cylinder(p, s.p0.xyz, s.p0.w, s.p1.w);
-        }
-        case KIND_CONE: {
-            proj = project_cone(p, s.p0.xyz, s.p0.w, s.p1.w);
-        }
-        case KIND_TORUS: {
-            proj = project_torus(p, s.p0.xyz, s.p0.w, s.p1.w);
-        }
-        case KIND_CONVEX_HULL: {
-            let words = bitcast<vec3<u32>>(s.p0.xyz);
-            proj = project_convex_hull(p, words.x, words.y, words.z != 0u);
-        }
-        default: {
-            proj = Projection(p, false, vec3<f32>(0.0));
-        }
-    }
-    proj.point = proj.point + s.anchor.xyz;
-    return proj;
-}
 
 // Distance, sign and normal from a projection (SPEC §2). Twin: reference::finish.
 fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
@@ -262,23 +176,7 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
         if leaf.count == 0u {
             return;
         }
-        // One call per kind (tests/shaders.rs checks that none is missing).
-        scan_leaf(KIND_SPHERE, leaf, p, best);
-        scan_leaf(KIND_AABB, leaf, p, best);
-        scan_leaf(KIND_BOX, leaf, p, best);
-        scan_leaf(KIND_PLANE, leaf, p, best);
-        scan_leaf(KIND_SEGMENT, leaf, p, best);
-        scan_leaf(KIND_LINE, leaf, p, best);
-        scan_leaf(KIND_RAY, leaf, p, best);
-        scan_leaf(KIND_TRIANGLE, leaf, p, best);
-        scan_leaf(KIND_CAPSULE, leaf, p, best);
-        scan_leaf(KIND_CYLINDER, leaf, p, best);
-        scan_leaf(KIND_WEDGE, leaf, p, best);
-        scan_leaf(KIND_CORNER_WEDGE, leaf, p, best);
-        scan_leaf(KIND_CONE, leaf, p, best);
-        scan_leaf(KIND_TORUS, leaf, p, best);
-        scan_leaf(KIND_ELLIPSOID, leaf, p, best);
-        scan_leaf(KIND_CONVEX_HULL, leaf, p, best);
+        scan_leaf_every_kind(leaf, p, best);
     }
 }
 
@@ -321,22 +219,6 @@ fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
         scan_kind(ONLY_KIND_INDEX, p, &best);
         return best;
     }
-    // One call per kind (tests/shaders.rs checks that none is missing).
-    scan_kind(KIND_SPHERE, p, &best);
-    scan_kind(KIND_AABB, p, &best);
-    scan_kind(KIND_BOX, p, &best);
-    scan_kind(KIND_PLANE, p, &best);
-    scan_kind(KIND_SEGMENT, p, &best);
-    scan_kind(KIND_LINE, p, &best);
-    scan_kind(KIND_RAY, p, &best);
-    scan_kind(KIND_TRIANGLE, p, &best);
-    scan_kind(KIND_CAPSULE, p, &best);
-    scan_kind(KIND_CYLINDER, p, &best);
-    scan_kind(KIND_WEDGE, p, &best);
-    scan_kind(KIND_CORNER_WEDGE, p, &best);
-    scan_kind(KIND_CONE, p, &best);
-    scan_kind(KIND_TORUS, p, &best);
-    scan_kind(KIND_ELLIPSOID, p, &best);
-    scan_kind(KIND_CONVEX_HULL, p, &best);
+    scan_every_kind(p, &best);
     return best;
 }

@@ -157,22 +157,45 @@ impl ShapeKind {
         }
     }
 
-    /// Solids collapse to `q = p, d = 0` inside them in solid mode.
+    /// Solids collapse to `q = p, d = 0` inside them in solid mode (the WGSL `is_solid` is
+    /// generated from this).
     pub fn is_solid(self) -> bool {
-        matches!(
-            self,
+        match self {
             ShapeKind::Sphere
-                | ShapeKind::Aabb
-                | ShapeKind::Box
-                | ShapeKind::Capsule
-                | ShapeKind::Cylinder
-                | ShapeKind::Wedge
-                | ShapeKind::CornerWedge
-                | ShapeKind::Cone
-                | ShapeKind::Torus
-                | ShapeKind::Ellipsoid
-                | ShapeKind::ConvexHull
-        )
+            | ShapeKind::Aabb
+            | ShapeKind::Box
+            | ShapeKind::Capsule
+            | ShapeKind::Cylinder
+            | ShapeKind::Wedge
+            | ShapeKind::CornerWedge
+            | ShapeKind::Cone
+            | ShapeKind::Torus
+            | ShapeKind::Ellipsoid
+            | ShapeKind::ConvexHull => true,
+            ShapeKind::Plane | ShapeKind::Segment | ShapeKind::Line | ShapeKind::Ray => false,
+            ShapeKind::Triangle => false,
+        }
+    }
+
+    /// The file under `shaders/shapes/` with its projection and its record's reader,
+    /// `project_<name>_record` (the WGSL kind switch is generated from this).
+    pub fn wgsl_file(self) -> &'static str {
+        match self {
+            ShapeKind::Aabb | ShapeKind::Box => "aabb",
+            ShapeKind::Wedge | ShapeKind::CornerWedge => "polyhedron",
+            ShapeKind::Sphere
+            | ShapeKind::Plane
+            | ShapeKind::Segment
+            | ShapeKind::Line
+            | ShapeKind::Ray
+            | ShapeKind::Triangle
+            | ShapeKind::Capsule
+            | ShapeKind::Cylinder
+            | ShapeKind::Cone
+            | ShapeKind::Torus
+            | ShapeKind::Ellipsoid
+            | ShapeKind::ConvexHull => self.name(),
+        }
     }
 }
 

@@ -216,13 +216,14 @@ fn dispatch_grid_stays_within_65535_per_dimension() {
 #[test]
 fn nearest_scans_every_shape_kind() {
     // The mixed-scene paths of `nearest` have one literal `scan_kind` and `scan_leaf` call per
-    // kind.
+    // kind, and `project_point` a case (all generated from ShapeKind: this guards the generator).
     let source = compose("query").unwrap().source;
     for kind in ShapeKind::ALL {
         let name = kind.name().to_uppercase();
         for call in [
-            format!("scan_kind(KIND_{name}, p, &best);"),
+            format!("scan_kind(KIND_{name}, p, best);"),
             format!("scan_leaf(KIND_{name}, leaf, p, best);"),
+            format!("case KIND_{name}: {{"),
         ] {
             assert!(source.contains(&call), "query.wgsl lacks `{call}`");
         }

@@ -55,6 +55,10 @@ SHAPES = [
     {"type": "cylinder", "a": [4, 4, 0], "b": [4, 4, 1], "radius": 0.5},
     {"type": "triangle", "a": [-4, 4, 0], "b": [-3, 4, 0], "c": [-4, 5, 1]},
     {"type": "wedge", "center": [0, 0, 5], "half_extents": [1, 1, 2], "rotation": [0, 0, 0, 1]},
+    {"type": "cone", "a": [5, -4, 0], "b": [5, -4, 2], "radius": 0.8},
+    {"type": "torus", "center": [-5, -4, 0], "axis": [0, 1, 0], "major_radius": 1, "minor_radius": 0.25},
+    {"type": "ellipsoid", "center": [0, 5, 3], "radii": [1.5, 0.5, 0.25], "rotation": [0, 0.38268343, 0, 0.92387953]},
+    {"type": "convex_hull", "points": [[-5, 0, 3], [-4, 0, 3], [-5, 1, 3], [-5, 0, 4], [-4.5, 0.5, 3.5]]},
 ]
 
 

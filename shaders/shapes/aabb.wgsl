@@ -13,3 +13,13 @@ fn project_box(p: vec3<f32>, half: vec3<f32>) -> Projection {
     let point = select(clamp(p, -half, half), select(p, side * half, axis), inside);
     return Projection(point, inside, select(vec3<f32>(0.0), side, axis));
 }
+
+// Its records (GpuShape::from_shape): p0.xyz = half extents; a box's p1 = its rotation.
+fn project_aabb_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_box(p, s.p0.xyz);
+}
+
+fn project_box_record(s: Shape, p: vec3<f32>) -> Projection {
+    let q = s.p1;
+    return rotated_projection(q, project_box(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz));
+}

@@ -23,3 +23,8 @@ fn project_capsule(p: vec3<f32>, d: vec3<f32>, radius: f32) -> Projection {
     }
     return Projection(on_axis + dir * radius, length(p - on_axis) < radius, select(vec3<f32>(0.0), dir, radius > 0.0));
 }
+
+// Its record (GpuShape::from_shape): p0.xyz = b - a, p0.w = radius.
+fn project_capsule_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_capsule(p, s.p0.xyz, s.p0.w);
+}

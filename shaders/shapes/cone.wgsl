@@ -42,3 +42,8 @@ fn project_cone(p: vec3<f32>, axis: vec3<f32>, height: f32, radius: f32) -> Proj
     }
     return Projection(point, inside, normal);
 }
+
+// Its record (GpuShape::from_shape): p0 = unit axis and height, p1.w = radius.
+fn project_cone_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_cone(p, s.p0.xyz, s.p0.w, s.p1.w);
+}

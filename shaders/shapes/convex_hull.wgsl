@@ -26,3 +26,10 @@ fn project_convex_hull(p: vec3<f32>, first: u32, count: u32, solid: bool) -> Pro
     let flat_normal = vec3<f32>(n.w, shape_data[first + 1u].w, shape_data[first + 2u].w);
     return Projection(s.point, false, flat_normal);
 }
+
+// Its record (GpuShape::from_shape): p0.xyz = bit patterns of the first face entry, the face
+// count and 1 for a solid hull.
+fn project_convex_hull_record(s: Shape, p: vec3<f32>) -> Projection {
+    let words = bitcast<vec3<u32>>(s.p0.xyz);
+    return project_convex_hull(p, words.x, words.y, words.z != 0u);
+}

@@ -27,3 +27,8 @@ fn project_cylinder(p: vec3<f32>, axis: vec3<f32>, height: f32, radius: f32) -> 
     }
     return Projection(point, inside, normal);
 }
+
+// Its record (GpuShape::from_shape): p0 = unit axis and length, p1.w = radius.
+fn project_cylinder_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_cylinder(p, s.p0.xyz, s.p0.w, s.p1.w);
+}

@@ -115,3 +115,10 @@ fn project_ellipsoid(p: vec3<f32>, e: vec3<f32>) -> Projection {
     let normal = select(vec3<f32>(0.0), gradient / len, len > 0.0);
     return Projection(point, inside, normal);
 }
+
+// Its record (GpuShape::from_shape): p0.xyz = radii sorted longest first, p1 = the rotation
+// of that sorted frame.
+fn project_ellipsoid_record(s: Shape, p: vec3<f32>) -> Projection {
+    let q = s.p1;
+    return rotated_projection(q, project_ellipsoid(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz));
+}

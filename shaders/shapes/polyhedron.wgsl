@@ -97,3 +97,14 @@ fn project_corner_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
     convex_triangle_face(&s, p, b4, b3, apex); // slope over the +Z edge
     return convex_finish(s, p);
 }
+
+// Their records (GpuShape::from_shape): p0.xyz = half extents, p1 = rotation.
+fn project_wedge_record(s: Shape, p: vec3<f32>) -> Projection {
+    let q = s.p1;
+    return rotated_projection(q, project_wedge(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz));
+}
+
+fn project_corner_wedge_record(s: Shape, p: vec3<f32>) -> Projection {
+    let q = s.p1;
+    return rotated_projection(q, project_corner_wedge(rotate(vec4<f32>(-q.xyz, q.w), p), s.p0.xyz));
+}

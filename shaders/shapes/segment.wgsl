@@ -7,3 +7,8 @@ fn project_segment(p: vec3<f32>, d: vec3<f32>) -> Projection {
     }
     return Projection(d * t, false, vec3<f32>(0.0));
 }
+
+// Its record (GpuShape::from_shape): p0.xyz = b - a.
+fn project_segment_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_segment(p, s.p0.xyz);
+}

@@ -8,3 +8,8 @@ fn project_sphere(p: vec3<f32>, radius: f32) -> Projection {
     }
     return Projection(dir * radius, len < radius, select(vec3<f32>(0.0), dir, radius > 0.0));
 }
+
+// Its record (GpuShape::from_shape): p0.w = radius.
+fn project_sphere_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_sphere(p, s.p0.w);
+}

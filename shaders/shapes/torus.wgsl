@@ -22,3 +22,8 @@ fn project_torus(p: vec3<f32>, axis: vec3<f32>, major: f32, minor: f32) -> Proje
     let normal = select(vec3<f32>(0.0), axis * u.x + dir * u.y, minor > 0.0);
     return Projection(axis * (u.x * minor) + dir * (major + u.y * minor), off_core < minor, normal);
 }
+
+// Its record (GpuShape::from_shape): p0 = unit axis and major radius, p1.w = minor radius.
+fn project_torus_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_torus(p, s.p0.xyz, s.p0.w, s.p1.w);
+}

@@ -24,3 +24,8 @@ fn project_triangle(p: vec3<f32>, e0: vec3<f32>, e1: vec3<f32>, n: vec3<f32>) ->
     }
     return Projection(best, false, n);
 }
+
+// Its record (GpuShape::from_shape): p0.xyz = b - a, p1.xyz = c - a, p2.xyz = unit normal.
+fn project_triangle_record(s: Shape, p: vec3<f32>) -> Projection {
+    return project_triangle(p, s.p0.xyz, s.p1.xyz, s.p2.xyz);
+}

@@ -1,3 +1,5 @@
+#import shared/types
+
 // Bit test, so it survives compilers that assume finite math.
 fn is_finite_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
@@ -26,4 +28,9 @@ fn any_perpendicular(axis: vec3<f32>) -> vec3<f32> {
 fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
     let t = 2.0 * cross(q.xyz, v);
     return v + q.w * t + cross(q.xyz, t);
+}
+
+// A projection made in a frame rotated by the unit quaternion q, back in the unrotated one.
+fn rotated_projection(q: vec4<f32>, local: Projection) -> Projection {
+    return Projection(rotate(q, local.point), local.inside, rotate(q, local.normal));
 }
