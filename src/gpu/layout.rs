@@ -236,8 +236,8 @@ impl GpuShape {
 }
 
 /// The variable-size parts of shape records, bound as `shape_data` (`array<vec4<f32>>`): a
-/// convex hull's faces, three entries each: `(a, n.x), (b, n.y), (c, n.z)` relative to the
-/// hull's anchor, counter-clockwise seen from outside.
+/// convex hull's faces, four entries each: the plane `(unit normal, normal · a)`, then the
+/// corners a, b, c relative to the hull's anchor, counter-clockwise seen from outside.
 #[derive(Debug, Default)]
 pub struct ShapeData {
     pub entries: Vec<[f32; 4]>,
@@ -257,8 +257,10 @@ impl ShapeData {
     fn push_hull(&mut self, hull: &ConvexHull) {
         let anchor = hull.anchor;
         for f in &hull.faces {
-            for (corner, n) in [(f.a, f.normal.x), (f.b, f.normal.y), (f.c, f.normal.z)] {
-                self.entries.push(v4(corner - anchor, n));
+            let a = f.a - anchor;
+            self.entries.push(v4(f.normal, f.normal.dot(a)));
+            for corner in [a, f.b - anchor, f.c - anchor] {
+                self.entries.push(v4(corner, 0.0));
             }
         }
     }

@@ -391,6 +391,21 @@ mod tests {
             .remove(0)
     }
 
+    /// The parser knows every kind: a bare `{"type": name}` fails on a missing field, never on
+    /// the type (the parser's string match is the one kind list the compiler cannot check).
+    #[test]
+    fn every_kind_parses_by_its_name() {
+        for kind in ShapeKind::ALL {
+            let json = serde_json::json!({"shapes": [{"type": kind.name()}]});
+            match parse_scene(&json.to_string(), "scene.json") {
+                Err(Error::BadShape { field, .. }) => {
+                    assert_ne!(field, "type", "{} is not parsed", kind.name())
+                }
+                other => panic!("{}: {other:?}", kind.name()),
+            }
+        }
+    }
+
     #[test]
     fn parts_follow_roblox_semantics() {
         // A part at (1, 2, 3) turned 90° about Y: its local X axis is world −Z.

@@ -143,11 +143,15 @@ pub fn project_point(shape: &Shape, p: DVec3) -> Projection {
         }
         Shape::ConvexHull(ref hull) => {
             let anchor = hull.anchor;
-            let faces = hull
+            let faces: Vec<([DVec3; 4], f64)> = hull
                 .faces
                 .iter()
-                .map(|f| [f.a - anchor, f.b - anchor, f.c - anchor, f.normal]);
-            world(anchor, project_convex_hull(p - anchor, faces, hull.solid))
+                .map(|f| {
+                    let a = f.a - anchor;
+                    ([f.normal, a, f.b - anchor, f.c - anchor], f.normal.dot(a))
+                })
+                .collect();
+            world(anchor, project_convex_hull(p - anchor, &faces, hull.solid))
         }
     }
 }

@@ -8,8 +8,8 @@ use crate::math::DVec3;
 /// Running state of the search over faces.
 pub struct ConvexSearch {
     pub(super) point: DVec3,
-    dist2: f64,
-    plane: f64,
+    pub(super) dist2: f64,
+    pub(super) plane: f64,
     normal: DVec3,
 }
 
@@ -37,8 +37,12 @@ impl ConvexSearch {
         }
     }
 
-    pub(super) fn plane(&mut self, p: DVec3, n: DVec3, a: DVec3) {
-        let d = (p - a).dot(n);
+    fn plane(&mut self, p: DVec3, n: DVec3, a: DVec3) {
+        self.plane_at((p - a).dot(n), n);
+    }
+
+    /// A face plane with normal `n` at signed distance `d` from the point.
+    pub(super) fn plane_at(&mut self, d: f64, n: DVec3) {
         if d > self.plane {
             self.plane = d;
             self.normal = n;
