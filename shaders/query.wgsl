@@ -10,6 +10,15 @@ fn load_shape(i: u32) -> Shape {
     return shapes[i];
 }
 
+// A convex hull face's plane, and the whole face (plane, a, b, c), from `shape_data`.
+fn load_hull_plane(at: u32) -> vec4<f32> {
+    return shape_data[at];
+}
+
+fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
+    return array<vec4<f32>, 4>(shape_data[at], shape_data[at + 1u], shape_data[at + 2u], shape_data[at + 3u]);
+}
+
 fn load_children(node: u32) -> array<BvhChild, 2> {
     return array<BvhChild, 2>(nodes[node].left, nodes[node].right);
 }

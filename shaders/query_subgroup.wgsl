@@ -26,6 +26,26 @@ fn load_shape(i: u32) -> Shape {
     return Shape(head.x, head.y, 0u, 0u, r[1], r[2], r[3], r[4], r[5]);
 }
 
+fn shape_data_word(i: u32) -> u32 {
+    return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
+}
+
+// A convex hull face's plane (4 words, lanes 0–3 loading), and the whole face (16 words, 2 a
+// lane), from `shape_data`.
+fn load_hull_plane(at: u32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(lanes_0_3(shape_data_word(4u * at + (lane & 3u))));
+}
+
+fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
+    let r = lanes_16(shape_data_word(4u * at + lane), shape_data_word(4u * at + 8u + lane));
+    return array<vec4<f32>, 4>(
+        bitcast<vec4<f32>>(r[0]),
+        bitcast<vec4<f32>>(r[1]),
+        bitcast<vec4<f32>>(r[2]),
+        bitcast<vec4<f32>>(r[3]),
+    );
+}
+
 fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
     return BvhChild(
         bitcast<vec3<f32>>(min_first.xyz),

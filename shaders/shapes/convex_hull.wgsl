@@ -7,34 +7,48 @@
 // point (plane distance ≥ 0) and whose plane is nearer than the best triangle so far can hold
 // it, so the others are skipped. A hull without interior (a polygon, segment or point) is
 // never inside, and its normal is its first face's. Twin: src/reference/convex_hull.rs.
+// Faces come through the kernel's `load_hull_plane` / `load_hull_face`, which the subgroup
+// kernel shares between its lanes, so every lane runs every step of both loops.
 fn project_convex_hull(p: vec3<f32>, first: u32, count: u32, solid: bool) -> Projection {
-    var s = convex_start();
+    var plane_distance = -F32_BIG;
+    var normal = vec3<f32>(0.0);
     if solid {
         for (var k = 0u; k < count; k++) {
-            let plane = shape_data[first + 4u * k];
+            let plane = load_hull_plane(first + 4u * k);
             let d = dot(p, plane.xyz) - plane.w;
-            if d > s.plane {
-                s.plane = d;
-                s.normal = plane.xyz;
+            if d > plane_distance {
+                plane_distance = d;
+                normal = plane.xyz;
             }
         }
-        if s.plane < 0.0 {
-            return convex_finish(s, p);
+    }
+    let inside = solid && plane_distance < 0.0;
+    var point = vec3<f32>(0.0);
+    if any_lane(!inside) {
+        var dist2 = F32_BIG;
+        for (var k = 0u; k < count; k++) {
+            let face = load_hull_face(first + 4u * k);
+            let plane = face[0];
+            if k == 0u && !solid {
+                normal = plane.xyz;
+            }
+            let d = dot(p, plane.xyz) - plane.w;
+            if inside || (solid && (d < 0.0 || d * d >= dist2)) {
+                continue;
+            }
+            let a = face[1].xyz;
+            let q = a + project_triangle(p - a, face[2].xyz - a, face[3].xyz - a, plane.xyz).point;
+            let q_d2 = dot(p - q, p - q);
+            if q_d2 < dist2 {
+                dist2 = q_d2;
+                point = q;
+            }
         }
     }
-    for (var k = 0u; k < count; k++) {
-        let at = first + 4u * k;
-        let plane = shape_data[at];
-        let d = dot(p, plane.xyz) - plane.w;
-        if solid && (d < 0.0 || d * d >= s.dist2) {
-            continue;
-        }
-        convex_triangle(&s, p, plane.xyz, shape_data[at + 1u].xyz, shape_data[at + 2u].xyz, shape_data[at + 3u].xyz);
+    if inside {
+        return Projection(p - normal * plane_distance, true, normal);
     }
-    if solid {
-        return convex_finish(s, p);
-    }
-    return Projection(s.point, false, shape_data[first].xyz);
+    return Projection(point, false, normal);
 }
 
 // Its record (GpuShape::from_shape): p0.xyz = bit patterns of the first face entry, the face
