@@ -91,16 +91,11 @@ fn bench_parry_twin(
             Pose::IDENTITY,
         ),
         Shape::Cylinder { a, b, radius } => {
-            // parry's cylinder stands on Y, centred at its pose.
-            let (axis, height) = closest::math::cylinder_axis(a, b);
-            let pose = Pose::from_parts(
-                v((a + b) * 0.5),
-                Rotation::from_rotation_arc(Vector::Y, v(axis)),
-            );
+            let (half_height, pose) = standing_on_y(a, b);
             bench_parry(
                 group,
                 points,
-                Cylinder::new(height as f32 * 0.5, radius as f32),
+                Cylinder::new(half_height, radius as f32),
                 pose,
             )
         }
@@ -111,18 +106,9 @@ fn bench_parry_twin(
             bench_parry(group, points, hull, Pose::IDENTITY)
         }
         Shape::Cone { a, b, radius } => {
-            // parry's cone stands on Y, centred at its pose, apex up.
-            let (axis, height) = closest::math::cylinder_axis(a, b);
-            let pose = Pose::from_parts(
-                v((a + b) * 0.5),
-                Rotation::from_rotation_arc(Vector::Y, v(axis)),
-            );
-            bench_parry(
-                group,
-                points,
-                Cone::new(height as f32 * 0.5, radius as f32),
-                pose,
-            )
+            // Apex up, at b.
+            let (half_height, pose) = standing_on_y(a, b);
+            bench_parry(group, points, Cone::new(half_height, radius as f32), pose)
         }
         Shape::ConvexHull(ref hull) => {
             let vertices: Vec<Vector> = hull.points.iter().map(|&p| v(p)).collect();
@@ -132,6 +118,17 @@ fn bench_parry_twin(
         // parry3d has no line, ray, torus or ellipsoid point query.
         Shape::Line { .. } | Shape::Ray { .. } | Shape::Torus { .. } | Shape::Ellipsoid { .. } => {}
     }
+}
+
+/// parry's cylinders and cones stand on Y, centred at their pose: the half height and pose of
+/// one whose axis runs from `a` to `b`.
+fn standing_on_y(a: closest::DVec3, b: closest::DVec3) -> (f32, Pose) {
+    let (axis, height) = closest::math::cylinder_axis(a, b);
+    let pose = Pose::from_parts(
+        v((a + b) * 0.5),
+        Rotation::from_rotation_arc(Vector::Y, v(axis)),
+    );
+    (height as f32 * 0.5, pose)
 }
 
 /// World-space vertices of a wedge or corner wedge (SPEC §1).

@@ -124,6 +124,37 @@ pub fn any_perpendicular(axis: DVec3) -> DVec3 {
     axis.cross(helper).normalize_or_zero()
 }
 
+/// A point seen from a unit axis through the origin (cylinders, cones, tori): its height `t`
+/// along the axis, its offset `radial` from it, that offset's length `rho` and unit direction
+/// `dir`. Twin: `axial` in shaders/shared/math.wgsl.
+pub struct Axial {
+    pub t: f64,
+    pub radial: DVec3,
+    pub rho: f64,
+    pub dir: DVec3,
+}
+
+pub fn axial(p: DVec3, axis: DVec3) -> Axial {
+    let t = p.dot(axis);
+    // Orthogonalised twice: for a point on or near the axis the first pass leaves a rounding
+    // residue along it, which would tilt the radial direction off the side.
+    let first = p - axis * t;
+    let radial = first - axis * first.dot(axis);
+    let rho = radial.length();
+    // On the axis every radial direction is closest: take the fixed perpendicular.
+    let dir = if rho > 0.0 {
+        radial / rho
+    } else {
+        any_perpendicular(axis)
+    };
+    Axial {
+        t,
+        radial,
+        rho,
+        dir,
+    }
+}
+
 /// Rotation matrix columns (the local X, Y, Z axes in world space) of a quaternion
 /// `[x, y, z, w]`; it is normalised here, so any non-zero quaternion gives a rotation.
 pub fn quaternion_axes(q: [f64; 4]) -> [DVec3; 3] {

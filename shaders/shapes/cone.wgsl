@@ -2,15 +2,11 @@
 // `axis * height` (radius 0: the segment; height 0: a disk). In the half-plane (t along the
 // axis, rho from it) the cone is the triangle (0,0), (0,r), (h,0). Twin: src/reference/cone.rs.
 fn project_cone(p: vec3<f32>, axis: vec3<f32>, height: f32, radius: f32) -> Projection {
-    let t = dot(p, axis);
-    // Orthogonalised twice, as for the cylinder.
-    let first = p - axis * t;
-    let radial = first - axis * dot(first, axis);
-    let rho = length(radial);
-    var dir = any_perpendicular(axis);
-    if rho > 0.0 {
-        dir = radial / rho;
-    }
+    let seen = axial(p, axis);
+    let t = seen.t;
+    let radial = seen.radial;
+    let rho = seen.rho;
+    let dir = seen.dir;
     // The slant's outward unit normal in (t, rho); zero for a point-like cone.
     let slant_length = sqrt(height * height + radius * radius);
     var nt = 0.0;

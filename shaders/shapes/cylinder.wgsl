@@ -1,17 +1,11 @@
 // Solid capped cylinder from the local origin along unit `axis` for `height` (0: a disk).
 // Twin: src/reference/cylinder.rs.
 fn project_cylinder(p: vec3<f32>, axis: vec3<f32>, height: f32, radius: f32) -> Projection {
-    let t = dot(p, axis);
-    // Orthogonalised twice: for a point on or near the axis the first pass leaves a rounding
-    // residue along it, which would tilt the radial direction off the side.
-    let first = p - axis * t;
-    let radial = first - axis * dot(first, axis);
-    let rho = length(radial);
-    // On the axis every radial direction is closest: take the fixed perpendicular.
-    var dir = any_perpendicular(axis);
-    if rho > 0.0 {
-        dir = radial / rho;
-    }
+    let seen = axial(p, axis);
+    let t = seen.t;
+    let radial = seen.radial;
+    let rho = seen.rho;
+    let dir = seen.dir;
     // Signed gaps to the bottom cap, the top cap and the side (positive outside each face);
     // the nearest face of an inside point, or the face a boundary point is on, is the largest,
     // first on ties.

@@ -2,16 +2,10 @@
 // circle of radius `major`. In the half-plane (t along the axis, rho from it) it is the disk
 // of radius `minor` about (0, major). Twin: src/reference/torus.rs.
 fn project_torus(p: vec3<f32>, axis: vec3<f32>, major: f32, minor: f32) -> Projection {
-    let t = dot(p, axis);
-    // Orthogonalised twice, as for the cylinder.
-    let first = p - axis * t;
-    let radial = first - axis * dot(first, axis);
-    let rho = length(radial);
-    // On the axis every radial direction is closest: take the fixed perpendicular.
-    var dir = any_perpendicular(axis);
-    if rho > 0.0 {
-        dir = radial / rho;
-    }
+    let seen = axial(p, axis);
+    let t = seen.t;
+    let rho = seen.rho;
+    let dir = seen.dir;
     let off = vec2<f32>(t, rho - major);
     let off_core = length(off);
     // On the core circle every direction in the half-plane is closest: take the outward one.

@@ -24,6 +24,31 @@ fn any_perpendicular(axis: vec3<f32>) -> vec3<f32> {
     return normalize(cross(axis, helper));
 }
 
+// A point seen from a unit axis through the origin (cylinders, cones, tori): its height `t`
+// along the axis, its offset `radial` from it, that offset's length `rho` and unit direction
+// `dir`. Twin: math::axial.
+struct Axial {
+    t: f32,
+    radial: vec3<f32>,
+    rho: f32,
+    dir: vec3<f32>,
+}
+
+fn axial(p: vec3<f32>, axis: vec3<f32>) -> Axial {
+    let t = dot(p, axis);
+    // Orthogonalised twice: for a point on or near the axis the first pass leaves a rounding
+    // residue along it, which would tilt the radial direction off the side.
+    let first = p - axis * t;
+    let radial = first - axis * dot(first, axis);
+    let rho = length(radial);
+    // On the axis every radial direction is closest: take the fixed perpendicular.
+    var dir = any_perpendicular(axis);
+    if rho > 0.0 {
+        dir = radial / rho;
+    }
+    return Axial(t, radial, rho, dir);
+}
+
 // v rotated by the unit quaternion q = (x, y, z, w).
 fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
     let t = 2.0 * cross(q.xyz, v);

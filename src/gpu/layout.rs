@@ -235,6 +235,13 @@ impl GpuShape {
     }
 }
 
+impl GpuShape {
+    /// Where a convex hull record's faces start in `shape_data` (p0.x, as a bit pattern).
+    pub fn set_data_start(&mut self, entry: u32) {
+        self.p0[0] = f32::from_bits(entry);
+    }
+}
+
 /// The variable-size parts of shape records, bound as `shape_data` (`array<vec4<f32>>`): a
 /// convex hull's faces, four entries each: the plane `(unit normal, normal · a)`, then the
 /// corners a, b, c relative to the hull's anchor, counter-clockwise seen from outside.
@@ -248,7 +255,7 @@ impl ShapeData {
     pub fn record(&mut self, shape: &Shape) -> GpuShape {
         let mut record = GpuShape::from_shape(shape);
         if let Shape::ConvexHull(hull) = shape {
-            record.p0[0] = f32::from_bits(self.entries.len() as u32);
+            record.set_data_start(self.entries.len() as u32);
             self.push_hull(hull);
         }
         record

@@ -56,7 +56,7 @@ pub fn shapes_from_slice<'a>(shapes: &'a [Shape], data_starts: &'a [u32]) -> imp
         rows.write_iter(shapes[range].iter().enumerate().map(|(k, s)| {
             let mut record = GpuShape::from_shape(s);
             if matches!(s, Shape::ConvexHull(_)) {
-                record.p0[0] = f32::from_bits(data_starts[first + k]);
+                record.set_data_start(data_starts[first + k]);
             }
             bytemuck::cast::<GpuShape, [u8; 96]>(record)
         }));

@@ -1,23 +1,19 @@
 //! Twin: shaders/shapes/cone.wgsl.
 
 use super::Projection;
-use crate::math::{DVec3, any_perpendicular};
+use crate::math::{Axial, DVec3, axial};
 
 /// Solid right circular cone: base disk of `radius` centred at the local origin, apex at
 /// `axis * height`. A zero `radius` is the segment to the apex, a zero `height` a disk.
 /// In the half-plane (t along the axis, ρ from it) the cone is the triangle (0,0), (0,r),
 /// (h,0); its boundary is the base edge and the slant edge.
 pub fn project_cone(p: DVec3, axis: DVec3, height: f64, radius: f64) -> Projection {
-    let t = p.dot(axis);
-    // Orthogonalised twice, as for the cylinder.
-    let first = p - axis * t;
-    let radial = first - axis * first.dot(axis);
-    let rho = radial.length();
-    let dir = if rho > 0.0 {
-        radial / rho
-    } else {
-        any_perpendicular(axis)
-    };
+    let Axial {
+        t,
+        radial,
+        rho,
+        dir,
+    } = axial(p, axis);
     // The slant's outward unit normal in (t, ρ); zero for a point-like cone.
     let slant_length = (height * height + radius * radius).sqrt();
     let (nt, nr) = if slant_length > 0.0 {

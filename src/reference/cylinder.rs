@@ -1,21 +1,15 @@
 use super::Projection;
-use crate::math::{DVec3, any_perpendicular};
+use crate::math::{Axial, DVec3, axial};
 
 /// Solid capped cylinder from the local origin along unit `axis` for `height`, of `radius`
 /// (a zero `height` is a disk).
 pub fn project_cylinder(p: DVec3, axis: DVec3, height: f64, radius: f64) -> Projection {
-    let t = p.dot(axis);
-    // Orthogonalised twice: for a point on or near the axis the first pass leaves a rounding
-    // residue along it, which would tilt the radial direction off the side.
-    let first = p - axis * t;
-    let radial = first - axis * first.dot(axis);
-    let rho = radial.length();
-    // On the axis every radial direction is closest: take the fixed perpendicular.
-    let dir = if rho > 0.0 {
-        radial / rho
-    } else {
-        any_perpendicular(axis)
-    };
+    let Axial {
+        t,
+        radial,
+        rho,
+        dir,
+    } = axial(p, axis);
     // Signed gaps to the bottom cap, the top cap and the side (positive outside each face);
     // the nearest face of an inside point, or the face a boundary point is on, is the largest,
     // first on ties.

@@ -1,23 +1,13 @@
 //! Twin: shaders/shapes/torus.wgsl.
 
 use super::Projection;
-use crate::math::{DVec3, any_perpendicular};
+use crate::math::{Axial, DVec3, axial};
 
 /// Solid torus centred at the local origin about unit `axis`: the points within `minor` of
 /// the circle of radius `major` (0 ≤ minor ≤ major). In the half-plane (t along the axis, ρ
 /// from it) it is the disk of radius `minor` about (0, major).
 pub fn project_torus(p: DVec3, axis: DVec3, major: f64, minor: f64) -> Projection {
-    let t = p.dot(axis);
-    // Orthogonalised twice, as for the cylinder.
-    let first = p - axis * t;
-    let radial = first - axis * first.dot(axis);
-    let rho = radial.length();
-    // On the axis every radial direction is closest: take the fixed perpendicular.
-    let dir = if rho > 0.0 {
-        radial / rho
-    } else {
-        any_perpendicular(axis)
-    };
+    let Axial { t, rho, dir, .. } = axial(p, axis);
     let (dt, dr) = (t, rho - major);
     let off_core = dt.hypot(dr);
     // On the core circle every direction in the half-plane is closest: take the outward one.
