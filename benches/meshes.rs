@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use closest::Engine;
-use closest::mesh::{Mesh, Sign, load_mesh};
+use closest::io::load_mesh;
+use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;

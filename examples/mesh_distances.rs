@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use closest::fields::{DISTANCE, Family, Fields};
 use closest::io::PointFile;
-use closest::mesh::{Sign, load_mesh};
+use closest::io::load_mesh;
+use closest::mesh::Sign;
 use closest::{Engine, EngineOptions};
 
 fn main() -> closest::Result<()> {

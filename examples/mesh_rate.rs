@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use closest::mesh::{Sign, load_mesh};
+use closest::io::load_mesh;
+use closest::mesh::Sign;
 use closest::{Engine, EngineOptions};
 
 fn main() -> closest::Result<()> {

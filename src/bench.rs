@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use crate::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{self, Family, Fields, PackedRows};
-use crate::gpu::{Engine, GpuHit};
+use crate::gpu::GpuHit;
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 use crate::{Mode, reference};

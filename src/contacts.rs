@@ -1,12 +1,11 @@
 //! Sphere contacts for collision response (SPEC §2): for a sphere (c, r) the nearest shape of
 //! the scene in surface mode, seen from c, gives the contact point q, the outward normal n and
 //! the depth r − d (positive when overlapping). Moving the sphere by depth·n resolves the
-//! overlap with that shape: its centre ends at distance r from it.
+//! overlap with that shape: its centre ends at distance r from it. The queries are
+//! `engine::contacts`.
 
-use crate::Mode;
 use crate::error::{Error, Result};
-use crate::fields::{Columns, Family, Fields, PackedRows, pack_hits};
-use crate::gpu::{Engine, GpuHit, GpuScene, points_from_slice};
+use crate::fields::{Family, Fields, GpuHit, PackedRows, pack_hits};
 
 /// One sphere's contact.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -87,47 +86,4 @@ pub fn pack_contacts(
         &contacts,
         out,
     );
-}
-
-impl Engine {
-    /// [`Engine::sphere_contacts`], only `fields` (family `Contacts`) computed and returned.
-    pub fn sphere_contacts_fields(
-        &self,
-        scene: &GpuScene,
-        spheres: &[[f32; 4]],
-        fields: Fields,
-    ) -> Result<Columns> {
-        for (row, s) in spheres.iter().enumerate() {
-            check_radius(row, s[3] as f64, "spheres")?;
-        }
-        let centres: Vec<[f32; 3]> = spheres.iter().map(|s| [s[0], s[1], s[2]]).collect();
-        let mut packed = Vec::new();
-        Columns::collect(fields, spheres.len(), |sink| {
-            self.query_scene_fields_stream(
-                scene,
-                centres.len(),
-                &mut points_from_slice(&centres),
-                Mode::Surface,
-                contact_device_fields(fields),
-                &mut |first: usize, hits: PackedRows<'_>| {
-                    pack_contacts(fields, &hits, |i| spheres[first + i][3], &mut packed);
-                    sink.take(first, PackedRows::new(fields, &packed))
-                },
-            )
-        })
-    }
-
-    /// Contacts of spheres `[cx, cy, cz, r]` with a scene.
-    pub fn sphere_contacts(&self, scene: &GpuScene, spheres: &[[f32; 4]]) -> Result<Vec<Contact>> {
-        for (row, s) in spheres.iter().enumerate() {
-            check_radius(row, s[3] as f64, "spheres")?;
-        }
-        let centres: Vec<[f32; 3]> = spheres.iter().map(|s| [s[0], s[1], s[2]]).collect();
-        let hits = self.query_scene(scene, &centres, Mode::Surface)?;
-        Ok(hits
-            .iter()
-            .zip(spheres)
-            .map(|(hit, s)| Contact::from_hit(hit, s[3]))
-            .collect())
-    }
 }

@@ -7,8 +7,45 @@
 //! is exactly a `GpuHit` or `GpuSegmentHit`. `shaders/shared/hits.wgsl` is the WGSL twin.
 //! Outputs (files, Python arrays) list the fields in the family's default order instead.
 
+use bytemuck::{Pod, Zeroable};
+
 use crate::error::{Error, Result};
-use crate::gpu::{GpuHit, GpuSegmentHit};
+
+/// One query's answer as the GPU writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuHit {
+    pub point: [f32; 3],
+    pub distance: f32,
+    pub normal: [f32; 3],
+    /// Shape index, −1 for a non-finite query row.
+    pub shape: i32,
+}
+
+/// Closest points between one segment pair, as the GPU writes them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuSegmentHit {
+    pub point_a: [f32; 3],
+    pub s: f32,
+    pub point_b: [f32; 3],
+    pub t: f32,
+    pub distance: f32,
+}
+
+/// Receives each chunk's output rows as the device packed them, in row order.
+pub trait PackedSink {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()>;
+}
+
+impl<F: FnMut(usize, PackedRows<'_>) -> Result<()>> PackedSink for F {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        self(first_row, rows)
+    }
+}
+
+/// The shape index the kernel writes for a row whose traversal overflowed.
+pub const TRAVERSAL_OVERFLOW: i32 = -2;
 
 /// The kinds of output rows, each with its own field names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -233,7 +270,7 @@ impl<'a> PackedRows<'a> {
         let first = self.fields.selected().min_by_key(|f| f.bit)?;
         // The first word of a row is a float, unless the shape is the only field.
         let marker = if first.is_index {
-            crate::gpu::TRAVERSAL_OVERFLOW as u32
+            TRAVERSAL_OVERFLOW as u32
         } else {
             OVERFLOW_BITS
         };
@@ -355,7 +392,7 @@ impl Columns {
     pub fn collect(
         fields: Fields,
         rows: usize,
-        run: impl FnOnce(&mut dyn crate::gpu::PackedSink) -> Result<()>,
+        run: impl FnOnce(&mut dyn PackedSink) -> Result<()>,
     ) -> Result<Columns> {
         let mut columns = Columns::new(fields, rows);
         run(&mut |_first: usize, packed: PackedRows<'_>| {
@@ -441,7 +478,7 @@ mod tests {
     #[test]
     fn overflow_marker_is_found_in_the_first_word() {
         let only_shape = Fields::parse(Family::Hits, "shape").unwrap();
-        let words = [0, 5, crate::gpu::TRAVERSAL_OVERFLOW as u32];
+        let words = [0, 5, TRAVERSAL_OVERFLOW as u32];
         assert_eq!(
             PackedRows::new(only_shape, &words).overflowed_row(),
             Some(2)

@@ -5,19 +5,21 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::Engine;
 use crate::Mode;
 use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
 use crate::error::{Error, Result};
 use crate::fields::{Fields, PackedRows};
 use crate::gpu::GpuShape;
-use crate::gpu::{Engine, RowSource};
+use crate::gpu::{RowSource, write_query_points};
+use crate::io::load_mesh;
 use crate::io::output::PendingFile;
 use crate::io::points::{SEGMENTS, SPHERES};
 use crate::io::{
     ColumnSpec, OutputFile, PointFile, RowFile, Values, field_columns, field_values, load_scene,
 };
 use crate::math::DVec3;
-use crate::mesh::{Sign, load_mesh};
+use crate::mesh::Sign;
 use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 
 /// What a finished job reports in its summary line.
@@ -123,8 +125,7 @@ fn file_points(file: &mut PointFile) -> impl RowSource + '_ {
     let mut rows = Vec::new();
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         file.read_rows(range, &mut rows)?;
-        let (values, _) = out.into_chunks::<4>();
-        values.write_iter(rows.iter().flatten().map(|&x| (x as f32).to_le_bytes()));
+        write_query_points(rows.iter().copied(), DVec3::ZERO, out);
         Ok(())
     }
 }
@@ -282,13 +283,7 @@ pub fn run_contacts(
             // Rows are numbered from 0 as in the array.
             check_radius(first + k, s[3], &file)?;
         }
-        let (values, _) = out.into_chunks::<4>();
-        values.write_iter(
-            spheres
-                .iter()
-                .flat_map(|s| [s[0], s[1], s[2]])
-                .map(|x| (x as f32).to_le_bytes()),
-        );
+        write_query_points(spheres.iter().map(|s| [s[0], s[1], s[2]]), DVec3::ZERO, out);
         Ok(())
     };
     let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());

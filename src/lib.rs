@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bvh;
 pub mod contacts;
+pub mod engine;
 pub mod error;
 pub mod fields;
 pub mod gpu;
@@ -19,9 +20,10 @@ pub mod shape;
 pub mod winding;
 
 pub use contacts::Contact;
+pub use engine::{Engine, GpuMesh};
 pub use error::{Error, Result};
 pub use fields::{Columns, Family, Fields, PackedRows};
-pub use gpu::{Engine, EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
+pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
 pub use math::DVec3;
 pub use shape::{Shape, ShapeKind};
 

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use closest::fields::{Columns, Family, Field, Fields, PackedRows};
-use closest::mesh::{Sign, load_mesh};
+use closest::io::load_mesh;
+use closest::mesh::Sign;
 use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode};
 use common::{Rng, f32_points, mixed_scene, open_engine};
 

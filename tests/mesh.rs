@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use closest::mesh::{Mesh, load_mesh};
+use closest::io::load_mesh;
+use closest::mesh::Mesh;
 use closest::{DVec3, Error};
 
 fn shared(name: &str) -> PathBuf {

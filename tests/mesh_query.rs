@@ -6,7 +6,8 @@ mod common;
 
 use std::path::Path;
 
-use closest::mesh::{Mesh, Sign, load_mesh, winding_number};
+use closest::io::load_mesh;
+use closest::mesh::{Mesh, Sign, winding_number};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
 use common::{Rng, assert_same_hits, engine, subgroup_and_portable_engines, within};

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use closest::mesh::{Mesh, load_mesh, winding_number};
+use closest::io::load_mesh;
+use closest::mesh::{Mesh, winding_number};
 use closest::winding::WindingTree;
 use closest::{DVec3, reference};
 use rayon::prelude::*;

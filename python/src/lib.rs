@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use closest::GpuMesh;
 use closest::fields::{Columns, Family, Fields};
-use closest::gpu::RowSource;
-use closest::mesh::{GpuMesh, Mesh, Sign};
+use closest::gpu::{RowSource, query_point, write_query_points};
+use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
 use numpy::{
@@ -146,12 +147,8 @@ fn point_source<'a>(points: &'a Rows<'a>) -> impl RowSource + 'a {
                 out.copy_from_slice(bytemuck::cast_slice(&v[range.start * 3..range.end * 3]))
             }
             Rows::F64(v) => {
-                let (values, _) = out.into_chunks::<4>();
-                values.write_iter(
-                    v[range.start * 3..range.end * 3]
-                        .iter()
-                        .map(|&x| (x as f32).to_le_bytes()),
-                );
+                let rows = v[range.start * 3..range.end * 3].chunks_exact(3);
+                write_query_points(rows.map(|p| [p[0], p[1], p[2]]), DVec3::ZERO, out);
             }
         }
         Ok(())
@@ -357,7 +354,7 @@ impl Engine {
     ) -> PyResult<MeshTarget> {
         let mesh = match (path, vertices, triangles) {
             (Some(path), None, None) => py
-                .detach(|| closest::mesh::load_mesh(&path))
+                .detach(|| closest::io::load_mesh(&path))
                 .map_err(py_error)?,
             (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
             _ => {
@@ -557,7 +554,11 @@ impl Scene {
             Rows::F32(values) => bytemuck::cast_slice(values),
             Rows::F64(_) => {
                 converted = (0..rows.len(4))
-                    .map(|i| rows.row::<4>(i).map(|x| x as f32))
+                    .map(|i| {
+                        let [x, y, z, r] = rows.row::<4>(i);
+                        let [x, y, z] = query_point([x, y, z], DVec3::ZERO);
+                        [x, y, z, r as f32]
+                    })
                     .collect();
                 &converted
             }

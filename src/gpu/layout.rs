@@ -5,6 +5,7 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::Mode;
 use crate::bvh::{self, Bounds, GpuBvhNode, shape_bounds};
+pub use crate::fields::{GpuHit, GpuSegmentHit};
 use crate::hull::ConvexHull;
 use crate::math::DVec3;
 use crate::math::{cylinder_axis, ellipsoid_frame, triangle_unit_normal};
@@ -41,27 +42,10 @@ pub struct GpuShape {
     pub p3: [f32; 4],
 }
 
-/// One query's answer as the GPU writes it.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct GpuHit {
-    pub point: [f32; 3],
-    pub distance: f32,
-    pub normal: [f32; 3],
-    /// Shape index, −1 for a non-finite query row.
-    pub shape: i32,
-}
-
-/// Closest points between one segment pair, as the GPU writes them.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct GpuSegmentHit {
-    pub point_a: [f32; 3],
-    pub s: f32,
-    pub point_b: [f32; 3],
-    pub t: f32,
-    pub distance: f32,
-}
+/// Rows per seed row in `mesh.wgsl`'s first round.
+pub const SEED_STRIDE: usize = 8;
+/// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
+pub const SEED_ROUNDS: u32 = 3;
 
 /// Per-dispatch uniforms.
 #[repr(C)]

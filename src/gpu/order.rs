@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::stream::RowSource;
+use super::rows::RowSource;
 use crate::error::Result;
 
 /// 30-bit Morton code of `p` inside the box `[lo, hi]` (10 bits an axis); points outside

@@ -2,16 +2,13 @@
 //! pipeline and its rounds) and what fills the bind group's slots. The streaming loop
 //! (`stream.rs`) carries out a plan knowing nothing of the job's kind.
 
+use super::context::{Context, PipelineKey};
 use super::interface::Entry;
-use super::{Engine, GpuScene, PipelineKey};
+use super::layout::{SEED_ROUNDS, SEED_STRIDE};
+use super::scene::GpuScene;
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::shape::ShapeKind;
-
-/// Rows per seed row in `mesh.wgsl`'s first round.
-pub const SEED_STRIDE: usize = 8;
-/// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.
-pub const SEED_ROUNDS: u32 = 3;
 
 /// The kinds of job the engine streams.
 pub(crate) enum Job<'a> {
@@ -112,10 +109,10 @@ impl Plan<'_> {
 }
 
 impl Job<'_> {
-    /// The plan of this job on `engine`, computing `fields`.
-    pub(crate) fn plan(&self, engine: &Engine, fields: Fields) -> Result<Plan<'_>> {
+    /// The plan of this job on `gpu`, computing `fields`.
+    pub(crate) fn plan(&self, gpu: &Context, fields: Fields) -> Result<Plan<'_>> {
         let key = |entry: Entry, kind| PipelineKey {
-            entry: entry.for_engine(engine.subgroup_kernels),
+            entry: entry.for_engine(gpu.subgroup_kernels),
             kind,
             bvh_kinds: 0,
             linear_kinds: u32::MAX,
@@ -123,7 +120,7 @@ impl Job<'_> {
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
-                pipeline: engine.kernels.pipeline(&engine.device, key)?,
+                pipeline: gpu.kernels.pipeline(&gpu.device, key)?,
                 rounds,
             })
         };
@@ -167,7 +164,7 @@ impl Job<'_> {
                     },
                     winding: *winding,
                     reorders_points: scene.bvh_kinds != 0
-                        && engine
+                        && gpu
                             .reorder_queries
                             .load(std::sync::atomic::Ordering::Relaxed),
                 }

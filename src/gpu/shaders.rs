@@ -90,7 +90,7 @@ pub fn prelude() -> String {
     );
     out += &format!(
         "const TRAVERSAL_OVERFLOW: i32 = {};\n",
-        super::stream::TRAVERSAL_OVERFLOW
+        crate::fields::TRAVERSAL_OVERFLOW
     );
     out += &format!(
         "const LEAF_COUNT_BITS: u32 = {}u;\n",
@@ -100,7 +100,10 @@ pub fn prelude() -> String {
         "const WINDING_ACCURACY: f32 = {:?};\n",
         crate::winding::ACCURACY as f32
     );
-    out += &format!("const SEED_STRIDE: u32 = {}u;\n", super::plan::SEED_STRIDE);
+    out += &format!(
+        "const SEED_STRIDE: u32 = {}u;\n",
+        super::layout::SEED_STRIDE
+    );
     use crate::fields;
     for (name, bit) in [
         ("POINT", fields::POINT),

@@ -3,102 +3,21 @@
 //! unified-memory adapters the storage buffers themselves are mapped (no staging copies).
 
 use std::ops::Range;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 
+use super::context::{Context, JobTiming};
 use super::interface::Bindings;
-use super::layout::{GpuHit, GpuShape, Params};
+use super::layout::SEED_ROUNDS;
+use super::layout::{GpuShape, Params};
 use super::order::Reorder;
-use super::plan::{Plan, SEED_ROUNDS, ShapeBuffers};
-use super::{Engine, SLOTS};
+use super::plan::{Plan, ShapeBuffers};
+use super::rows::RowSource;
+
+/// Chunks in flight at once (upload of one overlaps compute/readback of the other).
+const SLOTS: usize = 2;
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::fields::{Family, Fields, PackedRows};
-use crate::math::DVec3;
-use crate::shape::Shape;
-
-/// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
-pub trait RowSource {
-    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()>;
-}
-
-/// Receives the hits of rows `first_row ..`, in row order.
-pub trait RowSink {
-    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()>;
-}
-
-impl<F: FnMut(Range<usize>, wgpu::WriteOnly<'_, [u8]>) -> Result<()>> RowSource for F {
-    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
-        self(range, out)
-    }
-}
-
-impl<F: FnMut(usize, &[GpuHit]) -> Result<()>> RowSink for F {
-    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()> {
-        self(first_row, hits)
-    }
-}
-
-/// Points from a host slice: a plain copy into the mapped buffer.
-pub fn points_from_slice(points: &[[f32; 3]]) -> impl RowSource + '_ {
-    move |range: Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
-        out.copy_from_slice(bytemuck::cast_slice(&points[range]));
-        Ok(())
-    }
-}
-
-/// Paired shapes, converted to their GPU form as they are written; `data_starts` says where
-/// each shape's variable-size part lies in the job's resident `shape_data` (empty: none has
-/// one; `layout::ShapeData::for_paired`).
-pub fn shapes_from_slice<'a>(shapes: &'a [Shape], data_starts: &'a [u32]) -> impl RowSource + 'a {
-    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        let first = range.start;
-        rows.write_iter(shapes[range].iter().enumerate().map(|(k, s)| {
-            let mut record = GpuShape::from_shape(s);
-            if matches!(s, Shape::ConvexHull(_)) {
-                record.set_data_start(data_starts[first + k]);
-            }
-            bytemuck::cast::<GpuShape, [u8; 96]>(record)
-        }));
-        Ok(())
-    }
-}
-
-/// Segment pairs, converted to their GPU records as they are written.
-pub fn segment_pairs_from_slices<'a>(
-    a: &'a [[DVec3; 2]],
-    b: &'a [[DVec3; 2]],
-) -> impl RowSource + 'a {
-    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        rows.write_iter(range.map(|i| {
-            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a[i], b[i]))
-        }));
-        Ok(())
-    }
-}
-
-/// Hits copied into a host slice.
-pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
-    move |first: usize, hits: &[GpuHit]| {
-        out[first..first + hits.len()].copy_from_slice(hits);
-        Ok(())
-    }
-}
-
-/// Where a job's host time went; the device computes while the host fills and drains.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct JobTiming {
-    /// Writing inputs into mapped buffers.
-    pub fill: std::time::Duration,
-    /// Blocked on the device (compute, and copies on non-unified adapters).
-    pub wait: std::time::Duration,
-    /// Handing mapped results to the sink.
-    pub drain: std::time::Duration,
-    /// Inside `queue.submit` (software adapters may execute the work right there).
-    pub submit: std::time::Duration,
-    pub chunks: usize,
-}
+use crate::fields::{Family, Fields, PackedRows, PackedSink};
 
 /// The widest output row of any job: a slot's result buffer holds a chunk of these.
 fn max_output_row_bytes() -> usize {
@@ -109,32 +28,6 @@ fn max_output_row_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// Receives each chunk's output rows as the device packed them, in row order.
-pub trait PackedSink {
-    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()>;
-}
-
-impl<F: FnMut(usize, PackedRows<'_>) -> Result<()>> PackedSink for F {
-    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
-        self(first_row, rows)
-    }
-}
-
-/// A [`RowSink`] of whole hits behind the packed interface (jobs with every hit field).
-pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
-
-impl PackedSink for HitRows<'_> {
-    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
-        let hits = rows
-            .as_hits()
-            .expect("whole-hit jobs select every hit field");
-        self.0.take(first_row, hits)
-    }
-}
-
-/// The shape index the kernel writes for a row whose traversal overflowed.
-pub const TRAVERSAL_OVERFLOW: i32 = -2;
-
 /// A buffer the host writes: the storage buffer itself on unified memory, else a staging
 /// buffer copied into it. Between uses it is mapped, or has a map request pending.
 struct Upload {
@@ -144,22 +37,22 @@ struct Upload {
 }
 
 impl Upload {
-    fn new(engine: &Engine, label: &str, size: u64) -> Upload {
-        let unified = engine.unified_memory;
+    fn new(gpu: &Context, label: &str, size: u64) -> Upload {
+        let unified = gpu.unified_memory;
         let mut usage = wgpu::BufferUsages::STORAGE;
         if unified {
             usage |= wgpu::BufferUsages::MAP_WRITE;
         } else {
             usage |= wgpu::BufferUsages::COPY_DST;
         }
-        let storage = engine.device.create_buffer(&wgpu::BufferDescriptor {
+        let storage = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
             usage,
             mapped_at_creation: unified,
         });
         let staging = (!unified).then(|| {
-            engine.device.create_buffer(&wgpu::BufferDescriptor {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size,
                 usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
@@ -181,13 +74,13 @@ impl Upload {
     /// unmap: a bound buffer must be unmapped at submission even when the kernel ignores it.
     fn fill(
         &mut self,
-        engine: &Engine,
+        gpu: &Context,
         bytes: u64,
         range: Range<usize>,
         source: Option<&mut (dyn RowSource + '_)>,
     ) -> Result<()> {
         if let Some(rx) = self.mapped.take() {
-            wait_map(engine, rx)?;
+            wait_map(gpu, rx)?;
         }
         let started = std::time::Instant::now();
         if let Some(source) = source {
@@ -198,7 +91,7 @@ impl Upload {
             source.fill(range, view.slice(..))?;
         }
         self.host().unmap();
-        engine.timing.lock().unwrap().fill += started.elapsed();
+        gpu.timing.lock().unwrap().fill += started.elapsed();
         Ok(())
     }
 
@@ -216,17 +109,17 @@ impl Upload {
 }
 
 fn wait_map(
-    engine: &Engine,
+    gpu: &Context,
     rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 ) -> Result<()> {
     let started = std::time::Instant::now();
-    let result = wait_map_untimed(engine, rx);
-    engine.timing.lock().unwrap().wait += started.elapsed();
+    let result = wait_map_untimed(gpu, rx);
+    gpu.timing.lock().unwrap().wait += started.elapsed();
     result
 }
 
 fn wait_map_untimed(
-    engine: &Engine,
+    gpu: &Context,
     rx: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
 ) -> Result<()> {
     // The submitter thread polls the device, which runs the map callbacks. A device error
@@ -234,9 +127,9 @@ fn wait_map_untimed(
     loop {
         match rx.recv_timeout(std::time::Duration::from_millis(200)) {
             Ok(r) => return r.map_err(|e| Error::Gpu(format!("buffer mapping failed: {e}"))),
-            Err(mpsc::RecvTimeoutError::Timeout) => engine.take_device_error()?,
+            Err(mpsc::RecvTimeoutError::Timeout) => gpu.take_device_error()?,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                engine.take_device_error()?;
+                gpu.take_device_error()?;
                 return Err(Error::Gpu(
                     "the device stopped before a buffer was mapped".into(),
                 ));
@@ -264,24 +157,23 @@ struct Order {
 /// Submits orders in turn, then maps their buffers and polls until that is done. It runs on
 /// its own thread because software adapters (lavapipe) execute the work inside
 /// `queue.submit`: the host can fill and drain other chunks meanwhile.
-fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
-    let timing = &engine.timing;
+fn submitter(gpu: &Context, orders: mpsc::Receiver<Order>) {
+    let timing = &gpu.timing;
     for order in orders {
         let started = std::time::Instant::now();
-        let index = engine.queue.submit([order.commands]);
+        let index = gpu.queue.submit([order.commands]);
         timing.lock().unwrap().submit += started.elapsed();
         for map in order.maps {
             let done = map.done;
             map.buffer
                 .map_async(map.mode, ..map.bytes, move |r| drop(done.send(r)));
         }
-        let waited = engine.device.poll(wgpu::PollType::Wait {
+        let waited = gpu.device.poll(wgpu::PollType::Wait {
             submission_index: Some(index),
             timeout: None,
         });
         if let Err(e) = waited {
-            engine
-                .device_errors
+            gpu.device_errors
                 .lock()
                 .unwrap()
                 .push(format!("waiting for the device: {e}"));
@@ -292,6 +184,11 @@ fn submitter(engine: &Engine, orders: mpsc::Receiver<Order>) {
 }
 
 /// One chunk's buffers.
+/// The chunk slots' buffers, kept between jobs (their owner, the engine, runs one job at a
+/// time through them).
+#[derive(Default)]
+pub(crate) struct Slots(Mutex<Vec<Slot>>);
+
 pub(crate) struct Slot {
     capacity: usize,
     /// Per round of the job's longest pass (`plan::Rounds`).
@@ -312,10 +209,10 @@ struct InFlight {
 }
 
 impl Slot {
-    fn new(engine: &Engine, capacity: usize) -> Slot {
-        let device = &engine.device;
+    fn new(gpu: &Context, capacity: usize) -> Slot {
+        let device = &gpu.device;
         let hit_bytes = (capacity * max_output_row_bytes()) as u64;
-        let unified = engine.unified_memory;
+        let unified = gpu.unified_memory;
         Slot {
             capacity,
             params: [(); SEED_ROUNDS as usize].map(|_| {
@@ -326,7 +223,7 @@ impl Slot {
                     mapped_at_creation: false,
                 })
             }),
-            points: Upload::new(engine, "points", (capacity * 12) as u64),
+            points: Upload::new(gpu, "points", (capacity * 12) as u64),
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("hits"),
@@ -357,11 +254,11 @@ impl Slot {
     }
 
     /// Wait for the chunk in flight, if any, and hand its hits to `sink`.
-    fn drain(&mut self, engine: &Engine, sink: &mut dyn PackedSink) -> Result<()> {
+    fn drain(&mut self, gpu: &Context, sink: &mut dyn PackedSink) -> Result<()> {
         let Some(flight) = self.in_flight.take() else {
             return Ok(());
         };
-        wait_map(engine, flight.mapped)?;
+        wait_map(gpu, flight.mapped)?;
         let started = std::time::Instant::now();
         let row_words = flight.fields.row_words();
         let bytes = (flight.range.len() * row_words * 4) as u64;
@@ -386,7 +283,7 @@ impl Slot {
             }
         };
         self.readable().unmap();
-        let mut timing = engine.timing.lock().unwrap();
+        let mut timing = gpu.timing.lock().unwrap();
         timing.drain += started.elapsed();
         timing.chunks += 1;
         result
@@ -399,7 +296,8 @@ impl Slot {
     reason = "one job's inputs, passed through"
 )]
 pub(crate) fn run(
-    engine: &Engine,
+    gpu: &Context,
+    slots: &Slots,
     plan: &Plan<'_>,
     rows: usize,
     points: Option<&mut dyn RowSource>,
@@ -416,26 +314,26 @@ pub(crate) fn run(
     if rows == 0 {
         return Ok(());
     }
-    engine.take_device_error()?;
-    *engine.timing.lock().unwrap() = JobTiming::default();
-    let chunk = engine.chunk_rows.min(rows);
-    let mut slots = engine.slots.lock().unwrap();
+    gpu.take_device_error()?;
+    *gpu.timing.lock().unwrap() = JobTiming::default();
+    let chunk = gpu.chunk_rows.min(rows);
+    let mut slots = slots.0.lock().unwrap();
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
         slots.clear();
-        let capacity = engine.chunk_rows.min(rows.max(chunk));
+        let capacity = gpu.chunk_rows.min(rows.max(chunk));
         for _ in 0..SLOTS {
-            slots.push(engine.checked(|| Slot::new(engine, capacity))?);
+            slots.push(gpu.checked(|| Slot::new(gpu, capacity))?);
         }
     }
     if plan.streams_shapes() {
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
-            slot.shapes = Some(engine.checked(|| Upload::new(engine, "paired shapes", size))?);
+            slot.shapes = Some(gpu.checked(|| Upload::new(gpu, "paired shapes", size))?);
         }
     }
 
     let outcome = run_chunks(
-        engine, plan, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
+        gpu, plan, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
     );
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
@@ -449,7 +347,7 @@ pub(crate) fn run(
     reason = "one job's inputs, passed through"
 )]
 fn run_chunks(
-    engine: &Engine,
+    gpu: &Context,
     plan: &Plan<'_>,
     slots: &mut [Slot],
     rows: usize,
@@ -462,13 +360,13 @@ fn run_chunks(
 ) -> Result<()> {
     std::thread::scope(|scope| {
         let (orders, queue) = mpsc::channel();
-        scope.spawn(move || submitter(engine, queue));
+        scope.spawn(move || submitter(gpu, queue));
         for (k, start) in (0..rows).step_by(chunk).enumerate() {
             let range = start..(start + chunk).min(rows);
             let slot = &mut slots[k % SLOTS];
-            slot.drain(engine, sink)?;
+            slot.drain(gpu, sink)?;
             let order = encode_chunk(
-                engine,
+                gpu,
                 plan,
                 slot,
                 range,
@@ -485,7 +383,7 @@ fn run_chunks(
         // Drain in submission order so the sink sees rows in order.
         let chunks = rows.div_ceil(chunk);
         for k in chunks.saturating_sub(SLOTS)..chunks {
-            slots[k % SLOTS].drain(engine, sink)?;
+            slots[k % SLOTS].drain(gpu, sink)?;
         }
         Ok(())
     })
@@ -497,7 +395,7 @@ fn run_chunks(
     reason = "one job's inputs, passed through"
 )]
 fn encode_chunk(
-    engine: &Engine,
+    gpu: &Context,
     plan: &Plan<'_>,
     slot: &mut Slot,
     range: Range<usize>,
@@ -519,15 +417,13 @@ fn encode_chunk(
                 reorder.fill_sorted(source, range, out)
             };
             slot.points
-                .fill(engine, point_bytes, range.clone(), Some(&mut sorted))?;
+                .fill(gpu, point_bytes, range.clone(), Some(&mut sorted))?;
         }
-        points => slot
-            .points
-            .fill(engine, point_bytes, range.clone(), points)?,
+        points => slot.points.fill(gpu, point_bytes, range.clone(), points)?,
     }
     let row_shapes = match (plan.streams_shapes(), slot.shapes.as_mut(), shapes) {
         (true, Some(upload), Some(source)) => {
-            upload.fill(engine, shape_bytes, range.clone(), Some(source))?;
+            upload.fill(gpu, shape_bytes, range.clone(), Some(source))?;
             Some(&*upload)
         }
         (true, Some(upload), None) => Some(&*upload),
@@ -545,9 +441,9 @@ fn encode_chunk(
             &row_shapes
                 .expect("slots of per-row jobs have shape buffers")
                 .storage,
-            &engine.unused_ranges,
-            &engine.unused_nodes,
-            data.unwrap_or(&engine.unused_shape_data),
+            &gpu.unused_ranges,
+            &gpu.unused_nodes,
+            data.unwrap_or(&gpu.unused_shape_data),
             n as u32,
         ),
     };
@@ -559,8 +455,7 @@ fn encode_chunk(
                 round_count: round_count as u32,
                 ..Params::new(n as u32, shape_count, mode, range.start as u32)
             };
-            engine
-                .queue
+            gpu.queue
                 .write_buffer(&slot.params[round], 0, bytemuck::bytes_of(&params));
             Bindings {
                 params: &slot.params[round],
@@ -569,13 +464,13 @@ fn encode_chunk(
                 hits: &slot.hits,
                 kind_ranges,
                 nodes,
-                winding: plan.winding.unwrap_or(&engine.unused_nodes),
+                winding: plan.winding.unwrap_or(&gpu.unused_nodes),
                 shape_data,
             }
-            .bind_group(&engine.device, &engine.kernels.layout)
+            .bind_group(&gpu.device, &gpu.kernels.layout)
         })
         .collect();
-    let mut encoder = engine
+    let mut encoder = gpu
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("chunk"),
@@ -602,7 +497,7 @@ fn encode_chunk(
                     continue;
                 }
                 pass.set_bind_group(0, bind_group, &[]);
-                let [x, y] = dispatch_grid(threads, engine.kernels.workgroup_size);
+                let [x, y] = dispatch_grid(threads, gpu.kernels.workgroup_size);
                 pass.dispatch_workgroups(x, y, 1);
             }
         }

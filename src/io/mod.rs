@@ -6,6 +6,7 @@ pub mod output;
 pub mod points;
 pub mod scene;
 
+pub use mesh::load_mesh;
 pub use output::{
     ColumnSpec, ColumnType, OutputFile, Values, field_column, field_columns, field_values,
     npz_in_memory,

@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::DVec3;
+use crate::engine::GpuMesh;
 use crate::fields::{Columns, Fields};
-use crate::gpu::GpuScene;
-use crate::mesh::{GpuMesh, Sign};
+use crate::gpu::{GpuScene, query_point};
+use crate::mesh::Sign;
 use crate::{Engine, Mode, Result};
 
 use super::metrics::Metrics;
@@ -142,14 +144,17 @@ fn answer(
         (Op::SceneQuery(mode), Target::Scene(scene)) => {
             let points: Vec<[f32; 3]> = values
                 .chunks_exact(3)
-                .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32])
+                .map(|p| query_point([p[0], p[1], p[2]], DVec3::ZERO))
                 .collect();
             engine.query_scene_fields(scene, &points, mode, fields)
         }
         (Op::Contacts, Target::Scene(scene)) => {
             let spheres: Vec<[f32; 4]> = values
                 .chunks_exact(4)
-                .map(|s| [s[0] as f32, s[1] as f32, s[2] as f32, s[3] as f32])
+                .map(|s| {
+                    let [x, y, z] = query_point([s[0], s[1], s[2]], DVec3::ZERO);
+                    [x, y, z, s[3] as f32]
+                })
                 .collect();
             engine.sphere_contacts_fields(scene, &spheres, fields)
         }

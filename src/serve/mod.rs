@@ -680,7 +680,7 @@ async fn body_to_file(mut body: BodyReader, format: &str) -> ApiResult<BodyFile>
 
 /// The mesh in `file`, its errors naming it `body`.
 fn mesh_from_file(file: BodyFile) -> crate::Result<crate::mesh::Mesh> {
-    let mesh = crate::mesh::load_mesh(&file.0);
+    let mesh = crate::io::load_mesh(&file.0);
     let shown = file.0.display().to_string();
     mesh.map_err(|e| match e {
         Error::BadFile { problem, .. } => Error::BadFile {
@@ -996,7 +996,7 @@ async fn paired(
     let shapes = crate::io::parse_scene(&text, "shapes.json")?;
     let points: Vec<[f32; 3]> = archive_rows(&mut archive, "points", &[3], holds)?
         .chunks_exact(3)
-        .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32])
+        .map(|p| crate::gpu::query_point([p[0], p[1], p[2]], crate::DVec3::ZERO))
         .collect();
     let engine = state.engine.clone();
     let columns =

@@ -1,0 +1,376 @@
+//! The engine: every job the library runs (scene, paired, segment-pair, mesh and contact
+//! queries), each turned into a `gpu::plan::Job` and carried out by the streaming loop. This is
+//! the only place `impl Engine` lives: `mesh.rs` here for meshes, `contacts.rs` for spheres,
+//! `sdf.rs` for grids.
+
+mod contacts;
+mod mesh;
+mod sdf;
+
+pub use mesh::{GpuMesh, PointRows};
+
+use crate::Mode;
+use crate::error::{Error, Result};
+use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink};
+use crate::gpu::rows::{self, RowSink, RowSource};
+use crate::gpu::stream;
+use crate::gpu::{
+    Context, EngineOptions, GpuHit, GpuScene, GpuSegmentHit, JobTiming, common_kind, layout, plan,
+    scene,
+};
+use crate::math::DVec3;
+use crate::shape::Shape;
+
+/// The GPU closest-point engine: one device, its kernels built once, and the jobs of SPEC §2
+/// and §4 streamed through it in chunks sized from the device limits.
+pub struct Engine {
+    pub(crate) gpu: Context,
+    slots: stream::Slots,
+}
+
+impl Engine {
+    /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
+    pub fn new(options: &EngineOptions) -> Result<Engine> {
+        Ok(Engine {
+            gpu: Context::open(options)?,
+            slots: stream::Slots::default(),
+        })
+    }
+
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.gpu.info
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.gpu.limits
+    }
+    /// Rows per chunk in use.
+    pub fn chunk_rows(&self) -> usize {
+        self.gpu.chunk_rows
+    }
+    /// Whether scene queries through a BVH are dispatched in Morton order within each chunk
+    /// (results always come back in row order): by default on CPU adapters (lavapipe), where
+    /// it makes the lanes coherent, and not on hardware GPUs, where the host's sort costs more
+    /// than the device saves (docs/PERF.md).
+    pub fn reorders_queries(&self) -> bool {
+        self.gpu
+            .reorder_queries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Override [`Engine::reorders_queries`], to measure its effect.
+    pub fn set_reorder_queries(&self, on: bool) {
+        self.gpu
+            .reorder_queries
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether inputs and outputs are written and read in place (no staging copies).
+    pub fn unified_memory(&self) -> bool {
+        self.gpu.unified_memory
+    }
+    /// Whether scene queries run the subgroup kernels, `query_subgroup.wgsl` and (triangle
+    /// scenes, meshes) `mesh_subgroup.wgsl`: adapters with subgroups of exactly 8 lanes, such
+    /// as lavapipe, unless [`EngineOptions::portable_kernels`].
+    pub fn subgroup_kernels(&self) -> bool {
+        self.gpu.subgroup_kernels
+    }
+    /// The scene and mesh kernels in use, for summaries and benchmark headers.
+    pub fn scene_kernels(&self) -> &'static str {
+        if self.gpu.subgroup_kernels {
+            "query_subgroup.wgsl, mesh_subgroup.wgsl"
+        } else {
+            "query.wgsl, mesh.wgsl"
+        }
+    }
+    /// Where the last job's time went (host fill, waiting on the device, host drain).
+    pub fn last_timing(&self) -> JobTiming {
+        *self.gpu.timing.lock().unwrap()
+    }
+
+    /// One line naming the adapter, for summaries.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?})",
+            self.gpu.info.name, self.gpu.info.backend, self.gpu.info.device_type
+        )
+    }
+
+    /// Upload a scene once; it stays on the device for any number of queries.
+    pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        scene::upload(&self.gpu, shapes, true, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_scene`], asking `admit` first with the device bytes the scene will
+    /// take, before any is allocated (a service's memory budget); its refusal is returned.
+    pub fn upload_scene_admitted<E: From<Error>>(
+        &self,
+        shapes: &[Shape],
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
+        scene::upload(&self.gpu, shapes, true, admit)
+    }
+
+    /// [`Engine::upload_scene`] without hierarchies: every query scans every shape. For
+    /// comparisons with the BVH path; slower beyond a handful of shapes.
+    pub fn upload_scene_brute_force(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        scene::upload(&self.gpu, shapes, false, |_| Ok(()))
+    }
+
+    /// Nearest shape of `scene` for every point (SPEC §2).
+    pub fn query_scene(
+        &self,
+        scene: &GpuScene,
+        points: &[[f32; 3]],
+        mode: Mode,
+    ) -> Result<Vec<GpuHit>> {
+        let mut out = vec![GpuHit::default(); points.len()];
+        self.query_scene_stream(
+            scene,
+            points.len(),
+            &mut rows::points_from_slice(points),
+            mode,
+            &mut rows::hits_into_slice(&mut out),
+        )?;
+        Ok(out)
+    }
+
+    /// Streaming form of [`Engine::query_scene`]: `source` fills each chunk's points and `sink`
+    /// receives each chunk's hits, in row order.
+    pub fn query_scene_stream(
+        &self,
+        scene: &GpuScene,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        sink: &mut dyn RowSink,
+    ) -> Result<()> {
+        let all = Fields::all(Family::Hits);
+        self.query_scene_fields_stream(scene, rows, source, mode, all, &mut rows::HitRows(sink))
+    }
+
+    /// [`Engine::query_scene_stream`] computing and moving back only `fields`: `sink`
+    /// receives each chunk's rows packed as the device wrote them.
+    pub fn query_scene_fields_stream(
+        &self,
+        scene: &GpuScene,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        self.query_scene_signed_stream(scene, None, rows, source, mode, fields, sink)
+    }
+
+    /// Nearest shape of `scene` for every point, only `fields` computed and returned.
+    pub fn query_scene_fields(
+        &self,
+        scene: &GpuScene,
+        points: &[[f32; 3]],
+        mode: Mode,
+        fields: Fields,
+    ) -> Result<Columns> {
+        Columns::collect(fields, points.len(), |sink| {
+            let mut source = rows::points_from_slice(points);
+            self.query_scene_fields_stream(scene, points.len(), &mut source, mode, fields, sink)
+        })
+    }
+
+    /// [`Engine::query_scene_fields_stream`] for a mesh's scene, its answers signed on the
+    /// device by `winding` (`WindingTree::gpu_words`) when given.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one job's inputs, passed through"
+    )]
+    pub(crate) fn query_scene_signed_stream(
+        &self,
+        scene: &GpuScene,
+        winding: Option<&wgpu::Buffer>,
+        rows: usize,
+        source: &mut dyn RowSource,
+        mode: Mode,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        stream::run(
+            &self.gpu,
+            &self.slots,
+            &plan::Job::Nearest { scene, winding }.plan(&self.gpu, fields)?,
+            rows,
+            Some(source),
+            None,
+            mode,
+            fields,
+            sink,
+        )
+    }
+
+    /// Point i against shape i (SPEC §2 "paired").
+    pub fn query_paired(
+        &self,
+        shapes: &[Shape],
+        points: &[[f32; 3]],
+        mode: Mode,
+    ) -> Result<Vec<GpuHit>> {
+        check_paired_counts(shapes.len(), points.len())?;
+        let mut out = vec![GpuHit::default(); points.len()];
+        self.query_paired_stream(
+            shapes,
+            &mut rows::points_from_slice(points),
+            mode,
+            &mut rows::hits_into_slice(&mut out),
+        )?;
+        Ok(out)
+    }
+
+    /// Streaming form of [`Engine::query_paired`]: one row per shape.
+    pub fn query_paired_stream(
+        &self,
+        shapes: &[Shape],
+        points: &mut dyn RowSource,
+        mode: Mode,
+        sink: &mut dyn RowSink,
+    ) -> Result<()> {
+        let all = Fields::all(Family::Hits);
+        self.query_paired_fields_stream(shapes, points, mode, all, &mut rows::HitRows(sink))
+    }
+
+    /// [`Engine::query_paired_stream`] computing and moving back only `fields`.
+    pub fn query_paired_fields_stream(
+        &self,
+        shapes: &[Shape],
+        points: &mut dyn RowSource,
+        mode: Mode,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        let (data, data_starts) = layout::ShapeData::for_paired(shapes);
+        let data = if data_starts.is_empty() {
+            None
+        } else {
+            let bytes = data.into_bytes();
+            self.gpu.check_shape_data(bytes.len())?;
+            Some(
+                self.gpu
+                    .checked(|| self.gpu.storage_buffer("paired shape data", &bytes))?,
+            )
+        };
+        let mut shape_source = rows::shapes_from_slice(shapes, &data_starts);
+        let kind = common_kind(shapes.iter().map(Shape::kind));
+        stream::run(
+            &self.gpu,
+            &self.slots,
+            &plan::Job::Paired {
+                kind,
+                data: data.as_ref(),
+            }
+            .plan(&self.gpu, fields)?,
+            shapes.len(),
+            Some(points),
+            Some(&mut shape_source),
+            mode,
+            fields,
+            sink,
+        )
+    }
+
+    /// Point i against shape i, only `fields` computed and returned.
+    pub fn query_paired_fields(
+        &self,
+        shapes: &[Shape],
+        points: &[[f32; 3]],
+        mode: Mode,
+        fields: Fields,
+    ) -> Result<Columns> {
+        check_paired_counts(shapes.len(), points.len())?;
+        Columns::collect(fields, points.len(), |sink| {
+            let mut source = rows::points_from_slice(points);
+            self.query_paired_fields_stream(shapes, &mut source, mode, fields, sink)
+        })
+    }
+
+    /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2).
+    pub fn segment_pairs(&self, a: &[[DVec3; 2]], b: &[[DVec3; 2]]) -> Result<Vec<GpuSegmentHit>> {
+        check_segment_counts(a.len(), b.len())?;
+        let mut out = vec![GpuSegmentHit::default(); a.len()];
+        self.segment_pairs_stream(
+            a.len(),
+            &mut rows::segment_pairs_from_slices(a, b),
+            &mut |first: usize, rows: &[GpuSegmentHit]| {
+                out[first..first + rows.len()].copy_from_slice(rows);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Streaming form of [`Engine::segment_pairs`]: `pairs` writes each chunk's records
+    /// (`GpuShape::from_segment_pair`) and `sink` receives each chunk's results in row order.
+    pub fn segment_pairs_stream(
+        &self,
+        rows: usize,
+        pairs: &mut dyn RowSource,
+        sink: &mut dyn FnMut(usize, &[GpuSegmentHit]) -> Result<()>,
+    ) -> Result<()> {
+        self.segment_pairs_fields_stream(
+            rows,
+            pairs,
+            Fields::all(Family::Segments),
+            &mut |first: usize, rows: PackedRows<'_>| {
+                sink(first, rows.as_segment_hits().expect("every segment field"))
+            },
+        )
+    }
+
+    /// [`Engine::segment_pairs_stream`] computing and moving back only `fields`.
+    pub fn segment_pairs_fields_stream(
+        &self,
+        rows: usize,
+        pairs: &mut dyn RowSource,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        stream::run(
+            &self.gpu,
+            &self.slots,
+            &plan::Job::SegmentPairs.plan(&self.gpu, fields)?,
+            rows,
+            None,
+            Some(pairs),
+            Mode::Solid,
+            fields,
+            sink,
+        )
+    }
+
+    /// [`Engine::segment_pairs`], only `fields` computed and returned.
+    pub fn segment_pairs_fields(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+        fields: Fields,
+    ) -> Result<Columns> {
+        check_segment_counts(a.len(), b.len())?;
+        Columns::collect(fields, a.len(), |sink| {
+            let mut pairs = rows::segment_pairs_from_slices(a, b);
+            self.segment_pairs_fields_stream(a.len(), &mut pairs, fields, sink)
+        })
+    }
+}
+
+fn check_paired_counts(shapes: usize, points: usize) -> Result<()> {
+    if shapes != points {
+        return Err(Error::Usage(format!(
+            "paired queries need as many shapes as points ({shapes} shapes, {points} points)"
+        )));
+    }
+    Ok(())
+}
+
+fn check_segment_counts(a: usize, b: usize) -> Result<()> {
+    if a != b {
+        return Err(Error::Usage(format!(
+            "segment pairs need as many segments in A as in B ({a} and {b})"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! SDF grids (SPEC §4): a mesh's distances at every sample of a `sdf::Grid`, streamed in C
+//! order; only distances come back from the device.
+
+use super::{Engine, GpuMesh};
+use crate::error::Result;
+use crate::fields::{DISTANCE, Family, Fields, PackedRows};
+use crate::mesh::Sign;
+use crate::sdf::Grid;
+
+impl Engine {
+    /// The distances of `grid`'s samples to `mesh`, signed by `sign`, chunk by chunk in row
+    /// order (only distances come back from the device, with the triangle each starts from).
+    pub fn sdf_stream(
+        &self,
+        mesh: &GpuMesh,
+        grid: &Grid,
+        sign: Sign,
+        sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let mut values = Vec::new();
+        self.query_mesh_fields_stream(
+            mesh,
+            grid.len(),
+            &mut |range, chunk| {
+                chunk.clear();
+                chunk.extend(range.map(|row| grid.point(row)));
+                Ok(())
+            },
+            sign,
+            Fields::from_bits(Family::Hits, DISTANCE),
+            &mut |first: usize, rows: PackedRows<'_>| {
+                values.clear();
+                rows.extend_column(DISTANCE, &mut values);
+                sink(first, bytemuck::cast_slice(&values))
+            },
+        )
+    }
+
+    /// Every sample of `grid`, in C order of an (nx, ny, nz) array.
+    pub fn sdf(&self, mesh: &GpuMesh, grid: &Grid, sign: Sign) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(grid.len());
+        self.sdf_stream(mesh, grid, sign, &mut |_first, values| {
+            out.extend_from_slice(values);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,354 @@
+//! The device and what every job shares on it: the adapter opened with its limits, the
+//! kernels (one shader module each, pipelines specialised on first use), the stand-in
+//! buffers of unused bindings, error scopes and the errors wgpu reports outside them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use wgpu::util::DeviceExt;
+
+use super::interface::{self, Entry, Override};
+use super::layout::{self, GpuShape};
+use super::{adapter, shaders};
+use crate::bvh::GpuBvhNode;
+use crate::error::{Error, Result};
+use crate::shape::ShapeKind;
+
+/// How to open the engine.
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    /// Substring of the adapter name, or a backend (`vulkan`, `gl`, `metal`, `dx12`).
+    /// `None` reads `CLOSEST_ADAPTER`, then prefers a hardware GPU over a software one.
+    pub adapter: Option<String>,
+    /// Rows per chunk; `None` sizes chunks from the device limits. Tests set it small to force
+    /// many chunks.
+    pub chunk_rows: Option<usize>,
+    /// Use staging buffers and copies even on a unified-memory adapter (the path discrete
+    /// GPUs take), so tests can exercise it on lavapipe.
+    pub force_staging: bool,
+    /// Run only the kernels every adapter has: never the subgroup kernels
+    /// (`query_subgroup.wgsl`, `mesh_subgroup.wgsl`), so tests and benchmarks can compare them
+    /// with `query.wgsl` and `mesh.wgsl` on lavapipe.
+    pub portable_kernels: bool,
+}
+
+/// Where a job's host time went; the device computes while the host fills and drains.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobTiming {
+    /// Writing inputs into mapped buffers.
+    pub fill: std::time::Duration,
+    /// Blocked on the device (compute, and copies on non-unified adapters).
+    pub wait: std::time::Duration,
+    /// Handing mapped results to the sink.
+    pub drain: std::time::Duration,
+    /// Inside `queue.submit` (software adapters may execute the work right there).
+    pub submit: std::time::Duration,
+    pub chunks: usize,
+}
+
+/// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
+/// that a chunk's results are still in cache when the host drains them (measured in
+/// docs/PERF.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
+const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
+
+pub(crate) struct Kernels {
+    pub layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    /// Shader modules by name (`query`, `segments`), with the overrides each declares; all
+    /// share one bind-group layout.
+    modules: HashMap<&'static str, (wgpu::ShaderModule, Vec<String>)>,
+    /// Pipelines by their specialisation, built on first use.
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
+    pub workgroup_size: u32,
+}
+
+/// What a pipeline is specialised for: software adapters run every branch the compiler cannot
+/// drop, so code a job never takes is compiled out through pipeline overrides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    pub entry: Entry,
+    /// `ONLY_KIND`: the one kind of every shape, if they share one.
+    pub kind: Option<ShapeKind>,
+    /// `BVH_KINDS`: the kinds in the scene's hierarchy, a bit each (0: no hierarchy).
+    pub bvh_kinds: u32,
+    /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
+    pub linear_kinds: u32,
+    /// `FIELDS`: the output fields (`fields::Fields::bits`), which rows hold, packed.
+    pub fields: u32,
+}
+
+impl Kernels {
+    /// The pipeline for `key`, built on first use.
+    pub(crate) fn pipeline(
+        &self,
+        device: &wgpu::Device,
+        key: PipelineKey,
+    ) -> Result<wgpu::ComputePipeline> {
+        let mut cache = self.pipelines.lock().unwrap();
+        if let Some(p) = cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let PipelineKey {
+            entry,
+            kind,
+            bvh_kinds,
+            linear_kinds,
+            fields,
+        } = key;
+        let (module, declared) = &self.modules[entry.shader()];
+        // Each override where the kernel declares it.
+        let constants: Vec<(&str, f64)> = Override::ALL
+            .into_iter()
+            .filter(|o| declared.iter().any(|d| d == o.name()))
+            .map(|o| {
+                let value = match o {
+                    Override::Fields => fields,
+                    Override::OnlyKind => kind.map_or(shaders::ANY_KIND, |k| k as u32),
+                    Override::BvhKinds => bvh_kinds,
+                    Override::LinearKinds => linear_kinds,
+                };
+                (o.name(), f64::from(value))
+            })
+            .collect();
+        let pipeline = in_error_scope(device, || {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry.name()),
+                layout: Some(&self.pipeline_layout),
+                module,
+                entry_point: Some(entry.name()),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    ..Default::default()
+                },
+                cache: None,
+            })
+        })?;
+        cache.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+/// The one kind all `shapes` share, if they share one.
+pub(crate) fn common_kind(mut kinds: impl Iterator<Item = ShapeKind>) -> Option<ShapeKind> {
+    let first = kinds.next()?;
+    kinds.all(|k| k == first).then_some(first)
+}
+
+/// The device and what every job shares on it: kernels and pipelines, the chunk slots, the
+/// stand-in buffers of unused bindings and the errors wgpu reports. The engine's jobs
+/// (`crate::engine`) run on it through `plan` and `stream`.
+pub(crate) struct Context {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) info: wgpu::AdapterInfo,
+    pub(crate) limits: wgpu::Limits,
+    /// Host-visible storage buffers are used directly (no staging copies).
+    pub(crate) unified_memory: bool,
+    /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
+    pub(crate) subgroup_kernels: bool,
+    pub(crate) kernels: Kernels,
+    pub(crate) chunk_rows: usize,
+    /// Dispatch scene queries in Morton order within each chunk (on by default on CPU
+    /// adapters, off on hardware GPUs).
+    pub(crate) reorder_queries: std::sync::atomic::AtomicBool,
+    /// Where the last job's time went.
+    pub(crate) timing: Mutex<JobTiming>,
+    /// The `kind_ranges` and `nodes` bindings of jobs that do not read them (`unused_nodes`
+    /// also stands in for the winding tree of jobs without one).
+    pub(crate) unused_ranges: wgpu::Buffer,
+    pub(crate) unused_nodes: wgpu::Buffer,
+    /// The `shape_data` binding of jobs whose shapes have no variable-size parts.
+    pub(crate) unused_shape_data: wgpu::Buffer,
+    /// Errors wgpu reports outside an error scope, and device loss.
+    pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Context {
+    /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
+    pub(crate) fn open(options: &EngineOptions) -> Result<Context> {
+        let (adapter, info) = adapter::choose(options.adapter.as_deref())?;
+        let cpu_adapter = info.device_type == wgpu::DeviceType::Cpu;
+        let features = adapter.features();
+        let unified_memory = !options.force_staging
+            && matches!(
+                info.device_type,
+                wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
+            )
+            && features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
+        let mut required_features = if unified_memory {
+            wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
+        } else {
+            wgpu::Features::empty()
+        };
+        // The subgroup kernels are written for subgroups of exactly 8 lanes.
+        let subgroup_kernels = features.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == 8
+            && info.subgroup_max_size == 8
+            && !options.portable_kernels;
+        if subgroup_kernels {
+            required_features |= wgpu::Features::SUBGROUP;
+        }
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("closest"),
+            required_features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| Error::NoAdapter(format!("cannot open {}: {e}", info.name)))?;
+
+        let device_errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = device_errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock().unwrap().push(e.to_string());
+        }));
+        let sink = device_errors.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            sink.lock()
+                .unwrap()
+                .push(format!("device lost ({reason:?}): {message}"));
+        });
+
+        let kernels = in_error_scope(&device, || build_kernels(&device, subgroup_kernels))??;
+        let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
+        let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
+        let by_buffer = limits.max_buffer_size / row_bytes;
+        let by_dispatch = 65_535u64 * 65_535 * kernels.workgroup_size as u64;
+        let limit = by_binding.min(by_buffer).min(by_dispatch).max(1) as usize;
+        let chunk_rows = options
+            .chunk_rows
+            .unwrap_or(DEFAULT_CHUNK_ROWS)
+            .clamp(1, limit);
+
+        let unused_ranges = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused kind ranges"),
+            contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len() + 1]),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let unused_nodes = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused bvh nodes"),
+            contents: bytemuck::bytes_of(&GpuBvhNode::default()),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused shape data"),
+            contents: &layout::ShapeData::default().into_bytes(),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        Ok(Context {
+            subgroup_kernels,
+            device,
+            queue,
+            info,
+            limits,
+            unified_memory,
+            kernels,
+            chunk_rows,
+            // The host's Morton sort pays where the device is the CPU (coherent lanes, and
+            // the subgroup walks need them) and costs more than it saves on a hardware GPU,
+            // whose queries outrun it (docs/PERF.md: H100).
+            reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
+            timing: Mutex::new(JobTiming::default()),
+            unused_ranges,
+            unused_nodes,
+            unused_shape_data,
+            device_errors,
+        })
+    }
+
+    /// Convex hull faces beyond one binding are refused with the sizes named.
+    pub(crate) fn check_shape_data(&self, bytes: usize) -> Result<()> {
+        let max = self.limits.max_storage_buffer_binding_size;
+        if bytes as u64 > max {
+            return Err(Error::Usage(format!(
+                "the convex hulls' faces take {bytes} bytes, more than one storage binding holds \
+                 on this adapter ({max} bytes)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A read-only storage buffer holding `contents` (call inside [`Context::checked`]).
+    pub(crate) fn storage_buffer(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+    }
+
+    /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
+    /// [`Error::Gpu`].
+    pub(crate) fn checked<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        in_error_scope(&self.device, f)
+    }
+
+    /// Errors reported outside a scope since the last call (device loss included).
+    pub(crate) fn take_device_error(&self) -> Result<()> {
+        let mut errors = self.device_errors.lock().unwrap();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Gpu(errors.drain(..).collect::<Vec<_>>().join("; ")))
+        }
+    }
+}
+
+/// Run `f` inside validation and out-of-memory error scopes.
+fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let value = f();
+    let v = pollster::block_on(validation.pop());
+    let o = pollster::block_on(oom.pop());
+    match (v, o) {
+        (None, None) => Ok(value),
+        (Some(e), _) | (None, Some(e)) => Err(Error::Gpu(e.to_string())),
+    }
+}
+
+fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
+    // Every entry point shares one workgroup size (the dispatch grid is computed once).
+    let mut modules = HashMap::new();
+    let mut workgroup_size = None;
+    for (name, entries) in interface::kernel_shaders() {
+        if !subgroups && entries.iter().any(|e| e.needs_subgroups()) {
+            continue;
+        }
+        let shader = shaders::compose(name).map_err(Error::Gpu)?;
+        let reflected = interface::reflect(&shader);
+        for entry in entries {
+            let [size, _, _] = shader.workgroup_size(entry.name()).ok_or_else(|| {
+                Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
+            })?;
+            if *workgroup_size.get_or_insert(size) != size {
+                return Err(Error::Gpu(format!(
+                    "{name}.wgsl: `{}` has another workgroup size",
+                    entry.name()
+                )));
+            }
+        }
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+        });
+        modules.insert(name, (module, reflected.overrides));
+    }
+    let workgroup_size = workgroup_size.expect("at least one kernel");
+    let layout = interface::bind_group_layout(device);
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("kernels"),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    Ok(Kernels {
+        layout,
+        pipeline_layout,
+        modules,
+        pipelines: Mutex::new(HashMap::new()),
+        workgroup_size,
+    })
+}

@@ -1,0 +1,113 @@
+//! The host ends of a job's rows: sources that write a chunk's inputs straight into mapped
+//! buffers (points, paired shapes, segment pairs) and sinks that take its answers.
+
+use std::ops::Range;
+
+use super::layout::{GpuHit, GpuShape};
+use crate::error::Result;
+use crate::fields::{PackedRows, PackedSink};
+use crate::math::DVec3;
+use crate::shape::Shape;
+
+/// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
+pub trait RowSource {
+    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()>;
+}
+
+/// Receives the hits of rows `first_row ..`, in row order.
+pub trait RowSink {
+    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()>;
+}
+
+impl<F: FnMut(Range<usize>, wgpu::WriteOnly<'_, [u8]>) -> Result<()>> RowSource for F {
+    fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
+        self(range, out)
+    }
+}
+
+impl<F: FnMut(usize, &[GpuHit]) -> Result<()>> RowSink for F {
+    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()> {
+        self(first_row, hits)
+    }
+}
+
+/// A query point as the kernels read it: moved by `-offset` in f64 (a mesh's centre, so a
+/// mesh far from the origin keeps its precision; zero for scenes) and rounded once to f32.
+/// Every query point given in f64 (files, Python, the service, meshes) passes here.
+pub fn query_point(p: [f64; 3], offset: DVec3) -> [f32; 3] {
+    [p[0] - offset.x, p[1] - offset.y, p[2] - offset.z].map(|x| x as f32)
+}
+
+/// Writes f64 points into a chunk's point buffer through [`query_point`].
+pub fn write_query_points(
+    points: impl Iterator<Item = [f64; 3]>,
+    offset: DVec3,
+    out: wgpu::WriteOnly<'_, [u8]>,
+) {
+    let (values, _) = out.into_chunks::<4>();
+    values.write_iter(
+        points
+            .flat_map(|p| query_point(p, offset))
+            .map(f32::to_le_bytes),
+    );
+}
+
+/// Points from a host slice: a plain copy into the mapped buffer.
+pub fn points_from_slice(points: &[[f32; 3]]) -> impl RowSource + '_ {
+    move |range: Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
+        out.copy_from_slice(bytemuck::cast_slice(&points[range]));
+        Ok(())
+    }
+}
+
+/// Paired shapes, converted to their GPU form as they are written; `data_starts` says where
+/// each shape's variable-size part lies in the job's resident `shape_data` (empty: none has
+/// one; `layout::ShapeData::for_paired`).
+pub fn shapes_from_slice<'a>(shapes: &'a [Shape], data_starts: &'a [u32]) -> impl RowSource + 'a {
+    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        let first = range.start;
+        rows.write_iter(shapes[range].iter().enumerate().map(|(k, s)| {
+            let mut record = GpuShape::from_shape(s);
+            if matches!(s, Shape::ConvexHull(_)) {
+                record.set_data_start(data_starts[first + k]);
+            }
+            bytemuck::cast::<GpuShape, [u8; 96]>(record)
+        }));
+        Ok(())
+    }
+}
+
+/// Segment pairs, converted to their GPU records as they are written.
+pub fn segment_pairs_from_slices<'a>(
+    a: &'a [[DVec3; 2]],
+    b: &'a [[DVec3; 2]],
+) -> impl RowSource + 'a {
+    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        rows.write_iter(range.map(|i| {
+            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a[i], b[i]))
+        }));
+        Ok(())
+    }
+}
+
+/// Hits copied into a host slice.
+pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
+    move |first: usize, hits: &[GpuHit]| {
+        out[first..first + hits.len()].copy_from_slice(hits);
+        Ok(())
+    }
+}
+
+/// A [`RowSink`] of whole hits behind the packed interface (jobs with every hit field).
+pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
+
+impl PackedSink for HitRows<'_> {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        let hits = rows
+            .as_hits()
+            .expect("whole-hit jobs select every hit field");
+        self.0.take(first_row, hits)
+    }
+}

@@ -1,0 +1,114 @@
+//! Scenes resident on the device: records sorted by kind, kind ranges, each kind's hierarchy
+//! and the shapes' variable-size parts, uploaded once and queried any number of times.
+
+use wgpu::util::DeviceExt;
+
+use super::context::{Context, common_kind};
+use super::layout;
+use crate::error::Error;
+use crate::shape::{Shape, ShapeKind};
+
+/// A scene uploaded once; query it many times with [`Engine::query_scene`].
+pub struct GpuScene {
+    /// Shapes sorted by kind (see `layout::scene_layout`).
+    pub(crate) shapes: wgpu::Buffer,
+    /// Per kind `[start, end, root node, node count]`, a uniform.
+    pub(crate) ranges: wgpu::Buffer,
+    /// Every kind's BVH nodes (`bvh::GpuBvhNode`).
+    pub(crate) nodes: wgpu::Buffer,
+    /// The shapes' variable-size parts (`layout::ShapeData`).
+    pub(crate) data: wgpu::Buffer,
+    pub(crate) count: u32,
+    /// Set when every shape has this kind (a specialised pipeline then runs).
+    pub(crate) kind: Option<ShapeKind>,
+    /// Bit k set when kind k has shapes in the BVH; 0 (no BVH) runs a pipeline without
+    /// traversal code, and kinds absent from it are compiled out of the leaf tests.
+    pub(crate) bvh_kinds: u32,
+    /// Bit k set when kind k has shapes scanned linearly; the other kinds' loops are compiled
+    /// out (software adapters would run an empty loop's body once).
+    pub(crate) linear_kinds: u32,
+    /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
+    /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
+    pub(crate) oriented: bool,
+}
+
+impl GpuScene {
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+    /// Bytes it holds on the device.
+    pub fn device_bytes(&self) -> u64 {
+        self.shapes.size() + self.ranges.size() + self.nodes.size() + self.data.size()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// A scene's records, kind ranges, hierarchies and shape data on the device; `admit` is asked
+/// first with the bytes they take.
+pub(crate) fn upload<E: From<Error>>(
+    gpu: &Context,
+    shapes: &[Shape],
+    use_bvh: bool,
+    admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<GpuScene, E> {
+    let scene_layout = layout::scene_layout(shapes, use_bvh);
+    let bvh_kinds = scene_layout.bvh_kinds();
+    let linear_kinds = scene_layout.linear_kinds();
+    let oriented = scene_layout.oriented;
+    // mesh.wgsl packs node and leaf indices beside a leaf count.
+    let max_triangles = 1usize << (32 - crate::bvh::LEAF_COUNT_BITS);
+    if oriented && shapes.len() >= max_triangles {
+        return Err(Error::Usage(format!(
+            "a triangle scene holds at most {} triangles ({} given)",
+            max_triangles - 1,
+            shapes.len()
+        ))
+        .into());
+    }
+    let layout::SceneBindings {
+        records,
+        ranges,
+        nodes,
+        data,
+    } = scene_layout.into_bindings();
+    let bytes = records.len() as u64;
+    let max = gpu.limits.max_storage_buffer_binding_size;
+    if bytes > max {
+        return Err(Error::Usage(format!(
+            "the scene has {} shapes ({bytes} bytes), more than one storage binding holds on \
+             this adapter ({max} bytes)",
+            shapes.len(),
+        ))
+        .into());
+    }
+    gpu.check_shape_data(data.len())?;
+    let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
+    admit(bytes + ranges_bytes + nodes.len() as u64 + data.len() as u64)?;
+    let storage = |label, contents: &[u8]| gpu.storage_buffer(label, contents);
+    let (shapes_buffer, ranges, nodes, data) = gpu.checked(|| {
+        (
+            storage("scene shapes", &records),
+            gpu.device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("scene kind ranges"),
+                    contents: bytemuck::cast_slice(&ranges),
+                    usage: wgpu::BufferUsages::UNIFORM,
+                }),
+            storage("scene bvh nodes", &nodes),
+            storage("scene shape data", &data),
+        )
+    })?;
+    Ok(GpuScene {
+        shapes: shapes_buffer,
+        ranges,
+        nodes,
+        data,
+        count: shapes.len() as u32,
+        kind: common_kind(shapes.iter().map(Shape::kind)),
+        bvh_kinds,
+        linear_kinds,
+        oriented,
+    })
+}
