@@ -81,11 +81,8 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
             .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{'))
             .unwrap_or(rest.len());
         let head = &rest[..end];
-        if let Some(stem) = head
-            .strip_suffix('{')
-            .or(head.ends_with("::{").then_some(head))
-        {
-            let stem = stem.trim_end_matches('{').trim_end_matches("::");
+        if let Some(stem) = head.strip_suffix('{') {
+            let stem = stem.trim_end_matches("::");
             let group_end = rest.find('}').unwrap_or(rest.len());
             for item in rest[end.min(group_end)..group_end].split(',') {
                 let item: String = item
@@ -93,11 +90,12 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                     .collect();
-                if !item.is_empty() && item != "self" {
-                    out.push(format!("{stem}::{item}"));
+                match item.as_str() {
+                    "" => {}
+                    "self" => out.push(stem.to_string()),
+                    _ => out.push(format!("{stem}::{item}")),
                 }
             }
-            out.push(stem.to_string());
         } else {
             out.push(head.trim_end_matches("::").to_string());
         }

@@ -101,8 +101,9 @@ impl GpuMesh {
 /// Fills rows `range` of a job's query points, f64 as read, into the vector (cleared first).
 pub type PointRows<'a> = dyn FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + 'a;
 
-/// Query points from a host slice, copied chunk by chunk.
-fn points_from_slice(
+/// f64 query points from a host slice, copied chunk by chunk (the shift and the f32
+/// conversion come after, in `write_query_points`).
+fn f64_points_from_slice(
     points: &[[f64; 3]],
 ) -> impl FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + '_ {
     move |range, chunk| {
@@ -149,7 +150,7 @@ impl Engine {
         self.query_mesh_stream(
             mesh,
             points.len(),
-            &mut points_from_slice(points),
+            &mut f64_points_from_slice(points),
             sign,
             &mut |first: usize, hits: &[GpuHit]| {
                 out[first..first + hits.len()].copy_from_slice(hits);
@@ -187,7 +188,7 @@ impl Engine {
         fields: Fields,
     ) -> Result<Columns> {
         Columns::collect(fields, points.len(), |sink| {
-            let mut source = points_from_slice(points);
+            let mut source = f64_points_from_slice(points);
             self.query_mesh_fields_stream(mesh, points.len(), &mut source, sign, fields, sink)
         })
     }
