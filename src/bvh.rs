@@ -212,38 +212,43 @@ impl Bvh {
     /// the input slice) of the shapes under a child and returns a box holding them, or `None`
     /// to keep the axis-aligned box (stored as an identity-rotated box). Boxes are rounded to
     /// f32 so that they still hold the shapes, with a margin for the kernel's f32 rotation.
-    pub fn orient(&mut self, fit: &dyn Fn(&[usize]) -> Option<OrientedBox>) {
-        for n in 0..self.nodes.len() {
-            for side in 0..2 {
-                let (start, end) = self.spans[n][side];
-                let child = &mut self.nodes[n].children[side];
-                let aabb = Bounds {
-                    min: DVec3::new(
-                        child.min[0] as f64,
-                        child.min[1] as f64,
-                        child.min[2] as f64,
-                    ),
-                    max: DVec3::new(
-                        child.max[0] as f64,
-                        child.max[1] as f64,
-                        child.max[2] as f64,
-                    ),
-                };
-                let fitted = fit(&self.order[start..end]).filter(|b| {
-                    let volume = |h: DVec3| (h.x + 1e-12) * (h.y + 1e-12) * (h.z + 1e-12);
-                    volume(b.half) < volume((aabb.max - aabb.min) * 0.5)
-                });
-                let oriented = fitted.unwrap_or(OrientedBox {
-                    centre: aabb.centre(),
-                    rotation: [0.0, 0.0, 0.0, 1.0],
-                    half: (aabb.max - aabb.min) * 0.5,
-                });
-                let (centre, rotation, half) = round_box(&oriented);
-                child.min = centre;
-                child.max = half;
-                self.nodes[n].rotations[side] = rotation;
-            }
-        }
+    pub fn orient(&mut self, fit: &(dyn Fn(&[usize]) -> Option<OrientedBox> + Sync)) {
+        use rayon::prelude::*;
+        let order = &self.order;
+        self.nodes
+            .par_iter_mut()
+            .zip(self.spans.par_iter())
+            .with_min_len(64)
+            .for_each(|(node, spans)| {
+                for (side, &(start, end)) in spans.iter().enumerate() {
+                    let child = &mut node.children[side];
+                    let aabb = Bounds {
+                        min: DVec3::new(
+                            child.min[0] as f64,
+                            child.min[1] as f64,
+                            child.min[2] as f64,
+                        ),
+                        max: DVec3::new(
+                            child.max[0] as f64,
+                            child.max[1] as f64,
+                            child.max[2] as f64,
+                        ),
+                    };
+                    let fitted = fit(&order[start..end]).filter(|b| {
+                        let volume = |h: DVec3| (h.x + 1e-12) * (h.y + 1e-12) * (h.z + 1e-12);
+                        volume(b.half) < volume((aabb.max - aabb.min) * 0.5)
+                    });
+                    let oriented = fitted.unwrap_or(OrientedBox {
+                        centre: aabb.centre(),
+                        rotation: [0.0, 0.0, 0.0, 1.0],
+                        half: (aabb.max - aabb.min) * 0.5,
+                    });
+                    let (centre, rotation, half) = round_box(&oriented);
+                    child.min = centre;
+                    child.max = half;
+                    node.rotations[side] = rotation;
+                }
+            });
     }
 }
 
@@ -277,31 +282,47 @@ fn round_box(b: &OrientedBox) -> ([f32; 3], [f32; 4], [f32; 3]) {
     (centre, q, half)
 }
 
+/// Angles of the second axis about the first that `fit_oriented_box` tries.
+const FIT_ANGLES: usize = 4;
+
 /// The tightest of a few boxes around `points` whose first axis is `normal`: the second axis
 /// is tried at four angles about it. For nearly flat sets of triangles this box is thin where
-/// an axis-aligned one is not.
-pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> {
+/// an axis-aligned one is not. One pass over the points measures every angle.
+pub fn fit_oriented_box(
+    points: impl Iterator<Item = DVec3>,
+    normal: DVec3,
+) -> Option<OrientedBox> {
     let w = normal.normalize_or_zero();
-    if w == DVec3::ZERO || points.is_empty() {
+    if w == DVec3::ZERO {
         return None;
     }
     let u0 = crate::math::any_perpendicular(w);
     let v0 = w.cross(u0);
-    let mut best: Option<(f64, OrientedBox)> = None;
-    for step in 0..4 {
+    let frames: [[DVec3; 3]; FIT_ANGLES] = std::array::from_fn(|step| {
         let angle = step as f64 * std::f64::consts::FRAC_PI_8;
         let u = u0 * angle.cos() + v0 * angle.sin();
-        let v = w.cross(u);
-        let axes = [u, v, w];
-        let mut lo = [f64::INFINITY; 3];
-        let mut hi = [f64::NEG_INFINITY; 3];
-        for p in points {
+        [u, w.cross(u), w]
+    });
+    let mut lo = [[f64::INFINITY; 3]; FIT_ANGLES];
+    let mut hi = [[f64::NEG_INFINITY; 3]; FIT_ANGLES];
+    let mut any = false;
+    for p in points {
+        any = true;
+        let along_w = w.dot(p);
+        for (axes, (lo, hi)) in frames.iter().zip(lo.iter_mut().zip(hi.iter_mut())) {
             for k in 0..3 {
-                let t = axes[k].dot(*p);
+                let t = if k == 2 { along_w } else { axes[k].dot(p) };
                 lo[k] = lo[k].min(t);
                 hi[k] = hi[k].max(t);
             }
         }
+    }
+    if !any {
+        return None;
+    }
+    let mut best: Option<(f64, OrientedBox)> = None;
+    for (axes, (lo, hi)) in frames.iter().zip(lo.iter().zip(&hi)) {
+        let [u, v, w] = *axes;
         let half = DVec3::new(hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]) * 0.5;
         let centre =
             u * ((lo[0] + hi[0]) * 0.5) + v * ((lo[1] + hi[1]) * 0.5) + w * ((lo[2] + hi[2]) * 0.5);
@@ -311,7 +332,7 @@ pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> 
                 volume,
                 OrientedBox {
                     centre,
-                    rotation: crate::math::matrix_to_quaternion([u, v, w]),
+                    rotation: crate::math::matrix_to_quaternion(*axes),
                     half,
                 },
             ));
@@ -329,63 +350,119 @@ pub struct Item {
 
 type Entry = (usize, Item, DVec3);
 
+/// Spans at least this long build their two sides on two threads.
+const PARALLEL_SPAN: usize = 16 * 1024;
+
 /// Build over `items` (at least two), at most `leaf_size` items per leaf. `shape_offset` and
 /// `node_offset` are where this hierarchy's shapes and nodes will sit in the scene buffers.
+/// Large spans build their two sides in parallel; the result does not depend on the threads.
 pub fn build(items: &[Item], leaf_size: usize, shape_offset: u32, node_offset: u32) -> Bvh {
+    use rayon::prelude::*;
     assert!(items.len() >= 2, "a hierarchy needs two shapes or more");
     let mut entries: Vec<Entry> = items
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(i, it)| (i, *it, it.bounds.centre()))
         .collect();
-    let mut nodes = vec![GpuBvhNode::default()];
-    let mut spans = vec![[(0, 0); 2]];
-    let mut depth = 0;
-    // (where the child record goes: node and side, entry range, depth); the root's range is
-    // split unconditionally so that the root is an inner node.
-    let mut work = Vec::new();
-    let mid = split(&mut entries, 1);
-    work.push(((0usize, 0usize), 0usize, mid, 2usize));
-    work.push(((0, 1), mid, entries.len(), 2));
-    while let Some(((parent, side), start, end, level)) = work.pop() {
-        depth = depth.max(level);
-        let span = &mut entries[start..end];
+    let builder = Builder {
+        leaf_size,
+        shape_offset,
+    };
+    // The root's range is split unconditionally, so that the root is an inner node.
+    let mut tree = builder.inner(&mut entries, 0, 1);
+    // Inner children hold their node's offset from their parent until here.
+    for (n, node) in tree.nodes.iter_mut().enumerate() {
+        for child in &mut node.children {
+            if child.count == 0 {
+                child.first += node_offset + n as u32;
+            }
+        }
+    }
+    Bvh {
+        order: entries.iter().map(|e| e.0).collect(),
+        nodes: tree.nodes,
+        depth: tree.depth,
+        spans: tree.spans,
+    }
+}
+
+struct Builder {
+    leaf_size: usize,
+    shape_offset: u32,
+}
+
+/// The nodes of a subtree in preorder, inner children referring to their nodes relatively.
+struct Subtree {
+    nodes: Vec<GpuBvhNode>,
+    spans: Vec<[(usize, usize); 2]>,
+    depth: usize,
+}
+
+impl Builder {
+    /// The inner node over `span` (at `offset` in the whole entry list, `level` deep): split
+    /// it, then each side becomes a leaf or a subtree.
+    fn inner(&self, span: &mut [Entry], offset: usize, level: usize) -> Subtree {
+        let mid = if span.len() <= self.leaf_size {
+            split_by_kind(span)
+        } else {
+            split(span, level)
+        };
+        let parallel = span.len() >= PARALLEL_SPAN;
+        let (left, right) = span.split_at_mut(mid);
+        let (left, right) = if parallel {
+            rayon::join(
+                || self.child(left, offset, level + 1),
+                || self.child(right, offset + mid, level + 1),
+            )
+        } else {
+            (
+                self.child(left, offset, level + 1),
+                self.child(right, offset + mid, level + 1),
+            )
+        };
+        let mut tree = Subtree {
+            nodes: vec![GpuBvhNode::default()],
+            spans: vec![[left.2, right.2]],
+            depth: 0,
+        };
+        for (side, (record, below, _)) in [left, right].into_iter().enumerate() {
+            let mut record = record;
+            if let Some(below) = below {
+                record.first = tree.nodes.len() as u32;
+                tree.depth = tree.depth.max(below.depth);
+                tree.nodes.extend(below.nodes);
+                tree.spans.extend(below.spans);
+            }
+            tree.nodes[0].children[side] = record;
+        }
+        tree.depth = tree.depth.max(level + 1);
+        tree
+    }
+
+    /// A child over `span`: its record, and the subtree below it unless it is a leaf.
+    fn child(
+        &self,
+        span: &mut [Entry],
+        offset: usize,
+        level: usize,
+    ) -> (GpuBvhChild, Option<Subtree>, (usize, usize)) {
         let node_bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.1.bounds));
         let (min, max) = outward(node_bounds);
         let kind = span[0].1.kind;
-        let one_kind = span.iter().all(|e| e.1.kind == kind);
-        spans[parent][side] = (start, end);
-        let child = &mut nodes[parent].children[side];
-        *child = GpuBvhChild {
+        let mut record = GpuBvhChild {
             min,
             max,
             ..GpuBvhChild::default()
         };
-        if one_kind && span.len() <= leaf_size {
+        let range = (offset, offset + span.len());
+        if span.len() <= self.leaf_size && span.iter().all(|e| e.1.kind == kind) {
             // In scene order: kernels then resolve ties within a leaf by position.
             span.sort_unstable_by_key(|e| e.0);
-            child.first = shape_offset + start as u32;
-            child.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
-            continue;
+            record.first = self.shape_offset + offset as u32;
+            record.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
+            return (record, None, range);
         }
-        let node = nodes.len();
-        nodes[parent].children[side].first = node_offset + node as u32;
-        nodes.push(GpuBvhNode::default());
-        spans.push([(0, 0); 2]);
-        let mid = start
-            + if span.len() <= leaf_size {
-                split_by_kind(span)
-            } else {
-                split(span, level)
-            };
-        work.push(((node, 0), start, mid, level + 1));
-        work.push(((node, 1), mid, end, level + 1));
-    }
-    Bvh {
-        order: entries.iter().map(|e| e.0).collect(),
-        nodes,
-        depth,
-        spans,
+        (record, Some(self.inner(span, offset, level)), range)
     }
 }
 

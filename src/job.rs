@@ -27,8 +27,20 @@ use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 pub struct Summary {
     pub rows: usize,
     pub non_finite_rows: usize,
+    /// The queries' time, from the first chunk to the committed output.
     pub elapsed: Duration,
     pub adapter: String,
+    /// A mesh job's time before its first query, reported apart.
+    pub mesh_setup: Option<MeshSetup>,
+}
+
+/// Where a mesh job's time went before its first query.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MeshSetup {
+    /// Reading and checking the file.
+    pub load: Duration,
+    /// Hierarchy build and upload.
+    pub build: Duration,
 }
 
 impl Summary {
@@ -39,13 +51,21 @@ impl Summary {
         } else {
             0.0
         };
-        format!(
+        let mut line = format!(
             "{} {what} in {secs:.3} s ({:.2} M/s) on {}; {} non-finite row(s)",
             self.rows,
             rate / 1e6,
             self.adapter,
             self.non_finite_rows
-        )
+        );
+        if let Some(MeshSetup { load, build }) = self.mesh_setup {
+            line += &format!(
+                "; mesh load {:.3} s, build {:.3} s",
+                load.as_secs_f64(),
+                build.as_secs_f64()
+            );
+        }
+        line
     }
 }
 
@@ -58,6 +78,7 @@ struct JobOutput<'a> {
     non_finite_rows: usize,
     progress: &'a mut dyn FnMut(usize, usize),
     started: Instant,
+    mesh_setup: Option<MeshSetup>,
 }
 
 impl<'a> JobOutput<'a> {
@@ -69,7 +90,14 @@ impl<'a> JobOutput<'a> {
             non_finite_rows: 0,
             progress,
             started: Instant::now(),
+            mesh_setup: None,
         }
+    }
+
+    /// Report `setup` apart, and time the queries from now.
+    fn after_mesh_setup(&mut self, setup: MeshSetup) {
+        self.mesh_setup = Some(setup);
+        self.started = Instant::now();
     }
 
     /// A chunk of packed rows, written as the output's `fields`.
@@ -105,6 +133,7 @@ impl<'a> JobOutput<'a> {
             non_finite_rows: self.non_finite_rows,
             elapsed: self.started.elapsed(),
             adapter: engine.describe(),
+            mesh_setup: self.mesh_setup,
         })
     }
 }
@@ -145,13 +174,20 @@ pub fn run_mesh_query(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    let loading = Instant::now();
     let mesh = load_mesh(job.mesh)?;
+    let load = loading.elapsed();
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
+    let building = Instant::now();
     let mesh = engine.upload_mesh(mesh)?;
+    out.after_mesh_setup(MeshSetup {
+        load,
+        build: building.elapsed(),
+    });
     engine.query_mesh_fields_stream(
         &mesh,
         rows,
@@ -324,7 +360,9 @@ pub fn run_sdf(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    let loading = Instant::now();
     let mesh = load_mesh(job.mesh)?;
+    let load = loading.elapsed();
     let grid = Grid::new(&mesh, job.res, job.region)?;
     let rows = grid.len();
     let csv = OutputFile::is_csv(job.out);
@@ -356,7 +394,12 @@ pub fn run_sdf(
     )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
+    let building = Instant::now();
     let mesh = engine.upload_mesh(mesh)?;
+    out.after_mesh_setup(MeshSetup {
+        load,
+        build: building.elapsed(),
+    });
     engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
         let sdf = Values::scalar(|i| distances[i]);
         let count = distances.len();

@@ -402,6 +402,11 @@ pub fn packed_triangles(shapes: &[GpuShape]) -> Vec<[f32; 4]> {
 /// grows with the kinds (measured on lavapipe: about 50 shapes for four kinds, docs/PERF.md).
 const LINEAR_SCAN_PER_KIND: usize = 12;
 
+/// Children holding more triangles keep axis-aligned boxes: fitting is a pass over every
+/// corner below a child, so it would cost a pass over the mesh per level, and near the root an
+/// oriented box around a large curved patch is hardly tighter (docs/PERF.md).
+const ORIENTED_MAX_TRIANGLES: usize = 256;
+
 /// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
 pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
     let bounded: Vec<(usize, Bounds)> = shapes
@@ -448,12 +453,14 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         let mut built = bvh::build(&items, leaf_size, 0, 0);
         if let Some(triangles) = &triangles {
             built.orient(&|members: &[usize]| {
+                if members.len() > ORIENTED_MAX_TRIANGLES {
+                    return None;
+                }
                 let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
                     let [a, b, c] = triangles[k];
                     n + (b - a).cross(c - a)
                 });
-                let corners: Vec<DVec3> = members.iter().flat_map(|&k| triangles[k]).collect();
-                bvh::fit_oriented_box(&corners, normal)
+                bvh::fit_oriented_box(members.iter().flat_map(|&k| triangles[k]), normal)
             });
             layout.oriented = true;
         }
