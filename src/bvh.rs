@@ -288,10 +288,7 @@ const FIT_ANGLES: usize = 4;
 /// The tightest of a few boxes around `points` whose first axis is `normal`: the second axis
 /// is tried at four angles about it. For nearly flat sets of triangles this box is thin where
 /// an axis-aligned one is not. One pass over the points measures every angle.
-pub fn fit_oriented_box(
-    points: impl Iterator<Item = DVec3>,
-    normal: DVec3,
-) -> Option<OrientedBox> {
+pub fn fit_oriented_box(points: impl Iterator<Item = DVec3>, normal: DVec3) -> Option<OrientedBox> {
     let w = normal.normalize_or_zero();
     if w == DVec3::ZERO {
         return None;

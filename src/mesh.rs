@@ -190,18 +190,25 @@ fn closest_on_edges(p: DVec3, corners: [DVec3; 3]) -> (DVec3, Feature) {
 pub struct Pseudonormals {
     face: Vec<DVec3>,
     vertex: Vec<DVec3>,
-    edge: std::collections::HashMap<(u32, u32), DVec3>,
+    edge: rustc_hash::FxHashMap<(u32, u32), DVec3>,
 }
 
 impl Pseudonormals {
     pub fn new(mesh: &Mesh) -> Pseudonormals {
+        use rayon::prelude::*;
+        let face: Vec<DVec3> = (0..mesh.triangles.len())
+            .into_par_iter()
+            .map(|t| {
+                let [a, b, c] = mesh.corners(t);
+                crate::math::triangle_unit_normal(a, b, c)
+            })
+            .collect();
         let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
-        let mut edge = std::collections::HashMap::with_capacity(mesh.triangles.len() * 3 / 2);
-        let mut face = Vec::with_capacity(mesh.triangles.len());
+        let mut edge = rustc_hash::FxHashMap::default();
+        edge.reserve(mesh.triangles.len() * 3 / 2);
         for (t, tri) in mesh.triangles.iter().enumerate() {
             let corners = mesh.corners(t);
-            let n = crate::math::triangle_unit_normal(corners[0], corners[1], corners[2]);
-            face.push(n);
+            let n = face[t];
             for k in 0..3 {
                 let (u, v) = (
                     corners[(k + 1) % 3] - corners[k],

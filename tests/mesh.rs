@@ -60,6 +60,16 @@ fn stl_copies_hold_the_same_triangles_as_the_obj() {
         let obj = load_mesh(&shared(&format!("{name}.obj"))).unwrap();
         let stl = load_mesh(&shared(&format!("{name}.stl"))).unwrap();
         assert_eq!(obj.triangles.len(), stl.triangles.len(), "{name}");
+        // The STL's corners are welded back into the OBJ's shared vertices.
+        assert_eq!(obj.vertices.len(), stl.vertices.len(), "{name}");
+        for t in 0..obj.triangles.len() {
+            let (a, b) = (obj.triangles[t], stl.triangles[t]);
+            for k in 0..3 {
+                for j in 0..3 {
+                    assert_eq!(a[k] == a[j], b[k] == b[j], "{name} triangle {t}");
+                }
+            }
+        }
         let (lo, hi) = obj.bounds();
         let (slo, shi) = stl.bounds();
         // STL stores f32.
@@ -151,7 +161,19 @@ fn broken_meshes_name_the_file_and_the_problem() {
     let mut stl = vec![0u8; 80];
     stl.extend_from_slice(&3u32.to_le_bytes());
     stl.extend_from_slice(&[0u8; 50]);
-    assert_bad(&write(&dir, "short.stl", &stl), &["STL"]);
+    assert_bad(
+        &write(&dir, "short.stl", &stl),
+        &["STL", "3 triangles", "234 bytes", "134"],
+    );
+    // A header that claims 2^32 − 1 triangles is refused by the file's size, before any
+    // allocation for them.
+    let mut stl = vec![0u8; 80];
+    stl.extend_from_slice(&u32::MAX.to_le_bytes());
+    stl.extend_from_slice(&[0u8; 150]);
+    assert_bad(
+        &write(&dir, "huge.stl", &stl),
+        &["STL", "4294967295 triangles"],
+    );
     let ply_range = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
           element face 1\nproperty list uchar int vertex_indices\nend_header\n\
           0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n";

@@ -72,7 +72,45 @@ fn read_obj(path: &Path) -> std::result::Result<Soup, String> {
     Ok((vertices, triangles))
 }
 
+/// Bytes of a binary STL's header (80 free bytes and the triangle count) and of one triangle
+/// record (normal, three corners, attribute word).
+const STL_HEADER_BYTES: u64 = 84;
+const STL_TRIANGLE_BYTES: u64 = 50;
+/// Triangle records read per block.
+const STL_BLOCK_TRIANGLES: usize = 1 << 16;
+
+/// STL, binary or ASCII. A binary file is the one whose size matches the count in its header
+/// (an ASCII file starts with `solid`, but so do many binary headers); it is streamed, and its
+/// corners welded into shared vertices by their exact coordinates.
 fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Result<Soup, String> {
+    use std::io::SeekFrom;
+    let io = |e: std::io::Error| format!("cannot read: {e}");
+    let size = reader.seek(SeekFrom::End(0)).map_err(io)?;
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut header = [0u8; STL_HEADER_BYTES as usize];
+    let whole_header = size >= STL_HEADER_BYTES;
+    if whole_header {
+        reader.read_exact(&mut header).map_err(io)?;
+    }
+    let count = u32::from_le_bytes([header[80], header[81], header[82], header[83]]) as u64;
+    if whole_header && size == STL_HEADER_BYTES + STL_TRIANGLE_BYTES * count {
+        return read_binary_stl(reader, count as usize);
+    }
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut start = [0u8; 5];
+    let ascii = reader.read_exact(&mut start).is_ok() && &start == b"solid";
+    if !ascii {
+        return Err(if whole_header {
+            format!(
+                "a binary STL whose header counts {count} triangles must be {} bytes, but the \
+                 file has {size}",
+                STL_HEADER_BYTES + STL_TRIANGLE_BYTES * count
+            )
+        } else {
+            format!("not a valid STL file: {size} bytes, shorter than a binary STL's header")
+        });
+    }
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
     let mesh = stl_io::read_stl(reader).map_err(|e| format!("not a valid STL file: {e}"))?;
     let vertices = mesh
         .vertices
@@ -84,6 +122,56 @@ fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Re
         .iter()
         .map(|f| f.vertices.map(|k| k as u32))
         .collect();
+    Ok((vertices, triangles))
+}
+
+/// `count` binary STL triangle records (the size was checked against the file's), read in
+/// blocks; equal corners (by their f32 bits, −0 as +0) become one vertex.
+fn read_binary_stl<R: std::io::Read>(
+    reader: &mut R,
+    count: usize,
+) -> std::result::Result<Soup, String> {
+    let mut welded: rustc_hash::FxHashMap<[u32; 3], u32> = rustc_hash::FxHashMap::default();
+    // A closed mesh has about half as many vertices as triangles.
+    welded.reserve(count / 2 + 1);
+    let mut vertices = Vec::with_capacity(count / 2 + 1);
+    let mut triangles = Vec::with_capacity(count);
+    let mut block = vec![0u8; STL_BLOCK_TRIANGLES * STL_TRIANGLE_BYTES as usize];
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(STL_BLOCK_TRIANGLES);
+        let bytes = &mut block[..n * STL_TRIANGLE_BYTES as usize];
+        reader
+            .read_exact(bytes)
+            .map_err(|e| format!("cannot read triangle {}: {e}", count - left))?;
+        for record in bytes.chunks_exact(STL_TRIANGLE_BYTES as usize) {
+            let corner = |k: usize| {
+                let word = |i: usize| {
+                    let at = 12 + 12 * k + 4 * i;
+                    let bits = u32::from_le_bytes([
+                        record[at],
+                        record[at + 1],
+                        record[at + 2],
+                        record[at + 3],
+                    ]);
+                    // −0 and +0 are one coordinate.
+                    (f32::from_bits(bits) + 0.0).to_bits()
+                };
+                [word(0), word(1), word(2)]
+            };
+            let mut triangle = [0u32; 3];
+            for (k, index) in triangle.iter_mut().enumerate() {
+                let key = corner(k);
+                *index = *welded.entry(key).or_insert_with(|| {
+                    let [x, y, z] = key.map(|b| f32::from_bits(b) as f64);
+                    vertices.push(DVec3::new(x, y, z));
+                    (vertices.len() - 1) as u32
+                });
+            }
+            triangles.push(triangle);
+        }
+        left -= n;
+    }
     Ok((vertices, triangles))
 }
 
