@@ -24,6 +24,10 @@ struct Cli {
     /// limits). Memory use grows with it; results do not change.
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     chunk_rows: Option<u64>,
+    /// Bytes one storage binding may hold, below the adapter's limit (at least 1024): meshes
+    /// larger than that are split over several bindings. Results do not change.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1024..))]
+    max_binding_bytes: Option<u64>,
     /// Run the kernels every adapter has, never the subgroup kernels (query_subgroup.wgsl,
     /// mesh_subgroup.wgsl) that adapters with 8-lane subgroups (lavapipe) run by default.
     /// Results do not change.
@@ -207,6 +211,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     let options = EngineOptions {
         adapter: cli.adapter.clone(),
         chunk_rows: cli.chunk_rows.map(|n| n as usize),
+        max_binding_bytes: cli.max_binding_bytes,
         portable_kernels: cli.portable_kernels,
         ..Default::default()
     };

@@ -6,11 +6,12 @@ mod common;
 
 use std::path::Path;
 
+use closest::EngineOptions;
 use closest::io::load_mesh;
 use closest::mesh::{Mesh, Sign, winding_number};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
-use common::{Rng, assert_same_hits, engine, subgroup_and_portable_engines, within};
+use common::{Rng, assert_same_hits, engine, open_engine, subgroup_and_portable_engines, within};
 use rayon::prelude::*;
 
 /// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
@@ -447,4 +448,121 @@ fn device_winding_signs_equal_the_host_hierarchy() {
             assert!(inside > 1000, "bunny: {inside} inside");
         }
     }
+}
+
+/// A torus of 2·u·v outward-wound triangles about Z (scripts/make_torus_mesh.py's).
+fn torus(u: usize, v: usize, major: f64, minor: f64) -> Mesh {
+    let mut vertices = Vec::with_capacity(u * v);
+    for i in 0..u {
+        let theta = std::f64::consts::TAU * i as f64 / u as f64;
+        for j in 0..v {
+            let phi = std::f64::consts::TAU * j as f64 / v as f64;
+            let radius = major + minor * phi.cos();
+            vertices.push(DVec3::new(
+                radius * theta.cos(),
+                radius * theta.sin(),
+                minor * phi.sin(),
+            ));
+        }
+    }
+    let at = |i: usize, j: usize| ((i % u) * v + j % v) as u32;
+    let mut triangles = Vec::with_capacity(2 * u * v);
+    for i in 0..u {
+        for j in 0..v {
+            triangles.push([at(i, j), at(i + 1, j), at(i + 1, j + 1)]);
+            triangles.push([at(i, j), at(i + 1, j + 1), at(i, j + 1)]);
+        }
+    }
+    Mesh::new(vertices, triangles, "torus").unwrap()
+}
+
+/// Rows `a` and `b` are the same bits, but where two triangles are equally near within f32
+/// rounding: parts compare their winners' f32 distances, one walk their squared distances, so
+/// such near-ties may go to either triangle. Those rows must agree in distance within SPEC §3's
+/// bound, each as far from its own triangle as it says, and be rare off the surface; NaN rows
+/// are NaN in both.
+fn assert_same_answers(mesh: &Mesh, rows: &[[f64; 3]], a: &[GpuHit], b: &[GpuHit], what: &str) {
+    let (lo, hi) = mesh.bounds();
+    let mut ties = 0;
+    for (i, ((x, y), p)) in a.iter().zip(b).zip(rows).enumerate() {
+        if bytemuck::bytes_of(x) == bytemuck::bytes_of(y) {
+            continue;
+        }
+        let p = DVec3::new(p[0], p[1], p[2]);
+        let tol = tolerance(p.max_abs().max(lo.max_abs()).max(hi.max_abs()));
+        let own_triangle = |h: &GpuHit| {
+            let t = h.shape as usize;
+            let [a, b, c] = mesh.corners(t);
+            let d = reference::query_shape(&Shape::Triangle { a, b, c }, t, p, Mode::Surface);
+            within((d.distance - h.distance.abs() as f64).abs(), tol)
+        };
+        assert!(
+            x.shape >= 0
+                && y.shape >= 0
+                && within((x.distance as f64 - y.distance as f64).abs(), tol)
+                && own_triangle(x)
+                && own_triangle(y),
+            "{what}, row {i}: {x:?} vs {y:?}"
+        );
+        // On the surface the sign is either (the host and device winding numbers differ
+        // there); off it, a differing row is a near-tie.
+        ties += usize::from(!within(x.distance.abs() as f64, tol));
+    }
+    assert!(
+        ties * 100 < a.len(),
+        "{what}: {ties} of {} rows off the surface differ",
+        a.len()
+    );
+}
+
+#[test]
+fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
+    // 204,800 triangles; bindings of 2 MiB hold 32,768 of them, so the mesh is cut into
+    // parts (SPEC §4 "Size") and every block of rows is answered by each part in turn.
+    let mesh = torus(400, 256, 1.0, 0.3);
+    let split_engine = open_engine(EngineOptions {
+        max_binding_bytes: Some(2 << 20),
+        chunk_rows: Some(3000),
+        ..Default::default()
+    });
+    let split = split_engine.upload_mesh(mesh.clone()).unwrap();
+    let whole = engine().upload_mesh(mesh.clone()).unwrap();
+    assert!(split.part_count() >= 7, "{} parts", split.part_count());
+    assert_eq!(whole.part_count(), 1);
+    let mut rng = Rng::new(14);
+    let mut points = probe_points(&mut rng, &mesh, 20_000);
+    // Exactly on vertices, far away, and rows that are not points.
+    points.extend(
+        (0..mesh.vertices.len())
+            .step_by(997)
+            .map(|k| mesh.vertices[k]),
+    );
+    points.push(DVec3::new(1e6, -3e5, 2e5));
+    let mut rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    rows.insert(17, [f64::NAN, 0.0, 0.0]);
+    rows.insert(5000, [0.0, f64::INFINITY, 0.0]);
+    for sign in [Sign::None, Sign::Pseudonormal, Sign::Winding] {
+        let a = engine().query_mesh(&whole, &rows, sign).unwrap();
+        let b = split_engine.query_mesh(&split, &rows, sign).unwrap();
+        assert_same_answers(
+            &mesh,
+            &rows,
+            &a,
+            &b,
+            &format!("{sign:?}, split vs one binding"),
+        );
+    }
+    // The split answers against the f64 brute force on a sample, signs against the exact
+    // winding number.
+    let sample: Vec<DVec3> = points.iter().copied().step_by(83).collect();
+    let rows: Vec<[f64; 3]> = sample.iter().map(|p| [p.x, p.y, p.z]).collect();
+    let hits = split_engine
+        .query_mesh(&split, &rows, Sign::Pseudonormal)
+        .unwrap();
+    check(
+        &mesh,
+        &sample,
+        &hits,
+        Some(&|p: DVec3| winding_number(&mesh, p) > 0.5),
+    );
 }

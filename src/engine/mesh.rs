@@ -7,20 +7,97 @@ use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::{GpuHit, GpuScene, write_query_points};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign};
+use crate::shape::Shape;
 use crate::winding::WindingTree;
 
 /// A mesh uploaded once and queried many times: its triangles live on the device as a scene
 /// (one BVH), moved in f64 so the mesh's centre is the origin before they are rounded to f32, so
 /// a mesh far from the origin keeps its precision. Query points take the same shift.
+///
+/// A mesh whose triangles or hierarchy would not fit one storage binding is cut into spatial
+/// parts that each do (SPEC §4 "Size"): every part is a scene of its own, each block of query
+/// rows is answered by every part in turn and the nearest answer kept, ties to the lower
+/// triangle index as everywhere.
 pub struct GpuMesh {
     mesh: Mesh,
     offset: DVec3,
-    scene: GpuScene,
+    parts: Vec<MeshPart>,
     /// Built on the first query that signs at all.
     normals: std::sync::OnceLock<Pseudonormals>,
     /// The winding-number hierarchy on the device (`WindingTree::gpu_words`), uploaded on the
-    /// first query that signs by winding number.
+    /// first query that signs by winding number, where it fits one binding beside a one-part
+    /// mesh.
     winding: std::sync::OnceLock<wgpu::Buffer>,
+    /// The same hierarchy on the host, which signs by winding number where it does not.
+    host_winding: std::sync::OnceLock<WindingTree>,
+}
+
+/// One part of a mesh on the device: a scene of some of its triangles.
+struct MeshPart {
+    scene: GpuScene,
+    /// The mesh's index of each of the scene's triangles, ascending (empty: all of them, in
+    /// order).
+    triangles: Vec<u32>,
+}
+
+/// Device bytes per triangle that bound a part: its packed record (48 bytes) and index words
+/// (8), and at most one 64-byte hierarchy node per triangle, each within one binding.
+const PART_BYTES_PER_TRIANGLE: u64 = 64;
+
+/// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
+const PART_BLOCK_CHUNKS: usize = 4;
+
+/// The mesh's triangles cut into spatial parts of at most `cap` triangles each: halved at the
+/// median centroid along the longest extent until they fit. Each part is ascending.
+fn spatial_parts(mesh: &Mesh, cap: usize) -> Vec<Vec<u32>> {
+    let centroid = |t: u32| {
+        let [a, b, c] = mesh.corners(t as usize);
+        (a + b + c) * (1.0 / 3.0)
+    };
+    let mut parts = Vec::new();
+    let mut work = vec![(0..mesh.triangles.len() as u32).collect::<Vec<u32>>()];
+    while let Some(mut part) = work.pop() {
+        if part.len() <= cap.max(1) {
+            part.sort_unstable();
+            parts.push(part);
+            continue;
+        }
+        let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+        for &t in &part {
+            let c = centroid(t);
+            for k in 0..3 {
+                lo[k] = lo[k].min(c.get(k));
+                hi[k] = hi[k].max(c.get(k));
+            }
+        }
+        let extent = [0, 1, 2].map(|k| hi[k] - lo[k]);
+        let axis = (0..3)
+            .max_by(|&a, &b| extent[a].total_cmp(&extent[b]).then(b.cmp(&a)))
+            .expect("three axes");
+        let mid = part.len() / 2;
+        part.select_nth_unstable_by(mid, |&a, &b| {
+            centroid(a).get(axis).total_cmp(&centroid(b).get(axis))
+        });
+        let right = part.split_off(mid);
+        work.push(right);
+        work.push(part);
+    }
+    parts
+}
+
+/// Keep the nearer of two answers for one row, ties to the lower triangle index; an
+/// overflowed traversal stays overflowed and a non-finite row stays as it is.
+fn keep_nearer(best: &mut GpuHit, candidate: GpuHit) {
+    use crate::fields::TRAVERSAL_OVERFLOW;
+    if best.shape == -1 || best.shape == TRAVERSAL_OVERFLOW {
+        return;
+    }
+    if candidate.shape == TRAVERSAL_OVERFLOW
+        || candidate.distance < best.distance
+        || (candidate.distance == best.distance && candidate.shape < best.shape)
+    {
+        *best = candidate;
+    }
 }
 
 impl GpuMesh {
@@ -31,7 +108,19 @@ impl GpuMesh {
     /// Bytes it holds on the device, its winding tree's counted whether or not a query has
     /// built it yet (a budget must not be overrun later by a winding query).
     pub fn device_bytes(&self) -> u64 {
-        self.scene.device_bytes() + WindingTree::max_gpu_bytes(self.mesh.triangles.len())
+        let parts: u64 = self.parts.iter().map(|p| p.scene.device_bytes()).sum();
+        let winding = if self.parts.len() == 1 {
+            WindingTree::max_gpu_bytes(self.mesh.triangles.len())
+        } else {
+            0
+        };
+        parts + winding
+    }
+
+    /// Storage bindings the triangles are spread over (one, unless the mesh is larger than
+    /// one binding holds).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
     }
 
     /// Shift a chunk's answers back to world coordinates and sign them. `points` are the
@@ -76,25 +165,43 @@ impl GpuMesh {
             });
     }
 
-    /// The winding tree on the device, built and uploaded on first use.
-    fn winding_buffer(&self, engine: &Engine) -> Result<&wgpu::Buffer> {
+    /// The winding tree on the device, built and uploaded on first use; `None` where the mesh
+    /// has several parts or the tree would not fit one binding (the host signs then).
+    fn winding_buffer(&self, engine: &Engine) -> Result<Option<&wgpu::Buffer>> {
         if let Some(buffer) = self.winding.get() {
-            return Ok(buffer);
+            return Ok(Some(buffer));
         }
-        let words = WindingTree::new(&self.mesh).gpu_words(&self.mesh, self.offset);
+        let max = engine.gpu.binding_bytes;
+        if self.parts.len() > 1 || WindingTree::max_gpu_bytes(self.mesh.triangles.len()) > max {
+            return Ok(None);
+        }
+        let words = self.host_winding().gpu_words(&self.mesh, self.offset);
         let bytes: &[u8] = bytemuck::cast_slice(&words);
-        let max = engine.gpu.limits.max_storage_buffer_binding_size;
-        if bytes.len() as u64 > max {
-            return Err(Error::Usage(format!(
-                "the mesh's winding-number hierarchy takes {} bytes, more than one storage \
-                 binding holds on this adapter ({max} bytes); use --sign pseudonormal",
-                bytes.len()
-            )));
-        }
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer("winding tree", bytes))?;
-        Ok(self.winding.get_or_init(|| buffer))
+        Ok(Some(self.winding.get_or_init(|| buffer)))
+    }
+
+    fn host_winding(&self) -> &WindingTree {
+        self.host_winding
+            .get_or_init(|| WindingTree::new(&self.mesh))
+    }
+
+    /// Mark the rows inside by winding number on the host, as the device does: the distance's
+    /// sign bit set (−0 on the surface).
+    fn mark_inside_on_host(&self, points: &[[f64; 3]], hits: &mut [GpuHit]) {
+        use rayon::prelude::*;
+        let tree = self.host_winding();
+        hits.par_iter_mut()
+            .zip(points.par_iter())
+            .with_min_len(256)
+            .for_each(|(hit, p)| {
+                let p = DVec3::new(p[0], p[1], p[2]);
+                if hit.shape >= 0 && tree.winding_number(&self.mesh, p) > 0.5 {
+                    hit.distance = -hit.distance;
+                }
+            });
     }
 }
 
@@ -127,15 +234,44 @@ impl Engine {
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let winding = WindingTree::max_gpu_bytes(mesh.triangles.len());
-        let scene =
-            self.upload_scene_admitted(&mesh.shapes(offset), |bytes| admit(bytes + winding))?;
+        let triangles = mesh.triangles.len() as u64;
+        let cap = (self.gpu.binding_bytes / PART_BYTES_PER_TRIANGLE).max(1);
+        let parts = if triangles <= cap {
+            let winding = WindingTree::max_gpu_bytes(mesh.triangles.len());
+            let scene =
+                self.upload_scene_admitted(&mesh.shapes(offset), |bytes| admit(bytes + winding))?;
+            vec![MeshPart {
+                scene,
+                triangles: Vec::new(),
+            }]
+        } else {
+            // Admitted by the bound before anything is built: the parts' sizes are known only
+            // once each is.
+            admit(triangles * PART_BYTES_PER_TRIANGLE)?;
+            let mut parts = Vec::new();
+            for indices in spatial_parts(&mesh, cap as usize) {
+                let shapes: Vec<Shape> = indices
+                    .iter()
+                    .map(|&t| {
+                        let [a, b, c] = mesh.corners(t as usize).map(|v| v - offset);
+                        Shape::Triangle { a, b, c }
+                    })
+                    .collect();
+                let scene = self.upload_scene(&shapes)?;
+                parts.push(MeshPart {
+                    scene,
+                    triangles: indices,
+                });
+            }
+            parts
+        };
         Ok(GpuMesh {
             normals: std::sync::OnceLock::new(),
             winding: std::sync::OnceLock::new(),
+            host_winding: std::sync::OnceLock::new(),
             mesh,
             offset,
-            scene,
+            parts,
         })
     }
 
@@ -249,17 +385,84 @@ impl Engine {
             sink.take(first, PackedRows::new(device_fields, &packed))
         };
         let winding = match sign {
-            Sign::Winding => Some(mesh.winding_buffer(self)?),
+            Sign::Winding => mesh.winding_buffer(self)?,
             _ => None,
         };
-        self.query_scene_signed_stream(
-            &mesh.scene,
-            winding,
-            rows,
-            &mut source,
-            crate::Mode::Surface,
-            device_fields,
-            &mut finish,
-        )
+        // The device answers and signs in one pass where the mesh is one part and its
+        // winding tree (if asked for) is on the device.
+        if let [part] = mesh.parts.as_slice()
+            && (sign != Sign::Winding || winding.is_some())
+        {
+            return self.query_scene_signed_stream(
+                &part.scene,
+                winding,
+                rows,
+                &mut source,
+                crate::Mode::Surface,
+                device_fields,
+                &mut finish,
+            );
+        }
+        self.query_mesh_parts_stream(mesh, rows, points, sign, device_fields, sink)
+    }
+
+    /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or signed by winding
+    /// number on the host: blocks of rows answered by every part in turn, the nearest answer
+    /// kept, then signed and packed.
+    fn query_mesh_parts_stream(
+        &self,
+        mesh: &GpuMesh,
+        rows: usize,
+        points: &mut PointRows<'_>,
+        sign: Sign,
+        device_fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        let all = Fields::all(Family::Hits);
+        let (mut block, mut best, mut packed) = (Vec::new(), Vec::new(), Vec::new());
+        let block_rows = PART_BLOCK_CHUNKS * self.gpu.chunk_rows;
+        for first in (0..rows).step_by(block_rows) {
+            let range = first..rows.min(first + block_rows);
+            points(range.clone(), &mut block)?;
+            best.clear();
+            best.resize(block.len(), GpuHit::default());
+            for (k, part) in mesh.parts.iter().enumerate() {
+                let mut source = |rows: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                    write_query_points(block[rows].iter().copied(), mesh.offset, out);
+                    Ok(())
+                };
+                let mut keep = |at: usize, answers: PackedRows<'_>| {
+                    let hits = answers.as_hits().expect("every hit field");
+                    for (i, &hit) in hits.iter().enumerate() {
+                        let mut hit = hit;
+                        if hit.shape >= 0 && !part.triangles.is_empty() {
+                            hit.shape = part.triangles[hit.shape as usize] as i32;
+                        }
+                        if k == 0 {
+                            best[at + i] = hit;
+                        } else {
+                            keep_nearer(&mut best[at + i], hit);
+                        }
+                    }
+                    Ok(())
+                };
+                self.query_scene_signed_stream(
+                    &part.scene,
+                    None,
+                    block.len(),
+                    &mut source,
+                    crate::Mode::Surface,
+                    all,
+                    &mut keep,
+                )?;
+            }
+            if sign == Sign::Winding {
+                mesh.mark_inside_on_host(&block, &mut best);
+            }
+            mesh.finish(&block, &mut best, sign);
+            pack_hits(device_fields, &best, &mut packed);
+            sink.take(range.start, PackedRows::new(device_fields, &packed))?;
+        }
+        Ok(())
     }
 }

@@ -30,6 +30,9 @@ pub struct EngineOptions {
     /// (`query_subgroup.wgsl`, `mesh_subgroup.wgsl`), so tests and benchmarks can compare them
     /// with `query.wgsl` and `mesh.wgsl` on lavapipe.
     pub portable_kernels: bool,
+    /// Treat storage bindings as holding at most this many bytes (below the adapter's limit),
+    /// so that tests split small meshes over several bindings as large ones are.
+    pub max_binding_bytes: Option<u64>,
 }
 
 /// Where a job's host time went; the device computes while the host fills and drains.
@@ -142,6 +145,8 @@ pub(crate) struct Context {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
+    /// Bytes one storage binding may hold: the adapter's limit, or less if the options say so.
+    pub(crate) binding_bytes: u64,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
@@ -237,7 +242,13 @@ impl Context {
             contents: &layout::ShapeData::default().into_bytes(),
             usage: wgpu::BufferUsages::STORAGE,
         });
+        let binding_bytes = options
+            .max_binding_bytes
+            .map_or(limits.max_storage_buffer_binding_size, |max| {
+                max.clamp(1024, limits.max_storage_buffer_binding_size)
+            });
         Ok(Context {
+            binding_bytes,
             subgroup_kernels,
             device,
             queue,
@@ -260,7 +271,7 @@ impl Context {
 
     /// Convex hull faces beyond one binding are refused with the sizes named.
     pub(crate) fn check_shape_data(&self, bytes: usize) -> Result<()> {
-        let max = self.limits.max_storage_buffer_binding_size;
+        let max = self.binding_bytes;
         if bytes as u64 > max {
             return Err(Error::Usage(format!(
                 "the convex hulls' faces take {bytes} bytes, more than one storage binding holds \

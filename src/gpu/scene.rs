@@ -74,14 +74,16 @@ pub(crate) fn upload<E: From<Error>>(
         data,
     } = scene_layout.into_bindings();
     let bytes = records.len() as u64;
-    let max = gpu.limits.max_storage_buffer_binding_size;
-    if bytes > max {
-        return Err(Error::Usage(format!(
-            "the scene has {} shapes ({bytes} bytes), more than one storage binding holds on \
-             this adapter ({max} bytes)",
-            shapes.len(),
-        ))
-        .into());
+    let max = gpu.binding_bytes;
+    for (what, size) in [("shapes", bytes), ("hierarchy", nodes.len() as u64)] {
+        if size > max {
+            return Err(Error::Usage(format!(
+                "the scene has {} shapes, whose {what} take {size} bytes, more than one storage \
+                 binding holds on this adapter ({max} bytes)",
+                shapes.len(),
+            ))
+            .into());
+        }
     }
     gpu.check_shape_data(data.len())?;
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
