@@ -399,7 +399,9 @@ impl Builder {
     /// The inner node over `span` (at `offset` in the whole entry list, `level` deep): split
     /// it, then each side becomes a leaf or a subtree.
     fn inner(&self, span: &mut [Entry], offset: usize, level: usize) -> Subtree {
-        let mid = if span.len() <= self.leaf_size {
+        // A small span here has mixed kinds, or is the root (split whatever it holds).
+        let mixed = span.iter().any(|e| e.1.kind != span[0].1.kind);
+        let mid = if span.len() <= self.leaf_size && mixed {
             split_by_kind(span)
         } else {
             split(span, level)
