@@ -400,8 +400,8 @@ impl Builder {
     /// it, then each side becomes a leaf or a subtree.
     fn inner(&self, span: &mut [Entry], offset: usize, level: usize) -> Subtree {
         // A small span here has mixed kinds, or is the root (split whatever it holds).
-        let mixed = span.iter().any(|e| e.1.kind != span[0].1.kind);
-        let mid = if span.len() <= self.leaf_size && mixed {
+        let mixed = |span: &[Entry]| span.iter().any(|e| e.1.kind != span[0].1.kind);
+        let mid = if span.len() <= self.leaf_size && mixed(span) {
             split_by_kind(span)
         } else {
             split(span, level)
@@ -482,13 +482,7 @@ fn split_by_kind(span: &mut [Entry]) -> usize {
 fn split(span: &mut [Entry], level: usize) -> usize {
     let centres = span.iter().fold(Bounds::EMPTY, |b, it| b.grow_point(it.2));
     let extent = centres.max - centres.min;
-    let axis = if extent.x >= extent.y && extent.x >= extent.z {
-        0
-    } else if extent.y >= extent.z {
-        1
-    } else {
-        2
-    };
+    let axis = extent.longest_axis();
     let (lo, width) = (centres.min.get(axis), extent.get(axis));
     let median = |span: &mut [Entry]| {
         let mid = span.len() / 2;

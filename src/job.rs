@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::Engine;
 use crate::Mode;
 use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
+use crate::engine::GpuMesh;
 use crate::error::{Error, Result};
 use crate::fields::{Fields, PackedRows};
 use crate::gpu::GpuShape;
@@ -19,7 +20,7 @@ use crate::io::{
     ColumnSpec, OutputFile, PointFile, RowFile, Values, field_columns, field_values, load_scene,
 };
 use crate::math::DVec3;
-use crate::mesh::Sign;
+use crate::mesh::{Mesh, Sign};
 use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 
 /// What a finished job reports in its summary line.
@@ -94,10 +95,17 @@ impl<'a> JobOutput<'a> {
         }
     }
 
-    /// Report `setup` apart, and time the queries from now.
-    fn after_mesh_setup(&mut self, setup: MeshSetup) {
-        self.mesh_setup = Some(setup);
+    /// Upload `mesh` (read in `load`), reporting the load and the build apart, and time the
+    /// queries from then.
+    fn upload_mesh(&mut self, engine: &Engine, mesh: Mesh, load: Duration) -> Result<GpuMesh> {
+        let building = Instant::now();
+        let mesh = engine.upload_mesh(mesh)?;
+        self.mesh_setup = Some(MeshSetup {
+            load,
+            build: building.elapsed(),
+        });
         self.started = Instant::now();
+        Ok(mesh)
     }
 
     /// A chunk of packed rows, written as the output's `fields`.
@@ -138,6 +146,13 @@ impl<'a> JobOutput<'a> {
     }
 }
 
+/// A mesh file loaded, and the time that took.
+fn load_mesh_timed(path: &Path) -> Result<(Mesh, Duration)> {
+    let loading = Instant::now();
+    let mesh = load_mesh(path)?;
+    Ok((mesh, loading.elapsed()))
+}
+
 /// `closest query --shapes S --points P [--paired] --out O`.
 pub struct QueryJob<'a> {
     pub shapes: &'a Path,
@@ -174,20 +189,13 @@ pub fn run_mesh_query(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    let loading = Instant::now();
-    let mesh = load_mesh(job.mesh)?;
-    let load = loading.elapsed();
+    let (mesh, load) = load_mesh_timed(job.mesh)?;
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let building = Instant::now();
-    let mesh = engine.upload_mesh(mesh)?;
-    out.after_mesh_setup(MeshSetup {
-        load,
-        build: building.elapsed(),
-    });
+    let mesh = out.upload_mesh(&engine, mesh, load)?;
     engine.query_mesh_fields_stream(
         &mesh,
         rows,
@@ -360,9 +368,7 @@ pub fn run_sdf(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    let loading = Instant::now();
-    let mesh = load_mesh(job.mesh)?;
-    let load = loading.elapsed();
+    let (mesh, load) = load_mesh_timed(job.mesh)?;
     let grid = Grid::new(&mesh, job.res, job.region)?;
     let rows = grid.len();
     let csv = OutputFile::is_csv(job.out);
@@ -394,12 +400,7 @@ pub fn run_sdf(
     )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let building = Instant::now();
-    let mesh = engine.upload_mesh(mesh)?;
-    out.after_mesh_setup(MeshSetup {
-        load,
-        build: building.elapsed(),
-    });
+    let mesh = out.upload_mesh(&engine, mesh, load)?;
     engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
         let sdf = Values::scalar(|i| distances[i]);
         let count = distances.len();

@@ -59,6 +59,16 @@ impl DVec3 {
     pub fn is_finite(self) -> bool {
         self.x.is_finite() && self.y.is_finite() && self.z.is_finite()
     }
+    /// The axis of the largest component, the first of equal ones.
+    pub fn longest_axis(self) -> usize {
+        if self.x >= self.y && self.x >= self.z {
+            0
+        } else if self.y >= self.z {
+            1
+        } else {
+            2
+        }
+    }
     pub fn get(self, axis: usize) -> f64 {
         [self.x, self.y, self.z][axis]
     }

@@ -73,7 +73,12 @@ impl Mesh {
 
     /// The triangles as scene shapes, moved by `-offset` (shape i is triangle i).
     pub fn shapes(&self, offset: DVec3) -> Vec<Shape> {
-        (0..self.triangles.len())
+        self.shapes_of(0..self.triangles.len(), offset)
+    }
+
+    /// Triangles `triangles` as scene shapes, moved by `-offset`, in that order.
+    pub fn shapes_of(&self, triangles: impl Iterator<Item = usize>, offset: DVec3) -> Vec<Shape> {
+        triangles
             .map(|t| {
                 let [a, b, c] = self.corners(t).map(|v| v - offset);
                 Shape::Triangle { a, b, c }

@@ -7,7 +7,6 @@ use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::{GpuHit, GpuScene, write_query_points};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign};
-use crate::shape::Shape;
 use crate::winding::WindingTree;
 
 /// A mesh uploaded once and queried many times: its triangles live on the device as a scene
@@ -70,10 +69,7 @@ fn spatial_parts(mesh: &Mesh, cap: usize) -> Vec<Vec<u32>> {
                 hi[k] = hi[k].max(c.get(k));
             }
         }
-        let extent = [0, 1, 2].map(|k| hi[k] - lo[k]);
-        let axis = (0..3)
-            .max_by(|&a, &b| extent[a].total_cmp(&extent[b]).then(b.cmp(&a)))
-            .expect("three axes");
+        let axis = (DVec3::from_array(hi) - DVec3::from_array(lo)).longest_axis();
         let mid = part.len() / 2;
         part.select_nth_unstable_by(mid, |&a, &b| {
             centroid(a).get(axis).total_cmp(&centroid(b).get(axis))
@@ -250,13 +246,7 @@ impl Engine {
             admit(triangles * PART_BYTES_PER_TRIANGLE)?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
-                let shapes: Vec<Shape> = indices
-                    .iter()
-                    .map(|&t| {
-                        let [a, b, c] = mesh.corners(t as usize).map(|v| v - offset);
-                        Shape::Triangle { a, b, c }
-                    })
-                    .collect();
+                let shapes = mesh.shapes_of(indices.iter().map(|&t| t as usize), offset);
                 let scene = self.upload_scene(&shapes)?;
                 parts.push(MeshPart {
                     scene,
