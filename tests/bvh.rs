@@ -453,3 +453,56 @@ fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
         }
     }
 }
+
+/// A mesh's scene is built straight from its corners (`layout::triangle_bindings`); it must
+/// be the scene the general path builds from its triangle shapes, byte for byte: random
+/// soups (with degenerate and repeated triangles), a few triangles (no hierarchy), and a shared
+/// mesh.
+#[test]
+fn triangle_bindings_are_the_general_layouts_bytes() {
+    use closest::gpu::layout::{scene_layout, triangle_bindings};
+    let mut rng = Rng::new(23);
+    let mut soups: Vec<Vec<[DVec3; 3]>> = Vec::new();
+    for count in [1, 5, 12, 13, 100, 5_000] {
+        let soup = (0..count)
+            .map(|i| {
+                let c = rng.vec(-50.0, 50.0);
+                match i % 7 {
+                    // A point, a sliver, and a triangle repeated.
+                    0 => [c, c, c],
+                    1 => [
+                        c,
+                        c + DVec3::new(1.0, 0.0, 0.0),
+                        c + DVec3::new(2.0, 0.0, 0.0),
+                    ],
+                    _ => [c, c + rng.unit() * 0.5, c + rng.unit() * 0.5],
+                }
+            })
+            .collect();
+        soups.push(soup);
+    }
+    let fandisk = closest::io::load_mesh(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj"),
+    )
+    .unwrap();
+    let offset = fandisk.centre();
+    soups.push(
+        (0..fandisk.triangles.len())
+            .map(|t| fandisk.corners(t).map(|v| v - offset))
+            .collect(),
+    );
+    for soup in &soups {
+        let shapes: Vec<Shape> = soup
+            .iter()
+            .map(|&[a, b, c]| Shape::Triangle { a, b, c })
+            .collect();
+        let general = scene_layout(&shapes, true).into_bindings();
+        let direct = triangle_bindings(soup.len(), &|i| soup[i]);
+        let what = format!("{} triangles", soup.len());
+        assert_eq!(direct.oriented, general.oriented, "{what}: oriented");
+        assert_eq!(direct.ranges, general.ranges, "{what}: ranges");
+        assert!(direct.records == general.records, "{what}: records differ");
+        assert!(direct.nodes == general.nodes, "{what}: nodes differ");
+        assert_eq!(direct.data, general.data, "{what}: shape data");
+    }
+}

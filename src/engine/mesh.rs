@@ -232,10 +232,15 @@ impl Engine {
         let offset = mesh.centre();
         let triangles = mesh.triangles.len() as u64;
         let cap = (self.gpu.binding_bytes / PART_BYTES_PER_TRIANGLE).max(1);
+        let shifted = |t: usize| mesh.corners(t).map(|v| v - offset);
         let parts = if triangles <= cap {
             let winding = WindingTree::max_gpu_bytes(mesh.triangles.len());
-            let scene =
-                self.upload_scene_admitted(&mesh.shapes(offset), |bytes| admit(bytes + winding))?;
+            let scene = crate::gpu::scene::upload_triangles(
+                &self.gpu,
+                mesh.triangles.len(),
+                &shifted,
+                |bytes| admit(bytes + winding),
+            )?;
             vec![MeshPart {
                 scene,
                 triangles: Vec::new(),
@@ -246,8 +251,12 @@ impl Engine {
             admit(triangles * PART_BYTES_PER_TRIANGLE)?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
-                let shapes = mesh.shapes_of(indices.iter().map(|&t| t as usize), offset);
-                let scene = self.upload_scene(&shapes)?;
+                let scene = crate::gpu::scene::upload_triangles(
+                    &self.gpu,
+                    indices.len(),
+                    &|k| shifted(indices[k] as usize),
+                    |_| Ok::<(), Error>(()),
+                )?;
                 parts.push(MeshPart {
                     scene,
                     triangles: indices,

@@ -298,7 +298,22 @@ pub struct SceneLayout {
     pub data: ShapeData,
 }
 
-impl SceneLayout {
+/// A scene's binding contents, as its kernel reads them (as 32-bit words, so that the large
+/// ones are moved, not copied, into bytes).
+pub struct SceneBindings {
+    /// `shapes`: `GpuShape`s, or packed triangles (`packed_triangles`) for an oriented scene.
+    pub records: Vec<u32>,
+    /// `kind_ranges`; an oriented scene's last entry carries `half_scale` in `w`.
+    pub ranges: Vec<[u32; 4]>,
+    /// `nodes`: `GpuBvhNode`s, or `bvh::pack_oriented` words for an oriented scene.
+    pub nodes: Vec<u32>,
+    /// `shape_data` (`ShapeData`).
+    pub data: Vec<u8>,
+    /// The hierarchy's boxes are oriented: a triangle-only scene, run by `mesh.wgsl`.
+    pub oriented: bool,
+}
+
+impl SceneBindings {
     /// Bit k set when kind k has shapes in the BVH (0: no BVH).
     pub fn bvh_kinds(&self) -> u32 {
         self.ranges.last().map_or(0, |r| r[2])
@@ -313,18 +328,6 @@ impl SceneLayout {
             .filter(|(_, r)| r[1] > r[0])
             .fold(0, |bits, (k, _)| bits | 1 << k)
     }
-}
-
-/// A scene's binding contents, as its kernel reads them.
-pub struct SceneBindings {
-    /// `shapes`: `GpuShape`s, or packed triangles (`packed_triangles`) for an oriented scene.
-    pub records: Vec<u8>,
-    /// `kind_ranges`; an oriented scene's last entry carries `half_scale` in `w`.
-    pub ranges: Vec<[u32; 4]>,
-    /// `nodes`: `GpuBvhNode`s, or `bvh::pack_oriented` words for an oriented scene.
-    pub nodes: Vec<u8>,
-    /// `shape_data` (`ShapeData`).
-    pub data: Vec<u8>,
 }
 
 impl SceneLayout {
@@ -349,20 +352,22 @@ impl SceneLayout {
                 root[3] = packed.half_scale.to_bits();
             }
             SceneBindings {
-                records: bytemuck::cast_slice(&packed_triangles(&shapes)).to_vec(),
+                records: bytemuck::allocation::cast_vec(packed_triangles(&shapes)),
                 ranges,
-                nodes: bytemuck::cast_slice(&packed.words).to_vec(),
+                nodes: bytemuck::allocation::cast_vec(packed.words),
                 data,
+                oriented,
             }
         } else {
             if shapes.is_empty() {
                 shapes.push(GpuShape::default());
             }
             SceneBindings {
-                records: bytemuck::cast_slice(&shapes).to_vec(),
+                records: bytemuck::allocation::cast_vec(shapes),
                 ranges,
-                nodes: bytemuck::cast_slice(&nodes).to_vec(),
+                nodes: bytemuck::allocation::cast_vec(nodes),
                 data,
+                oriented,
             }
         }
     }
@@ -372,29 +377,106 @@ impl SceneLayout {
 /// `(a, n.x), (b − a, n.y), (c − a, n.z)` in leaf order, then the scene index of each slot and
 /// the slot of each scene index, four per vec4 (as f32 bit patterns).
 pub fn packed_triangles(shapes: &[GpuShape]) -> Vec<[f32; 4]> {
-    let mut packed = Vec::with_capacity(shapes.len() * 3 + shapes.len().div_ceil(4));
-    for s in shapes {
-        debug_assert_eq!(s.kind, ShapeKind::Triangle as u32);
-        let [a, e0, e1, n] = [s.anchor, s.p0, s.p1, s.p2];
-        packed.push([a[0], a[1], a[2], n[0]]);
-        packed.push([e0[0], e0[1], e0[2], n[1]]);
-        packed.push([e1[0], e1[1], e1[2], n[2]]);
-    }
-    let mut slots = vec![0u32; shapes.len()];
-    for (slot, s) in shapes.iter().enumerate() {
-        slots[s.index as usize] = slot as u32;
-    }
-    let indices: Vec<u32> = shapes.iter().map(|s| s.index).collect();
-    for words in [indices, slots] {
-        packed.extend(words.chunks(4).map(|four| {
-            let mut vec4 = [0f32; 4];
-            for (w, &word) in vec4.iter_mut().zip(four) {
-                *w = f32::from_bits(word);
-            }
-            vec4
-        }));
+    packed_triangles_by(shapes.len(), &|slot| shapes[slot])
+}
+
+/// [`packed_triangles`] of `count` records, `record(slot)` giving each (with its scene index),
+/// built on all cores.
+fn packed_triangles_by(count: usize, record: &(dyn Fn(usize) -> GpuShape + Sync)) -> Vec<[f32; 4]> {
+    use rayon::prelude::*;
+    let words = count.div_ceil(4);
+    let mut packed = vec![[0f32; 4]; count * 3 + 2 * words];
+    let (triangles, index_words) = packed.split_at_mut(count * 3);
+    let (indices, slots) = index_words.split_at_mut(words);
+    let mut index_of_slot = vec![0u32; count];
+    triangles
+        .par_chunks_mut(3)
+        .zip(index_of_slot.par_iter_mut())
+        .enumerate()
+        .for_each(|(slot, (out, index))| {
+            let s = record(slot);
+            debug_assert_eq!(s.kind, ShapeKind::Triangle as u32);
+            let [a, e0, e1, n] = [s.anchor, s.p0, s.p1, s.p2];
+            out[0] = [a[0], a[1], a[2], n[0]];
+            out[1] = [e0[0], e0[1], e0[2], n[1]];
+            out[2] = [e1[0], e1[1], e1[2], n[2]];
+            *index = s.index;
+        });
+    for (slot, &index) in index_of_slot.iter().enumerate() {
+        slots[index as usize / 4][index as usize % 4] = f32::from_bits(slot as u32);
+        indices[slot / 4][slot % 4] = f32::from_bits(index);
     }
     packed
+}
+
+/// The bindings of a scene of `count` triangles, `corners(i)` giving triangle i's (already
+/// shifted): the bytes `scene_layout` would give for their triangle shapes (tested), built
+/// straight from the corners on all cores, without the shapes, records and copies in between
+/// (for a mesh of millions of triangles those were most of the build's time and memory).
+pub fn triangle_bindings(
+    count: usize,
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+) -> SceneBindings {
+    use rayon::prelude::*;
+    let triangle = |i: usize| {
+        let [a, b, c] = corners(i);
+        Shape::Triangle { a, b, c }
+    };
+    if count <= LINEAR_SCAN_PER_KIND {
+        let shapes: Vec<Shape> = (0..count).map(triangle).collect();
+        return scene_layout(&shapes, true).into_bindings();
+    }
+    let items: Vec<bvh::Item> = (0..count)
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|i| bvh::Item {
+            bounds: shape_bounds(&triangle(i)).expect("a triangle is bounded"),
+            kind: ShapeKind::Triangle as u32,
+        })
+        .collect();
+    let mut built = bvh::build(&items, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
+    drop(items);
+    built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
+    let packed = bvh::pack_oriented(&built.nodes);
+    let node_count = built.nodes.len() as u32;
+    drop(built.nodes);
+    drop(built.spans);
+    let order = built.order;
+    let records = packed_triangles_by(count, &|slot| GpuShape {
+        index: order[slot] as u32,
+        ..GpuShape::from_shape(&triangle(order[slot]))
+    });
+    let count = count as u32;
+    let mut ranges = vec![[count, count, 0, 0]; ShapeKind::ALL.len()];
+    ranges.push([
+        0,
+        node_count,
+        1 << ShapeKind::Triangle as u32,
+        packed.half_scale.to_bits(),
+    ]);
+    SceneBindings {
+        records: bytemuck::allocation::cast_vec(records),
+        ranges,
+        nodes: bytemuck::allocation::cast_vec(packed.words),
+        data: ShapeData::default().into_bytes(),
+        oriented: true,
+    }
+}
+
+/// The oriented box of a hierarchy child holding triangles `members`, if it is small enough
+/// to be worth fitting (`ORIENTED_MAX_TRIANGLES`).
+fn fit_triangles_box(
+    members: &[usize],
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+) -> Option<bvh::OrientedBox> {
+    if members.len() > ORIENTED_MAX_TRIANGLES {
+        return None;
+    }
+    let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
+        let [a, b, c] = corners(k);
+        n + (b - a).cross(c - a)
+    });
+    bvh::fit_oriented_box(members.iter().flat_map(|&k| corners(k)), normal)
 }
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
@@ -452,16 +534,7 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         };
         let mut built = bvh::build(&items, leaf_size, 0, 0);
         if let Some(triangles) = &triangles {
-            built.orient(&|members: &[usize]| {
-                if members.len() > ORIENTED_MAX_TRIANGLES {
-                    return None;
-                }
-                let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
-                    let [a, b, c] = triangles[k];
-                    n + (b - a).cross(c - a)
-                });
-                bvh::fit_oriented_box(members.iter().flat_map(|&k| triangles[k]), normal)
-            });
+            built.orient(&|members: &[usize]| fit_triangles_box(members, &|k| triangles[k]));
             layout.oriented = true;
         }
         for &k in &built.order {

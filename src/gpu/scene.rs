@@ -6,6 +6,7 @@ use wgpu::util::DeviceExt;
 use super::context::{Context, common_kind};
 use super::layout;
 use crate::error::Error;
+use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
 
 /// A scene uploaded once; query it many times with [`Engine::query_scene`].
@@ -53,52 +54,83 @@ pub(crate) fn upload<E: From<Error>>(
     use_bvh: bool,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
-    let scene_layout = layout::scene_layout(shapes, use_bvh);
-    let bvh_kinds = scene_layout.bvh_kinds();
-    let linear_kinds = scene_layout.linear_kinds();
-    let oriented = scene_layout.oriented;
-    // mesh.wgsl packs node and leaf indices beside a leaf count.
+    let bindings = layout::scene_layout(shapes, use_bvh).into_bindings();
+    let kind = common_kind(shapes.iter().map(Shape::kind));
+    upload_bindings(gpu, bindings, shapes.len(), kind, admit)
+}
+
+/// A scene of `count` triangles (`layout::triangle_bindings`) on the device.
+pub(crate) fn upload_triangles<E: From<Error>>(
+    gpu: &Context,
+    count: usize,
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<GpuScene, E> {
+    check_triangle_count(count)?;
+    let bindings = layout::triangle_bindings(count, corners);
+    upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
+}
+
+/// mesh.wgsl packs node and leaf indices beside a leaf count.
+fn check_triangle_count(count: usize) -> Result<(), Error> {
     let max_triangles = 1usize << (32 - crate::bvh::LEAF_COUNT_BITS);
-    if oriented && shapes.len() >= max_triangles {
+    if count >= max_triangles {
         return Err(Error::Usage(format!(
-            "a triangle scene holds at most {} triangles ({} given)",
+            "a triangle scene holds at most {} triangles ({count} given)",
             max_triangles - 1,
-            shapes.len()
-        ))
-        .into());
+        )));
     }
+    Ok(())
+}
+
+fn upload_bindings<E: From<Error>>(
+    gpu: &Context,
+    bindings: layout::SceneBindings,
+    count: usize,
+    kind: Option<ShapeKind>,
+    admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<GpuScene, E> {
+    if bindings.oriented {
+        check_triangle_count(count)?;
+    }
+    let (bvh_kinds, linear_kinds, oriented) = (
+        bindings.bvh_kinds(),
+        bindings.linear_kinds(),
+        bindings.oriented,
+    );
     let layout::SceneBindings {
         records,
         ranges,
         nodes,
         data,
-    } = scene_layout.into_bindings();
-    let bytes = records.len() as u64;
+        ..
+    } = bindings;
+    let (records, nodes): (&[u8], &[u8]) =
+        (bytemuck::cast_slice(&records), bytemuck::cast_slice(&nodes));
     let max = gpu.binding_bytes;
-    for (what, size) in [("shapes", bytes), ("hierarchy", nodes.len() as u64)] {
-        if size > max {
+    for (what, size) in [("shapes", records.len()), ("hierarchy", nodes.len())] {
+        if size as u64 > max {
             return Err(Error::Usage(format!(
-                "the scene has {} shapes, whose {what} take {size} bytes, more than one storage \
-                 binding holds on this adapter ({max} bytes)",
-                shapes.len(),
+                "the scene has {count} shapes, whose {what} take {size} bytes, more than one \
+                 storage binding holds on this adapter ({max} bytes)",
             ))
             .into());
         }
     }
     gpu.check_shape_data(data.len())?;
-    let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-    admit(bytes + ranges_bytes + nodes.len() as u64 + data.len() as u64)?;
+    let ranges_bytes = std::mem::size_of_val(ranges.as_slice());
+    admit((records.len() + ranges_bytes + nodes.len() + data.len()) as u64)?;
     let storage = |label, contents: &[u8]| gpu.storage_buffer(label, contents);
     let (shapes_buffer, ranges, nodes, data) = gpu.checked(|| {
         (
-            storage("scene shapes", &records),
+            storage("scene shapes", records),
             gpu.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: Some("scene kind ranges"),
                     contents: bytemuck::cast_slice(&ranges),
                     usage: wgpu::BufferUsages::UNIFORM,
                 }),
-            storage("scene bvh nodes", &nodes),
+            storage("scene bvh nodes", nodes),
             storage("scene shape data", &data),
         )
     })?;
@@ -107,8 +139,8 @@ pub(crate) fn upload<E: From<Error>>(
         ranges,
         nodes,
         data,
-        count: shapes.len() as u32,
-        kind: common_kind(shapes.iter().map(Shape::kind)),
+        count: count as u32,
+        kind,
         bvh_kinds,
         linear_kinds,
         oriented,

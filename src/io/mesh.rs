@@ -11,37 +11,59 @@ use crate::mesh::Mesh;
 /// Load a mesh by its extension: `.obj`, `.stl` or `.ply`.
 pub fn load_mesh(path: &Path) -> Result<Mesh> {
     let file = path.display().to_string();
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_lowercase)
-        .unwrap_or_default();
-    let bad = |problem: String| Error::BadFile {
+    let format = MeshFormat::of(path).ok_or_else(|| Error::BadFile {
         file: file.clone(),
-        problem,
-    };
-    let open = || {
-        std::fs::File::open(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
+        problem: "a mesh must be .obj, .stl or .ply (by its extension)".into(),
+    })?;
+    let opened = std::fs::File::open(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_mesh(&mut std::io::BufReader::new(opened), format, &file)
+}
+
+/// The mesh file formats, told apart by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MeshFormat {
+    Obj,
+    Stl,
+    Ply,
+}
+
+impl MeshFormat {
+    /// The format of `path`'s extension (any case), if it is one.
+    pub fn of(path: &Path) -> Option<MeshFormat> {
+        let ext = path.extension()?.to_str()?.to_lowercase();
+        Some(match ext.as_str() {
+            "obj" => MeshFormat::Obj,
+            "stl" => MeshFormat::Stl,
+            "ply" => MeshFormat::Ply,
+            _ => return None,
         })
-    };
-    let (vertices, triangles) = match ext.as_str() {
-        "obj" => read_obj(path).map_err(bad)?,
-        "stl" => read_stl(&mut std::io::BufReader::new(open()?)).map_err(bad)?,
-        "ply" => read_ply(&mut std::io::BufReader::new(open()?)).map_err(bad)?,
-        _ => {
-            return Err(bad(
-                "a mesh must be .obj, .stl or .ply (by its extension)".into()
-            ));
-        }
-    };
-    Mesh::new(vertices, triangles, &file)
+    }
+}
+
+/// Read a mesh of `format` from `reader`; `file` names it in errors.
+pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
+    reader: &mut R,
+    format: MeshFormat,
+    file: &str,
+) -> Result<Mesh> {
+    let (vertices, triangles) = match format {
+        MeshFormat::Obj => read_obj(reader),
+        MeshFormat::Stl => read_stl(reader),
+        MeshFormat::Ply => read_ply(reader),
+    }
+    .map_err(|problem| Error::BadFile {
+        file: file.to_string(),
+        problem,
+    })?;
+    Mesh::new(vertices, triangles, file)
 }
 
 type Soup = (Vec<DVec3>, Vec<[u32; 3]>);
 
-fn read_obj(path: &Path) -> std::result::Result<Soup, String> {
+fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
     let options = tobj::LoadOptions {
         triangulate: true,
         ignore_points: true,
@@ -49,11 +71,8 @@ fn read_obj(path: &Path) -> std::result::Result<Soup, String> {
         ..Default::default()
     };
     // Materials are irrelevant here: a missing .mtl must not fail the load.
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let (models, _) = tobj::load_obj_buf(&mut std::io::BufReader::new(file), &options, |_| {
-        Ok(Default::default())
-    })
-    .map_err(|e| format!("not a valid OBJ file: {e}"))?;
+    let (models, _) = tobj::load_obj_buf(reader, &options, |_| Ok(Default::default()))
+        .map_err(|e| format!("not a valid OBJ file: {e}"))?;
     let mut vertices = Vec::new();
     let mut triangles = Vec::new();
     for model in models {

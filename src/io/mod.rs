@@ -1,12 +1,14 @@
 //! File formats of SPEC §1 and §5: scene JSON, points (.npy / .csv), results (.npz / .csv).
 
+#[doc(hidden)]
+pub mod fuzz;
 pub mod mesh;
 pub mod npy;
 pub mod output;
 pub mod points;
 pub mod scene;
 
-pub use mesh::load_mesh;
+pub use mesh::{MeshFormat, load_mesh, read_mesh};
 pub use output::{
     ColumnSpec, ColumnType, OutputFile, Values, field_column, field_columns, field_values,
     npz_in_memory,

@@ -1,0 +1,114 @@
+"""Write the hand-made seed inputs of every fuzz target into fuzz/corpus/<target>/seed-*.
+
+Small valid files of every variant each reader knows (and a few invalid ones), so that the
+fuzzer starts from the formats' structure rather than from nothing. Run from the repository
+root: python3 fuzz/make_seeds.py
+"""
+
+import json
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
+
+TETRA_V = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
+TETRA_F = [(0, 2, 1), (0, 1, 3), (0, 3, 2), (1, 2, 3)]
+
+
+def put(target, name, data):
+    folder = ROOT / target
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    (folder / f"seed-{name}").write_bytes(data)
+
+
+def obj():
+    v = "".join(f"v {x} {y} {z}\n" for x, y, z in TETRA_V)
+    put("obj", "tetra", "# tetrahedron\n" + v + "".join(f"f {a+1} {b+1} {c+1}\n" for a, b, c in TETRA_F))
+    put("obj", "slashes", "o a\n" + v + "vt 0 0\nvn 0 0 1\n"
+        + "".join(f"f {a+1}/1/1 {b+1}/1/1 {c+1}/1/1\n" for a, b, c in TETRA_F))
+    put("obj", "quad-negative", "g quad\nv 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf -4 -3 -2 -1\nl 1 2\np 3\n")
+    put("obj", "bad-index", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n")
+    put("obj", "nan", "v nan 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+
+
+def stl():
+    def facet(a, b, c):
+        return ("facet normal 0 0 0\n outer loop\n"
+                + "".join(f"  vertex {p[0]} {p[1]} {p[2]}\n" for p in (a, b, c))
+                + " endloop\nendfacet\n")
+    tris = [[TETRA_V[k] for k in f] for f in TETRA_F]
+    put("stl", "ascii", "solid t\n" + "".join(facet(*t) for t in tris) + "endsolid t\n")
+
+    def binary(header):
+        out = header.ljust(80, b"\0")[:80] + struct.pack("<I", len(tris))
+        for t in tris:
+            out += struct.pack("<3f", 0, 0, 0) + b"".join(struct.pack("<3f", *p) for p in t) + b"\0\0"
+        return out
+    put("stl", "binary", binary(b"binary tetra"))
+    put("stl", "binary-solid-header", binary(b"solid but binary"))
+    put("stl", "binary-short", binary(b"x")[:-7])
+
+
+def ply():
+    head = "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
+    v = "".join(f"{x} {y} {z}\n" for x, y, z in TETRA_V)
+    put("ply", "ascii-faces", head + "element face 4\nproperty list uchar int vertex_indices\nend_header\n"
+        + v + "".join(f"3 {a} {b} {c}\n" for a, b, c in TETRA_F))
+    put("ply", "ascii-strips", head + "element tristrips 1\nproperty list int int vertex_indices\nend_header\n"
+        + v + "6 0 1 2 -1 1 3\n")
+    bhead = ("ply\nformat binary_little_endian 1.0\ncomment seed\nelement vertex 4\nproperty double x\n"
+             "property double y\nproperty double z\nelement face 4\nproperty list uchar uint vertex_index\n"
+             "end_header\n").encode()
+    body = b"".join(struct.pack("<3d", *p) for p in TETRA_V)
+    body += b"".join(struct.pack("<B3I", 3, *f) for f in TETRA_F)
+    put("ply", "binary-le", bhead + body)
+    bbe = bhead.replace(b"binary_little_endian", b"binary_big_endian")
+    body = b"".join(struct.pack(">3d", *p) for p in TETRA_V)
+    body += b"".join(struct.pack(">B3I", 3, *f) for f in TETRA_F)
+    put("ply", "binary-be", bbe + body)
+
+
+def scene():
+    examples = pathlib.Path(__file__).resolve().parent.parent / "examples" / "scene.json"
+    put("scene", "example", examples.read_bytes())
+    more = [
+        {"type": "cone", "a": [0, 0, 0], "b": [0, 0, 2], "radius": 1},
+        {"type": "torus", "center": [1, 2, 3], "axis": [0, 0, 1], "major_radius": 2, "minor_radius": 0.5},
+        {"type": "ellipsoid", "center": [0, 0, 0], "radii": [1, 2, 3], "rotation": [0, 0, 0, 1]},
+        {"type": "convex_hull", "points": [list(p) for p in TETRA_V]},
+    ]
+    put("scene", "new-shapes", json.dumps({"shapes": more}))
+    put("scene", "degenerate", json.dumps({"shapes": [
+        {"type": "sphere", "center": [1e30, -1e30, 0], "radius": 0},
+        {"type": "convex_hull", "points": [[0, 0, 0], [1, 1, 1], [2, 2, 2]]},
+        {"type": "segment", "a": [1, 1, 1], "b": [1, 1, 1]}]}))
+    put("scene", "empty", '{"shapes": []}')
+
+
+def npy_bytes(descr, shape, values, fmt, version=1):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join(f"{n}," if i == 0 else f" {n}" for i, n in enumerate(shape)))
+    lead = 10 if version == 1 else 12
+    pad = (-(lead + len(header) + 1)) % 64
+    header = header + " " * pad + "\n"
+    size = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + size + header.encode() + struct.pack(fmt, *values)
+
+
+def npy():
+    pts = [0.5, 1, 2, float("nan"), 0, float("inf"), -3, 1e30, 7]
+    put("npy", "f32", npy_bytes("<f4", (3, 3), pts, "<9f"))
+    put("npy", "f64-v2", npy_bytes("<f8", (3, 3), pts, "<9d", version=2))
+    put("npy", "empty", npy_bytes("<f8", (0, 3), [], "<"))
+    put("npy", "truncated", npy_bytes("<f4", (5, 3), pts, "<9f"))
+
+
+def csv():
+    put("csv", "header", "x,y,z\n0,1,2\n# comment\n\n3.5, -4e3 ,nan\ninf,-inf,1e-300\n")
+    put("csv", "short-row", "1,2,3\n4,5\n")
+
+
+for make in (obj, stl, ply, scene, npy, csv):
+    make()

@@ -1,0 +1,121 @@
+//! The loaders as the fuzz targets in `fuzz/` drive them, one entry each, so that the stable
+//! suite (`tests/fuzz_corpus.rs`) replays the kept corpus and crashes through the same code.
+//! Any input may be refused with an error; a panic, a hang or an allocation out of proportion
+//! to the input is a defect. What a loaded file is then used for (a mesh's sign tables and
+//! hierarchy, a scene's device layout) is built too: a loader that lets through what those
+//! cannot handle is as much a defect.
+
+use std::io::{Cursor, Write};
+use std::path::PathBuf;
+
+use super::mesh::{MeshFormat, read_mesh};
+use super::points::{POINTS, RowFile};
+use crate::mesh::Mesh;
+
+/// One fuzzed reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loader {
+    Obj,
+    Stl,
+    Ply,
+    Scene,
+    Npy,
+    Csv,
+}
+
+impl Loader {
+    pub const ALL: [Loader; 6] = [
+        Loader::Obj,
+        Loader::Stl,
+        Loader::Ply,
+        Loader::Scene,
+        Loader::Npy,
+        Loader::Csv,
+    ];
+
+    /// The fuzz target's name, which is also its corpus folder's (`fuzz/corpus/<name>`) and
+    /// the extension of the files it reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loader::Obj => "obj",
+            Loader::Stl => "stl",
+            Loader::Ply => "ply",
+            Loader::Scene => "scene",
+            Loader::Npy => "npy",
+            Loader::Csv => "csv",
+        }
+    }
+
+    /// Read `data` as a file of this kind and build what the engine would build from it.
+    /// Returns whether the input was accepted (errors are answers, not failures).
+    pub fn feed(self, data: &[u8]) -> bool {
+        match self {
+            Loader::Obj => feed_mesh(data, MeshFormat::Obj),
+            Loader::Stl => feed_mesh(data, MeshFormat::Stl),
+            Loader::Ply => feed_mesh(data, MeshFormat::Ply),
+            Loader::Scene => feed_scene(data),
+            Loader::Npy | Loader::Csv => feed_points(data, self.name()),
+        }
+    }
+}
+
+fn feed_mesh(data: &[u8], format: MeshFormat) -> bool {
+    let Ok(mesh) = read_mesh(&mut Cursor::new(data), format, "fuzz input") else {
+        return false;
+    };
+    build_mesh_tables(&mesh);
+    true
+}
+
+/// The host-side structures of a mesh query: pseudonormals, the winding hierarchy and the
+/// triangles' scene layout with its hierarchy.
+fn build_mesh_tables(mesh: &Mesh) {
+    let normals = crate::mesh::Pseudonormals::new(mesh);
+    std::hint::black_box(normals.face(0));
+    std::hint::black_box(crate::winding::WindingTree::new(mesh));
+    let shapes = mesh.shapes(mesh.centre());
+    std::hint::black_box(crate::gpu::layout::scene_layout(&shapes, true).into_bindings());
+}
+
+fn feed_scene(data: &[u8]) -> bool {
+    // `load_scene` refuses a file that is not UTF-8 before parsing.
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(shapes) = super::parse_scene(text, "fuzz input") else {
+        return false;
+    };
+    if !shapes.is_empty() {
+        std::hint::black_box(crate::gpu::layout::scene_layout(&shapes, true).into_bindings());
+    }
+    true
+}
+
+/// Points files are read from a path (`.npy` is streamed by seeking), so the input is written
+/// to a file of this process and thread first.
+fn feed_points(data: &[u8], extension: &str) -> bool {
+    let path = scratch_path(extension);
+    let written = std::fs::File::create(&path).and_then(|mut f| f.write_all(data));
+    let accepted = written.is_ok()
+        && RowFile::open_as(&path, POINTS)
+            .and_then(|mut rows| rows.read_all())
+            .is_ok();
+    let _ = std::fs::remove_file(&path);
+    accepted
+}
+
+fn scratch_path(extension: &str) -> PathBuf {
+    // tmpfs where there is one: the fuzzer writes a file per input.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    dir.join(format!(
+        "closest-fuzz-{}-{thread}.{extension}",
+        std::process::id()
+    ))
+}
