@@ -345,7 +345,19 @@ pub struct Item {
     pub kind: u32,
 }
 
-type Entry = (usize, Item, DVec3);
+/// An item being sorted into the hierarchy, with its position in the input.
+#[derive(Clone, Copy)]
+struct Entry {
+    bounds: Bounds,
+    index: u32,
+    kind: u32,
+}
+
+impl Entry {
+    fn centre(&self) -> DVec3 {
+        self.bounds.centre()
+    }
+}
 
 /// Spans at least this long build their two sides on two threads.
 const PARALLEL_SPAN: usize = 16 * 1024;
@@ -354,12 +366,41 @@ const PARALLEL_SPAN: usize = 16 * 1024;
 /// `node_offset` are where this hierarchy's shapes and nodes will sit in the scene buffers.
 /// Large spans build their two sides in parallel; the result does not depend on the threads.
 pub fn build(items: &[Item], leaf_size: usize, shape_offset: u32, node_offset: u32) -> Bvh {
+    build_with(
+        items.len(),
+        &|i| items[i],
+        leaf_size,
+        shape_offset,
+        node_offset,
+    )
+}
+
+/// [`build`] over `count` items that `item(i)` makes as they are needed (a mesh's triangles
+/// need not all be held as items first).
+pub fn build_with(
+    count: usize,
+    item: &(dyn Fn(usize) -> Item + Sync),
+    leaf_size: usize,
+    shape_offset: u32,
+    node_offset: u32,
+) -> Bvh {
     use rayon::prelude::*;
-    assert!(items.len() >= 2, "a hierarchy needs two shapes or more");
-    let mut entries: Vec<Entry> = items
-        .par_iter()
-        .enumerate()
-        .map(|(i, it)| (i, *it, it.bounds.centre()))
+    assert!(count >= 2, "a hierarchy needs two shapes or more");
+    assert!(
+        u32::try_from(count).is_ok(),
+        "a hierarchy holds fewer than 2^32 shapes"
+    );
+    let mut entries: Vec<Entry> = (0..count)
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|i| {
+            let Item { bounds, kind } = item(i);
+            Entry {
+                bounds,
+                index: i as u32,
+                kind,
+            }
+        })
         .collect();
     let builder = Builder {
         leaf_size,
@@ -376,7 +417,7 @@ pub fn build(items: &[Item], leaf_size: usize, shape_offset: u32, node_offset: u
         }
     }
     Bvh {
-        order: entries.iter().map(|e| e.0).collect(),
+        order: entries.iter().map(|e| e.index as usize).collect(),
         nodes: tree.nodes,
         depth: tree.depth,
         spans: tree.spans,
@@ -400,7 +441,7 @@ impl Builder {
     /// it, then each side becomes a leaf or a subtree.
     fn inner(&self, span: &mut [Entry], offset: usize, level: usize) -> Subtree {
         // A small span here has mixed kinds, or is the root (split whatever it holds).
-        let mixed = |span: &[Entry]| span.iter().any(|e| e.1.kind != span[0].1.kind);
+        let mixed = |span: &[Entry]| span.iter().any(|e| e.kind != span[0].kind);
         let mid = if span.len() <= self.leaf_size && mixed(span) {
             split_by_kind(span)
         } else {
@@ -445,18 +486,18 @@ impl Builder {
         offset: usize,
         level: usize,
     ) -> (GpuBvhChild, Option<Subtree>, (usize, usize)) {
-        let node_bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.1.bounds));
+        let node_bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.bounds));
         let (min, max) = outward(node_bounds);
-        let kind = span[0].1.kind;
+        let kind = span[0].kind;
         let mut record = GpuBvhChild {
             min,
             max,
             ..GpuBvhChild::default()
         };
         let range = (offset, offset + span.len());
-        if span.len() <= self.leaf_size && span.iter().all(|e| e.1.kind == kind) {
+        if span.len() <= self.leaf_size && span.iter().all(|e| e.kind == kind) {
             // In scene order: kernels then resolve ties within a leaf by position.
-            span.sort_unstable_by_key(|e| e.0);
+            span.sort_unstable_by_key(|e| e.index);
             record.first = self.shape_offset + offset as u32;
             record.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
             return (record, None, range);
@@ -467,10 +508,10 @@ impl Builder {
 
 /// Partition a small span of mixed kinds: the first kind's shapes to the left.
 fn split_by_kind(span: &mut [Entry]) -> usize {
-    let kind = span[0].1.kind;
+    let kind = span[0].kind;
     let mut left = 0;
     for i in 0..span.len() {
-        if span[i].1.kind == kind {
+        if span[i].kind == kind {
             span.swap(i, left);
             left += 1;
         }
@@ -480,13 +521,17 @@ fn split_by_kind(span: &mut [Entry]) -> usize {
 
 /// Partition `span` and return the size of the left part (never 0 or all).
 fn split(span: &mut [Entry], level: usize) -> usize {
-    let centres = span.iter().fold(Bounds::EMPTY, |b, it| b.grow_point(it.2));
+    let centres = span
+        .iter()
+        .fold(Bounds::EMPTY, |b, it| b.grow_point(it.centre()));
     let extent = centres.max - centres.min;
     let axis = extent.longest_axis();
     let (lo, width) = (centres.min.get(axis), extent.get(axis));
     let median = |span: &mut [Entry]| {
         let mid = span.len() / 2;
-        span.select_nth_unstable_by(mid, |a, b| a.2.get(axis).total_cmp(&b.2.get(axis)));
+        span.select_nth_unstable_by(mid, |a, b| {
+            a.centre().get(axis).total_cmp(&b.centre().get(axis))
+        });
         mid
     };
     if width <= 0.0 || level >= MEDIAN_DEPTH {
@@ -495,8 +540,8 @@ fn split(span: &mut [Entry], level: usize) -> usize {
     let bin_of = |c: DVec3| (((c.get(axis) - lo) / width * BINS as f64) as usize).min(BINS - 1);
     let mut bins = [(Bounds::EMPTY, 0usize); BINS];
     for it in span.iter() {
-        let b = &mut bins[bin_of(it.2)];
-        *b = (b.0.union(it.1.bounds), b.1 + 1);
+        let b = &mut bins[bin_of(it.centre())];
+        *b = (b.0.union(it.bounds), b.1 + 1);
     }
     // Cost of splitting after bin k: area·count of each side.
     let mut best = (f64::INFINITY, 0);
@@ -520,7 +565,7 @@ fn split(span: &mut [Entry], level: usize) -> usize {
     }
     let mut left = 0;
     for i in 0..span.len() {
-        if bin_of(span[i].2) <= best.1 {
+        if bin_of(span[i].centre()) <= best.1 {
             span.swap(i, left);
             left += 1;
         }

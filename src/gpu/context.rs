@@ -54,6 +54,9 @@ pub struct JobTiming {
 /// docs/PERF.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
 const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 
+/// Storage buffers larger than this are uploaded piece by piece (`Context::storage_buffer`).
+const UPLOAD_PIECE_BYTES: usize = 16 << 20;
+
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
@@ -283,12 +286,35 @@ impl Context {
 
     /// A read-only storage buffer holding `contents` (call inside [`Context::checked`]).
     pub(crate) fn storage_buffer(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
+        if contents.len() <= UPLOAD_PIECE_BYTES || contents.len() % 4 != 0 {
+            return self
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents,
+                    usage: wgpu::BufferUsages::STORAGE,
+                });
+        }
+        // Large contents go up in pieces, each written and waited for before the next, so the
+        // staging memory is one piece rather than a second copy of the whole (on software
+        // adapters the device's memory is the host's too).
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: contents.len() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        for (k, piece) in contents.chunks(UPLOAD_PIECE_BYTES).enumerate() {
+            self.queue
+                .write_buffer(&buffer, (k * UPLOAD_PIECE_BYTES) as u64, piece);
+            let index = self.queue.submit([]);
+            // A failed wait leaves the device lost, which the error scope around reports.
+            let _ = self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            });
+        }
+        buffer
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into

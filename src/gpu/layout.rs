@@ -417,7 +417,6 @@ pub fn triangle_bindings(
     count: usize,
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
 ) -> SceneBindings {
-    use rayon::prelude::*;
     let triangle = |i: usize| {
         let [a, b, c] = corners(i);
         Shape::Triangle { a, b, c }
@@ -426,16 +425,11 @@ pub fn triangle_bindings(
         let shapes: Vec<Shape> = (0..count).map(triangle).collect();
         return scene_layout(&shapes, true).into_bindings();
     }
-    let items: Vec<bvh::Item> = (0..count)
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(|i| bvh::Item {
-            bounds: shape_bounds(&triangle(i)).expect("a triangle is bounded"),
-            kind: ShapeKind::Triangle as u32,
-        })
-        .collect();
-    let mut built = bvh::build(&items, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
-    drop(items);
+    let item = |i: usize| bvh::Item {
+        bounds: shape_bounds(&triangle(i)).expect("a triangle is bounded"),
+        kind: ShapeKind::Triangle as u32,
+    };
+    let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
     built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
     let packed = bvh::pack_oriented(&built.nodes);
     let node_count = built.nodes.len() as u32;
