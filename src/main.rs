@@ -28,6 +28,10 @@ struct Cli {
     /// larger than that are split over several bindings. Results do not change.
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1024..))]
     max_binding_bytes: Option<u64>,
+    /// Bytes of memory a mesh's build and device copy may take (default: what the system
+    /// reports available); a mesh needing more is refused before its build starts.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    memory_bytes: Option<u64>,
     /// Run the kernels every adapter has, never the subgroup kernels (query_subgroup.wgsl,
     /// mesh_subgroup.wgsl) that adapters with 8-lane subgroups (lavapipe) run by default.
     /// Results do not change.
@@ -212,6 +216,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         adapter: cli.adapter.clone(),
         chunk_rows: cli.chunk_rows.map(|n| n as usize),
         max_binding_bytes: cli.max_binding_bytes,
+        memory_bytes: cli.memory_bytes,
         portable_kernels: cli.portable_kernels,
         ..Default::default()
     };

@@ -1107,3 +1107,45 @@ fn no_loader_message_when_xdg_runtime_dir_is_unset() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
 }
+
+/// A mesh that needs more memory than there is is refused before its build, with the sizes
+/// named (SPEC §4 "Size"); `--memory-bytes` stands in for a small machine.
+#[test]
+fn a_mesh_larger_than_memory_is_refused_before_its_build() {
+    let dir = Dir::new();
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let mesh = mesh.display().to_string();
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[1, 3],
+        bytemuck::cast_slice(&[0.0f64; 3]),
+    );
+    let run = |memory: &str, out: &str| {
+        closest(&[
+            "--memory-bytes",
+            memory,
+            "query",
+            "--mesh",
+            &mesh,
+            "--points",
+            &dir.s("p.npy"),
+            "--out",
+            &dir.s(out),
+        ])
+    };
+    let refused = run("1048576", "small.npz");
+    let msg = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{msg}");
+    for needle in [
+        "out of memory",
+        "a mesh of 12946 triangles",
+        "MiB to build",
+        "but 1 MiB are available",
+    ] {
+        assert!(msg.contains(needle), "`{needle}` not in: {msg}");
+    }
+    assert!(!dir.path("small.npz").exists(), "no output on refusal");
+    let answered = run("1000000000", "large.npz");
+    assert!(answered.status.success(), "{}", stderr(&answered));
+}

@@ -43,6 +43,11 @@ struct MeshPart {
 /// (8), and at most one 64-byte hierarchy node per triangle, each within one binding.
 const PART_BYTES_PER_TRIANGLE: u64 = 64;
 
+/// Host bytes per triangle a scene's build holds at its peak: the sorted entries (56), the
+/// leaf order (8), nodes and spans, then the packed records beside the nodes (measured on the
+/// 2M-triangle torus: about 150, docs/PERF.md).
+const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
+
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
 const PART_BLOCK_CHUNKS: usize = 4;
 
@@ -233,8 +238,18 @@ impl Engine {
         let triangles = mesh.triangles.len() as u64;
         let cap = (self.gpu.binding_bytes / PART_BYTES_PER_TRIANGLE).max(1);
         let shifted = |t: usize| mesh.corners(t).map(|v| v - offset);
+        // Parts are built one at a time: the build's peak is the largest part's.
+        let winding = if triangles <= cap {
+            WindingTree::max_gpu_bytes(mesh.triangles.len())
+        } else {
+            0
+        };
+        self.gpu.check_memory(
+            &format!("a mesh of {triangles} triangles"),
+            triangles * PART_BYTES_PER_TRIANGLE + winding,
+            triangles.min(cap) * BUILD_BYTES_PER_TRIANGLE,
+        )?;
         let parts = if triangles <= cap {
-            let winding = WindingTree::max_gpu_bytes(mesh.triangles.len());
             let scene = crate::gpu::scene::upload_triangles(
                 &self.gpu,
                 mesh.triangles.len(),

@@ -33,6 +33,10 @@ pub struct EngineOptions {
     /// Treat storage bindings as holding at most this many bytes (below the adapter's limit),
     /// so that tests split small meshes over several bindings as large ones are.
     pub max_binding_bytes: Option<u64>,
+    /// Treat this many bytes as the memory available to a mesh's build and device copy (the
+    /// host's available memory otherwise, where the system tells it), so that tests see a
+    /// mesh refused as one too large for the machine is.
+    pub memory_bytes: Option<u64>,
 }
 
 /// Where a job's host time went; the device computes while the host fills and drains.
@@ -150,6 +154,8 @@ pub(crate) struct Context {
     pub(crate) limits: wgpu::Limits,
     /// Bytes one storage binding may hold: the adapter's limit, or less if the options say so.
     pub(crate) binding_bytes: u64,
+    /// `EngineOptions::memory_bytes`.
+    pub(crate) memory_bytes: Option<u64>,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
@@ -252,6 +258,7 @@ impl Context {
             });
         Ok(Context {
             binding_bytes,
+            memory_bytes: options.memory_bytes,
             subgroup_kernels,
             device,
             queue,
@@ -270,6 +277,39 @@ impl Context {
             unused_shape_data,
             device_errors,
         })
+    }
+
+    /// Refuse, before the long work starts, what needs more memory than there is: `device`
+    /// bytes that stay on the device and `build` bytes the host holds while building them.
+    /// The host's memory is what the system reports available (Linux's `MemAvailable`); a CPU
+    /// adapter's device memory is the host's too. wgpu reports no device budget for hardware
+    /// GPUs: there an allocation that fails is reported by the error scope around it.
+    pub(crate) fn check_memory(&self, what: &str, device: u64, build: u64) -> Result<()> {
+        let Some(available) = self.memory_bytes.or_else(host_available_bytes) else {
+            return Ok(());
+        };
+        let shared = matches!(
+            self.info.device_type,
+            wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
+        );
+        let on_host = build + if shared { device } else { 0 };
+        if on_host > available {
+            let mib = |b: u64| b.div_ceil(1 << 20);
+            return Err(Error::Gpu(format!(
+                "out of memory: {what} needs about {} MiB of host memory ({} MiB to build, {} MiB \
+                 on the device{}), but {} MiB are available",
+                mib(on_host),
+                mib(build),
+                mib(device),
+                if shared {
+                    ", which is host memory on this adapter"
+                } else {
+                    ""
+                },
+                mib(available)
+            )));
+        }
+        Ok(())
     }
 
     /// Convex hull faces beyond one binding are refused with the sizes named.
@@ -388,4 +428,12 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
     })
+}
+
+/// The host memory available to a new allocation, where the system tells it (Linux).
+fn host_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
