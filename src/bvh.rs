@@ -407,7 +407,8 @@ pub fn build_with(
         shape_offset,
     };
     // The root's range is split unconditionally, so that the root is an inner node.
-    let mut tree = builder.inner(&mut entries, 0, 1);
+    let measured = Measured::of(&entries);
+    let mut tree = builder.inner(&mut entries, measured, 0, 1);
     // Inner children hold their node's offset from their parent until here.
     for (n, node) in tree.nodes.iter_mut().enumerate() {
         for child in &mut node.children {
@@ -437,27 +438,33 @@ struct Subtree {
 }
 
 impl Builder {
-    /// The inner node over `span` (at `offset` in the whole entry list, `level` deep): split
-    /// it, then each side becomes a leaf or a subtree.
-    fn inner(&self, span: &mut [Entry], offset: usize, level: usize) -> Subtree {
+    /// The inner node over `span` (at `offset` in the whole entry list, `level` deep, its
+    /// bounds `measured`): split it, then each side becomes a leaf or a subtree.
+    fn inner(
+        &self,
+        span: &mut [Entry],
+        measured: Measured,
+        offset: usize,
+        level: usize,
+    ) -> Subtree {
         // A small span here has mixed kinds, or is the root (split whatever it holds).
         let mixed = |span: &[Entry]| span.iter().any(|e| e.kind != span[0].kind);
-        let mid = if span.len() <= self.leaf_size && mixed(span) {
-            split_by_kind(span)
+        let (mid, sides) = if span.len() <= self.leaf_size && mixed(span) {
+            (split_by_kind(span), [None, None])
         } else {
-            split(span, level)
+            split(span, measured, level)
         };
         let parallel = span.len() >= PARALLEL_SPAN;
         let (left, right) = span.split_at_mut(mid);
         let (left, right) = if parallel {
             rayon::join(
-                || self.child(left, offset, level + 1),
-                || self.child(right, offset + mid, level + 1),
+                || self.child(left, sides[0], offset, level + 1),
+                || self.child(right, sides[1], offset + mid, level + 1),
             )
         } else {
             (
-                self.child(left, offset, level + 1),
-                self.child(right, offset + mid, level + 1),
+                self.child(left, sides[0], offset, level + 1),
+                self.child(right, sides[1], offset + mid, level + 1),
             )
         };
         let mut tree = Subtree {
@@ -479,15 +486,17 @@ impl Builder {
         tree
     }
 
-    /// A child over `span`: its record, and the subtree below it unless it is a leaf.
+    /// A child over `span` (its bounds `measured` where the split already knew them): its
+    /// record, and the subtree below it unless it is a leaf.
     fn child(
         &self,
         span: &mut [Entry],
+        measured: Option<Measured>,
         offset: usize,
         level: usize,
     ) -> (GpuBvhChild, Option<Subtree>, (usize, usize)) {
-        let node_bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.bounds));
-        let (min, max) = outward(node_bounds);
+        let measured = measured.unwrap_or_else(|| Measured::of(span));
+        let (min, max) = outward(measured.bounds);
         let kind = span[0].kind;
         let mut record = GpuBvhChild {
             min,
@@ -502,7 +511,52 @@ impl Builder {
             record.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
             return (record, None, range);
         }
-        (record, Some(self.inner(span, offset, level)), range)
+        (
+            record,
+            Some(self.inner(span, measured, offset, level)),
+            range,
+        )
+    }
+}
+
+/// A span's bounds and the bounds of its entries' centres: what a split needs, known from
+/// the parent's bins where it binned, measured otherwise (min and max are exact, so both ways
+/// give the same boxes).
+#[derive(Clone, Copy)]
+struct Measured {
+    bounds: Bounds,
+    centres: Bounds,
+}
+
+impl Measured {
+    const EMPTY: Measured = Measured {
+        bounds: Bounds::EMPTY,
+        centres: Bounds::EMPTY,
+    };
+
+    fn of(span: &[Entry]) -> Measured {
+        span.iter().fold(Measured::EMPTY, |m, e| m.with(e))
+    }
+
+    fn with(self, e: &Entry) -> Measured {
+        Measured {
+            bounds: self.bounds.union(e.bounds),
+            centres: self.centres.grow_point(e.centre()),
+        }
+    }
+
+    /// Both sets together; `self` or `other` may be of no entries.
+    fn join(self, other: Measured, other_count: usize) -> Measured {
+        if other_count == 0 {
+            return self;
+        }
+        Measured {
+            bounds: self.bounds.union(other.bounds),
+            centres: self
+                .centres
+                .grow_point(other.centres.min)
+                .grow_point(other.centres.max),
+        }
     }
 }
 
@@ -519,11 +573,10 @@ fn split_by_kind(span: &mut [Entry]) -> usize {
     left
 }
 
-/// Partition `span` and return the size of the left part (never 0 or all).
-fn split(span: &mut [Entry], level: usize) -> usize {
-    let centres = span
-        .iter()
-        .fold(Bounds::EMPTY, |b, it| b.grow_point(it.centre()));
+/// Partition `span` (its bounds `measured`) and return the size of the left part (never 0 or
+/// all), with each side's bounds where the binning measured them.
+fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Option<Measured>; 2]) {
+    let centres = measured.centres;
     let extent = centres.max - centres.min;
     let axis = extent.longest_axis();
     let (lo, width) = (centres.min.get(axis), extent.get(axis));
@@ -532,17 +585,22 @@ fn split(span: &mut [Entry], level: usize) -> usize {
         span.select_nth_unstable_by(mid, |a, b| {
             a.centre().get(axis).total_cmp(&b.centre().get(axis))
         });
-        mid
+        (mid, [None, None])
     };
     if width <= 0.0 || level >= MEDIAN_DEPTH {
         return median(span);
     }
-    let bin_of = |c: DVec3| (((c.get(axis) - lo) / width * BINS as f64) as usize).min(BINS - 1);
-    let mut bins = [(Bounds::EMPTY, 0usize); BINS];
+    // A multiply, not a divide, per entry: both passes below bin by this same function.
+    let per_width = BINS as f64 / width;
+    let bin_of = |c: DVec3| (((c.get(axis) - lo) * per_width) as usize).min(BINS - 1);
+    let mut binned = [Measured::EMPTY; BINS];
+    let mut counts = [0usize; BINS];
     for it in span.iter() {
-        let b = &mut bins[bin_of(it.centre())];
-        *b = (b.0.union(it.bounds), b.1 + 1);
+        let k = bin_of(it.centre());
+        binned[k] = binned[k].with(it);
+        counts[k] += 1;
     }
+    let bins: [(Bounds, usize); BINS] = std::array::from_fn(|k| (binned[k].bounds, counts[k]));
     // Cost of splitting after bin k: area·count of each side.
     let mut best = (f64::INFINITY, 0);
     for k in 0..BINS - 1 {
@@ -570,7 +628,13 @@ fn split(span: &mut [Entry], level: usize) -> usize {
             left += 1;
         }
     }
-    left
+    let side = |range: std::ops::Range<usize>| {
+        range.fold(Measured::EMPTY, |m, k| m.join(binned[k], counts[k]))
+    };
+    (
+        left,
+        [Some(side(0..best.1 + 1)), Some(side(best.1 + 1..BINS))],
+    )
 }
 
 /// Bits of a packed child reference (`first << LEAF_COUNT_BITS | leaf count`) that hold the
