@@ -195,39 +195,85 @@ fn closest_on_edges(p: DVec3, corners: [DVec3; 3]) -> (DVec3, Feature) {
 pub struct Pseudonormals {
     face: Vec<DVec3>,
     vertex: Vec<DVec3>,
-    edge: rustc_hash::FxHashMap<(u32, u32), DVec3>,
+    /// Per triangle, the edge (index into `edge`) from each corner k to corner k + 1.
+    edge_of: Vec<[u32; 3]>,
+    /// Per undirected edge, the sum of the normals of the faces on it.
+    edge: Vec<DVec3>,
 }
 
 impl Pseudonormals {
+    /// Built on all cores where it pays. Every sum adds its terms in triangle order, so the
+    /// result does not depend on threads.
     pub fn new(mesh: &Mesh) -> Pseudonormals {
         use rayon::prelude::*;
-        let face: Vec<DVec3> = (0..mesh.triangles.len())
+        let count = mesh.triangles.len();
+        let (face, angles): (Vec<DVec3>, Vec<[f64; 3]>) = (0..count)
             .into_par_iter()
+            .with_min_len(4096)
             .map(|t| {
-                let [a, b, c] = mesh.corners(t);
-                crate::math::triangle_unit_normal(a, b, c)
+                let corners = mesh.corners(t);
+                let [a, b, c] = corners;
+                let angles = std::array::from_fn(|k| {
+                    let (u, v) = (
+                        corners[(k + 1) % 3] - corners[k],
+                        corners[(k + 2) % 3] - corners[k],
+                    );
+                    u.cross(v).length().atan2(u.dot(v))
+                });
+                (crate::math::triangle_unit_normal(a, b, c), angles)
             })
-            .collect();
+            .unzip();
         let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
-        let mut edge = rustc_hash::FxHashMap::default();
-        edge.reserve(mesh.triangles.len() * 3 / 2);
         for (t, tri) in mesh.triangles.iter().enumerate() {
-            let corners = mesh.corners(t);
-            let n = face[t];
             for k in 0..3 {
-                let (u, v) = (
-                    corners[(k + 1) % 3] - corners[k],
-                    corners[(k + 2) % 3] - corners[k],
-                );
-                let angle = u.cross(v).length().atan2(u.dot(v));
-                vertex[tri[k] as usize] = vertex[tri[k] as usize] + n * angle;
-                let (i, j) = (tri[k], tri[(k + 1) % 3]);
-                let key = (i.min(j), i.max(j));
-                let sum = edge.entry(key).or_insert(DVec3::ZERO);
-                *sum = *sum + n;
+                vertex[tri[k] as usize] = vertex[tri[k] as usize] + face[t] * angles[t][k];
             }
         }
-        Pseudonormals { face, vertex, edge }
+        drop(angles);
+        // Half-edge h = 3t + k runs from corner k of triangle t to corner k + 1; `ends(h)` is
+        // its edge's (lower, upper) vertex. The half-edges are grouped by lower vertex (a
+        // counting sort, 4 bytes a half-edge), each group sorted by upper vertex, then by h.
+        let ends = |h: u32| {
+            let tri = mesh.triangles[h as usize / 3];
+            let k = h as usize % 3;
+            let (i, j) = (tri[k], tri[(k + 1) % 3]);
+            (i.min(j), i.max(j))
+        };
+        let halves = u32::try_from(3 * count).expect("fewer than 2^32 half-edges");
+        let mut start = vec![0u32; mesh.vertices.len() + 1];
+        for h in 0..halves {
+            start[ends(h).0 as usize + 1] += 1;
+        }
+        for v in 1..start.len() {
+            start[v] += start[v - 1];
+        }
+        let mut grouped = vec![0u32; halves as usize];
+        for h in 0..halves {
+            let slot = &mut start[ends(h).0 as usize];
+            grouped[*slot as usize] = h;
+            *slot += 1;
+        }
+        drop(start);
+        grouped
+            .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
+            .for_each(|group| group.sort_unstable_by_key(|&h| (ends(h).1, h)));
+        let mut edge_of = vec![[0u32; 3]; count];
+        let mut edge: Vec<DVec3> = Vec::with_capacity(count * 3 / 2 + 1);
+        for (at, &h) in grouped.iter().enumerate() {
+            if at == 0 || ends(grouped[at - 1]) != ends(h) {
+                edge.push(DVec3::ZERO);
+            }
+            let e = edge.len() - 1;
+            let t = h as usize / 3;
+            edge[e] = edge[e] + face[t];
+            edge_of[t][h as usize % 3] = e as u32;
+        }
+        Pseudonormals {
+            face,
+            vertex,
+            edge_of,
+            edge,
+        }
     }
 
     /// Triangle `t`'s unit normal (zero if degenerate).
@@ -244,8 +290,10 @@ impl Pseudonormals {
             Feature::Face => self.face[t],
             Feature::Vertex(k) => self.vertex[tri[k] as usize],
             Feature::Edge(i, j) => {
-                let (u, v) = (tri[i], tri[j]);
-                self.edge[&(u.min(v), u.max(v))]
+                // The edge between corners i and j is the half-edge from the one before the
+                // other (k to k + 1, cyclically).
+                let k = if (i + 1) % 3 == j { i } else { j };
+                self.edge[self.edge_of[t][k] as usize]
             }
         }
         .normalize_or_zero();
