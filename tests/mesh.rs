@@ -183,6 +183,20 @@ fn broken_meshes_name_the_file_and_the_problem() {
     );
     let ply_truncated = b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n\x00\x00";
     assert_bad(&write(&dir, "cut.ply", ply_truncated), &["PLY"]);
+    // Counts the file cannot hold are refused from the header (the reader would otherwise
+    // grow a list of 2^62 property-less elements: a crash the PLY fuzzer found).
+    let ply_huge = b"ply\nformat binary_little_endian 1.0\nelement vertex 4611686018427387904\n\
+          property float x\nproperty float y\nproperty float z\nend_header\n";
+    assert_bad(
+        &write(&dir, "huge.ply", ply_huge),
+        &["PLY", "4611686018427387904 `vertex` elements"],
+    );
+    let ply_empty_elements =
+        b"ply\nformat binary_little_endian 1.0\nelement nothing 99999999\nend_header\n";
+    assert_bad(
+        &write(&dir, "nothing.ply", ply_empty_elements),
+        &["99999999 `nothing` elements", "bytes"],
+    );
     let ply_nan = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
           element face 1\nproperty list uchar int vertex_indices\nend_header\n\
           0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n";

@@ -194,12 +194,59 @@ fn read_binary_stl<R: std::io::Read>(
     Ok((vertices, triangles))
 }
 
-fn read_ply<R: std::io::Read>(reader: &mut R) -> std::result::Result<Soup, String> {
-    use ply_rs_bw::parser::Parser;
+/// The fewest bytes one element of `element` takes in a file of `encoding`: its scalars and
+/// list counts in binary, at least one byte (a line) in ASCII, so that a header's counts can be
+/// checked against the file's size before the reader allocates anything for them.
+fn ply_element_min_bytes(
+    element: &ply_rs_bw::ply::ElementDef,
+    encoding: ply_rs_bw::ply::Encoding,
+) -> u64 {
+    use ply_rs_bw::ply::{Encoding, PropertyType, ScalarType};
+    let size = |t: &ScalarType| match t {
+        ScalarType::Char | ScalarType::UChar => 1,
+        ScalarType::Short | ScalarType::UShort => 2,
+        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
+        ScalarType::Double => 8,
+    };
+    let binary: u64 = element
+        .properties
+        .values()
+        .map(|p| match &p.data_type {
+            PropertyType::Scalar(t) => size(t),
+            PropertyType::List(count, _) => size(count),
+        })
+        .sum();
+    match encoding {
+        Encoding::Ascii => 1,
+        _ => binary.max(1),
+    }
+}
+
+fn read_ply<R: std::io::BufRead + std::io::Seek>(
+    reader: &mut R,
+) -> std::result::Result<Soup, String> {
+    use ply_rs_bw::parser::{Parser, Reader};
     use ply_rs_bw::ply::{DefaultElement, Property};
-    let ply = Parser::<DefaultElement>::new()
-        .read_ply(reader)
-        .map_err(|e| format!("not a valid PLY file: {e}"))?;
+    let io = |e: std::io::Error| format!("cannot read: {e}");
+    let size = reader.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+    reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    let parser = Parser::<DefaultElement>::new();
+    let mut reader = Reader::new(reader);
+    let invalid = |e: ply_rs_bw::parser::ParseError| format!("not a valid PLY file: {e}");
+    let invalid = &invalid;
+    let header = parser.read_header(&mut reader).map_err(invalid)?;
+    for element in header.elements.values() {
+        let least =
+            (element.count as u64).checked_mul(ply_element_min_bytes(element, header.encoding));
+        if least.is_none_or(|bytes| bytes > size) {
+            return Err(format!(
+                "the PLY header declares {} `{}` elements, more than the file's {size} bytes can hold",
+                element.count, element.name
+            ));
+        }
+    }
+    let payload = parser.read_payload(&mut reader, &header).map_err(invalid)?;
+    let ply = ply_rs_bw::ply::Ply { header, payload };
     let scalar = |p: &Property| -> Option<f64> {
         Some(match *p {
             Property::Char(v) => v as f64,
