@@ -105,10 +105,9 @@ fn upload_bindings<E: From<Error>>(
         data,
         ..
     } = bindings;
-    let (records, nodes): (&[u8], &[u8]) =
-        (bytemuck::cast_slice(&records), bytemuck::cast_slice(&nodes));
+    let (record_bytes, node_bytes) = (records.len() * 4, nodes.len() * 4);
     let max = gpu.binding_bytes;
-    for (what, size) in [("shapes", records.len()), ("hierarchy", nodes.len())] {
+    for (what, size) in [("shapes", record_bytes), ("hierarchy", node_bytes)] {
         if size as u64 > max {
             return Err(Error::Usage(format!(
                 "the scene has {count} shapes, whose {what} take {size} bytes, more than one \
@@ -119,19 +118,21 @@ fn upload_bindings<E: From<Error>>(
     }
     gpu.check_shape_data(data.len())?;
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice());
-    admit((records.len() + ranges_bytes + nodes.len() + data.len()) as u64)?;
-    let storage = |label, contents: &[u8]| gpu.storage_buffer(label, contents);
+    admit((record_bytes + ranges_bytes + node_bytes + data.len()) as u64)?;
+    // Each host copy is freed once its buffer is filled (on CPU adapters the buffers are host
+    // memory too, so the two copies of a large mesh should overlap as little as they can).
+    let upload = |label, words: Vec<u32>| gpu.storage_buffer(label, bytemuck::cast_slice(&words));
     let (shapes_buffer, ranges, nodes, data) = gpu.checked(|| {
         (
-            storage("scene shapes", records),
+            upload("scene shapes", records),
             gpu.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: Some("scene kind ranges"),
                     contents: bytemuck::cast_slice(&ranges),
                     usage: wgpu::BufferUsages::UNIFORM,
                 }),
-            storage("scene bvh nodes", nodes),
-            storage("scene shape data", &data),
+            upload("scene bvh nodes", nodes),
+            gpu.storage_buffer("scene shape data", &data),
         )
     })?;
     Ok(GpuScene {
