@@ -326,7 +326,7 @@ impl Context {
 
     /// A read-only storage buffer holding `contents` (call inside [`Context::checked`]).
     pub(crate) fn storage_buffer(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
-        if contents.len() <= UPLOAD_PIECE_BYTES || contents.len() % 4 != 0 {
+        if contents.len() <= UPLOAD_PIECE_BYTES || !contents.len().is_multiple_of(4) {
             return self
                 .device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
