@@ -49,6 +49,10 @@ pub enum Error {
     /// The device reported a validation error, ran out of memory or was lost.
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// The job needs more memory than the machine has available; refused before the long
+    /// work starts, with the sizes named.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
 }
 
 impl Error {
@@ -62,7 +66,7 @@ impl Error {
             | Error::Write { .. }
             | Error::Usage(_) => 2,
             Error::NoAdapter(_) => 3,
-            Error::Gpu(_) => 1,
+            Error::Gpu(_) | Error::OutOfMemory(_) => 1,
         }
     }
 }

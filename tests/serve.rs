@@ -841,3 +841,17 @@ fn sigterm_finishes_requests_in_flight_and_exits_0() {
         "still accepting after SIGTERM"
     );
 }
+
+/// A mesh that needs more memory than the machine has is refused with 507 before its build,
+/// the sizes named; the server goes on serving (`--memory-bytes` stands in for a small
+/// machine).
+#[test]
+fn a_mesh_larger_than_memory_is_refused_with_507() {
+    let server = Server::start(&["--memory-bytes", "1048576"]);
+    let fandisk = std::fs::read(meshes().join("fandisk.obj")).unwrap();
+    server
+        .put("/v1/meshes/fandisk?format=obj", &fandisk)
+        .assert_error(507, &["out of memory", "a mesh of 12946 triangles", "MiB"]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+}

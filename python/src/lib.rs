@@ -34,14 +34,14 @@ create_exception!(
     _closest,
     GpuError,
     PyRuntimeError,
-    "The device failed: a validation error, out of memory, or a lost device."
+    "The device failed (a validation error, out of memory, or a lost device), or the job needs more memory than the machine has."
 );
 
 /// One exception per kind of `closest::Error` (SPEC §6).
 fn py_error(e: closest::Error) -> PyErr {
     match e {
         closest::Error::NoAdapter(_) => AdapterError::new_err(e.to_string()),
-        closest::Error::Gpu(_) => GpuError::new_err(e.to_string()),
+        closest::Error::Gpu(_) | closest::Error::OutOfMemory(_) => GpuError::new_err(e.to_string()),
         _ => InputError::new_err(e.to_string()),
     }
 }

@@ -295,8 +295,8 @@ impl Context {
         let on_host = build + if shared { device } else { 0 };
         if on_host > available {
             let mib = |b: u64| b.div_ceil(1 << 20);
-            return Err(Error::Gpu(format!(
-                "out of memory: {what} needs about {} MiB of host memory ({} MiB to build, {} MiB \
+            return Err(Error::OutOfMemory(format!(
+                "{what} needs about {} MiB of host memory ({} MiB to build, {} MiB \
                  on the device{}), but {} MiB are available",
                 mib(on_host),
                 mib(build),

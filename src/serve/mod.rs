@@ -129,6 +129,7 @@ impl ApiError {
 impl From<&Error> for ApiError {
     fn from(e: &Error) -> ApiError {
         let status = match e.exit_code() {
+            _ if matches!(e, Error::OutOfMemory(_)) => StatusCode::INSUFFICIENT_STORAGE,
             2 => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
