@@ -208,3 +208,96 @@ fn broken_meshes_name_the_file_and_the_problem() {
     assert_bad(&write(&dir, "mesh.off", b"OFF\n"), &[".obj, .stl or .ply"]);
     assert_bad(&dir.path().join("missing.stl"), &[]);
 }
+
+/// Binary PLY is streamed by our own reader, ASCII read by ply-rs: the same mesh in ASCII,
+/// binary little-endian and binary big-endian, with properties and elements a mesh reader must
+/// step over (normals, a colour, an `edge` element before the faces, strips before faces),
+/// mixed scalar types, a quad and a −1 strip restart, loads to the same vertices and triangles.
+#[test]
+fn binary_ply_streams_to_what_the_ascii_reader_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let vertices: [[f64; 3]; 5] = [
+        [0.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [1.0, 1.0, 0.5],
+        [0.0, 1.0, 0.25],
+        [0.5, 0.5, 2.0],
+    ];
+    let faces: [&[i32]; 2] = [&[0, 1, 2, 3], &[0, 1, 4]];
+    let strip: &[i32] = &[1, 2, 4, -1, 3, 0, 4];
+    let header = |format: &str| {
+        format!(
+            "ply\nformat {format} 1.0\ncomment made by a test\nelement vertex 5\nproperty double x\n\
+             property float y\nproperty float z\nproperty float nx\nproperty uchar red\n\
+             element edge 1\nproperty int vertex1\nproperty int vertex2\n\
+             element tristrips 1\nproperty list int int vertex_indices\n\
+             element face 2\nproperty uchar flags\nproperty list uchar uint vertex_indices\nend_header\n"
+        )
+        .into_bytes()
+    };
+    let mut ascii = header("ascii");
+    for v in vertices {
+        ascii.extend(format!("{} {} {} 0.5 200\n", v[0], v[1], v[2]).bytes());
+    }
+    ascii.extend(b"0 1\n");
+    let joined = |ks: &[i32]| {
+        ks.iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    ascii.extend(format!("{} {}\n", strip.len(), joined(strip)).bytes());
+    for f in faces {
+        ascii.extend(format!("7 {} {}\n", f.len(), joined(f)).bytes());
+    }
+    let binary = |big: bool| {
+        let mut out = header(if big {
+            "binary_big_endian"
+        } else {
+            "binary_little_endian"
+        });
+        let mut put = |bytes: &[u8]| {
+            let mut b = bytes.to_vec();
+            if big {
+                b.reverse();
+            }
+            out.extend(b);
+        };
+        for v in vertices {
+            put(&v[0].to_le_bytes());
+            put(&(v[1] as f32).to_le_bytes());
+            put(&(v[2] as f32).to_le_bytes());
+            put(&0.5f32.to_le_bytes());
+            put(&[200]);
+        }
+        put(&0i32.to_le_bytes());
+        put(&1i32.to_le_bytes());
+        put(&(strip.len() as i32).to_le_bytes());
+        for &k in strip {
+            put(&k.to_le_bytes());
+        }
+        for f in faces {
+            put(&[7]);
+            put(&[f.len() as u8]);
+            for &k in f {
+                put(&(k as u32).to_le_bytes());
+            }
+        }
+        out
+    };
+    let expected = load_mesh(&write(&dir, "a.ply", &ascii)).unwrap();
+    // Faces first (a fan of the quad, then the triangle), then the strips' triangles.
+    assert_eq!(
+        expected.triangles,
+        [[0, 1, 2], [0, 2, 3], [0, 1, 4], [1, 2, 4], [3, 0, 4]]
+    );
+    for (name, big) in [("le.ply", false), ("be.ply", true)] {
+        let m = load_mesh(&write(&dir, name, &binary(big))).unwrap();
+        assert_eq!(m.vertices, expected.vertices, "{name}");
+        assert_eq!(m.triangles, expected.triangles, "{name}");
+    }
+    // Cut inside the last face: an error naming the element, never a partial mesh.
+    let mut cut = binary(false);
+    cut.truncate(cut.len() - 3);
+    assert_bad(&write(&dir, "cut2.ply", &cut), &["PLY", "`face` element 1"]);
+}

@@ -226,15 +226,15 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
     reader: &mut R,
 ) -> std::result::Result<Soup, String> {
     use ply_rs_bw::parser::{Parser, Reader};
-    use ply_rs_bw::ply::{DefaultElement, Property};
+    use ply_rs_bw::ply::{DefaultElement, Encoding};
     let io = |e: std::io::Error| format!("cannot read: {e}");
     let size = reader.seek(std::io::SeekFrom::End(0)).map_err(io)?;
     reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     let parser = Parser::<DefaultElement>::new();
-    let mut reader = Reader::new(reader);
     let invalid = |e: ply_rs_bw::parser::ParseError| format!("not a valid PLY file: {e}");
-    let invalid = &invalid;
-    let header = parser.read_header(&mut reader).map_err(invalid)?;
+    // The header is read line by line, leaving `reader` at the payload's first byte.
+    let mut wrapped = Reader::new(&mut *reader);
+    let header = parser.read_header(&mut wrapped).map_err(invalid)?;
     for element in header.elements.values() {
         let least =
             (element.count as u64).checked_mul(ply_element_min_bytes(element, header.encoding));
@@ -245,77 +245,64 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
             ));
         }
     }
-    let payload = parser.read_payload(&mut reader, &header).map_err(invalid)?;
-    let ply = ply_rs_bw::ply::Ply { header, payload };
-    let scalar = |p: &Property| -> Option<f64> {
-        Some(match *p {
-            Property::Char(v) => v as f64,
-            Property::UChar(v) => v as f64,
-            Property::Short(v) => v as f64,
-            Property::UShort(v) => v as f64,
-            Property::Int(v) => v as f64,
-            Property::UInt(v) => v as f64,
-            Property::Float(v) => v as f64,
-            Property::Double(v) => v,
-            _ => return None,
-        })
-    };
-    let list = |p: &Property| -> Option<Vec<i64>> {
-        Some(match p {
-            Property::ListChar(v) => v.iter().map(|&x| x as i64).collect(),
-            Property::ListUChar(v) => v.iter().map(|&x| x as i64).collect(),
-            Property::ListShort(v) => v.iter().map(|&x| x as i64).collect(),
-            Property::ListUShort(v) => v.iter().map(|&x| x as i64).collect(),
-            Property::ListInt(v) => v.iter().map(|&x| x as i64).collect(),
-            Property::ListUInt(v) => v.iter().map(|&x| x as i64).collect(),
-            _ => return None,
-        })
-    };
-    let empty = Vec::new();
-    let vertex_elements = ply.payload.get("vertex").unwrap_or(&empty);
-    let mut vertices = Vec::with_capacity(vertex_elements.len());
-    for (i, v) in vertex_elements.iter().enumerate() {
-        let coordinate = |axis: &str| {
-            v.get(axis)
-                .and_then(scalar)
-                .ok_or_else(|| format!("vertex {i} has no numeric `{axis}`"))
-        };
-        vertices.push(DVec3::new(
-            coordinate("x")?,
-            coordinate("y")?,
-            coordinate("z")?,
-        ));
-    }
-    let indices = |element: &DefaultElement, what: &str, i: usize| {
-        ["vertex_indices", "vertex_index"]
-            .iter()
-            .find_map(|key| element.get(*key).and_then(list))
-            .ok_or_else(|| format!("{what} {i} has no integer list `vertex_indices`"))
-    };
-    let index = |k: i64, what: &str, i: usize| {
-        u32::try_from(k).map_err(|_| format!("{what} {i} uses vertex {k}"))
-    };
-    let mut triangles = Vec::new();
-    for (i, face) in ply.payload.get("face").unwrap_or(&empty).iter().enumerate() {
-        // Polygons as fans, like the OBJ reader.
-        let ks = indices(face, "face", i)?;
-        for k in 1..ks.len().saturating_sub(1) {
-            triangles.push([
-                index(ks[0], "face", i)?,
-                index(ks[k], "face", i)?,
-                index(ks[k + 1], "face", i)?,
-            ]);
+    let mut soup = PlySoup::default();
+    match header.encoding {
+        Encoding::Ascii => {
+            let payload = parser
+                .read_payload(&mut wrapped, &header)
+                .map_err(invalid)?;
+            soup.take_ascii(&payload)?;
+        }
+        Encoding::BinaryLittleEndian | Encoding::BinaryBigEndian => {
+            drop(wrapped);
+            let big = header.encoding == Encoding::BinaryBigEndian;
+            for element in header.elements.values() {
+                soup.stream_binary(reader, element, big)?;
+            }
         }
     }
-    for (i, strips) in ply
-        .payload
-        .get("tristrips")
-        .unwrap_or(&empty)
-        .iter()
-        .enumerate()
-    {
-        // -1 restarts a strip; odd triangles swap their first two corners to keep the winding.
-        let ks = indices(strips, "tristrips", i)?;
+    let PlySoup {
+        vertices,
+        mut triangles,
+        strip_triangles,
+    } = soup;
+    triangles.extend(strip_triangles);
+    Ok((vertices, triangles))
+}
+
+/// A PLY mesh as its elements arrive: `vertex` x, y, z; `face` index lists as fans;
+/// `tristrips` index lists with −1 restarts. Other elements are read past.
+#[derive(Default)]
+struct PlySoup {
+    vertices: Vec<DVec3>,
+    /// Faces' triangles, then strips' (whatever order the elements come in).
+    triangles: Vec<[u32; 3]>,
+    strip_triangles: Vec<[u32; 3]>,
+}
+
+/// The names PLY writers give a face's index list.
+const PLY_INDEX_LISTS: [&str; 2] = ["vertex_indices", "vertex_index"];
+
+impl PlySoup {
+    fn index(k: i64, what: &str, i: usize) -> std::result::Result<u32, String> {
+        u32::try_from(k).map_err(|_| format!("{what} {i} uses vertex {k}"))
+    }
+
+    /// Polygon `i` as a fan, like the OBJ reader.
+    fn face(&mut self, i: usize, ks: &[i64]) -> std::result::Result<(), String> {
+        for k in 1..ks.len().saturating_sub(1) {
+            self.triangles.push([
+                Self::index(ks[0], "face", i)?,
+                Self::index(ks[k], "face", i)?,
+                Self::index(ks[k + 1], "face", i)?,
+            ]);
+        }
+        Ok(())
+    }
+
+    /// Strips `i`: −1 restarts a strip; odd triangles swap their first two corners to keep
+    /// the winding.
+    fn strips(&mut self, i: usize, ks: &[i64]) -> std::result::Result<(), String> {
         for strip in ks.split(|&k| k < 0) {
             for k in 0..strip.len().saturating_sub(2) {
                 let (a, b) = if k % 2 == 0 {
@@ -323,13 +310,194 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
                 } else {
                     (strip[k + 1], strip[k])
                 };
-                triangles.push([
-                    index(a, "tristrips", i)?,
-                    index(b, "tristrips", i)?,
-                    index(strip[k + 2], "tristrips", i)?,
+                self.strip_triangles.push([
+                    Self::index(a, "tristrips", i)?,
+                    Self::index(b, "tristrips", i)?,
+                    Self::index(strip[k + 2], "tristrips", i)?,
                 ]);
             }
         }
+        Ok(())
     }
-    Ok((vertices, triangles))
+
+    /// An ASCII file's payload, read whole by ply-rs (ASCII meshes are small).
+    fn take_ascii(
+        &mut self,
+        payload: &ply_rs_bw::ply::Payload<ply_rs_bw::ply::DefaultElement>,
+    ) -> std::result::Result<(), String> {
+        use ply_rs_bw::ply::{DefaultElement, Property};
+        let scalar = |p: &Property| -> Option<f64> {
+            Some(match *p {
+                Property::Char(v) => v as f64,
+                Property::UChar(v) => v as f64,
+                Property::Short(v) => v as f64,
+                Property::UShort(v) => v as f64,
+                Property::Int(v) => v as f64,
+                Property::UInt(v) => v as f64,
+                Property::Float(v) => v as f64,
+                Property::Double(v) => v,
+                _ => return None,
+            })
+        };
+        let list = |p: &Property| -> Option<Vec<i64>> {
+            Some(match p {
+                Property::ListChar(v) => v.iter().map(|&x| x as i64).collect(),
+                Property::ListUChar(v) => v.iter().map(|&x| x as i64).collect(),
+                Property::ListShort(v) => v.iter().map(|&x| x as i64).collect(),
+                Property::ListUShort(v) => v.iter().map(|&x| x as i64).collect(),
+                Property::ListInt(v) => v.iter().map(|&x| x as i64).collect(),
+                Property::ListUInt(v) => v.iter().map(|&x| x as i64).collect(),
+                _ => return None,
+            })
+        };
+        let empty = Vec::new();
+        for (i, v) in payload.get("vertex").unwrap_or(&empty).iter().enumerate() {
+            let coordinate = |axis: &str| {
+                v.get(axis)
+                    .and_then(scalar)
+                    .ok_or_else(|| format!("vertex {i} has no numeric `{axis}`"))
+            };
+            self.vertices.push(DVec3::new(
+                coordinate("x")?,
+                coordinate("y")?,
+                coordinate("z")?,
+            ));
+        }
+        let indices = |element: &DefaultElement, what: &str, i: usize| {
+            PLY_INDEX_LISTS
+                .iter()
+                .find_map(|key| element.get(*key).and_then(list))
+                .ok_or_else(|| format!("{what} {i} has no integer list `vertex_indices`"))
+        };
+        for (i, face) in payload.get("face").unwrap_or(&empty).iter().enumerate() {
+            self.face(i, &indices(face, "face", i)?)?;
+        }
+        for (i, strips) in payload
+            .get("tristrips")
+            .unwrap_or(&empty)
+            .iter()
+            .enumerate()
+        {
+            self.strips(i, &indices(strips, "tristrips", i)?)?;
+        }
+        Ok(())
+    }
+
+    /// One element's records of a binary file, read as they stream (the file is never held).
+    fn stream_binary<R: std::io::Read>(
+        &mut self,
+        reader: &mut R,
+        element: &ply_rs_bw::ply::ElementDef,
+        big_endian: bool,
+    ) -> std::result::Result<(), String> {
+        use ply_rs_bw::ply::{PropertyType, ScalarType};
+        let name = element.name.as_str();
+        let properties: Vec<(&str, &PropertyType)> = element
+            .properties
+            .values()
+            .map(|p| (p.name.as_str(), &p.data_type))
+            .collect();
+        let is_float = |t: &ScalarType| matches!(t, ScalarType::Float | ScalarType::Double);
+        // What this element gives: a vertex's coordinates by property position, a face's or
+        // strip's index list by position.
+        let coordinate_at: [Option<usize>; 3] = ["x", "y", "z"].map(|axis| {
+            properties
+                .iter()
+                .position(|(n, t)| *n == axis && matches!(t, PropertyType::Scalar(_)))
+        });
+        let list_at = properties.iter().position(|(n, t)| {
+            PLY_INDEX_LISTS.contains(n) && matches!(t, PropertyType::List(_, v) if !is_float(v))
+        });
+        let what = match name {
+            "vertex" => {
+                if let Some(k) = coordinate_at.iter().position(Option::is_none) {
+                    if element.count > 0 {
+                        return Err(format!("vertex 0 has no numeric `{}`", ["x", "y", "z"][k]));
+                    }
+                }
+                "vertex"
+            }
+            "face" | "tristrips" => {
+                if list_at.is_none() && element.count > 0 {
+                    return Err(format!("{name} 0 has no integer list `vertex_indices`"));
+                }
+                name
+            }
+            _ => "",
+        };
+        self.vertices
+            .reserve(if what == "vertex" { element.count } else { 0 });
+        let mut values = vec![0f64; properties.len()];
+        let mut list: Vec<i64> = Vec::new();
+        for i in 0..element.count {
+            let cut = |e: std::io::Error| {
+                format!("not a valid PLY file: `{name}` element {i} is cut short ({e})")
+            };
+            for (at, (_, data_type)) in properties.iter().enumerate() {
+                match data_type {
+                    PropertyType::Scalar(t) => {
+                        values[at] = read_ply_scalar(reader, t, big_endian).map_err(cut)?;
+                    }
+                    PropertyType::List(count_type, item_type) => {
+                        let count = read_ply_scalar(reader, count_type, big_endian).map_err(cut)?;
+                        if !(count >= 0.0 && count.fract() == 0.0) {
+                            return Err(format!(
+                                "not a valid PLY file: `{name}` element {i} has a list of {count} items"
+                            ));
+                        }
+                        let keep = Some(at) == list_at;
+                        list.clear();
+                        for _ in 0..count as u64 {
+                            let item =
+                                read_ply_scalar(reader, item_type, big_endian).map_err(cut)?;
+                            if keep {
+                                list.push(item as i64);
+                            }
+                        }
+                    }
+                }
+            }
+            match what {
+                "vertex" => {
+                    let [x, y, z] = coordinate_at.map(|at| values[at.expect("checked above")]);
+                    self.vertices.push(DVec3::new(x, y, z));
+                }
+                "face" => self.face(i, &list)?,
+                "tristrips" => self.strips(i, &list)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One binary PLY scalar, as f64 (exact for every integer type).
+fn read_ply_scalar<R: std::io::Read>(
+    reader: &mut R,
+    scalar: &ply_rs_bw::ply::ScalarType,
+    big_endian: bool,
+) -> std::io::Result<f64> {
+    use ply_rs_bw::ply::ScalarType;
+    let mut bytes = [0u8; 8];
+    let n = match scalar {
+        ScalarType::Char | ScalarType::UChar => 1,
+        ScalarType::Short | ScalarType::UShort => 2,
+        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
+        ScalarType::Double => 8,
+    };
+    reader.read_exact(&mut bytes[..n])?;
+    if big_endian {
+        bytes[..n].reverse();
+    }
+    let b = bytes;
+    Ok(match scalar {
+        ScalarType::Char => b[0] as i8 as f64,
+        ScalarType::UChar => b[0] as f64,
+        ScalarType::Short => i16::from_le_bytes([b[0], b[1]]) as f64,
+        ScalarType::UShort => u16::from_le_bytes([b[0], b[1]]) as f64,
+        ScalarType::Int => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ScalarType::UInt => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ScalarType::Float => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        ScalarType::Double => f64::from_le_bytes(b),
+    })
 }
