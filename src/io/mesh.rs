@@ -254,7 +254,6 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
             soup.take_ascii(&payload)?;
         }
         Encoding::BinaryLittleEndian | Encoding::BinaryBigEndian => {
-            drop(wrapped);
             let big = header.encoding == Encoding::BinaryBigEndian;
             for element in header.elements.values() {
                 soup.stream_binary(reader, element, big)?;
