@@ -5,7 +5,6 @@
 
 use crate::error::{Error, Result};
 use crate::math::DVec3;
-use crate::shape::Shape;
 
 /// A triangle soup with shared vertices, in f64 as read.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -71,19 +70,10 @@ impl Mesh {
         (lo, hi)
     }
 
-    /// The triangles as scene shapes, moved by `-offset` (shape i is triangle i).
-    pub fn shapes(&self, offset: DVec3) -> Vec<Shape> {
-        self.shapes_of(0..self.triangles.len(), offset)
-    }
-
-    /// Triangles `triangles` as scene shapes, moved by `-offset`, in that order.
-    pub fn shapes_of(&self, triangles: impl Iterator<Item = usize>, offset: DVec3) -> Vec<Shape> {
-        triangles
-            .map(|t| {
-                let [a, b, c] = self.corners(t).map(|v| v - offset);
-                Shape::Triangle { a, b, c }
-            })
-            .collect()
+    /// Triangle `t`'s corners moved by `-offset` (meshes are uploaded shifted to their
+    /// centre, `GpuMesh`).
+    pub fn shifted_corners(&self, t: usize, offset: DVec3) -> [DVec3; 3] {
+        self.corners(t).map(|v| v - offset)
     }
 }
 

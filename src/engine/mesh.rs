@@ -237,7 +237,7 @@ impl Engine {
         let offset = mesh.centre();
         let triangles = mesh.triangles.len() as u64;
         let cap = (self.gpu.binding_bytes / PART_BYTES_PER_TRIANGLE).max(1);
-        let shifted = |t: usize| mesh.corners(t).map(|v| v - offset);
+        let shifted = |t: usize| mesh.shifted_corners(t, offset);
         // Parts are built one at a time: the build's peak is the largest part's.
         let winding = if triangles <= cap {
             WindingTree::max_gpu_bytes(mesh.triangles.len())

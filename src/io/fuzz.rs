@@ -68,13 +68,16 @@ fn feed_mesh(data: &[u8], format: MeshFormat) -> bool {
 }
 
 /// The host-side structures of a mesh query: pseudonormals, the winding hierarchy and the
-/// triangles' scene layout with its hierarchy.
+/// triangles' scene bindings, built as `Engine::upload_mesh` builds them.
 fn build_mesh_tables(mesh: &Mesh) {
     let normals = crate::mesh::Pseudonormals::new(mesh);
     std::hint::black_box(normals.face(0));
     std::hint::black_box(crate::winding::WindingTree::new(mesh));
-    let shapes = mesh.shapes(mesh.centre());
-    std::hint::black_box(crate::gpu::layout::scene_layout(&shapes, true).into_bindings());
+    let offset = mesh.centre();
+    std::hint::black_box(crate::gpu::layout::triangle_bindings(
+        mesh.triangles.len(),
+        &|t| mesh.shifted_corners(t, offset),
+    ));
 }
 
 fn feed_scene(data: &[u8]) -> bool {

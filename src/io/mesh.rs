@@ -424,8 +424,9 @@ impl PlySoup {
             }
             _ => "",
         };
-        self.vertices
-            .reserve(if what == "vertex" { element.count } else { 0 });
+        if what == "vertex" {
+            self.vertices.reserve(element.count);
+        }
         let mut values = vec![0f64; properties.len()];
         let mut list: Vec<i64> = Vec::new();
         for i in 0..element.count {
