@@ -7,6 +7,7 @@ pub mod engine;
 pub mod error;
 pub mod fields;
 pub mod gpu;
+pub mod host_memory;
 pub mod hull;
 pub mod io;
 pub mod job;

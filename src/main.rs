@@ -200,6 +200,7 @@ enum ModeArg {
 }
 
 fn main() -> ExitCode {
+    closest::host_memory::map_large_blocks();
     closest::gpu::adapter::quiet_headless_loader();
     let cli = Cli::parse();
     match run(cli) {

@@ -177,10 +177,10 @@ impl GpuMesh {
             return Ok(None);
         }
         let words = self.host_winding().gpu_words(&self.mesh, self.offset);
-        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let words = bytemuck::allocation::cast_vec(words);
         let buffer = engine
             .gpu
-            .checked(|| engine.gpu.storage_buffer("winding tree", bytes))?;
+            .checked(|| engine.gpu.storage_buffer_words("winding tree", words))?;
         Ok(Some(self.winding.get_or_init(|| buffer)))
     }
 

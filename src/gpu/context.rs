@@ -326,33 +326,43 @@ impl Context {
 
     /// A read-only storage buffer holding `contents` (call inside [`Context::checked`]).
     pub(crate) fn storage_buffer(&self, label: &str, contents: &[u8]) -> wgpu::Buffer {
-        if contents.len() <= UPLOAD_PIECE_BYTES || !contents.len().is_multiple_of(4) {
-            return self
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents,
-                    usage: wgpu::BufferUsages::STORAGE,
-                });
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+    }
+
+    /// A read-only storage buffer holding `words`, which it consumes (call inside
+    /// [`Context::checked`]). Large contents go up in pieces from the end, each written and
+    /// waited for before the host copy is cut short, so that host and device together hold
+    /// about one copy plus a piece: on software adapters the device's memory is the host's,
+    /// and two whole copies of a large mesh were its peak of memory.
+    pub(crate) fn storage_buffer_words(&self, label: &str, mut words: Vec<u32>) -> wgpu::Buffer {
+        const PIECE_WORDS: usize = UPLOAD_PIECE_BYTES / 4;
+        if words.len() <= PIECE_WORDS {
+            return self.storage_buffer(label, bytemuck::cast_slice(&words));
         }
-        // Large contents go up in pieces, each written and waited for before the next, so the
-        // staging memory is one piece rather than a second copy of the whole (on software
-        // adapters the device's memory is the host's too).
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: contents.len() as u64,
+            size: 4 * words.len() as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        for (k, piece) in contents.chunks(UPLOAD_PIECE_BYTES).enumerate() {
-            self.queue
-                .write_buffer(&buffer, (k * UPLOAD_PIECE_BYTES) as u64, piece);
+        while !words.is_empty() {
+            let start = (words.len() - 1) / PIECE_WORDS * PIECE_WORDS;
+            let piece: &[u8] = bytemuck::cast_slice(&words[start..]);
+            self.queue.write_buffer(&buffer, 4 * start as u64, piece);
             let index = self.queue.submit([]);
             // A failed wait leaves the device lost, which the error scope around reports.
             let _ = self.device.poll(wgpu::PollType::Wait {
                 submission_index: Some(index),
                 timeout: None,
             });
+            // A large allocation shrinks in place (the allocator unmaps its tail).
+            words.truncate(start);
+            words.shrink_to_fit();
         }
         buffer
     }

@@ -68,6 +68,7 @@ pub(crate) fn upload_triangles<E: From<Error>>(
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
     let bindings = layout::triangle_bindings(count, corners);
+    crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
 }
 
@@ -119,19 +120,18 @@ fn upload_bindings<E: From<Error>>(
     gpu.check_shape_data(data.len())?;
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice());
     admit((record_bytes + ranges_bytes + node_bytes + data.len()) as u64)?;
-    // Each host copy is freed once its buffer is filled (on CPU adapters the buffers are host
-    // memory too, so the two copies of a large mesh should overlap as little as they can).
-    let upload = |label, words: Vec<u32>| gpu.storage_buffer(label, bytemuck::cast_slice(&words));
+    // Each host copy shrinks as its buffer fills (`storage_buffer_words`): on CPU adapters the
+    // buffers are host memory too, and the two copies of a large mesh were its peak.
     let (shapes_buffer, ranges, nodes, data) = gpu.checked(|| {
         (
-            upload("scene shapes", records),
+            gpu.storage_buffer_words("scene shapes", records),
             gpu.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: Some("scene kind ranges"),
                     contents: bytemuck::cast_slice(&ranges),
                     usage: wgpu::BufferUsages::UNIFORM,
                 }),
-            upload("scene bvh nodes", nodes),
+            gpu.storage_buffer_words("scene bvh nodes", nodes),
             gpu.storage_buffer("scene shape data", &data),
         )
     })?;
