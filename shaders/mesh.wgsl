@@ -10,6 +10,14 @@ fn load_node(node: u32) -> array<vec4<u32>, 4> {
 
 // Triangles `slot` and, if `both`, `slot + 1` (records 3..6 are zero otherwise).
 fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        let a = triangle_records(slot);
+        var b = array<vec4<f32>, 3>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+        if both {
+            b = triangle_records(slot + 1u);
+        }
+        return array<vec4<f32>, 6>(a[0], a[1], a[2], b[0], b[1], b[2]);
+    }
     let at = 3u * slot;
     var t = array<vec4<f32>, 6>(triangles[at], triangles[at + 1u], triangles[at + 2u],
         vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));

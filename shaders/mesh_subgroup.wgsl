@@ -11,10 +11,6 @@ fn node_word(i: u32) -> u32 {
     return nodes[i >> 2u][i & 3u];
 }
 
-fn triangle_word(i: u32) -> u32 {
-    return bitcast<u32>(triangles[i >> 2u][i & 3u]);
-}
-
 fn winding_word(i: u32) -> u32 {
     return winding[i >> 2u][i & 3u];
 }
@@ -27,8 +23,43 @@ fn load_node(node: u32) -> array<vec4<u32>, 4> {
 
 // Triangles `slot` and `slot + 1`: 24 words, 3 a lane (the second is garbage unless `both`).
 fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        return load_indexed_triangle_pair(slot);
+    }
     let at = 12u * slot + lane;
     return lanes_24(triangle_word(at), triangle_word(at + 8u), triangle_word(at + 16u));
+}
+
+// The same from indexed records: the pair's 12 record words (vertex indices and normals), 2 a
+// lane, then its six corners' 18 coordinates, 3 a lane, each set broadcast.
+fn load_indexed_triangle_pair(slot: u32) -> array<vec4<f32>, 6> {
+    let at = INDEXED_RECORD_WORDS * slot + lane;
+    let record_words = lanes_16(triangle_word(at), triangle_word(at + 8u));
+    // Words 0–5 and 6–11: triangle 0's and 1's vertex indices and normal.
+    var words = array<u32, 12>(
+        record_words[0].x, record_words[0].y, record_words[0].z, record_words[0].w,
+        record_words[1].x, record_words[1].y, record_words[1].z, record_words[1].w,
+        record_words[2].x, record_words[2].y, record_words[2].z, record_words[2].w,
+    );
+    // Coordinate word k is component k % 3 of corner k / 3 (triangle corner / 3).
+    var coordinates = array<u32, 3>(0u, 0u, 0u);
+    let vertices = index_table_word() + 2u * round_up_4(params.shape_count);
+    for (var j = 0u; j < 3u; j++) {
+        let k = min(lane + 8u * j, 17u);
+        let corner = k / 3u;
+        let vertex = words[INDEXED_RECORD_WORDS * (corner / 3u) + corner % 3u];
+        coordinates[j] = triangle_word(vertices + 3u * vertex + k % 3u);
+    }
+    let c = lanes_24(coordinates[0], coordinates[1], coordinates[2]);
+    let corner = array<vec3<f32>, 6>(
+        c[0].xyz, vec3<f32>(c[0].w, c[1].xy), vec3<f32>(c[1].zw, c[2].x),
+        c[2].yzw, c[3].xyz, vec3<f32>(c[3].w, c[4].xy),
+    );
+    let n0 = bitcast<vec3<f32>>(vec3<u32>(words[3], words[4], words[5]));
+    let n1 = bitcast<vec3<f32>>(vec3<u32>(words[9], words[10], words[11]));
+    let a = packed_from_corners(corner[0], corner[1], corner[2], n0);
+    let b = packed_from_corners(corner[3], corner[4], corner[5], n1);
+    return array<vec4<f32>, 6>(a[0], a[1], a[2], b[0], b[1], b[2]);
 }
 
 // A winding-tree node (after the one-vec4 header): 16 words, 2 a lane.

@@ -12,9 +12,12 @@
 #import shared/walk
 
 @group(0) @binding(0) var<uniform> params: Params;
-// Triangle t of the BVH's leaf order is triangles[3t .. 3t + 3): (a, n.x), (b − a, n.y),
-// (c − a, n.z), n its unit normal (zero when degenerate); then the scene index of triangle t
-// is word t % 4 of triangles[3 * count + t / 4] (layout::packed_triangles).
+// Packed (TRIANGLE_RECORDS = 0): triangle t of the BVH's leaf order is triangles[3t .. 3t + 3):
+// (a, n.x), (b − a, n.y), (c − a, n.z), n its unit normal (zero when degenerate); then the
+// scene index of triangle t is word t % 4 of triangles[3 * count + t / 4], and after those the
+// slot of each scene index (layout::packed_triangles). Indexed (TRIANGLE_RECORDS = 1): words
+// 6t .. 6t + 6 are triangle t's vertex indices and n, then the same two tables and the
+// vertices, three words each, every region starting on a vec4 (layout::indexed_triangles).
 @group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
@@ -33,18 +36,60 @@ fn load_point(row: u32) -> vec3<f32> {
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
 }
 
-// Indexed through the reference, so only the one word is loaded.
+// How the triangles are stored, a pipeline override: 0 packed, 1 indexed.
+override TRIANGLE_RECORDS: u32 = 0u;
+const INDEXED_RECORDS: u32 = 1u;
+const INDEXED_RECORD_WORDS: u32 = 6u;
+
+// Word `i` of `triangles`, indexed through the reference so only the one word is loaded.
+fn triangle_word(i: u32) -> u32 {
+    return bitcast<u32>(triangles[i >> 2u][i & 3u]);
+}
+
+fn round_up_4(words: u32) -> u32 {
+    return (words + 3u) & ~3u;
+}
+
+// The first word of the scene index of each slot; the slot of each index follows.
+fn index_table_word() -> u32 {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        return round_up_4(INDEXED_RECORD_WORDS * params.shape_count);
+    }
+    return 12u * params.shape_count;
+}
+
 fn scene_index(slot: u32) -> u32 {
-    return bitcast<u32>(triangles[3u * params.shape_count + slot / 4u][slot % 4u]);
+    return triangle_word(index_table_word() + slot);
+}
+
+// Vertex `v` of indexed records.
+fn indexed_vertex(v: u32) -> vec3<f32> {
+    let at = index_table_word() + 2u * round_up_4(params.shape_count) + 3u * v;
+    return bitcast<vec3<f32>>(vec3<u32>(triangle_word(at), triangle_word(at + 1u), triangle_word(at + 2u)));
+}
+
+// An indexed triangle's corners and normal as packed records: (a, n.x), (b − a, n.y),
+// (c − a, n.z).
+fn packed_from_corners(a: vec3<f32>, b: vec3<f32>, c: vec3<f32>, n: vec3<f32>) -> array<vec4<f32>, 3> {
+    return array<vec4<f32>, 3>(vec4<f32>(a, n.x), vec4<f32>(b - a, n.y), vec4<f32>(c - a, n.z));
+}
+
+// Triangle `slot` as packed records, whichever way it is stored.
+fn triangle_records(slot: u32) -> array<vec4<f32>, 3> {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        let at = INDEXED_RECORD_WORDS * slot;
+        let n = bitcast<vec3<f32>>(vec3<u32>(triangle_word(at + 3u), triangle_word(at + 4u), triangle_word(at + 5u)));
+        return packed_from_corners(indexed_vertex(triangle_word(at)),
+            indexed_vertex(triangle_word(at + 1u)), indexed_vertex(triangle_word(at + 2u)), n);
+    }
+    return array<vec4<f32>, 3>(triangles[3u * slot], triangles[3u * slot + 1u], triangles[3u * slot + 2u]);
 }
 
 // The projection of `p` on triangle `slot`, in world space (query.wgsl: project_point).
 fn triangle_point(slot: u32, p: vec3<f32>) -> Projection {
-    let r0 = triangles[3u * slot];
-    let r1 = triangles[3u * slot + 1u];
-    let r2 = triangles[3u * slot + 2u];
-    var proj = project_triangle(p - r0.xyz, r1.xyz, r2.xyz, vec3<f32>(r0.w, r1.w, r2.w));
-    proj.point = proj.point + r0.xyz;
+    let r = triangle_records(slot);
+    var proj = project_triangle(p - r[0].xyz, r[1].xyz, r[2].xyz, vec3<f32>(r[0].w, r[1].w, r[2].w));
+    proj.point = proj.point + r[0].xyz;
     return proj;
 }
 
@@ -224,8 +269,7 @@ fn slot_of(index: i32) -> u32 {
     if index < 0 {
         return NO_SLOT;
     }
-    let at = u32(index);
-    return bitcast<u32>(triangles[3u * params.shape_count + (params.shape_count + 3u) / 4u + at / 4u][at % 4u]);
+    return triangle_word(index_table_word() + round_up_4(params.shape_count) + u32(index));
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round

@@ -24,7 +24,7 @@ pub use contacts::Contact;
 pub use engine::{Engine, GpuMesh};
 pub use error::{Error, Result};
 pub use fields::{Columns, Family, Fields, PackedRows};
-pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit};
+pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit, MeshRecords};
 pub use math::DVec3;
 pub use shape::{Shape, ShapeKind};
 

@@ -6,12 +6,15 @@ mod common;
 
 use std::path::Path;
 
-use closest::EngineOptions;
 use closest::io::load_mesh;
 use closest::mesh::{Mesh, Sign, winding_number};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
-use common::{Rng, assert_same_hits, engine, open_engine, subgroup_and_portable_engines, within};
+use closest::{EngineOptions, MeshRecords};
+use common::{
+    Rng, assert_same_hits, engine, open_engine, subgroup_and_portable_engines,
+    subgroup_and_portable_engines_with, within,
+};
 use rayon::prelude::*;
 
 /// Nearest distance over every triangle in f64, and the scale of SPEC §3 for that point.
@@ -564,5 +567,109 @@ fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
         &sample,
         &hits,
         Some(&|p: DVec3| winding_number(&mesh, p) > 0.5),
+    );
+}
+
+#[test]
+fn indexed_mesh_records_match_the_f64_references() {
+    // Shared f32 vertices and per-triangle indices (`MeshRecords::Indexed`): the edges are
+    // differences of rounded vertices, not rounded differences, so answers may differ from
+    // packed records' in the last bits but must meet the same bound. Subgroup and portable
+    // kernels still agree bit for bit.
+    let options = EngineOptions {
+        chunk_rows: Some(1000),
+        mesh_records: MeshRecords::Indexed,
+        ..Default::default()
+    };
+    let [subgroup, portable] = subgroup_and_portable_engines_with(options.clone());
+    let far = DVec3::new(1234.567, -2345.678, 345.6789);
+    let moved = |mesh: Mesh, by: DVec3| {
+        let vertices = mesh.vertices.iter().map(|&v| v + by).collect();
+        Mesh::new(vertices, mesh.triangles.clone(), "moved").unwrap()
+    };
+    let meshes = [
+        ("fandisk", shared("fandisk.obj")),
+        ("bunny", shared("stanford-bunny.obj")),
+        // Vertices no f32 holds, far from the origin.
+        ("icosphere far away", moved(icosphere(0.7, 3), far)),
+        ("fandisk far away", moved(shared("fandisk.obj"), far)),
+    ];
+    let mut rng = Rng::new(44);
+    for (name, mesh) in meshes {
+        let points = probe_points(&mut rng, &mesh, if name == "bunny" { 300 } else { 800 });
+        let mut rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+        rows.push([f64::NAN, 0.0, 0.0]);
+        let answers = [&subgroup, &portable].map(|e| {
+            let gpu = e.upload_mesh(mesh.clone()).unwrap();
+            assert_eq!(gpu.records(), MeshRecords::Indexed, "{name}");
+            e.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap()
+        });
+        assert_same_hits(&answers[0], &answers[1], &format!("{name}, indexed"));
+        let hits = &answers[0];
+        let nan = hits.last().unwrap();
+        assert!(nan.shape == -1 && nan.distance.is_nan(), "{name}: {nan:?}");
+        let closed = name != "bunny";
+        let inside = |p: DVec3| winding_number(&mesh, p) > 0.5;
+        check(
+            &mesh,
+            &points,
+            &hits[..points.len()],
+            closed.then_some(&inside as &(dyn Fn(DVec3) -> bool + Sync)),
+        );
+    }
+
+    // Parts of a mesh cut over small bindings number their own vertices.
+    let mesh = torus(160, 90, 1.0, 0.3);
+    let split = open_engine(EngineOptions {
+        max_binding_bytes: Some(64 << 10),
+        ..options
+    });
+    let gpu = split.upload_mesh(mesh.clone()).unwrap();
+    assert!(gpu.part_count() >= 10, "{} parts", gpu.part_count());
+    assert_eq!(gpu.records(), MeshRecords::Indexed);
+    let points = probe_points(&mut rng, &mesh, 800);
+    let rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    let hits = split.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap();
+    check(
+        &mesh,
+        &points,
+        &hits,
+        Some(&|p: DVec3| winding_number(&mesh, p) > 0.5),
+    );
+}
+
+#[test]
+fn meshes_go_up_indexed_where_only_indexed_records_fit_the_memory() {
+    // The least memory (found by bisection) in which `Auto` uploads fandisk: packed records
+    // are refused there, and the mesh answers as indexed records do.
+    let mesh = shared("fandisk.obj");
+    let upload = |records, memory| {
+        open_engine(EngineOptions {
+            memory_bytes: Some(memory),
+            mesh_records: records,
+            ..Default::default()
+        })
+        .upload_mesh(mesh.clone())
+    };
+    let (mut refused, mut fits) = (1u64, 1u64 << 30);
+    assert!(upload(MeshRecords::Auto, fits).is_ok());
+    while fits - refused > 1 {
+        let mid = (refused + fits) / 2;
+        match upload(MeshRecords::Auto, mid) {
+            Ok(_) => fits = mid,
+            Err(e) => {
+                assert!(matches!(e, closest::Error::OutOfMemory(_)), "{e}");
+                refused = mid;
+            }
+        }
+    }
+    let auto = upload(MeshRecords::Auto, fits).unwrap();
+    assert_eq!(auto.records(), MeshRecords::Indexed);
+    let packed = upload(MeshRecords::Packed, fits);
+    assert!(matches!(packed, Err(closest::Error::OutOfMemory(_))));
+    // With room for packed records, `Auto` keeps them.
+    assert_eq!(
+        upload(MeshRecords::Auto, 1 << 30).unwrap().records(),
+        MeshRecords::Packed
     );
 }

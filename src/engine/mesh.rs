@@ -4,7 +4,7 @@
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
-use crate::gpu::{GpuHit, GpuScene, write_query_points};
+use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign};
 use crate::winding::WindingTree;
@@ -42,6 +42,14 @@ struct MeshPart {
 /// Device bytes per triangle that bound a part: its packed record (48 bytes) and index words
 /// (8), and at most one 64-byte hierarchy node per triangle, each within one binding.
 const PART_BYTES_PER_TRIANGLE: u64 = 64;
+
+/// The same for indexed records: the record (24 bytes), index words (8) and at most three
+/// vertices of its own (36) share one binding.
+const INDEXED_PART_BYTES_PER_TRIANGLE: u64 = 68;
+
+/// Device bytes of indexed records per triangle (record, index words and about a quarter of a
+/// hierarchy node), besides 12 per vertex.
+const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 
 /// Host bytes per triangle a scene's build holds at its peak: the sorted entries (56), the
 /// leaf order (8), nodes and spans, then the packed records beside the nodes (measured on the
@@ -86,6 +94,45 @@ fn spatial_parts(mesh: &Mesh, cap: usize) -> Vec<Vec<u32>> {
     parts
 }
 
+/// Device bytes of the mesh's triangles, stored indexed or packed (hierarchy included).
+fn mesh_device_estimate(mesh: &Mesh, indexed: bool) -> u64 {
+    let triangles = mesh.triangles.len() as u64;
+    if indexed {
+        triangles * INDEXED_BYTES_PER_TRIANGLE + 12 * mesh.vertices.len() as u64
+    } else {
+        triangles * PART_BYTES_PER_TRIANGLE
+    }
+}
+
+/// The vertices of the mesh's triangles `indices` (all of them if `None`), shifted by
+/// `-offset` and rounded to f32, and, for a part, its triangles' corners renumbered into them
+/// (the mesh's own indices otherwise).
+fn part_vertices(
+    mesh: &Mesh,
+    offset: DVec3,
+    indices: Option<&[u32]>,
+) -> (Vec<[f32; 3]>, Option<Vec<[u32; 3]>>) {
+    let shifted = |v: DVec3| (v - offset).to_f32();
+    let Some(indices) = indices else {
+        return (mesh.vertices.iter().map(|&v| shifted(v)).collect(), None);
+    };
+    let mut local = vec![u32::MAX; mesh.vertices.len()];
+    let mut vertices = Vec::new();
+    let corner_ids = indices
+        .iter()
+        .map(|&t| {
+            mesh.triangles[t as usize].map(|v| {
+                if local[v as usize] == u32::MAX {
+                    local[v as usize] = vertices.len() as u32;
+                    vertices.push(shifted(mesh.vertices[v as usize]));
+                }
+                local[v as usize]
+            })
+        })
+        .collect();
+    (vertices, Some(corner_ids))
+}
+
 /// Keep the nearer of two answers for one row, ties to the lower triangle index; an
 /// overflowed traversal stays overflowed and a non-finite row stays as it is.
 fn keep_nearer(best: &mut GpuHit, candidate: GpuHit) {
@@ -116,6 +163,15 @@ impl GpuMesh {
             0
         };
         parts + winding
+    }
+
+    /// How its triangles are stored on the device: `Packed` or `Indexed` (never `Auto`).
+    pub fn records(&self) -> MeshRecords {
+        if self.parts.iter().any(|p| p.scene.indexed) {
+            MeshRecords::Indexed
+        } else {
+            MeshRecords::Packed
+        }
     }
 
     /// Storage bindings the triangles are spread over (one, unless the mesh is larger than
@@ -236,26 +292,22 @@ impl Engine {
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
         let triangles = mesh.triangles.len() as u64;
-        let cap = (self.gpu.binding_bytes / PART_BYTES_PER_TRIANGLE).max(1);
-        let shifted = |t: usize| mesh.shifted_corners(t, offset);
-        // Parts are built one at a time: the build's peak is the largest part's.
+        let indexed = self.choose_mesh_records(&mesh)?;
+        let part_bytes = if indexed {
+            INDEXED_PART_BYTES_PER_TRIANGLE
+        } else {
+            PART_BYTES_PER_TRIANGLE
+        };
+        let cap = (self.gpu.binding_bytes / part_bytes).max(1);
         let winding = if triangles <= cap {
             WindingTree::max_gpu_bytes(mesh.triangles.len())
         } else {
             0
         };
-        self.gpu.check_memory(
-            &format!("a mesh of {triangles} triangles"),
-            triangles * PART_BYTES_PER_TRIANGLE + winding,
-            triangles.min(cap) * BUILD_BYTES_PER_TRIANGLE,
-        )?;
+        // Parts are built one at a time: the build's peak is the largest part's.
         let parts = if triangles <= cap {
-            let scene = crate::gpu::scene::upload_triangles(
-                &self.gpu,
-                mesh.triangles.len(),
-                &shifted,
-                |bytes| admit(bytes + winding),
-            )?;
+            let scene = self
+                .upload_mesh_part(&mesh, offset, indexed, None, |bytes| admit(bytes + winding))?;
             vec![MeshPart {
                 scene,
                 triangles: Vec::new(),
@@ -263,15 +315,13 @@ impl Engine {
         } else {
             // Admitted by the bound before anything is built: the parts' sizes are known only
             // once each is.
-            admit(triangles * PART_BYTES_PER_TRIANGLE)?;
+            admit(mesh_device_estimate(&mesh, indexed))?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
-                let scene = crate::gpu::scene::upload_triangles(
-                    &self.gpu,
-                    indices.len(),
-                    &|k| shifted(indices[k] as usize),
-                    |_| Ok::<(), Error>(()),
-                )?;
+                let scene =
+                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), |_| {
+                        Ok::<(), Error>(())
+                    })?;
                 parts.push(MeshPart {
                     scene,
                     triangles: indices,
@@ -287,6 +337,65 @@ impl Engine {
             offset,
             parts,
         })
+    }
+
+    /// Whether the mesh's triangles go up indexed (`EngineOptions::mesh_records`), once the
+    /// memory there is has been checked for the way chosen.
+    fn choose_mesh_records(&self, mesh: &Mesh) -> Result<bool> {
+        let check = |indexed: bool| {
+            let triangles = mesh.triangles.len() as u64;
+            let part_bytes = if indexed {
+                INDEXED_PART_BYTES_PER_TRIANGLE
+            } else {
+                PART_BYTES_PER_TRIANGLE
+            };
+            let cap = (self.gpu.binding_bytes / part_bytes).max(1);
+            let winding = if triangles <= cap {
+                WindingTree::max_gpu_bytes(mesh.triangles.len())
+            } else {
+                0
+            };
+            self.gpu.check_memory(
+                &format!("a mesh of {triangles} triangles"),
+                mesh_device_estimate(mesh, indexed) + winding,
+                triangles.min(cap) * BUILD_BYTES_PER_TRIANGLE,
+            )
+        };
+        match self.gpu.mesh_records {
+            MeshRecords::Packed => check(false).map(|()| false),
+            MeshRecords::Indexed => check(true).map(|()| true),
+            MeshRecords::Auto => match check(false) {
+                Ok(()) => Ok(false),
+                Err(packed) => check(true).map(|()| true).map_err(|_| packed),
+            },
+        }
+    }
+
+    /// The triangles `indices` of the mesh (all of them if `None`) as one scene on the device,
+    /// `admit` asked first with its bytes.
+    fn upload_mesh_part<E: From<Error>>(
+        &self,
+        mesh: &Mesh,
+        offset: DVec3,
+        indexed: bool,
+        indices: Option<&[u32]>,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
+        let count = indices.map_or(mesh.triangles.len(), <[u32]>::len);
+        let triangle = |k: usize| indices.map_or(k, |indices| indices[k] as usize);
+        let corners = |k: usize| mesh.shifted_corners(triangle(k), offset);
+        if !indexed {
+            return crate::gpu::scene::upload_triangles(&self.gpu, count, &corners, admit);
+        }
+        let (vertices, corner_ids) = part_vertices(mesh, offset, indices);
+        crate::gpu::scene::upload_indexed_triangles(
+            &self.gpu,
+            count,
+            &corners,
+            &|k| corner_ids.as_ref().map_or(mesh.triangles[k], |ids| ids[k]),
+            vertices,
+            admit,
+        )
     }
 
     /// Closest point, distance (signed as asked), triangle index and normal for every point.

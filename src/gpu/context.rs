@@ -37,6 +37,23 @@ pub struct EngineOptions {
     /// host's available memory otherwise, where the system tells it), so that tests see a
     /// mesh refused as one too large for the machine is.
     pub memory_bytes: Option<u64>,
+    /// How meshes' triangles are stored on the device.
+    pub mesh_records: MeshRecords,
+}
+
+/// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MeshRecords {
+    /// Packed unless the packed copy would not fit the memory there is and the indexed one
+    /// would.
+    #[default]
+    Auto,
+    /// Each triangle's corner and edges in f32 beside its normal: 56 bytes a triangle, the
+    /// fewest loads per triangle test.
+    Packed,
+    /// Vertex indices and normal per triangle, the vertices shared: about 38 bytes a
+    /// triangle on a closed mesh, a dependent load more per triangle test.
+    Indexed,
 }
 
 /// Where a job's host time went; the device computes while the host fills and drains.
@@ -85,6 +102,8 @@ pub(crate) struct PipelineKey {
     pub linear_kinds: u32,
     /// `FIELDS`: the output fields (`fields::Fields::bits`), which rows hold, packed.
     pub fields: u32,
+    /// `TRIANGLE_RECORDS`: a triangle scene's records are indexed.
+    pub indexed_triangles: bool,
 }
 
 impl Kernels {
@@ -104,6 +123,7 @@ impl Kernels {
             bvh_kinds,
             linear_kinds,
             fields,
+            indexed_triangles,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -116,6 +136,7 @@ impl Kernels {
                     Override::OnlyKind => kind.map_or(shaders::ANY_KIND, |k| k as u32),
                     Override::BvhKinds => bvh_kinds,
                     Override::LinearKinds => linear_kinds,
+                    Override::TriangleRecords => u32::from(indexed_triangles),
                 };
                 (o.name(), f64::from(value))
             })
@@ -156,6 +177,8 @@ pub(crate) struct Context {
     pub(crate) binding_bytes: u64,
     /// `EngineOptions::memory_bytes`.
     pub(crate) memory_bytes: Option<u64>,
+    /// `EngineOptions::mesh_records`.
+    pub(crate) mesh_records: MeshRecords,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
@@ -259,6 +282,7 @@ impl Context {
         Ok(Context {
             binding_bytes,
             memory_bytes: options.memory_bytes,
+            mesh_records: options.mesh_records,
             subgroup_kernels,
             device,
             queue,

@@ -238,14 +238,17 @@ pub enum Override {
     BvhKinds,
     /// The kinds scanned linearly, a bit each.
     LinearKinds,
+    /// How a triangle scene's triangles are stored: 0 packed, 1 indexed.
+    TriangleRecords,
 }
 
 impl Override {
-    pub const ALL: [Override; 4] = [
+    pub const ALL: [Override; 5] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
         Override::LinearKinds,
+        Override::TriangleRecords,
     ];
 
     pub fn name(self) -> &'static str {
@@ -254,6 +257,7 @@ impl Override {
             Override::OnlyKind => "ONLY_KIND",
             Override::BvhKinds => "BVH_KINDS",
             Override::LinearKinds => "LINEAR_KINDS",
+            Override::TriangleRecords => "TRIANGLE_RECORDS",
         }
     }
 }

@@ -311,6 +311,8 @@ pub struct SceneBindings {
     pub data: Vec<u8>,
     /// The hierarchy's boxes are oriented: a triangle-only scene, run by `mesh.wgsl`.
     pub oriented: bool,
+    /// An oriented scene's triangles are indexed (`indexed_triangles`), not packed.
+    pub indexed: bool,
 }
 
 impl SceneBindings {
@@ -357,6 +359,7 @@ impl SceneLayout {
                 nodes: bytemuck::allocation::cast_vec(packed.words),
                 data,
                 oriented,
+                indexed: false,
             }
         } else {
             if shapes.is_empty() {
@@ -368,6 +371,7 @@ impl SceneLayout {
                 nodes: bytemuck::allocation::cast_vec(nodes),
                 data,
                 oriented,
+                indexed: false,
             }
         }
     }
@@ -425,36 +429,120 @@ pub fn triangle_bindings(
         let shapes: Vec<Shape> = (0..count).map(triangle).collect();
         return scene_layout(&shapes, true).into_bindings();
     }
-    let item = |i: usize| bvh::Item {
-        bounds: shape_bounds(&triangle(i)).expect("a triangle is bounded"),
-        kind: ShapeKind::Triangle as u32,
-    };
-    let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
-    built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
-    let packed = bvh::pack_oriented(&built.nodes);
-    let node_count = built.nodes.len() as u32;
-    drop(built.nodes);
-    drop(built.spans);
-    let order = built.order;
+    let hierarchy = TriangleHierarchy::build(count, corners);
+    let order = &hierarchy.order;
     let records = packed_triangles_by(count, &|slot| GpuShape {
         index: order[slot] as u32,
         ..GpuShape::from_shape(&triangle(order[slot]))
     });
-    let count = count as u32;
-    let mut ranges = vec![[count, count, 0, 0]; ShapeKind::ALL.len()];
-    ranges.push([
-        0,
-        node_count,
-        1 << ShapeKind::Triangle as u32,
-        packed.half_scale.to_bits(),
-    ]);
-    SceneBindings {
-        records: bytemuck::allocation::cast_vec(records),
-        ranges,
-        nodes: bytemuck::allocation::cast_vec(packed.words),
-        data: ShapeData::default().into_bytes(),
-        oriented: true,
+    hierarchy.into_bindings(bytemuck::allocation::cast_vec(records), false)
+}
+
+/// [`triangle_bindings`] with indexed records (`indexed_triangles`): the same hierarchy, about
+/// half the bytes a triangle. `corner_ids(i)` are triangle i's indices into `vertices`, the
+/// corners as `corners(i)` gives them rounded to f32. Scenes too small for a hierarchy are
+/// scanned linearly, packed, as by [`triangle_bindings`].
+pub fn indexed_triangle_bindings(
+    count: usize,
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
+    vertices: &[[f32; 3]],
+) -> SceneBindings {
+    if count <= LINEAR_SCAN_PER_KIND {
+        return triangle_bindings(count, corners);
     }
+    let hierarchy = TriangleHierarchy::build(count, corners);
+    let records = indexed_triangles(&hierarchy.order, corners, corner_ids, vertices);
+    hierarchy.into_bindings(records, true)
+}
+
+/// A triangle scene's oriented hierarchy, packed, and the leaf order of its triangles.
+struct TriangleHierarchy {
+    packed: bvh::PackedNodes,
+    node_count: u32,
+    order: Vec<usize>,
+}
+
+impl TriangleHierarchy {
+    fn build(count: usize, corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync)) -> TriangleHierarchy {
+        let item = |i: usize| {
+            let [a, b, c] = corners(i);
+            bvh::Item {
+                bounds: shape_bounds(&Shape::Triangle { a, b, c }).expect("a triangle is bounded"),
+                kind: ShapeKind::Triangle as u32,
+            }
+        };
+        let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
+        built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
+        TriangleHierarchy {
+            packed: bvh::pack_oriented(&built.nodes),
+            node_count: built.nodes.len() as u32,
+            order: built.order,
+        }
+    }
+
+    /// The bindings with the triangles' `records` (packed or `indexed`).
+    fn into_bindings(self, records: Vec<u32>, indexed: bool) -> SceneBindings {
+        let count = self.order.len() as u32;
+        let mut ranges = vec![[count, count, 0, 0]; ShapeKind::ALL.len()];
+        ranges.push([
+            0,
+            self.node_count,
+            1 << ShapeKind::Triangle as u32,
+            self.packed.half_scale.to_bits(),
+        ]);
+        SceneBindings {
+            records,
+            ranges,
+            nodes: bytemuck::allocation::cast_vec(self.packed.words),
+            data: ShapeData::default().into_bytes(),
+            oriented: true,
+            indexed,
+        }
+    }
+}
+
+/// Words a triangle's indexed record takes: its corners' vertex indices and its unit normal.
+const INDEXED_RECORD_WORDS: usize = 6;
+
+/// The triangles of an oriented scene as `mesh_walk.wgsl` reads them with
+/// `TRIANGLE_RECORDS = 1`: per triangle of the leaf order `order` its three vertex indices and
+/// unit normal (computed in f64 from `corners`, as the packed records have it); then, each
+/// region starting on a vec4, the scene index of each slot and the slot of each scene index
+/// (as in [`packed_triangles`]), and the vertices, three f32s each.
+pub fn indexed_triangles(
+    order: &[usize],
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
+    vertices: &[[f32; 3]],
+) -> Vec<u32> {
+    use rayon::prelude::*;
+    let count = order.len();
+    let round_up = |words: usize| words.next_multiple_of(4);
+    let record_words = round_up(INDEXED_RECORD_WORDS * count);
+    let table_words = round_up(count);
+    let mut words = vec![0u32; record_words + 2 * table_words + 3 * vertices.len()];
+    let (records, rest) = words.split_at_mut(record_words);
+    let (indices, rest) = rest.split_at_mut(table_words);
+    let (slots, vertex_words) = rest.split_at_mut(table_words);
+    records
+        .par_chunks_mut(INDEXED_RECORD_WORDS)
+        .zip(order.par_iter())
+        .for_each(|(out, &t)| {
+            let [a, b, c] = corners(t);
+            let n = triangle_unit_normal(a, b, c).to_f32();
+            out[..3].copy_from_slice(&corner_ids(t));
+            out[3..].copy_from_slice(&n.map(f32::to_bits));
+        });
+    for (slot, &t) in order.iter().enumerate() {
+        indices[slot] = t as u32;
+        slots[t] = slot as u32;
+    }
+    vertex_words
+        .par_chunks_mut(3)
+        .zip(vertices.par_iter())
+        .for_each(|(out, v)| out.copy_from_slice(&v.map(f32::to_bits)));
+    words
 }
 
 /// The oriented box of a hierarchy child holding triangles `members`, if it is small enough

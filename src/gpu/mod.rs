@@ -18,7 +18,7 @@ pub(crate) mod stream;
 pub use crate::fields::{PackedSink, TRAVERSAL_OVERFLOW};
 pub use adapter::{AdapterSummary, list_adapters};
 pub(crate) use context::{Context, common_kind};
-pub use context::{EngineOptions, JobTiming};
+pub use context::{EngineOptions, JobTiming, MeshRecords};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use order::morton_code;
 pub use rows::{

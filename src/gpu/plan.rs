@@ -117,6 +117,7 @@ impl Job<'_> {
             bvh_kinds: 0,
             linear_kinds: u32::MAX,
             fields: fields.bits(),
+            indexed_triangles: false,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -138,8 +139,12 @@ impl Job<'_> {
                 reorders_points: false,
             },
             Job::Nearest { scene, winding } => {
+                let triangles = |entry| PipelineKey {
+                    indexed_triangles: scene.indexed,
+                    ..key(entry, None)
+                };
                 let nearest = if scene.oriented {
-                    pass(key(Entry::NearestTriangle, None), Rounds::Seeded)?
+                    pass(triangles(Entry::NearestTriangle), Rounds::Seeded)?
                 } else {
                     let specialised = PipelineKey {
                         bvh_kinds: scene.bvh_kinds,

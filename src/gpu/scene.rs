@@ -31,6 +31,9 @@ pub struct GpuScene {
     /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
     /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
     pub(crate) oriented: bool,
+    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about half the
+    /// bytes of packed records, a load more per triangle.
+    pub(crate) indexed: bool,
 }
 
 impl GpuScene {
@@ -72,6 +75,22 @@ pub(crate) fn upload_triangles<E: From<Error>>(
     upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
 }
 
+/// A scene of `count` triangles with indexed records (`layout::indexed_triangle_bindings`).
+pub(crate) fn upload_indexed_triangles<E: From<Error>>(
+    gpu: &Context,
+    count: usize,
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
+    vertices: Vec<[f32; 3]>,
+    admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<GpuScene, E> {
+    check_triangle_count(count)?;
+    let bindings = layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices);
+    drop(vertices);
+    crate::host_memory::return_free_memory();
+    upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
+}
+
 /// mesh.wgsl packs node and leaf indices beside a leaf count.
 fn check_triangle_count(count: usize) -> Result<(), Error> {
     let max_triangles = 1usize << (32 - crate::bvh::LEAF_COUNT_BITS);
@@ -94,10 +113,11 @@ fn upload_bindings<E: From<Error>>(
     if bindings.oriented {
         check_triangle_count(count)?;
     }
-    let (bvh_kinds, linear_kinds, oriented) = (
+    let (bvh_kinds, linear_kinds, oriented, indexed) = (
         bindings.bvh_kinds(),
         bindings.linear_kinds(),
         bindings.oriented,
+        bindings.indexed,
     );
     let layout::SceneBindings {
         records,
@@ -145,5 +165,6 @@ fn upload_bindings<E: From<Error>>(
         bvh_kinds,
         linear_kinds,
         oriented,
+        indexed,
     })
 }

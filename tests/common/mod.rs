@@ -26,6 +26,14 @@ pub fn open_engine(options: EngineOptions) -> Engine {
 /// subgroups (256-bit vectors; 4 lanes without AVX) must run the subgroup kernels, and one held to the portable kernels; tests
 /// compare their answers bit for bit.
 pub fn subgroup_and_portable_engines(chunk_rows: usize) -> [Engine; 2] {
+    subgroup_and_portable_engines_with(EngineOptions {
+        chunk_rows: Some(chunk_rows),
+        ..Default::default()
+    })
+}
+
+/// [`subgroup_and_portable_engines`] with `options` otherwise.
+pub fn subgroup_and_portable_engines_with(options: EngineOptions) -> [Engine; 2] {
     let info = engine().adapter_info();
     let lavapipe = info.backend == wgpu::Backend::Vulkan
         && info.device_type == wgpu::DeviceType::Cpu
@@ -39,9 +47,8 @@ pub fn subgroup_and_portable_engines(chunk_rows: usize) -> [Engine; 2] {
     }
     let engines = [false, true].map(|portable_kernels| {
         open_engine(EngineOptions {
-            chunk_rows: Some(chunk_rows),
             portable_kernels,
-            ..Default::default()
+            ..options.clone()
         })
     });
     assert!(!engines[1].subgroup_kernels());
