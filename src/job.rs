@@ -42,6 +42,10 @@ pub struct MeshSetup {
     pub load: Duration,
     /// Hierarchy build and upload.
     pub build: Duration,
+    /// What the mesh's triangles and hierarchy hold on the device, and whether they are
+    /// indexed.
+    pub device_bytes: u64,
+    pub indexed: bool,
 }
 
 impl Summary {
@@ -59,11 +63,13 @@ impl Summary {
             self.adapter,
             self.non_finite_rows
         );
-        if let Some(MeshSetup { load, build }) = self.mesh_setup {
+        if let Some(setup) = self.mesh_setup {
             line += &format!(
-                "; mesh load {:.3} s, build {:.3} s",
-                load.as_secs_f64(),
-                build.as_secs_f64()
+                "; mesh load {:.3} s, build {:.3} s; triangles {:.1} MiB on the device ({})",
+                setup.load.as_secs_f64(),
+                setup.build.as_secs_f64(),
+                setup.device_bytes as f64 / f64::from(1 << 20),
+                if setup.indexed { "indexed" } else { "packed" },
             );
         }
         line
@@ -103,6 +109,8 @@ impl<'a> JobOutput<'a> {
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),
+            device_bytes: mesh.triangle_bytes(),
+            indexed: mesh.records() == crate::MeshRecords::Indexed,
         });
         self.started = Instant::now();
         Ok(mesh)

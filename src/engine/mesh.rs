@@ -156,13 +156,18 @@ impl GpuMesh {
     /// Bytes it holds on the device, its winding tree's counted whether or not a query has
     /// built it yet (a budget must not be overrun later by a winding query).
     pub fn device_bytes(&self) -> u64 {
-        let parts: u64 = self.parts.iter().map(|p| p.scene.device_bytes()).sum();
+        let parts = self.triangle_bytes();
         let winding = if self.parts.len() == 1 {
             WindingTree::max_gpu_bytes(self.mesh.triangles.len())
         } else {
             0
         };
         parts + winding
+    }
+
+    /// Bytes its triangles and hierarchies hold on the device (the winding tree aside).
+    pub fn triangle_bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.scene.device_bytes()).sum()
     }
 
     /// How its triangles are stored on the device: `Packed` or `Indexed` (never `Auto`).
@@ -291,21 +296,15 @@ impl Engine {
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let triangles = mesh.triangles.len() as u64;
         let indexed = self.choose_mesh_records(&mesh)?;
-        let part_bytes = if indexed {
-            INDEXED_PART_BYTES_PER_TRIANGLE
-        } else {
-            PART_BYTES_PER_TRIANGLE
-        };
-        let cap = (self.gpu.binding_bytes / part_bytes).max(1);
-        let winding = if triangles <= cap {
+        let (one_part, cap) = self.mesh_parts(&mesh, indexed);
+        let winding = if one_part {
             WindingTree::max_gpu_bytes(mesh.triangles.len())
         } else {
             0
         };
         // Parts are built one at a time: the build's peak is the largest part's.
-        let parts = if triangles <= cap {
+        let parts = if one_part {
             let scene = self
                 .upload_mesh_part(&mesh, offset, indexed, None, |bytes| admit(bytes + winding))?;
             vec![MeshPart {
@@ -339,18 +338,32 @@ impl Engine {
         })
     }
 
+    /// Whether the mesh fits one binding as it will be stored, and otherwise the most
+    /// triangles a part of it holds.
+    fn mesh_parts(&self, mesh: &Mesh, indexed: bool) -> (bool, u64) {
+        let binding = self.gpu.binding_bytes;
+        let triangles = mesh.triangles.len() as u64;
+        // The hierarchy's bound holds either way; indexed records also need their vertices.
+        let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE;
+        if !indexed {
+            return (nodes_fit, (binding / PART_BYTES_PER_TRIANGLE).max(1));
+        }
+        let words =
+            crate::gpu::layout::indexed_triangles_words(mesh.triangles.len(), mesh.vertices.len());
+        let records = 4 * words as u64;
+        (
+            nodes_fit && records <= binding,
+            (binding / INDEXED_PART_BYTES_PER_TRIANGLE).max(1),
+        )
+    }
+
     /// Whether the mesh's triangles go up indexed (`EngineOptions::mesh_records`), once the
     /// memory there is has been checked for the way chosen.
     fn choose_mesh_records(&self, mesh: &Mesh) -> Result<bool> {
         let check = |indexed: bool| {
             let triangles = mesh.triangles.len() as u64;
-            let part_bytes = if indexed {
-                INDEXED_PART_BYTES_PER_TRIANGLE
-            } else {
-                PART_BYTES_PER_TRIANGLE
-            };
-            let cap = (self.gpu.binding_bytes / part_bytes).max(1);
-            let winding = if triangles <= cap {
+            let (one_part, cap) = self.mesh_parts(mesh, indexed);
+            let winding = if one_part {
                 WindingTree::max_gpu_bytes(mesh.triangles.len())
             } else {
                 0

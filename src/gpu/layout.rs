@@ -505,6 +505,13 @@ impl TriangleHierarchy {
 /// Words a triangle's indexed record takes: its corners' vertex indices and its unit normal.
 const INDEXED_RECORD_WORDS: usize = 6;
 
+/// The words [`indexed_triangles`] takes for `count` triangles sharing `vertices` vertices.
+pub fn indexed_triangles_words(count: usize, vertices: usize) -> usize {
+    (INDEXED_RECORD_WORDS * count).next_multiple_of(4)
+        + 2 * count.next_multiple_of(4)
+        + 3 * vertices
+}
+
 /// The triangles of an oriented scene as `mesh_walk.wgsl` reads them with
 /// `TRIANGLE_RECORDS = 1`: per triangle of the leaf order `order` its three vertex indices and
 /// unit normal (computed in f64 from `corners`, as the packed records have it); then, each
@@ -518,10 +525,9 @@ pub fn indexed_triangles(
 ) -> Vec<u32> {
     use rayon::prelude::*;
     let count = order.len();
-    let round_up = |words: usize| words.next_multiple_of(4);
-    let record_words = round_up(INDEXED_RECORD_WORDS * count);
-    let table_words = round_up(count);
-    let mut words = vec![0u32; record_words + 2 * table_words + 3 * vertices.len()];
+    let record_words = (INDEXED_RECORD_WORDS * count).next_multiple_of(4);
+    let table_words = count.next_multiple_of(4);
+    let mut words = vec![0u32; indexed_triangles_words(count, vertices.len())];
     let (records, rest) = words.split_at_mut(record_words);
     let (indices, rest) = rest.split_at_mut(table_words);
     let (slots, vertex_words) = rest.split_at_mut(table_words);
