@@ -133,6 +133,18 @@ fn part_vertices(
     (vertices, Some(corner_ids))
 }
 
+/// How a mesh goes up (`Engine::plan_mesh`).
+struct MeshPlan {
+    /// Its triangles are stored indexed, not packed.
+    indexed: bool,
+    /// It fits one binding: one scene, and its winding tree may go on the device.
+    one_part: bool,
+    /// The most triangles a part holds otherwise.
+    cap: u64,
+    /// Bytes its winding tree may take on the device (0 for a mesh in parts).
+    winding: u64,
+}
+
 /// Keep the nearer of two answers for one row, ties to the lower triangle index; an
 /// overflowed traversal stays overflowed and a non-finite row stays as it is.
 fn keep_nearer(best: &mut GpuHit, candidate: GpuHit) {
@@ -296,13 +308,12 @@ impl Engine {
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let indexed = self.choose_mesh_records(&mesh)?;
-        let (one_part, cap) = self.mesh_parts(&mesh, indexed);
-        let winding = if one_part {
-            WindingTree::max_gpu_bytes(mesh.triangles.len())
-        } else {
-            0
-        };
+        let MeshPlan {
+            indexed,
+            one_part,
+            cap,
+            winding,
+        } = self.plan_mesh(&mesh)?;
         // Parts are built one at a time: the build's peak is the largest part's.
         let parts = if one_part {
             let scene = self
@@ -338,49 +349,55 @@ impl Engine {
         })
     }
 
-    /// Whether the mesh fits one binding as it will be stored, and otherwise the most
-    /// triangles a part of it holds.
-    fn mesh_parts(&self, mesh: &Mesh, indexed: bool) -> (bool, u64) {
+    /// How the mesh goes up stored `indexed` or packed: in one part or in parts of at most
+    /// `cap` triangles, and the winding tree's bytes beside a one-part mesh.
+    fn mesh_layout(&self, mesh: &Mesh, indexed: bool) -> MeshPlan {
         let binding = self.gpu.binding_bytes;
         let triangles = mesh.triangles.len() as u64;
         // The hierarchy's bound holds either way; indexed records also need their vertices.
         let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE;
-        if !indexed {
-            return (nodes_fit, (binding / PART_BYTES_PER_TRIANGLE).max(1));
-        }
-        let words =
-            crate::gpu::layout::indexed_triangles_words(mesh.triangles.len(), mesh.vertices.len());
-        let records = 4 * words as u64;
-        (
-            nodes_fit && records <= binding,
-            (binding / INDEXED_PART_BYTES_PER_TRIANGLE).max(1),
-        )
-    }
-
-    /// Whether the mesh's triangles go up indexed (`EngineOptions::mesh_records`), once the
-    /// memory there is has been checked for the way chosen.
-    fn choose_mesh_records(&self, mesh: &Mesh) -> Result<bool> {
-        let check = |indexed: bool| {
-            let triangles = mesh.triangles.len() as u64;
-            let (one_part, cap) = self.mesh_parts(mesh, indexed);
-            let winding = if one_part {
+        let (one_part, part_bytes) = if indexed {
+            let words = crate::gpu::layout::indexed_triangles_words(
+                mesh.triangles.len(),
+                mesh.vertices.len(),
+            );
+            (
+                nodes_fit && 4 * words as u64 <= binding,
+                INDEXED_PART_BYTES_PER_TRIANGLE,
+            )
+        } else {
+            (nodes_fit, PART_BYTES_PER_TRIANGLE)
+        };
+        MeshPlan {
+            indexed,
+            one_part,
+            cap: (binding / part_bytes).max(1),
+            winding: if one_part {
                 WindingTree::max_gpu_bytes(mesh.triangles.len())
             } else {
                 0
-            };
-            self.gpu.check_memory(
-                &format!("a mesh of {triangles} triangles"),
-                mesh_device_estimate(mesh, indexed) + winding,
-                triangles.min(cap) * BUILD_BYTES_PER_TRIANGLE,
-            )
+            },
+        }
+    }
+
+    /// The mesh's plan as `EngineOptions::mesh_records` asks, once the memory there is has
+    /// been checked for it.
+    fn plan_mesh(&self, mesh: &Mesh) -> Result<MeshPlan> {
+        let check = |indexed: bool| {
+            let plan = self.mesh_layout(mesh, indexed);
+            let triangles = mesh.triangles.len() as u64;
+            self.gpu
+                .check_memory(
+                    &format!("a mesh of {triangles} triangles"),
+                    mesh_device_estimate(mesh, indexed) + plan.winding,
+                    triangles.min(plan.cap) * BUILD_BYTES_PER_TRIANGLE,
+                )
+                .map(|()| plan)
         };
         match self.gpu.mesh_records {
-            MeshRecords::Packed => check(false).map(|()| false),
-            MeshRecords::Indexed => check(true).map(|()| true),
-            MeshRecords::Auto => match check(false) {
-                Ok(()) => Ok(false),
-                Err(packed) => check(true).map(|()| true).map_err(|_| packed),
-            },
+            MeshRecords::Packed => check(false),
+            MeshRecords::Indexed => check(true),
+            MeshRecords::Auto => check(false).or_else(|packed| check(true).map_err(|_| packed)),
         }
     }
 

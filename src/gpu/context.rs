@@ -75,7 +75,7 @@ pub struct JobTiming {
 /// docs/PERF.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
 const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 
-/// Storage buffers larger than this are uploaded piece by piece (`Context::storage_buffer`).
+/// Storage buffers larger than this are uploaded piece by piece (`Context::storage_buffer_words`).
 const UPLOAD_PIECE_BYTES: usize = 16 << 20;
 
 pub(crate) struct Kernels {

@@ -31,8 +31,8 @@ pub struct GpuScene {
     /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
     /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
     pub(crate) oriented: bool,
-    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about half the
-    /// bytes of packed records, a load more per triangle.
+    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about two
+    /// thirds of the bytes of packed records, a dependent load more per triangle test.
     pub(crate) indexed: bool,
 }
 
