@@ -345,17 +345,39 @@ pub struct Item {
     pub kind: u32,
 }
 
-/// An item being sorted into the hierarchy, with its position in the input.
+/// An item being sorted into the hierarchy, with its position in the input: its bounds rounded
+/// outwards to f32 (32 bytes, not 56: the build's largest array). The child boxes do not
+/// change, since rounding outwards commutes with taking unions; centres, and so the splits,
+/// may move in the last bits for shapes whose bounds f32 does not hold.
 #[derive(Clone, Copy)]
 struct Entry {
-    bounds: Bounds,
+    min: [f32; 3],
     index: u32,
+    max: [f32; 3],
     kind: u32,
 }
 
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+
 impl Entry {
+    fn new(bounds: Bounds, index: u32, kind: u32) -> Entry {
+        let (min, max) = outward(bounds);
+        Entry {
+            min,
+            index,
+            max,
+            kind,
+        }
+    }
+    fn bounds(&self) -> Bounds {
+        let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
+        Bounds {
+            min: wide(self.min),
+            max: wide(self.max),
+        }
+    }
     fn centre(&self) -> DVec3 {
-        self.bounds.centre()
+        self.bounds().centre()
     }
 }
 
@@ -395,11 +417,7 @@ pub fn build_with(
         .with_min_len(4096)
         .map(|i| {
             let Item { bounds, kind } = item(i);
-            Entry {
-                bounds,
-                index: i as u32,
-                kind,
-            }
+            Entry::new(bounds, i as u32, kind)
         })
         .collect();
     let builder = Builder {
@@ -540,7 +558,7 @@ impl Measured {
 
     fn with(self, e: &Entry) -> Measured {
         Measured {
-            bounds: self.bounds.union(e.bounds),
+            bounds: self.bounds.union(e.bounds()),
             centres: self.centres.grow_point(e.centre()),
         }
     }

@@ -301,3 +301,115 @@ fn binary_ply_streams_to_what_the_ascii_reader_reads() {
     cut.truncate(cut.len() - 3);
     assert_bad(&write(&dir, "cut2.ply", &cut), &["PLY", "`face` element 1"]);
 }
+
+/// Pseudonormals as they were once stored: every vertex's angle-weighted sum and every edge's
+/// sum of face normals, each added in triangle order. `Pseudonormals` keeps only the vertex
+/// sums and recomputes the rest; its answers must be these bits.
+struct StoredPseudonormals {
+    vertex: Vec<DVec3>,
+    edge: std::collections::BTreeMap<(u32, u32), DVec3>,
+}
+
+impl StoredPseudonormals {
+    fn new(mesh: &Mesh) -> StoredPseudonormals {
+        use closest::mesh::face_normal;
+        let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
+        let mut edge = std::collections::BTreeMap::new();
+        for (s, tri) in mesh.triangles.iter().enumerate() {
+            let corners = mesh.corners(s);
+            for k in 0..3 {
+                let (u, v) = (
+                    corners[(k + 1) % 3] - corners[k],
+                    corners[(k + 2) % 3] - corners[k],
+                );
+                let angle = u.cross(v).length().atan2(u.dot(v));
+                vertex[tri[k] as usize] = vertex[tri[k] as usize] + face_normal(mesh, s) * angle;
+                let (i, j) = (tri[k], tri[(k + 1) % 3]);
+                let sum = edge.entry((i.min(j), i.max(j))).or_insert(DVec3::ZERO);
+                *sum = *sum + face_normal(mesh, s);
+            }
+        }
+        StoredPseudonormals { vertex, edge }
+    }
+
+    fn sign(&self, mesh: &Mesh, t: usize, p: DVec3) -> (f64, DVec3) {
+        use closest::mesh::{Feature, closest_feature, face_normal};
+        let (q, feature) = closest_feature(p, mesh.corners(t));
+        let tri = mesh.triangles[t];
+        let normal = match feature {
+            Feature::Face => face_normal(mesh, t),
+            Feature::Vertex(k) => self.vertex[tri[k] as usize],
+            Feature::Edge(i, j) => {
+                let (i, j) = (tri[i], tri[j]);
+                self.edge[&(i.min(j), i.max(j))]
+            }
+        }
+        .normalize_or_zero();
+        (if (p - q).dot(normal) < 0.0 { -1.0 } else { 1.0 }, normal)
+    }
+}
+
+#[test]
+fn pseudonormals_are_the_bits_of_stored_sums() {
+    // Fandisk (closed), and a small mesh with five faces on edge 0–1 (four whose normals sum
+    // to other bits in another order, and one whose corners lie on a line), boundary edges
+    // and a triangle listing one vertex twice.
+    let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
+    let odd = Mesh::new(
+        vec![
+            v(0.0, 0.0, 0.0),
+            v(1.0, 0.0, 0.0),
+            v(0.32482480805757574, 1.0, 0.7344315366398247),
+            v(0.3461577641341791, -1.0, 0.6190916545212678),
+            v(0.3798145817171963, 0.503585382873625, 1.0),
+            v(0.48429910370513374, 0.5535912187285604, -1.0),
+            v(2.0, 0.0, 0.0),
+        ],
+        vec![
+            [0, 1, 2],
+            [1, 0, 3],
+            [0, 1, 4],
+            [1, 0, 5],
+            [1, 1, 2],
+            [0, 1, 6],
+            [2, 4, 3],
+        ],
+        "odd",
+    )
+    .unwrap();
+    let fandisk = load_mesh(&shared("fandisk.obj")).unwrap();
+    for mesh in [odd, fandisk] {
+        let normals = closest::mesh::Pseudonormals::new(&mesh);
+        let stored = StoredPseudonormals::new(&mesh);
+        let mut checked = 0;
+        for t in (0..mesh.triangles.len()).step_by(if mesh.triangles.len() < 100 { 1 } else { 7 }) {
+            let [a, b, c] = mesh.corners(t);
+            let n = closest::mesh::face_normal(&mesh, t) + v(0.01, 0.02, 0.03);
+            // Near each corner, edge and the face, on both sides.
+            let near = [
+                a,
+                b,
+                c,
+                (a + b) * 0.5,
+                (b + c) * 0.5,
+                (c + a) * 0.5,
+                (a + b + c) / 3.0,
+            ];
+            for base in near {
+                for side in [-0.05, 0.05] {
+                    let p = base + n * side + (base - (a + b + c) / 3.0) * 0.1;
+                    let (sign, normal) = normals.sign(&mesh, t, p);
+                    let (want_sign, want) = stored.sign(&mesh, t, p);
+                    assert_eq!(sign, want_sign, "triangle {t}, point {p:?}");
+                    assert_eq!(
+                        [normal.x, normal.y, normal.z].map(f64::to_bits),
+                        [want.x, want.y, want.z].map(f64::to_bits),
+                        "triangle {t}, point {p:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 14);
+    }
+}

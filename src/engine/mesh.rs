@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points};
 use crate::math::DVec3;
-use crate::mesh::{Mesh, Pseudonormals, Sign};
+use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};
 use crate::winding::WindingTree;
 
 /// A mesh uploaded once and queried many times: its triangles live on the device as a scene
@@ -51,9 +51,10 @@ const INDEXED_PART_BYTES_PER_TRIANGLE: u64 = 68;
 /// hierarchy node), besides 12 per vertex.
 const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 
-/// Host bytes per triangle a scene's build holds at its peak: the sorted entries (56), the
+/// Host bytes per triangle a scene's build holds at its peak: the sorted entries (32), the
 /// leaf order (8), nodes and spans, then the packed records beside the nodes (measured on the
-/// 2M-triangle torus: about 150, docs/PERF.md).
+/// 2M-triangle torus: about 150 with 56-byte entries, about 80 since; docs/PERF.md). Kept
+/// high: it only decides whether a build is refused up front.
 const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
 
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
@@ -201,8 +202,8 @@ impl GpuMesh {
     /// chunk's query points as given.
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
-        // Built on first use: an unsigned query needs none.
-        let normals = (sign != Sign::None)
+        // Built on first use: only pseudonormal signs need them.
+        let normals = (sign == Sign::Pseudonormal)
             .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
         hits.par_iter_mut()
             .zip(points.par_iter())
@@ -217,18 +218,17 @@ impl GpuMesh {
                     hit.point[2] as f64,
                 ) + self.offset;
                 hit.point = q.to_f32();
-                let Some(normals) = normals else {
-                    return;
-                };
                 let t = hit.shape as usize;
-                let (s, normal) = if sign == Sign::Winding {
-                    // The device marked the inside by the distance's sign bit (−0 on the
-                    // surface) and left the rest as it was.
-                    let inside = hit.distance.is_sign_negative();
-                    hit.distance = hit.distance.abs();
-                    (if inside { -1.0 } else { 1.0 }, normals.face(t))
-                } else {
-                    normals.sign(&self.mesh, t, DVec3::new(p[0], p[1], p[2]))
+                let (s, normal) = match (sign, normals) {
+                    (Sign::Winding, _) => {
+                        // The device marked the inside by the distance's sign bit (−0 on the
+                        // surface) and left the rest as it was.
+                        let inside = hit.distance.is_sign_negative();
+                        hit.distance = hit.distance.abs();
+                        (if inside { -1.0 } else { 1.0 }, face_normal(&self.mesh, t))
+                    }
+                    (_, Some(normals)) => normals.sign(&self.mesh, t, DVec3::new(p[0], p[1], p[2])),
+                    (_, None) => return,
                 };
                 hit.distance *= s as f32;
                 hit.normal = if hit.distance != 0.0 {

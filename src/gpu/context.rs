@@ -76,7 +76,7 @@ pub struct JobTiming {
 const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 
 /// Storage buffers larger than this are uploaded piece by piece (`Context::storage_buffer_words`).
-const UPLOAD_PIECE_BYTES: usize = 16 << 20;
+const UPLOAD_PIECE_BYTES: usize = 4 << 20;
 
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
