@@ -384,10 +384,6 @@ impl Entry {
 /// Spans at least this long build their two sides on two threads.
 const PARALLEL_SPAN: usize = 16 * 1024;
 
-fn span_len_parallel(len: usize) -> bool {
-    len >= PARALLEL_SPAN
-}
-
 /// Build over `items` (at least two), at most `leaf_size` items per leaf. `shape_offset` and
 /// `node_offset` are where this hierarchy's shapes and nodes will sit in the scene buffers.
 /// Large spans build their two sides in parallel; the result does not depend on the threads.
@@ -432,78 +428,6 @@ pub fn build_with(
     let measured = Measured::of(&entries);
     let mut tree = builder.inner(&mut entries, measured, 0, 1);
     // Inner children hold their node's offset from their parent until here.
-    for (n, node) in tree.nodes.iter_mut().enumerate() {
-        for child in &mut node.children {
-            if child.count == 0 {
-                child.first += node_offset + n as u32;
-            }
-        }
-    }
-    Bvh {
-        order: entries.iter().map(|e| e.index as usize).collect(),
-        nodes: tree.nodes,
-        depth: tree.depth,
-        spans: tree.spans,
-    }
-}
-
-/// [`build_with`] by Morton order (a linear BVH): the items sorted by the Morton code of their
-/// centres, each span split where its codes first differ. One sort and one pass, where the
-/// binned build passes over every level; the boxes are measured bottom-up. Items of one kind.
-pub fn build_morton(
-    count: usize,
-    item: &(dyn Fn(usize) -> Item + Sync),
-    leaf_size: usize,
-    shape_offset: u32,
-    node_offset: u32,
-) -> Bvh {
-    use rayon::prelude::*;
-    assert!(count >= 2, "a hierarchy needs two shapes or more");
-    let entries: Vec<Entry> = (0..count)
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(|i| {
-            let Item { bounds, kind } = item(i);
-            Entry::new(bounds, i as u32, kind)
-        })
-        .collect();
-    let centres = entries
-        .par_iter()
-        .with_min_len(4096)
-        .map(|e| Bounds::EMPTY.grow_point(e.centre()))
-        .reduce(|| Bounds::EMPTY, Bounds::union);
-    let extent = centres.max - centres.min;
-    let scale = |k: usize| {
-        let e = extent.get(k);
-        if e > 0.0 { 2097151.0 / e } else { 0.0 }
-    };
-    let scales = [scale(0), scale(1), scale(2)];
-    // 21 bits an axis, interleaved.
-    let spread = |v: u64| {
-        let mut x = v & 0x1f_ffff;
-        x = (x | x << 32) & 0x1f00000000ffff;
-        x = (x | x << 16) & 0x1f0000ff0000ff;
-        x = (x | x << 8) & 0x100f00f00f00f00f;
-        x = (x | x << 4) & 0x10c30c30c30c30c3;
-        (x | x << 2) & 0x1249249249249249
-    };
-    let mut keyed: Vec<(u64, Entry)> = entries
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(|e| {
-            let c = e.centre();
-            let q = |k: usize| ((c.get(k) - centres.min.get(k)) * scales[k]) as u64;
-            (spread(q(0)) << 2 | spread(q(1)) << 1 | spread(q(2)), e)
-        })
-        .collect();
-    keyed.par_sort_unstable_by_key(|(code, e)| (*code, e.index));
-    let codes: Vec<u64> = keyed.iter().map(|(c, _)| *c).collect();
-    let mut entries: Vec<Entry> = keyed.into_iter().map(|(_, e)| e).collect();
-    let builder = Builder {
-        leaf_size,
-        shape_offset,
-    };
-    let (_, mut tree, _) = builder.morton_inner(&mut entries, &codes, 0, 1);
     for (n, node) in tree.nodes.iter_mut().enumerate() {
         for child in &mut node.children {
             if child.count == 0 {
@@ -578,86 +502,6 @@ impl Builder {
         }
         tree.depth = tree.depth.max(level + 1);
         tree
-    }
-
-    /// The inner node over a Morton-sorted `span` (`codes` beside it): split where the codes'
-    /// highest differing bit changes (at the middle where they are all equal). Returns the
-    /// span's bounds with the subtree.
-    fn morton_inner(
-        &self,
-        span: &mut [Entry],
-        codes: &[u64],
-        offset: usize,
-        level: usize,
-    ) -> (Bounds, Subtree, (usize, usize)) {
-        let (first, last) = (codes[0], codes[codes.len() - 1]);
-        let mid = if first == last || level >= MEDIAN_DEPTH + 32 {
-            span.len() / 2
-        } else {
-            let bit = 63 - (first ^ last).leading_zeros();
-            codes.partition_point(|c| c >> bit & 1 == 0)
-        };
-        let (left, right) = span.split_at_mut(mid);
-        let (left_codes, right_codes) = codes.split_at(mid);
-        let (left, right) = if span_len_parallel(left.len() + right.len()) {
-            rayon::join(
-                || self.morton_child(left, left_codes, offset, level + 1),
-                || self.morton_child(right, right_codes, offset + mid, level + 1),
-            )
-        } else {
-            (
-                self.morton_child(left, left_codes, offset, level + 1),
-                self.morton_child(right, right_codes, offset + mid, level + 1),
-            )
-        };
-        let bounds = left.3.union(right.3);
-        let mut tree = Subtree {
-            nodes: vec![GpuBvhNode::default()],
-            spans: vec![[left.2, right.2]],
-            depth: 0,
-        };
-        for (side, (record, below, _, _)) in [left, right].into_iter().enumerate() {
-            let mut record = record;
-            if let Some(below) = below {
-                record.first = tree.nodes.len() as u32;
-                tree.depth = tree.depth.max(below.depth);
-                tree.nodes.extend(below.nodes);
-                tree.spans.extend(below.spans);
-            }
-            tree.nodes[0].children[side] = record;
-        }
-        tree.depth = tree.depth.max(level + 1);
-        (bounds, tree, (offset, offset + span.len()))
-    }
-
-    fn morton_child(
-        &self,
-        span: &mut [Entry],
-        codes: &[u64],
-        offset: usize,
-        level: usize,
-    ) -> (GpuBvhChild, Option<Subtree>, (usize, usize), Bounds) {
-        let range = (offset, offset + span.len());
-        if span.len() <= self.leaf_size {
-            span.sort_unstable_by_key(|e| e.index);
-            let bounds = span.iter().fold(Bounds::EMPTY, |b, e| b.union(e.bounds()));
-            let (min, max) = outward(bounds);
-            let record = GpuBvhChild {
-                min,
-                max,
-                first: self.shape_offset + offset as u32,
-                count: span.len() as u32 | span[0].kind << LEAF_KIND_SHIFT,
-            };
-            return (record, None, range, bounds);
-        }
-        let (bounds, tree, _) = self.morton_inner(span, codes, offset, level);
-        let (min, max) = outward(bounds);
-        let record = GpuBvhChild {
-            min,
-            max,
-            ..GpuBvhChild::default()
-        };
-        (record, Some(tree), range, bounds)
     }
 
     /// A child over `span` (its bounds `measured` where the split already knew them): its

@@ -472,15 +472,8 @@ impl TriangleHierarchy {
                 kind: ShapeKind::Triangle as u32,
             }
         };
-        let clock = std::time::Instant::now();
-        let mut built = if std::env::var_os("CLOSEST_MORTON").is_some() {
-            bvh::build_morton(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0)
-        } else {
-            bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0)
-        };
-        eprintln!("TIMING hierarchy {:.3}", clock.elapsed().as_secs_f64());
+        let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
         built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
-        eprintln!("TIMING orient {:.3}", clock.elapsed().as_secs_f64());
         TriangleHierarchy {
             packed: bvh::pack_oriented(&built.nodes),
             node_count: built.nodes.len() as u32,
