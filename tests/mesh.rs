@@ -351,9 +351,9 @@ impl StoredPseudonormals {
 
 #[test]
 fn pseudonormals_are_the_bits_of_stored_sums() {
-    // Fandisk (closed), and a small mesh with five faces on edge 0–1 (four whose normals sum
-    // to other bits in another order, and one whose corners lie on a line), boundary edges
-    // and a triangle listing one vertex twice.
+    // Fandisk (closed), the bunny (with holes), and a small mesh with five faces on edge 0–1
+    // (four whose normals sum to other bits in another order, and one whose corners lie on a
+    // line), boundary edges and a triangle listing one vertex twice.
     let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
     let odd = Mesh::new(
         vec![
@@ -378,7 +378,11 @@ fn pseudonormals_are_the_bits_of_stored_sums() {
     )
     .unwrap();
     let fandisk = load_mesh(&shared("fandisk.obj")).unwrap();
-    for mesh in [odd, fandisk] {
+    for mesh in [
+        odd,
+        fandisk,
+        load_mesh(&shared("stanford-bunny.obj")).unwrap(),
+    ] {
         let normals = closest::mesh::Pseudonormals::new(&mesh);
         let stored = StoredPseudonormals::new(&mesh);
         let mut checked = 0;
