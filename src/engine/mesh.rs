@@ -21,7 +21,7 @@ pub struct GpuMesh {
     mesh: Mesh,
     offset: DVec3,
     parts: Vec<MeshPart>,
-    /// Built on the first query that signs at all.
+    /// Built on the first query that signs by pseudonormal.
     normals: std::sync::OnceLock<Pseudonormals>,
     /// The winding-number hierarchy on the device (`WindingTree::gpu_words`), uploaded on the
     /// first query that signs by winding number, where it fits one binding beside a one-part

@@ -439,7 +439,7 @@ pub fn triangle_bindings(
 }
 
 /// [`triangle_bindings`] with indexed records (`indexed_triangles`): the same hierarchy, about
-/// half the bytes a triangle. `corner_ids(i)` are triangle i's indices into `vertices`, the
+/// three quarters of the bytes (docs/PERF.md). `corner_ids(i)` are triangle i's indices into `vertices`, the
 /// corners as `corners(i)` gives them rounded to f32. Scenes too small for a hierarchy are
 /// scanned linearly, packed, as by [`triangle_bindings`].
 pub fn indexed_triangle_bindings(
