@@ -1,6 +1,7 @@
 // Nearest triangle, one lane at a time: every adapter (see mesh_walk.wgsl).
 #import mesh_walk
 #import winding_walk
+#import pseudonormal
 #import shared/one_lane
 
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
@@ -31,24 +32,24 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
 
 fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
     let at = 1u + 4u * node;
-    return array<vec4<u32>, 4>(winding[at], winding[at + 1u], winding[at + 2u], winding[at + 3u]);
+    return array<vec4<u32>, 4>(sign_data[at], sign_data[at + 1u], sign_data[at + 2u], sign_data[at + 3u]);
 }
 
 // Triangles `t` and, if `both`, `t + 1` of the winding tree (records 3..6 zero otherwise).
 fn load_winding_triangle_pair(t: u32, both: bool) -> array<vec4<f32>, 6> {
     let at = winding_triangles + 3u * t;
     var r = array<vec4<f32>, 6>(
-        bitcast<vec4<f32>>(winding[at]),
-        bitcast<vec4<f32>>(winding[at + 1u]),
-        bitcast<vec4<f32>>(winding[at + 2u]),
+        bitcast<vec4<f32>>(sign_data[at]),
+        bitcast<vec4<f32>>(sign_data[at + 1u]),
+        bitcast<vec4<f32>>(sign_data[at + 2u]),
         vec4<f32>(0.0),
         vec4<f32>(0.0),
         vec4<f32>(0.0),
     );
     if both {
-        r[3] = bitcast<vec4<f32>>(winding[at + 3u]);
-        r[4] = bitcast<vec4<f32>>(winding[at + 4u]);
-        r[5] = bitcast<vec4<f32>>(winding[at + 5u]);
+        r[3] = bitcast<vec4<f32>>(sign_data[at + 3u]);
+        r[4] = bitcast<vec4<f32>>(sign_data[at + 4u]);
+        r[5] = bitcast<vec4<f32>>(sign_data[at + 5u]);
     }
     return r;
 }

@@ -4,6 +4,7 @@
 // software adapters would load it once per lane (shared/subgroup.wgsl).
 #import mesh_walk
 #import winding_walk
+#import pseudonormal
 #import shared/subgroup
 
 // Word `i` of each record array (4 words a vec4).
@@ -12,7 +13,7 @@ fn node_word(i: u32) -> u32 {
 }
 
 fn winding_word(i: u32) -> u32 {
-    return winding[i >> 2u][i & 3u];
+    return sign_data[i >> 2u][i & 3u];
 }
 
 // A node: 16 words, 2 a lane.

@@ -24,6 +24,9 @@
 // BvhNode (src/bvh.rs) as six vec4s: left centre + first, left half extents + count, the
 // same for the right child, then the left and right rotations.
 @group(0) @binding(5) var<storage, read> nodes: array<vec4<u32>>;
+// The mesh's sign data, for the jobs that sign on the device: its winding tree
+// (winding_walk.wgsl) or its pseudonormal table (pseudonormal.wgsl).
+@group(0) @binding(6) var<storage, read> sign_data: array<vec4<u32>>;
 
 // A child to open: `first << 3 | leaf count` (0 for an inner node) and its squared distance.
 struct MeshStackEntry {
@@ -255,14 +258,26 @@ fn write_row(row: u32, p: vec3<f32>, slot: u32) {
         return;
     }
     // The winner's answer as query.wgsl's `finish` gives it for a triangle.
-    let proj = triangle_point(slot, p);
+    let r = triangle_records(slot);
+    let local = p - r[0].xyz;
+    var proj = project_triangle(local, r[1].xyz, r[2].xyz, vec3<f32>(r[0].w, r[1].w, r[2].w));
+    proj.point = proj.point + r[0].xyz;
     let delta = p - proj.point;
     let len = length(delta);
     var normal = proj.normal;
     if len > 0.0 {
         normal = delta / len;
     }
-    write_hit(row, Hit(proj.point, len, normal, i32(scene_index(slot))));
+    let index = scene_index(slot);
+    var distance = len;
+    if PSEUDONORMAL_SIGNS != 0u {
+        // As the host signs (GpuMesh::finish): a surface row (−0 inside) takes the
+        // pseudonormal itself.
+        let signed = pseudonormal_sign(index, r, local);
+        distance = signed.sign * len;
+        normal = select(signed.normal, signed.sign * normal, distance != 0.0);
+    }
+    write_hit(row, Hit(proj.point, distance, normal, i32(index)));
 }
 
 fn slot_of(index: i32) -> u32 {

@@ -6,10 +6,10 @@
 // `any_lane` (shared/walk.wgsl), so mesh.wgsl and mesh_subgroup.wgsl each have an entry.
 #import mesh_walk
 
-// WindingTree::gpu_words: a header (node count, first triangle word, triangle count), per
-// node its clusters as (centre, radius) × 2 then (normal, first << LEAF_COUNT_BITS | count)
-// × 2, then the triangles as (a, b, c), all moved like the mesh.
-@group(0) @binding(6) var<storage, read> winding: array<vec4<u32>>;
+// `sign_data` (mesh_walk.wgsl) holds WindingTree::gpu_words: a header (node count, first
+// triangle word, triangle count), per node its clusters as (centre, radius) × 2 then (normal,
+// first << LEAF_COUNT_BITS | count) × 2, then the triangles as (a, b, c), all moved like the
+// mesh.
 
 const INV_2PI: f32 = 0.15915494309189535;
 
@@ -88,7 +88,7 @@ fn open_cluster(
 // The winding number at p (NaN when the walk outgrows its stack); lanes that are not
 // `wanted` walk along.
 fn winding_number(p: vec3<f32>, wanted: bool) -> f32 {
-    let header = winding[0];
+    let header = sign_data[0];
     winding_triangles = header.y;
     var total = 0.0;
     if header.x == 0u {

@@ -201,6 +201,11 @@ pub struct Pseudonormals {
     crowded_edges: std::collections::HashMap<u32, DVec3>,
 }
 
+/// `Pseudonormals::gpu_words`: an edge of one face.
+pub const EDGE_BOUNDARY: u32 = u32::MAX;
+/// `Pseudonormals::gpu_words`: the flag of an edge of more than two faces, whose sum is stored.
+pub const EDGE_CROWDED: u32 = 1 << 31;
+
 /// Triangles whose face normals and angles are computed together before they are summed.
 const NORMAL_BATCH: usize = 1 << 16;
 
@@ -300,12 +305,75 @@ impl Pseudonormals {
         self.crowded_edges[&h]
     }
 
+    /// The table the device signs by (shaders/pseudonormal.wgsl, whose f64 twin is
+    /// [`Pseudonormals::sign`]): a 4-word header (first vertex word, first crowded-edge word),
+    /// per triangle its vertex indices and per edge k (corner k to k + 1) the triangle across
+    /// it, [`EDGE_BOUNDARY`] or [`EDGE_CROWDED`] | its stored sum; then the unit vertex
+    /// pseudonormals and the unit sums of the edges of more than two faces, three f32 each.
+    /// Faces' and two-face edges' normals are the device's own f32 face normals.
+    pub fn gpu_words(&self, mesh: &Mesh) -> Vec<u32> {
+        let count = mesh.triangles.len();
+        // One sum per crowded edge, numbered in the order of its lowest half-edge.
+        let mut crowded_index = std::collections::HashMap::new();
+        let mut crowded_sums = Vec::new();
+        let mut crowded: Vec<u32> = self.crowded_edges.keys().copied().collect();
+        crowded.sort_unstable();
+        for h in crowded {
+            if crowded_index.contains_key(&h) {
+                continue;
+            }
+            let index = EDGE_CROWDED | crowded_sums.len() as u32;
+            let mut other = h;
+            loop {
+                crowded_index.insert(other, index);
+                other = self.next_on_edge[other as usize];
+                if other == h {
+                    break;
+                }
+            }
+            crowded_sums.push(self.crowded_edges[&h]);
+        }
+        let vertex_word = 4 + 6 * count;
+        let crowded_word = vertex_word + 3 * self.vertex.len();
+        let mut words = Vec::with_capacity(crowded_word + 3 * crowded_sums.len());
+        words.extend([vertex_word as u32, crowded_word as u32, 0, 0]);
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            words.extend_from_slice(tri);
+            words.extend((0..3).map(|k| {
+                let h = (3 * t + k) as u32;
+                let other = self.next_on_edge[h as usize];
+                if other == h {
+                    EDGE_BOUNDARY
+                } else {
+                    crowded_index.get(&h).copied().unwrap_or(other / 3)
+                }
+            }));
+        }
+        let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
+        words.extend(self.vertex.iter().flat_map(unit_words));
+        words.extend(crowded_sums.iter().flat_map(unit_words));
+        words
+    }
+
+    /// The most bytes [`Pseudonormals::gpu_words`] takes for a mesh of `triangles` and
+    /// `vertices` (at most one crowded edge per three half-edges).
+    pub fn max_gpu_bytes(triangles: usize, vertices: usize) -> u64 {
+        4 * (4 + 9 * triangles as u64 + 3 * vertices as u64)
+    }
+
     /// The sign of `p` against triangle `t` of `mesh`, with the unit pseudonormal of the
     /// feature nearest to `p` (zero where it vanishes, e.g. on a degenerate sliver).
     pub fn sign(&self, mesh: &Mesh, t: usize, p: DVec3) -> (f64, DVec3) {
         let (q, feature) = closest_feature(p, mesh.corners(t));
+        let normal = self.feature_normal(mesh, t, feature);
+        let sign = if (p - q).dot(normal) < 0.0 { -1.0 } else { 1.0 };
+        (sign, normal)
+    }
+
+    /// The unit pseudonormal of `feature` of triangle `t` (zero where it vanishes).
+    pub fn feature_normal(&self, mesh: &Mesh, t: usize, feature: Feature) -> DVec3 {
         let tri = mesh.triangles[t];
-        let normal = match feature {
+        match feature {
             Feature::Face => face_normal(mesh, t),
             Feature::Vertex(k) => self.vertex[tri[k] as usize],
             Feature::Edge(i, j) => {
@@ -315,9 +383,7 @@ impl Pseudonormals {
                 self.edge_sum(mesh, (3 * t + k) as u32)
             }
         }
-        .normalize_or_zero();
-        let sign = if (p - q).dot(normal) < 0.0 { -1.0 } else { 1.0 };
-        (sign, normal)
+        .normalize_or_zero()
     }
 }
 

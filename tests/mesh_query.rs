@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use closest::io::load_mesh;
-use closest::mesh::{Mesh, Sign, winding_number};
+use closest::mesh::{Feature, Mesh, Sign, winding_number};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
 use closest::{EngineOptions, MeshRecords};
@@ -672,4 +672,179 @@ fn meshes_go_up_indexed_where_only_indexed_records_fit_the_memory() {
         upload(MeshRecords::Auto, 1 << 30).unwrap().records(),
         MeshRecords::Packed
     );
+}
+
+/// `mesh` with `other`'s triangles beside it, moved by `by`.
+fn with_beside(mesh: &Mesh, other: &Mesh, by: DVec3) -> Mesh {
+    let base = mesh.vertices.len() as u32;
+    let vertices = mesh
+        .vertices
+        .iter()
+        .copied()
+        .chain(other.vertices.iter().map(|&v| v + by))
+        .collect();
+    let triangles = mesh
+        .triangles
+        .iter()
+        .copied()
+        .chain(other.triangles.iter().map(|t| t.map(|v| v + base)))
+        .collect();
+    Mesh::new(vertices, triangles, "beside").unwrap()
+}
+
+/// Points where signs are hard: on vertices, edges and faces, just off them along the face
+/// normal, and beyond each edge in the triangle's plane (creases, holes' rims).
+fn feature_points(mesh: &Mesh, stride: usize) -> Vec<DVec3> {
+    let (lo, hi) = mesh.bounds();
+    let size = (hi - lo).length();
+    let mut points = Vec::new();
+    for t in (0..mesh.triangles.len()).step_by(stride) {
+        let [a, b, c] = mesh.corners(t);
+        let n = reference::triangle_unit_normal(a, b, c);
+        let centroid = (a + b + c) * (1.0 / 3.0);
+        for f in [
+            a,
+            b,
+            c,
+            (a + b) * 0.5,
+            (b + c) * 0.5,
+            (c + a) * 0.5,
+            centroid,
+        ] {
+            points.push(f);
+            for h in [1e-7, 1e-4, 2e-2] {
+                points.push(f + n * (size * h));
+                points.push(f - n * (size * h));
+            }
+        }
+        for m in [(a + b) * 0.5, (b + c) * 0.5, (c + a) * 0.5] {
+            for h in [1e-4, 2e-2] {
+                points.push(m + (m - centroid).normalize_or_zero() * (size * h));
+            }
+        }
+    }
+    points
+}
+
+fn all_features() -> [Feature; 7] {
+    [
+        Feature::Face,
+        Feature::Vertex(0),
+        Feature::Vertex(1),
+        Feature::Vertex(2),
+        Feature::Edge(0, 1),
+        Feature::Edge(1, 2),
+        Feature::Edge(0, 2),
+    ]
+}
+
+#[test]
+fn device_pseudonormal_signs_equal_the_f64_twin() {
+    // The device finds the nearest feature in f32 and reads its pseudonormal from a table
+    // (shaders/pseudonormal.wgsl); the host's f64 `Pseudonormals::sign` on the same triangle
+    // is its twin. Fandisk (sharp creases), the bunny (holes: boundary edges), and a fan of
+    // five faces on one edge beside fandisk (a stored crowded-edge sum); packed and indexed
+    // records, subgroup and portable kernels.
+    let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
+    let fan = Mesh::new(
+        vec![
+            v(0.0, 0.0, 0.0),
+            v(1.0, 0.0, 0.0),
+            v(0.3, 1.0, 0.7),
+            v(0.35, -1.0, 0.6),
+            v(0.38, 0.5, 1.0),
+            v(0.48, 0.55, -1.0),
+            v(0.4, -0.6, -0.9),
+        ],
+        vec![
+            [0, 1, 2],
+            [1, 0, 3],
+            [0, 1, 4],
+            [1, 0, 5],
+            [0, 1, 6],
+            [2, 4, 3],
+        ],
+        "fan",
+    )
+    .unwrap();
+    let fandisk = shared("fandisk.obj");
+    let (lo, hi) = fandisk.bounds();
+    let meshes = [
+        ("fandisk", fandisk.clone(), 7),
+        ("bunny", shared("stanford-bunny.obj"), 97),
+        (
+            "fandisk and a fan",
+            with_beside(&fandisk, &fan, DVec3::new(hi.x - lo.x, 0.0, 0.0) * 1.5),
+            29,
+        ),
+    ];
+    let mut rng = Rng::new(45);
+    for (name, mesh, stride) in meshes {
+        let normals = closest::mesh::Pseudonormals::new(&mesh);
+        let mut points = feature_points(&mesh, stride);
+        points.extend(probe_points(&mut rng, &mesh, 500));
+        if name == "fandisk and a fan" {
+            let fan_only = Mesh {
+                vertices: mesh.vertices[fandisk.vertices.len()..].to_vec(),
+                triangles: fan.triangles.clone(),
+            };
+            points.extend(feature_points(&fan_only, 1));
+        }
+        let rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+        for records in [MeshRecords::Packed, MeshRecords::Indexed] {
+            let options = EngineOptions {
+                mesh_records: records,
+                ..Default::default()
+            };
+            let answers = subgroup_and_portable_engines_with(options).map(|e| {
+                let gpu = e.upload_mesh(mesh.clone()).unwrap();
+                e.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap()
+            });
+            let what = format!("{name}, {records:?}");
+            assert_same_hits(&answers[0], &answers[1], &what);
+            let (lo, hi) = mesh.bounds();
+            let wrong: Vec<String> = points
+                .iter()
+                .zip(&answers[0])
+                .filter_map(|(&p, hit)| {
+                    let (sign, normal) = normals.sign(&mesh, hit.shape as usize, p);
+                    let tol = tolerance(p.max_abs().max(lo.max_abs()).max(hi.max_abs()));
+                    let device = if hit.distance < 0.0 { -1.0 } else { 1.0 };
+                    // Where moving p by the bound changes the f64 sign (its closest point on a
+                    // boundary between features whose pseudonormals disagree: folds, holes'
+                    // rims), rounding decides, and the sign may go either way.
+                    let t = hit.shape as usize;
+                    let stable = (0..6).all(|k| {
+                        let mut moved = [p.x, p.y, p.z];
+                        moved[k / 2] += if k % 2 == 0 { tol } else { -tol };
+                        normals.sign(&mesh, t, DVec3::from_array(moved)).0 == sign
+                    });
+                    let sign_differs = hit.distance.abs() as f64 > tol && stable && device != sign;
+                    // On the surface the normal is the feature's pseudonormal.
+                    let device_normal = DVec3::new(
+                        hit.normal[0] as f64,
+                        hit.normal[1] as f64,
+                        hit.normal[2] as f64,
+                    );
+                    // On the surface the nearest feature is a matter of rounding: the normal
+                    // must be the pseudonormal of one of the triangle's seven.
+                    let normal_differs = hit.distance == 0.0
+                        && all_features().iter().all(|&feature| {
+                            let normal = normals.feature_normal(&mesh, hit.shape as usize, feature);
+                            (device_normal - normal).length() > 1e-5
+                        });
+                    (sign_differs || normal_differs).then(|| {
+                        format!("{p:?}: device {hit:?}, host sign {sign} normal {normal:?}")
+                    })
+                })
+                .collect();
+            assert!(
+                wrong.is_empty(),
+                "{what}: {} of {} rows differ, e.g.\n{}",
+                wrong.len(),
+                points.len(),
+                wrong[..wrong.len().min(6)].join("\n")
+            );
+        }
+    }
 }

@@ -4,6 +4,7 @@
 use super::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
+use crate::gpu::plan::DeviceSign;
 use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};
@@ -21,7 +22,11 @@ pub struct GpuMesh {
     mesh: Mesh,
     offset: DVec3,
     parts: Vec<MeshPart>,
-    /// Built on the first query that signs by pseudonormal.
+    /// The pseudonormal table on the device (`Pseudonormals::gpu_words`), uploaded on the
+    /// first query that signs by pseudonormal, where it fits one binding beside a one-part
+    /// mesh.
+    device_normals: std::sync::OnceLock<wgpu::Buffer>,
+    /// The same on the host, which signs by pseudonormal where it does not.
     normals: std::sync::OnceLock<Pseudonormals>,
     /// The winding-number hierarchy on the device (`WindingTree::gpu_words`), uploaded on the
     /// first query that signs by winding number, where it fits one binding beside a one-part
@@ -56,6 +61,14 @@ const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 /// 2M-triangle torus: about 150 with 56-byte entries, about 80 since; docs/PERF.md). Kept
 /// high: it only decides whether a build is refused up front.
 const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
+
+/// The most bytes a one-part mesh's sign data takes on the device: its winding tree and its
+/// pseudonormal table, each built by the first query that signs that way.
+fn sign_data_bytes(mesh: &Mesh) -> u64 {
+    let triangles = mesh.triangles.len();
+    WindingTree::max_gpu_bytes(triangles)
+        + Pseudonormals::max_gpu_bytes(triangles, mesh.vertices.len())
+}
 
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
 const PART_BLOCK_CHUNKS: usize = 4;
@@ -166,16 +179,15 @@ impl GpuMesh {
         &self.mesh
     }
 
-    /// Bytes it holds on the device, its winding tree's counted whether or not a query has
-    /// built it yet (a budget must not be overrun later by a winding query).
+    /// Bytes it holds on the device, its sign data's counted whether or not a query has
+    /// built it yet (a budget must not be overrun later by a signed query).
     pub fn device_bytes(&self) -> u64 {
-        let parts = self.triangle_bytes();
-        let winding = if self.parts.len() == 1 {
-            WindingTree::max_gpu_bytes(self.mesh.triangles.len())
+        let sign_data = if self.parts.len() == 1 {
+            sign_data_bytes(&self.mesh)
         } else {
             0
         };
-        parts + winding
+        self.triangle_bytes() + sign_data
     }
 
     /// Bytes its triangles and hierarchies hold on the device (the winding tree aside).
@@ -198,11 +210,12 @@ impl GpuMesh {
         self.parts.len()
     }
 
-    /// Shift a chunk's answers back to world coordinates and sign them. `points` are the
-    /// chunk's query points as given.
+    /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, unless
+    /// the device signed them already. `points` are the chunk's query points as given (unread
+    /// where the device signed).
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
-        // Built on first use: only pseudonormal signs need them.
+        // Built on first use: only pseudonormal signs on the host need them.
         let normals = (sign == Sign::Pseudonormal)
             .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
         hits.par_iter_mut()
@@ -255,6 +268,29 @@ impl GpuMesh {
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("winding tree", words))?;
         Ok(Some(self.winding.get_or_init(|| buffer)))
+    }
+
+    /// The pseudonormal table on the device, built and uploaded on first use; `None` where the
+    /// mesh has several parts, is too small for a hierarchy (query.wgsl scans it, unsigned) or
+    /// the table would not fit one binding: the host signs then.
+    fn pseudonormal_buffer(&self, engine: &Engine) -> Result<Option<&wgpu::Buffer>> {
+        if let Some(buffer) = self.device_normals.get() {
+            return Ok(Some(buffer));
+        }
+        let max = engine.gpu.binding_bytes;
+        let (triangles, vertices) = (self.mesh.triangles.len(), self.mesh.vertices.len());
+        let [part] = self.parts.as_slice() else {
+            return Ok(None);
+        };
+        if !part.scene.oriented || Pseudonormals::max_gpu_bytes(triangles, vertices) > max {
+            return Ok(None);
+        }
+        // The f64 sums live only while their table is written.
+        let words = Pseudonormals::new(&self.mesh).gpu_words(&self.mesh);
+        let buffer = engine
+            .gpu
+            .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
+        Ok(Some(self.device_normals.get_or_init(|| buffer)))
     }
 
     fn host_winding(&self) -> &WindingTree {
@@ -340,6 +376,7 @@ impl Engine {
             parts
         };
         Ok(GpuMesh {
+            device_normals: std::sync::OnceLock::new(),
             normals: std::sync::OnceLock::new(),
             winding: std::sync::OnceLock::new(),
             host_winding: std::sync::OnceLock::new(),
@@ -502,8 +539,23 @@ impl Engine {
         } else {
             Sign::None
         };
+        // The device signs where the mesh is one part and its sign data fits one binding.
+        let device_sign = match (sign, mesh.parts.as_slice()) {
+            (_, [_, _, ..]) => None,
+            (Sign::None, _) => Some(DeviceSign::None),
+            (Sign::Winding, _) => mesh.winding_buffer(self)?.map(DeviceSign::Winding),
+            (Sign::Pseudonormal, _) => mesh
+                .pseudonormal_buffer(self)?
+                .map(DeviceSign::Pseudonormal),
+        };
+        // What the host still does to the device's answers: pseudonormal rows signed there
+        // are finished unsigned; winding rows come back marked by their distance's sign bit.
+        let host_sign = match device_sign {
+            Some(DeviceSign::Pseudonormal(_)) => Sign::None,
+            _ => sign,
+        };
         let mut device_fields = fields.with(SHAPE);
-        if sign != Sign::None {
+        if host_sign != Sign::None {
             device_fields = device_fields.with(DISTANCE);
         }
         // Each chunk's points wait here from fill to drain (at most two chunks are in flight).
@@ -527,7 +579,7 @@ impl Engine {
                 Some(hits) => answers.extend_from_slice(hits),
                 None => answers.extend((0..rows.len()).map(|i| rows.hit(i))),
             }
-            mesh.finish(&chunk, &mut answers, sign);
+            mesh.finish(&chunk, &mut answers, host_sign);
             if device_fields.is_all() {
                 return sink.take(
                     first,
@@ -537,18 +589,10 @@ impl Engine {
             pack_hits(device_fields, &answers, &mut packed);
             sink.take(first, PackedRows::new(device_fields, &packed))
         };
-        let winding = match sign {
-            Sign::Winding => mesh.winding_buffer(self)?,
-            _ => None,
-        };
-        // The device answers and signs in one pass where the mesh is one part and its
-        // winding tree (if asked for) is on the device.
-        if let [part] = mesh.parts.as_slice()
-            && (sign != Sign::Winding || winding.is_some())
-        {
+        if let ([part], Some(device_sign)) = (mesh.parts.as_slice(), device_sign) {
             return self.query_scene_signed_stream(
                 &part.scene,
-                winding,
+                device_sign,
                 rows,
                 &mut source,
                 crate::Mode::Surface,
@@ -601,7 +645,7 @@ impl Engine {
                 };
                 self.query_scene_signed_stream(
                     &part.scene,
-                    None,
+                    DeviceSign::None,
                     block.len(),
                     &mut source,
                     crate::Mode::Surface,

@@ -158,7 +158,15 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        self.query_scene_signed_stream(scene, None, rows, source, mode, fields, sink)
+        self.query_scene_signed_stream(
+            scene,
+            plan::DeviceSign::None,
+            rows,
+            source,
+            mode,
+            fields,
+            sink,
+        )
     }
 
     /// Nearest shape of `scene` for every point, only `fields` computed and returned.
@@ -176,7 +184,7 @@ impl Engine {
     }
 
     /// [`Engine::query_scene_fields_stream`] for a mesh's scene, its answers signed on the
-    /// device by `winding` (`WindingTree::gpu_words`) when given.
+    /// device as `sign` says.
     #[expect(
         clippy::too_many_arguments,
         reason = "one job's inputs, passed through"
@@ -184,7 +192,7 @@ impl Engine {
     pub(crate) fn query_scene_signed_stream(
         &self,
         scene: &GpuScene,
-        winding: Option<&wgpu::Buffer>,
+        sign: plan::DeviceSign<'_>,
         rows: usize,
         source: &mut dyn RowSource,
         mode: Mode,
@@ -194,7 +202,7 @@ impl Engine {
         stream::run(
             &self.gpu,
             &self.slots,
-            &plan::Job::Nearest { scene, winding }.plan(&self.gpu, fields)?,
+            &plan::Job::Nearest { scene, sign }.plan(&self.gpu, fields)?,
             rows,
             Some(source),
             None,

@@ -104,6 +104,8 @@ pub(crate) struct PipelineKey {
     pub fields: u32,
     /// `TRIANGLE_RECORDS`: a triangle scene's records are indexed.
     pub indexed_triangles: bool,
+    /// `PSEUDONORMAL_SIGNS`: a mesh's rows are signed by pseudonormal as they are answered.
+    pub pseudonormal_signs: bool,
 }
 
 impl Kernels {
@@ -124,6 +126,7 @@ impl Kernels {
             linear_kinds,
             fields,
             indexed_triangles,
+            pseudonormal_signs,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -137,6 +140,7 @@ impl Kernels {
                     Override::BvhKinds => bvh_kinds,
                     Override::LinearKinds => linear_kinds,
                     Override::TriangleRecords => u32::from(indexed_triangles),
+                    Override::PseudonormalSigns => u32::from(pseudonormal_signs),
                 };
                 (o.name(), f64::from(value))
             })

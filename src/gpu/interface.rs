@@ -31,8 +31,9 @@ pub enum Slot {
     KindRanges = 4,
     /// The scene's hierarchy.
     Nodes = 5,
-    /// A mesh's winding-number hierarchy (`winding::WindingTree::gpu_words`).
-    Winding = 6,
+    /// A mesh's sign data: its winding-number hierarchy (`winding::WindingTree::gpu_words`) or
+    /// its pseudonormal table (`mesh::Pseudonormals::gpu_words`).
+    SignData = 6,
     /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).
     ShapeData = 7,
 }
@@ -45,7 +46,7 @@ impl Slot {
         Slot::Hits,
         Slot::KindRanges,
         Slot::Nodes,
-        Slot::Winding,
+        Slot::SignData,
         Slot::ShapeData,
     ];
 
@@ -61,7 +62,7 @@ impl Slot {
         match self {
             Slot::Params | Slot::KindRanges => Access::Uniform,
             Slot::Hits => Access::ReadWrite,
-            Slot::Shapes | Slot::Points | Slot::Nodes | Slot::Winding | Slot::ShapeData => {
+            Slot::Shapes | Slot::Points | Slot::Nodes | Slot::SignData | Slot::ShapeData => {
                 Access::ReadOnly
             }
         }
@@ -104,7 +105,7 @@ pub(crate) struct Bindings<'a> {
     pub hits: &'a wgpu::Buffer,
     pub kind_ranges: &'a wgpu::Buffer,
     pub nodes: &'a wgpu::Buffer,
-    pub winding: &'a wgpu::Buffer,
+    pub sign_data: &'a wgpu::Buffer,
     pub shape_data: &'a wgpu::Buffer,
 }
 
@@ -117,7 +118,7 @@ impl Bindings<'_> {
             Slot::Hits => self.hits,
             Slot::KindRanges => self.kind_ranges,
             Slot::Nodes => self.nodes,
-            Slot::Winding => self.winding,
+            Slot::SignData => self.sign_data,
             Slot::ShapeData => self.shape_data,
         }
     }
@@ -240,15 +241,18 @@ pub enum Override {
     LinearKinds,
     /// How a triangle scene's triangles are stored: 0 packed, 1 indexed.
     TriangleRecords,
+    /// A mesh's rows are signed by pseudonormal as they are answered: 0 no, 1 yes.
+    PseudonormalSigns,
 }
 
 impl Override {
-    pub const ALL: [Override; 5] = [
+    pub const ALL: [Override; 6] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
         Override::LinearKinds,
         Override::TriangleRecords,
+        Override::PseudonormalSigns,
     ];
 
     pub fn name(self) -> &'static str {
@@ -258,6 +262,7 @@ impl Override {
             Override::BvhKinds => "BVH_KINDS",
             Override::LinearKinds => "LINEAR_KINDS",
             Override::TriangleRecords => "TRIANGLE_RECORDS",
+            Override::PseudonormalSigns => "PSEUDONORMAL_SIGNS",
         }
     }
 }

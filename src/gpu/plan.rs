@@ -18,14 +18,34 @@ pub(crate) enum Job<'a> {
         kind: Option<ShapeKind>,
         data: Option<&'a wgpu::Buffer>,
     },
-    /// Nearest shape of a scene; a mesh's answers may then be signed by its winding tree
-    /// (`WindingTree::gpu_words`).
+    /// Nearest shape of a scene; a mesh's answers may be signed on the device.
     Nearest {
         scene: &'a GpuScene,
-        winding: Option<&'a wgpu::Buffer>,
+        sign: DeviceSign<'a>,
     },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
+}
+
+/// How the device signs a mesh's answers, with the sign data it reads.
+#[derive(Clone, Copy)]
+pub(crate) enum DeviceSign<'a> {
+    /// Not at all (unsigned, or signed on the host).
+    None,
+    /// By winding number, in a pass after the nearest triangles (`WindingTree::gpu_words`).
+    Winding(&'a wgpu::Buffer),
+    /// By the pseudonormal of the nearest feature, as each row is answered
+    /// (`Pseudonormals::gpu_words`).
+    Pseudonormal(&'a wgpu::Buffer),
+}
+
+impl<'a> DeviceSign<'a> {
+    fn data(self) -> Option<&'a wgpu::Buffer> {
+        match self {
+            DeviceSign::None => None,
+            DeviceSign::Winding(data) | DeviceSign::Pseudonormal(data) => Some(data),
+        }
+    }
 }
 
 /// How a pass splits a chunk's rows over its dispatches.
@@ -86,8 +106,8 @@ pub(crate) enum ShapeBuffers<'a> {
 pub(crate) struct Plan<'a> {
     pub passes: Vec<Pass>,
     pub shapes: ShapeBuffers<'a>,
-    /// A mesh's winding tree, for a pass that signs by it.
-    pub winding: Option<&'a wgpu::Buffer>,
+    /// A mesh's sign data, for the passes that sign by it.
+    pub sign_data: Option<&'a wgpu::Buffer>,
     /// Points go to the device in Morton order (it pays when they traverse a hierarchy).
     pub reorders_points: bool,
 }
@@ -118,6 +138,7 @@ impl Job<'_> {
             linear_kinds: u32::MAX,
             fields: fields.bits(),
             indexed_triangles: false,
+            pseudonormal_signs: false,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -129,18 +150,19 @@ impl Job<'_> {
             Job::Paired { kind, data } => Plan {
                 passes: vec![pass(key(Entry::Paired, *kind), Rounds::Once)?],
                 shapes: ShapeBuffers::PerRow { data: *data },
-                winding: None,
+                sign_data: None,
                 reorders_points: false,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
                 shapes: ShapeBuffers::PerRow { data: None },
-                winding: None,
+                sign_data: None,
                 reorders_points: false,
             },
-            Job::Nearest { scene, winding } => {
+            Job::Nearest { scene, sign } => {
                 let triangles = |entry| PipelineKey {
                     indexed_triangles: scene.indexed,
+                    pseudonormal_signs: matches!(sign, DeviceSign::Pseudonormal(_)),
                     ..key(entry, None)
                 };
                 let nearest = if scene.oriented {
@@ -154,7 +176,7 @@ impl Job<'_> {
                     pass(specialised, Rounds::Once)?
                 };
                 let mut passes = vec![nearest];
-                if winding.is_some() {
+                if let DeviceSign::Winding(_) = sign {
                     // Every row of the chunk, once the nearest pass has answered them.
                     passes.push(pass(key(Entry::WindingSigns, None), Rounds::Once)?);
                 }
@@ -167,7 +189,7 @@ impl Job<'_> {
                         data: &scene.data,
                         count: scene.count,
                     },
-                    winding: *winding,
+                    sign_data: sign.data(),
                     reorders_points: scene.bvh_kinds != 0
                         && gpu
                             .reorder_queries

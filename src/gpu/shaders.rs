@@ -44,6 +44,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("segments"),
     wgsl!("mesh_walk"),
     wgsl!("winding_walk"),
+    wgsl!("pseudonormal"),
     wgsl!("mesh"),
     wgsl!("mesh_subgroup"),
 ];
@@ -103,6 +104,14 @@ pub fn prelude() -> String {
     out += &format!(
         "const SEED_STRIDE: u32 = {}u;\n",
         super::layout::SEED_STRIDE
+    );
+    out += &format!(
+        "const EDGE_BOUNDARY: u32 = {}u;\n",
+        crate::mesh::EDGE_BOUNDARY
+    );
+    out += &format!(
+        "const EDGE_CROWDED: u32 = {}u;\n",
+        crate::mesh::EDGE_CROWDED
     );
     use crate::fields;
     for (name, bit) in [

@@ -464,7 +464,7 @@ fn encode_chunk(
                 hits: &slot.hits,
                 kind_ranges,
                 nodes,
-                winding: plan.winding.unwrap_or(&gpu.unused_nodes),
+                sign_data: plan.sign_data.unwrap_or(&gpu.unused_nodes),
                 shape_data,
             }
             .bind_group(&gpu.device, &gpu.kernels.layout)

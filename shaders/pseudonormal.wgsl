@@ -1,0 +1,157 @@
+// Pseudonormal signs on the device (`--sign pseudonormal`): the feature of the nearest
+// triangle closest to the point (its face, an edge or a vertex), found in f32 as
+// mesh::closest_feature finds it in f64, and that feature's unit angle-weighted pseudonormal
+// from the mesh's table in `sign_data` (mesh::Pseudonormals::gpu_words, the f64 twin of this
+// file): a header (first vertex word, first crowded-edge word), then per triangle in scene
+// order its three vertex indices and, per edge k (corner k to k + 1), the triangle across it,
+// EDGE_BOUNDARY, or EDGE_CROWDED | the index of a stored sum; then the unit vertex
+// pseudonormals and the unit sums of edges of more than two faces, three f32 each.
+#import mesh_walk
+
+// A pipeline override: 1 where rows are signed as they are answered (write_row).
+override PSEUDONORMAL_SIGNS: u32 = 0u;
+
+// The closest feature, as mesh::Feature: the face, vertex k (corner k), or edge k (from
+// corner k to k + 1, cyclically).
+const FEATURE_FACE: u32 = 0u;
+const FEATURE_VERTEX: u32 = 1u;
+const FEATURE_EDGE: u32 = 4u;
+
+struct Feature {
+    // Relative to the triangle's first corner.
+    point: vec3<f32>,
+    feature: u32,
+}
+
+fn sign_word(i: u32) -> u32 {
+    return sign_data[i >> 2u][i & 3u];
+}
+
+fn sign_vec3(i: u32) -> vec3<f32> {
+    return bitcast<vec3<f32>>(vec3<u32>(sign_word(i), sign_word(i + 1u), sign_word(i + 2u)));
+}
+
+// mesh::closest_feature for the triangle (0, ab, ac) of unit normal n (zero when degenerate).
+fn closest_feature(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>, n: vec3<f32>) -> Feature {
+    if all(n == vec3<f32>(0.0)) {
+        return closest_on_edges(p, ab, ac);
+    }
+    let d1 = dot(ab, p);
+    let d2 = dot(ac, p);
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return Feature(vec3<f32>(0.0), FEATURE_VERTEX);
+    }
+    let bp = p - ab;
+    let d3 = dot(ab, bp);
+    let d4 = dot(ac, bp);
+    if d3 >= 0.0 && d4 <= d3 {
+        return Feature(ab, FEATURE_VERTEX + 1u);
+    }
+    let vc = d1 * d4 - d3 * d2;
+    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
+        return Feature(ab * (d1 / (d1 - d3)), FEATURE_EDGE);
+    }
+    let cp = p - ac;
+    let d5 = dot(ab, cp);
+    let d6 = dot(ac, cp);
+    if d6 >= 0.0 && d5 <= d6 {
+        return Feature(ac, FEATURE_VERTEX + 2u);
+    }
+    let vb = d5 * d2 - d1 * d6;
+    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
+        return Feature(ac * (d2 / (d2 - d6)), FEATURE_EDGE + 2u);
+    }
+    let va = d3 * d6 - d5 * d4;
+    if va <= 0.0 && d4 - d3 >= 0.0 && d5 - d6 >= 0.0 {
+        let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        return Feature(ab + (ac - ab) * w, FEATURE_EDGE + 1u);
+    }
+    let denom = va + vb + vc;
+    if denom <= 0.0 {
+        return closest_on_edges(p, ab, ac);
+    }
+    return Feature(ab * (vb / denom) + ac * (vc / denom), FEATURE_FACE);
+}
+
+// mesh::closest_on_edges: the nearest of edges (0, 1), (1, 2), (0, 2), the first on ties.
+fn closest_on_edges(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>) -> Feature {
+    var corners = array<vec3<f32>, 3>(vec3<f32>(0.0), ab, ac);
+    var best = Feature(vec3<f32>(0.0), FEATURE_VERTEX);
+    var best_distance2 = 0.0;
+    for (var e = 0u; e < 3u; e++) {
+        // Edge e is half-edge e: (0, 1), (1, 2), then (2, 0) tried as (0, 2).
+        let i = select(e, 0u, e == 2u);
+        let j = select(e + 1u, 2u, e == 2u);
+        let a = corners[i];
+        let along = corners[j] - a;
+        let length2 = dot(along, along);
+        var t = 0.0;
+        if length2 > 0.0 {
+            t = clamp(dot(p - a, along) / length2, 0.0, 1.0);
+        }
+        var candidate = Feature(a + along * t, FEATURE_EDGE + e);
+        if t == 0.0 {
+            candidate = Feature(a, FEATURE_VERTEX + i);
+        } else if t == 1.0 {
+            candidate = Feature(corners[j], FEATURE_VERTEX + j);
+        }
+        let delta = p - candidate.point;
+        let distance2 = dot(delta, delta);
+        if e == 0u || distance2 < best_distance2 {
+            best = candidate;
+            best_distance2 = distance2;
+        }
+    }
+    return best;
+}
+
+fn unit_or_zero(v: vec3<f32>) -> vec3<f32> {
+    let len = length(v);
+    if len > 0.0 {
+        return v / len;
+    }
+    return vec3<f32>(0.0);
+}
+
+// The unit normal of the triangle in `slot` (zero when degenerate).
+fn slot_normal(slot: u32) -> vec3<f32> {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        let at = INDEXED_RECORD_WORDS * slot + 3u;
+        return bitcast<vec3<f32>>(vec3<u32>(triangle_word(at), triangle_word(at + 1u), triangle_word(at + 2u)));
+    }
+    return vec3<f32>(triangles[3u * slot].w, triangles[3u * slot + 1u].w, triangles[3u * slot + 2u].w);
+}
+
+// The unit pseudonormal of `feature` of triangle `index` (scene order), whose unit normal is
+// `n`; zero where it vanishes (a degenerate face, a knife edge).
+fn feature_pseudonormal(index: u32, feature: u32, n: vec3<f32>) -> vec3<f32> {
+    if feature == FEATURE_FACE {
+        return n;
+    }
+    let at = 4u + 6u * index;
+    if feature < FEATURE_EDGE {
+        return sign_vec3(sign_word(0u) + 3u * sign_word(at + feature - FEATURE_VERTEX));
+    }
+    let across = sign_word(at + 3u + feature - FEATURE_EDGE);
+    if across == EDGE_BOUNDARY {
+        return n;
+    }
+    if (across & EDGE_CROWDED) != 0u {
+        return sign_vec3(sign_word(1u) + 3u * (across & ~EDGE_CROWDED));
+    }
+    return unit_or_zero(n + slot_normal(slot_of(i32(across))));
+}
+
+// The sign of p (relative to the triangle's first corner) against triangle `index` of
+// records r, and the pseudonormal it was read from.
+struct PseudonormalSign {
+    sign: f32,
+    normal: vec3<f32>,
+}
+
+fn pseudonormal_sign(index: u32, r: array<vec4<f32>, 3>, p: vec3<f32>) -> PseudonormalSign {
+    let n = vec3<f32>(r[0].w, r[1].w, r[2].w);
+    let f = closest_feature(p, r[1].xyz, r[2].xyz, n);
+    let normal = feature_pseudonormal(index, f.feature, n);
+    return PseudonormalSign(select(1.0, -1.0, dot(p - f.point, normal) < 0.0), normal);
+}
