@@ -61,15 +61,15 @@ fn nearest_triangle(
     @builtin(local_invocation_index) local: u32,
 ) {
     let row = round_row(row_of(group, groups, local));
-    if row >= params.row_count {
+    if !row_in_chunk(row) {
         return;
     }
     let p = load_point(row);
     if !is_finite_vec3(p) {
-        write_nan_row(row);
+        write_nan_row(output_row(row));
         return;
     }
-    write_row(row, p, nearest_slot(p, round_seed(row), true));
+    write_row(output_row(row), p, nearest_slot(p, round_seed(row), true));
 }
 
 // Signs the answered rows of a chunk by winding number (after the nearest-triangle rounds).
@@ -80,8 +80,8 @@ fn winding_signs(
     @builtin(local_invocation_index) local: u32,
 ) {
     let row = row_of(group, groups, local);
-    if row >= params.row_count || hit_shape(row) < 0 {
+    if !row_in_chunk(row) || hit_shape(output_row(row)) < 0 {
         return;
     }
-    sign_row(row, winding_number(load_point(row), true));
+    sign_row(output_row(row), winding_number(load_point(row), true));
 }

@@ -84,7 +84,7 @@ fn nearest_triangle_subgroup(
 ) {
     lane = subgroup_lane;
     let row = round_row(row_of(group, groups, local));
-    let in_range = row < params.row_count;
+    let in_range = row_in_chunk(row);
     var p = vec3<f32>(0.0);
     var seed = NO_SLOT;
     if in_range {
@@ -97,10 +97,10 @@ fn nearest_triangle_subgroup(
         return;
     }
     if !wanted {
-        write_nan_row(row);
+        write_nan_row(output_row(row));
         return;
     }
-    write_row(row, p, slot);
+    write_row(output_row(row), p, slot);
 }
 
 // winding_signs (mesh.wgsl) by whole subgroups.
@@ -115,12 +115,12 @@ fn winding_signs_subgroup(
     let row = row_of(group, groups, local);
     var p = vec3<f32>(0.0);
     var wanted = false;
-    if row < params.row_count {
+    if row_in_chunk(row) {
         p = load_point(row);
-        wanted = hit_shape(row) >= 0;
+        wanted = hit_shape(output_row(row)) >= 0;
     }
     let w = winding_number(p, wanted);
     if wanted {
-        sign_row(row, w);
+        sign_row(output_row(row), w);
     }
 }

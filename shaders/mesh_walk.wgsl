@@ -10,6 +10,7 @@
 #import shared/hits
 #import shapes/triangle
 #import shared/walk
+#import grid_samples
 
 @group(0) @binding(0) var<uniform> params: Params;
 // Packed (TRIANGLE_RECORDS = 0): triangle t of the BVH's leaf order is triangles[3t .. 3t + 3):
@@ -36,6 +37,9 @@ struct MeshStackEntry {
 
 
 fn load_point(row: u32) -> vec3<f32> {
+    if GRID_SAMPLES != 0u {
+        return grid_point(row);
+    }
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
 }
 
@@ -310,6 +314,10 @@ fn round_seed(row: u32) -> u32 {
     for (var r = params.round + 1u; r < params.round_count; r++) {
         seed_stride *= SEED_STRIDE;
     }
-    return slot_of(hit_shape(row - row % seed_stride));
+    let seed = row - row % seed_stride;
+    if !row_in_chunk(seed) {
+        return NO_SLOT;
+    }
+    return slot_of(hit_shape(output_row(seed)));
 }
 

@@ -539,15 +539,7 @@ impl Engine {
         } else {
             Sign::None
         };
-        // The device signs where the mesh is one part and its sign data fits one binding.
-        let device_sign = match (sign, mesh.parts.as_slice()) {
-            (_, [_, _, ..]) => None,
-            (Sign::None, _) => Some(DeviceSign::None),
-            (Sign::Winding, _) => mesh.winding_buffer(self)?.map(DeviceSign::Winding),
-            (Sign::Pseudonormal, _) => mesh
-                .pseudonormal_buffer(self)?
-                .map(DeviceSign::Pseudonormal),
-        };
+        let device_sign = self.device_sign(mesh, sign)?;
         // What the host still does to the device's answers: pseudonormal rows signed there
         // are finished unsigned; winding rows come back marked by their distance's sign bit.
         let host_sign = match device_sign {
@@ -601,6 +593,82 @@ impl Engine {
             );
         }
         self.query_mesh_parts_stream(mesh, rows, points, sign, device_fields, sink)
+    }
+
+    /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in
+    /// parts or whose sign data does not fit one binding (the host signs then).
+    fn device_sign<'a>(&self, mesh: &'a GpuMesh, sign: Sign) -> Result<Option<DeviceSign<'a>>> {
+        if mesh.parts.len() > 1 {
+            return Ok(None);
+        }
+        Ok(match sign {
+            Sign::None => Some(DeviceSign::None),
+            Sign::Winding => mesh.winding_buffer(self)?.map(DeviceSign::Winding),
+            Sign::Pseudonormal => mesh
+                .pseudonormal_buffer(self)?
+                .map(DeviceSign::Pseudonormal),
+        })
+    }
+
+    /// The distances of `grid`'s samples to `mesh`, signed by `sign`, computed wholly on the
+    /// device (`gpu::grid`): the samples from the grid's corner and spacing, the signs there,
+    /// each chunk's distances written in C order. `Ok(false)` where the device cannot: a mesh
+    /// in parts or too small for a hierarchy, sign data that does not fit, or a z-row longer
+    /// than a chunk.
+    pub(super) fn sdf_on_device(
+        &self,
+        mesh: &GpuMesh,
+        grid: &crate::sdf::Grid,
+        sign: Sign,
+        sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<bool> {
+        use crate::fields::{DISTANCE, SHAPE};
+        use crate::gpu::grid::GridSamples;
+        let samples = GridSamples {
+            origin: (grid.origin - mesh.offset).to_f32(),
+            spacing: grid.spacing.to_f32(),
+            res: grid.res,
+        };
+        let [part] = mesh.parts.as_slice() else {
+            return Ok(false);
+        };
+        if !part.scene.oriented || !samples.fits(self.gpu.chunk_rows) {
+            return Ok(false);
+        }
+        let Some(sign) = self.device_sign(mesh, sign)? else {
+            return Ok(false);
+        };
+        // Rows keep their triangle on the device: the seeded rounds start from it.
+        let fields = Fields::from_bits(Family::Hits, DISTANCE | SHAPE);
+        let mut header = |rows: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
+            let words = samples.header(&rows);
+            out.slice(..4 * words.len())
+                .copy_from_slice(bytemuck::cast_slice(&words));
+            Ok(())
+        };
+        let mut values = Vec::new();
+        let mut take = |first: usize, rows: PackedRows<'_>| {
+            values.clear();
+            rows.extend_column(DISTANCE, &mut values);
+            sink(first, bytemuck::cast_slice(&values))
+        };
+        let job = crate::gpu::plan::Job::Nearest {
+            scene: &part.scene,
+            sign,
+            grid: Some(samples),
+        };
+        crate::gpu::stream::run(
+            &self.gpu,
+            &self.slots,
+            &job.plan(&self.gpu, fields)?,
+            grid.len(),
+            Some(&mut header),
+            None,
+            crate::Mode::Surface,
+            fields,
+            &mut take,
+        )?;
+        Ok(true)
     }
 
     /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or signed by winding

@@ -63,6 +63,22 @@ impl Engine {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether SDF grids are sampled on the device (each chunk uploads a header, not its
+    /// points) wherever the mesh allows it; on by default. Off, the host computes every sample
+    /// and the device answers them as query points.
+    pub fn samples_grids_on_device(&self) -> bool {
+        self.gpu
+            .grid_on_device
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Override [`Engine::samples_grids_on_device`], to measure and test it.
+    pub fn set_grid_on_device(&self, on: bool) {
+        self.gpu
+            .grid_on_device
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether inputs and outputs are written and read in place (no staging copies).
     pub fn unified_memory(&self) -> bool {
         self.gpu.unified_memory
@@ -202,7 +218,12 @@ impl Engine {
         stream::run(
             &self.gpu,
             &self.slots,
-            &plan::Job::Nearest { scene, sign }.plan(&self.gpu, fields)?,
+            &plan::Job::Nearest {
+                scene,
+                sign,
+                grid: None,
+            }
+            .plan(&self.gpu, fields)?,
             rows,
             Some(source),
             None,

@@ -17,6 +17,9 @@ impl Engine {
         sign: Sign,
         sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
+        if self.samples_grids_on_device() && self.sdf_on_device(mesh, grid, sign, sink)? {
+            return Ok(());
+        }
         let mut values = Vec::new();
         self.query_mesh_fields_stream(
             mesh,

@@ -106,6 +106,8 @@ pub(crate) struct PipelineKey {
     pub indexed_triangles: bool,
     /// `PSEUDONORMAL_SIGNS`: a mesh's rows are signed by pseudonormal as they are answered.
     pub pseudonormal_signs: bool,
+    /// `GRID_SAMPLES`: rows are the samples of an SDF grid, computed on the device.
+    pub grid_samples: bool,
 }
 
 impl Kernels {
@@ -127,6 +129,7 @@ impl Kernels {
             fields,
             indexed_triangles,
             pseudonormal_signs,
+            grid_samples,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -141,6 +144,7 @@ impl Kernels {
                     Override::LinearKinds => linear_kinds,
                     Override::TriangleRecords => u32::from(indexed_triangles),
                     Override::PseudonormalSigns => u32::from(pseudonormal_signs),
+                    Override::GridSamples => u32::from(grid_samples),
                 };
                 (o.name(), f64::from(value))
             })
@@ -192,6 +196,8 @@ pub(crate) struct Context {
     /// Dispatch scene queries in Morton order within each chunk (on by default on CPU
     /// adapters, off on hardware GPUs).
     pub(crate) reorder_queries: std::sync::atomic::AtomicBool,
+    /// SDF grids are sampled on the device where it can (on by default).
+    pub(crate) grid_on_device: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
     /// The `kind_ranges` and `nodes` bindings of jobs that do not read them (`unused_nodes`
@@ -299,6 +305,7 @@ impl Context {
             // the subgroup walks need them) and costs more than it saves on a hardware GPU,
             // whose queries outrun it (docs/PERF.md: H100).
             reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
+            grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
             unused_nodes,

@@ -243,16 +243,19 @@ pub enum Override {
     TriangleRecords,
     /// A mesh's rows are signed by pseudonormal as they are answered: 0 no, 1 yes.
     PseudonormalSigns,
+    /// Rows are an SDF grid's samples, computed on the device (`gpu::grid`): 0 no, 1 yes.
+    GridSamples,
 }
 
 impl Override {
-    pub const ALL: [Override; 6] = [
+    pub const ALL: [Override; 7] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
         Override::LinearKinds,
         Override::TriangleRecords,
         Override::PseudonormalSigns,
+        Override::GridSamples,
     ];
 
     pub fn name(self) -> &'static str {
@@ -263,6 +266,7 @@ impl Override {
             Override::LinearKinds => "LINEAR_KINDS",
             Override::TriangleRecords => "TRIANGLE_RECORDS",
             Override::PseudonormalSigns => "PSEUDONORMAL_SIGNS",
+            Override::GridSamples => "GRID_SAMPLES",
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod adapter;
 pub(crate) mod context;
+pub(crate) mod grid;
 pub mod interface;
 pub mod layout;
 mod order;

@@ -3,6 +3,7 @@
 //! (`stream.rs`) carries out a plan knowing nothing of the job's kind.
 
 use super::context::{Context, PipelineKey};
+use super::grid::GridSamples;
 use super::interface::Entry;
 use super::layout::{SEED_ROUNDS, SEED_STRIDE};
 use super::scene::GpuScene;
@@ -18,10 +19,12 @@ pub(crate) enum Job<'a> {
         kind: Option<ShapeKind>,
         data: Option<&'a wgpu::Buffer>,
     },
-    /// Nearest shape of a scene; a mesh's answers may be signed on the device.
+    /// Nearest shape of a scene; a mesh's answers may be signed on the device, and its rows
+    /// may be an SDF grid's samples computed there (a triangle scene's).
     Nearest {
         scene: &'a GpuScene,
         sign: DeviceSign<'a>,
+        grid: Option<GridSamples>,
     },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
@@ -110,6 +113,8 @@ pub(crate) struct Plan<'a> {
     pub sign_data: Option<&'a wgpu::Buffer>,
     /// Points go to the device in Morton order (it pays when they traverse a hierarchy).
     pub reorders_points: bool,
+    /// Rows are this grid's samples: chunks are its boxes, each uploading only a header.
+    pub grid: Option<GridSamples>,
 }
 
 impl Plan<'_> {
@@ -139,6 +144,7 @@ impl Job<'_> {
             fields: fields.bits(),
             indexed_triangles: false,
             pseudonormal_signs: false,
+            grid_samples: false,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -152,17 +158,20 @@ impl Job<'_> {
                 shapes: ShapeBuffers::PerRow { data: *data },
                 sign_data: None,
                 reorders_points: false,
+                grid: None,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
                 shapes: ShapeBuffers::PerRow { data: None },
                 sign_data: None,
                 reorders_points: false,
+                grid: None,
             },
-            Job::Nearest { scene, sign } => {
+            Job::Nearest { scene, sign, grid } => {
                 let triangles = |entry| PipelineKey {
                     indexed_triangles: scene.indexed,
                     pseudonormal_signs: matches!(sign, DeviceSign::Pseudonormal(_)),
+                    grid_samples: grid.is_some(),
                     ..key(entry, None)
                 };
                 let nearest = if scene.oriented {
@@ -178,7 +187,11 @@ impl Job<'_> {
                 let mut passes = vec![nearest];
                 if let DeviceSign::Winding(_) = sign {
                     // Every row of the chunk, once the nearest pass has answered them.
-                    passes.push(pass(key(Entry::WindingSigns, None), Rounds::Once)?);
+                    let signs = PipelineKey {
+                        grid_samples: grid.is_some(),
+                        ..key(Entry::WindingSigns, None)
+                    };
+                    passes.push(pass(signs, Rounds::Once)?);
                 }
                 Plan {
                     passes,
@@ -190,7 +203,9 @@ impl Job<'_> {
                         count: scene.count,
                     },
                     sign_data: sign.data(),
-                    reorders_points: scene.bvh_kinds != 0
+                    grid: *grid,
+                    reorders_points: grid.is_none()
+                        && scene.bvh_kinds != 0
                         && gpu
                             .reorder_queries
                             .load(std::sync::atomic::Ordering::Relaxed),

@@ -42,6 +42,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("query"),
     wgsl!("query_subgroup"),
     wgsl!("segments"),
+    wgsl!("grid_samples"),
     wgsl!("mesh_walk"),
     wgsl!("winding_walk"),
     wgsl!("pseudonormal"),

@@ -223,7 +223,12 @@ impl Slot {
                     mapped_at_creation: false,
                 })
             }),
-            points: Upload::new(gpu, "points", (capacity * 12) as u64),
+            // Room for a grid chunk's header however few rows a chunk has.
+            points: Upload::new(
+                gpu,
+                "points",
+                (capacity * 12).max(4 * super::grid::HEADER_WORDS) as u64,
+            ),
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("hits"),
@@ -316,7 +321,14 @@ pub(crate) fn run(
     }
     gpu.take_device_error()?;
     *gpu.timing.lock().unwrap() = JobTiming::default();
-    let chunk = gpu.chunk_rows.min(rows);
+    let chunks: Vec<Range<usize>> = match plan.grid {
+        Some(grid) => grid.chunks(gpu.chunk_rows),
+        None => (0..rows)
+            .step_by(gpu.chunk_rows)
+            .map(|start| start..(start + gpu.chunk_rows).min(rows))
+            .collect(),
+    };
+    let chunk = chunks.iter().map(Range::len).max().unwrap_or(0);
     let mut slots = slots.0.lock().unwrap();
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
         slots.clear();
@@ -333,7 +345,7 @@ pub(crate) fn run(
     }
 
     let outcome = run_chunks(
-        gpu, plan, &mut slots, rows, chunk, points, shapes, mode, fields, sink,
+        gpu, plan, &mut slots, &chunks, points, shapes, mode, fields, sink,
     );
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
@@ -350,8 +362,7 @@ fn run_chunks(
     gpu: &Context,
     plan: &Plan<'_>,
     slots: &mut [Slot],
-    rows: usize,
-    chunk: usize,
+    chunks: &[Range<usize>],
     mut points: Option<&mut (dyn RowSource + '_)>,
     mut shapes: Option<&mut (dyn RowSource + '_)>,
     mode: Mode,
@@ -361,8 +372,7 @@ fn run_chunks(
     std::thread::scope(|scope| {
         let (orders, queue) = mpsc::channel();
         scope.spawn(move || submitter(gpu, queue));
-        for (k, start) in (0..rows).step_by(chunk).enumerate() {
-            let range = start..(start + chunk).min(rows);
+        for (k, range) in chunks.iter().cloned().enumerate() {
             let slot = &mut slots[k % SLOTS];
             slot.drain(gpu, sink)?;
             let order = encode_chunk(
@@ -381,7 +391,7 @@ fn run_chunks(
         }
         drop(orders);
         // Drain in submission order so the sink sees rows in order.
-        let chunks = rows.div_ceil(chunk);
+        let chunks = chunks.len();
         for k in chunks.saturating_sub(SLOTS)..chunks {
             slots[k % SLOTS].drain(gpu, sink)?;
         }
@@ -405,7 +415,11 @@ fn encode_chunk(
     fields: Fields,
 ) -> Result<Order> {
     let n = range.len();
-    let point_bytes = (n * 12) as u64;
+    // A grid chunk uploads its header and dispatches whole bricks.
+    let (point_bytes, threads) = match plan.grid {
+        Some(grid) => ((4 * super::grid::HEADER_WORDS) as u64, grid.threads(&range)),
+        None => ((n * 12) as u64, n),
+    };
     let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
     let hit_bytes = (n * fields.row_words() * 4) as u64;
     // A job without points still binds the buffer, so it is unmapped all the same.
@@ -453,7 +467,7 @@ fn encode_chunk(
             let params = Params {
                 round: round as u32,
                 round_count: round_count as u32,
-                ..Params::new(n as u32, shape_count, mode, range.start as u32)
+                ..Params::new(threads as u32, shape_count, mode, range.start as u32)
             };
             gpu.queue
                 .write_buffer(&slot.params[round], 0, bytemuck::bytes_of(&params));
@@ -492,7 +506,7 @@ fn encode_chunk(
         });
         for planned in &plan.passes {
             pass.set_pipeline(&planned.pipeline);
-            for (bind_group, threads) in bind_groups.iter().zip(planned.rounds.rows(n)) {
+            for (bind_group, threads) in bind_groups.iter().zip(planned.rounds.rows(threads)) {
                 if threads == 0 {
                     continue;
                 }

@@ -1,0 +1,74 @@
+// SDF grid samples computed on the device (src/gpu/grid.rs): with GRID_SAMPLES = 1 the
+// `points` binding holds a chunk's header instead of its points, a row is an invocation of the
+// chunk's bricks, and its answer goes to its sample's C-order row. Header words: origin (moved
+// like the mesh) 0–2, ny 3, spacing 4–6, nz 7, the chunk's box (first plane, first row, planes,
+// rows) 8–11, log2 of a brick's depth in planes 12, bricks along y 13 and along z 14.
+
+override GRID_SAMPLES: u32 = 0u;
+
+const BRICK_BITS: u32 = 6u;
+
+fn grid_word(i: u32) -> u32 {
+    return bitcast<u32>(points[i]);
+}
+
+// Sample (i, j, k) of invocation `row`; `valid` is false for the parts of bricks outside the
+// box.
+struct GridSample {
+    ijk: vec3<u32>,
+    valid: bool,
+}
+
+fn grid_sample(row: u32) -> GridSample {
+    let i_bits = grid_word(12u);
+    let jk_bits = (BRICK_BITS - i_bits) / 2u;
+    let brick = row >> BRICK_BITS;
+    let inside = row & ((1u << BRICK_BITS) - 1u);
+    let bricks_j = grid_word(13u);
+    let bricks_k = grid_word(14u);
+    let brick_ijk = vec3<u32>(brick / (bricks_j * bricks_k), (brick / bricks_k) % bricks_j, brick % bricks_k);
+    // Morton order inside a brick: 8 neighbouring invocations (a subgroup on lavapipe, a seed
+    // round's stride) are a 2 × 2 × 2 or 1 × 2 × 4 block (docs/PERF.md: 5 % on igea's grid
+    // over C order inside bricks).
+    var offset = vec3<u32>(0u);
+    if i_bits == 2u {
+        offset = vec3<u32>(
+            ((inside >> 2u) & 1u) | ((inside >> 4u) & 2u),
+            ((inside >> 1u) & 1u) | ((inside >> 3u) & 2u),
+            (inside & 1u) | ((inside >> 2u) & 2u),
+        );
+    } else {
+        offset = vec3<u32>(
+            0u,
+            ((inside >> 1u) & 1u) | ((inside >> 2u) & 2u) | ((inside >> 3u) & 4u),
+            (inside & 1u) | ((inside >> 1u) & 2u) | ((inside >> 2u) & 4u),
+        );
+    }
+    let local = vec3<u32>(brick_ijk.x << i_bits, brick_ijk.y << jk_bits, brick_ijk.z << jk_bits) + offset;
+    let valid = local.x < grid_word(10u) && local.y < grid_word(11u) && local.z < grid_word(7u);
+    return GridSample(local + vec3<u32>(grid_word(8u), grid_word(9u), 0u), valid);
+}
+
+fn grid_point(row: u32) -> vec3<f32> {
+    let s = grid_sample(row).ijk;
+    let origin = vec3<f32>(points[0], points[1], points[2]);
+    let spacing = vec3<f32>(points[4], points[5], points[6]);
+    return origin + vec3<f32>(s) * spacing;
+}
+
+// Whether invocation `row` answers a row of this chunk.
+fn row_in_chunk(row: u32) -> bool {
+    if GRID_SAMPLES == 0u {
+        return row < params.row_count;
+    }
+    return row < params.row_count && grid_sample(row).valid;
+}
+
+// Where invocation `row` writes its answer: its own row, or its sample's row of the chunk.
+fn output_row(row: u32) -> u32 {
+    if GRID_SAMPLES == 0u {
+        return row;
+    }
+    let s = grid_sample(row).ijk;
+    return (s.x * grid_word(3u) + s.y) * grid_word(7u) + s.z - params.first_row;
+}
