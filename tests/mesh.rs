@@ -1,6 +1,8 @@
 //! Mesh loading (SPEC §4): the shared test meshes in every format we read, polygons and strips,
 //! and every kind of broken file (an error naming the file and the problem).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use closest::io::load_mesh;
@@ -355,28 +357,7 @@ fn pseudonormals_are_the_bits_of_stored_sums() {
     // (four whose normals sum to other bits in another order, and one whose corners lie on a
     // line), boundary edges and a triangle listing one vertex twice.
     let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
-    let odd = Mesh::new(
-        vec![
-            v(0.0, 0.0, 0.0),
-            v(1.0, 0.0, 0.0),
-            v(0.32482480805757574, 1.0, 0.7344315366398247),
-            v(0.3461577641341791, -1.0, 0.6190916545212678),
-            v(0.3798145817171963, 0.503585382873625, 1.0),
-            v(0.48429910370513374, 0.5535912187285604, -1.0),
-            v(2.0, 0.0, 0.0),
-        ],
-        vec![
-            [0, 1, 2],
-            [1, 0, 3],
-            [0, 1, 4],
-            [1, 0, 5],
-            [1, 1, 2],
-            [0, 1, 6],
-            [2, 4, 3],
-        ],
-        "odd",
-    )
-    .unwrap();
+    let odd = common::odd_mesh();
     let fandisk = load_mesh(&shared("fandisk.obj")).unwrap();
     for mesh in [
         odd,

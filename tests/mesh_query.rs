@@ -12,7 +12,7 @@ use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
 use closest::{EngineOptions, MeshRecords};
 use common::{
-    Rng, assert_same_hits, engine, open_engine, subgroup_and_portable_engines,
+    Rng, assert_same_hits, engine, odd_mesh, open_engine, subgroup_and_portable_engines,
     subgroup_and_portable_engines_with, within,
 };
 use rayon::prelude::*;
@@ -742,39 +742,18 @@ fn all_features() -> [Feature; 7] {
 fn device_pseudonormal_signs_equal_the_f64_twin() {
     // The device finds the nearest feature in f32 and reads its pseudonormal from a table
     // (shaders/pseudonormal.wgsl); the host's f64 `Pseudonormals::sign` on the same triangle
-    // is its twin. Fandisk (sharp creases), the bunny (holes: boundary edges), and a fan of
-    // five faces on one edge beside fandisk (a stored crowded-edge sum); packed and indexed
-    // records, subgroup and portable kernels.
-    let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
-    let fan = Mesh::new(
-        vec![
-            v(0.0, 0.0, 0.0),
-            v(1.0, 0.0, 0.0),
-            v(0.3, 1.0, 0.7),
-            v(0.35, -1.0, 0.6),
-            v(0.38, 0.5, 1.0),
-            v(0.48, 0.55, -1.0),
-            v(0.4, -0.6, -0.9),
-        ],
-        vec![
-            [0, 1, 2],
-            [1, 0, 3],
-            [0, 1, 4],
-            [1, 0, 5],
-            [0, 1, 6],
-            [2, 4, 3],
-        ],
-        "fan",
-    )
-    .unwrap();
+    // is its twin. Fandisk (sharp creases), the bunny (holes: boundary edges), and the odd mesh
+    // beside fandisk (a stored crowded-edge sum, a collinear and a repeated-vertex triangle,
+    // boundary edges); packed and indexed records, subgroup and portable kernels.
+    let odd = odd_mesh();
     let fandisk = shared("fandisk.obj");
     let (lo, hi) = fandisk.bounds();
     let meshes = [
         ("fandisk", fandisk.clone(), 7),
         ("bunny", shared("stanford-bunny.obj"), 97),
         (
-            "fandisk and a fan",
-            with_beside(&fandisk, &fan, DVec3::new(hi.x - lo.x, 0.0, 0.0) * 1.5),
+            "fandisk and the odd mesh",
+            with_beside(&fandisk, &odd, DVec3::new(hi.x - lo.x, 0.0, 0.0) * 1.5),
             29,
         ),
     ];
@@ -783,12 +762,12 @@ fn device_pseudonormal_signs_equal_the_f64_twin() {
         let normals = closest::mesh::Pseudonormals::new(&mesh);
         let mut points = feature_points(&mesh, stride);
         points.extend(probe_points(&mut rng, &mesh, 500));
-        if name == "fandisk and a fan" {
-            let fan_only = Mesh {
+        if name == "fandisk and the odd mesh" {
+            let odd_only = Mesh {
                 vertices: mesh.vertices[fandisk.vertices.len()..].to_vec(),
-                triangles: fan.triangles.clone(),
+                triangles: odd.triangles.clone(),
             };
-            points.extend(feature_points(&fan_only, 1));
+            points.extend(feature_points(&odd_only, 1));
         }
         let rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
         for records in [MeshRecords::Packed, MeshRecords::Indexed] {

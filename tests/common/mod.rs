@@ -4,6 +4,7 @@
 
 use std::sync::OnceLock;
 
+use closest::mesh::Mesh;
 use closest::reference::{self, Hit};
 use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode, Shape};
 
@@ -355,4 +356,33 @@ pub fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
             }
         })
         .collect()
+}
+
+/// A small mesh with five faces on edge 0–1 (four whose normals sum to other bits in another
+/// order, and one whose corners lie on a line), boundary edges and a triangle listing one vertex
+/// twice: the cases pseudonormal tables get wrong first.
+pub fn odd_mesh() -> Mesh {
+    let v = |x: f64, y: f64, z: f64| DVec3::new(x, y, z);
+    Mesh::new(
+        vec![
+            v(0.0, 0.0, 0.0),
+            v(1.0, 0.0, 0.0),
+            v(0.32482480805757574, 1.0, 0.7344315366398247),
+            v(0.3461577641341791, -1.0, 0.6190916545212678),
+            v(0.3798145817171963, 0.503585382873625, 1.0),
+            v(0.48429910370513374, 0.5535912187285604, -1.0),
+            v(2.0, 0.0, 0.0),
+        ],
+        vec![
+            [0, 1, 2],
+            [1, 0, 3],
+            [0, 1, 4],
+            [1, 0, 5],
+            [1, 1, 2],
+            [0, 1, 6],
+            [2, 4, 3],
+        ],
+        "odd",
+    )
+    .unwrap()
 }
