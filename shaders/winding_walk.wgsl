@@ -114,12 +114,18 @@ fn winding_number(p: vec3<f32>, wanted: bool) -> f32 {
     return total;
 }
 
-// Marks the sign of `row`'s distance negative (−0 on the surface) where the winding number
-// passes ½; a NaN winding number (stack overflow) marks the row as an overflow.
+// Signs `row` inside where the winding number passes ½, as GpuMesh::finish signs on the
+// host: the distance negative (−0 on the surface), the normal flipped off the surface (a
+// surface row keeps its face normal). A NaN winding number (stack overflow) makes the row an
+// overflow row. Jobs with a winding sign always select the distance.
 fn sign_row(row: u32, w: f32) {
     if w != w {
-        set_hit_shape(row, TRAVERSAL_OVERFLOW);
+        write_hit(row, Hit(vec3<f32>(0.0), 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW));
     } else if w > 0.5 {
-        set_hit_distance(row, -abs(hit_distance(row)));
+        let distance = hit_distance(row);
+        set_hit_distance(row, -abs(distance));
+        if has_field(FIELD_NORMAL) && distance != 0.0 {
+            set_hit_normal(row, -hit_normal(row));
+        }
     }
 }

@@ -51,18 +51,36 @@ fn write_hit(row: u32, hit: Hit) {
         hits[at + 2u] = normal.z;
         at += 3u;
     }
-    if has_field(FIELD_SHAPE) {
-        hits[at] = bitcast<u32>(hit.shape);
+    if has_field(FIELD_SHAPE) || params.kept_shapes != 0u {
+        hits[hit_shape_word(row)] = bitcast<u32>(hit.shape);
     }
 }
 
-// The shape written for `row` (jobs that read it back always select it).
-fn hit_shape(row: u32) -> i32 {
-    return bitcast<i32>(hits[field_at(row, FIELD_SHAPE)]);
+// Where `row`'s shape lies: in its row when the job reads shapes back, else in the words
+// after the chunk's rows that the host never reads (`Params.kept_shapes`; later rounds and
+// passes read it there).
+fn hit_shape_word(row: u32) -> u32 {
+    if has_field(FIELD_SHAPE) {
+        return field_at(row, FIELD_SHAPE);
+    }
+    return params.kept_shapes + row;
 }
 
-fn set_hit_shape(row: u32, shape: i32) {
-    hits[field_at(row, FIELD_SHAPE)] = bitcast<u32>(shape);
+fn hit_shape(row: u32) -> i32 {
+    return bitcast<i32>(hits[hit_shape_word(row)]);
+}
+
+fn hit_normal(row: u32) -> vec3<f32> {
+    let at = field_at(row, FIELD_NORMAL);
+    return bitcast<vec3<f32>>(vec3<u32>(hits[at], hits[at + 1u], hits[at + 2u]));
+}
+
+fn set_hit_normal(row: u32, normal: vec3<f32>) {
+    let at = field_at(row, FIELD_NORMAL);
+    let words = bitcast<vec3<u32>>(normal);
+    hits[at] = words.x;
+    hits[at + 1u] = words.y;
+    hits[at + 2u] = words.z;
 }
 
 fn hit_distance(row: u32) -> f32 {

@@ -35,7 +35,9 @@ struct Params {
     // The round of a job dispatched in rounds (mesh.wgsl).
     round: u32,
     round_count: u32,
-    _pad2: u32,
+    // First word of the chunk's shapes kept on the device only (rows without the shape
+    // field whose later rounds or passes read it); 0 where none are kept.
+    kept_shapes: u32,
 }
 
 // Boundary projection in the shape's local frame; see src/reference/mod.rs (Projection).

@@ -315,6 +315,21 @@ impl GpuMesh {
     }
 }
 
+/// Shift the closest points of packed `rows` (which hold the point field) from the mesh's
+/// frame back to world coordinates, in f64 as `GpuMesh::finish` does.
+fn shift_points(fields: Fields, rows: &mut [u32], offset: DVec3) {
+    use rayon::prelude::*;
+    let at = fields.offset_words(crate::fields::POINT);
+    let offset = [offset.x, offset.y, offset.z];
+    rows.par_chunks_exact_mut(fields.row_words())
+        .with_min_len(1024)
+        .for_each(|row| {
+            for (word, shift) in row[at..at + 3].iter_mut().zip(offset) {
+                *word = ((f32::from_bits(*word) as f64 + shift) as f32).to_bits();
+            }
+        });
+}
+
 /// Fills rows `range` of a job's query points, f64 as read, into the vector (cleared first).
 pub type PointRows<'a> = dyn FnMut(std::ops::Range<usize>, &mut Vec<[f64; 3]>) -> Result<()> + 'a;
 
@@ -520,9 +535,8 @@ impl Engine {
     }
 
     /// [`Engine::query_mesh_stream`] computing only `fields`: `sink` takes each chunk's rows
-    /// packed with the fields asked for and those the job needs on the way (the triangle
-    /// index always: the rounds seed from it and signs start from it; the distance when a
-    /// signed normal is asked for).
+    /// packed with the fields asked for (and the distance, when a normal is signed by winding
+    /// number: the device's sign pass reads it).
     pub fn query_mesh_fields_stream(
         &self,
         mesh: &GpuMesh,
@@ -532,67 +546,49 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        use crate::fields::{DISTANCE, NORMAL, SHAPE};
+        use crate::fields::{DISTANCE, NORMAL, POINT};
         // Signs change only distances and normals.
         let sign = if fields.contains(DISTANCE | NORMAL) {
             sign
         } else {
             Sign::None
         };
-        let device_sign = self.device_sign(mesh, sign)?;
-        // What the host still does to the device's answers: pseudonormal rows signed there
-        // are finished unsigned; winding rows come back marked by their distance's sign bit.
-        let host_sign = match device_sign {
-            Some(DeviceSign::Pseudonormal(_)) => Sign::None,
-            _ => sign,
+        let (Some(device_sign), [part]) = (self.device_sign(mesh, sign)?, mesh.parts.as_slice())
+        else {
+            return self.query_mesh_parts_stream(mesh, rows, points, sign, fields, sink);
         };
-        let mut device_fields = fields.with(SHAPE);
-        if host_sign != Sign::None {
-            device_fields = device_fields.with(DISTANCE);
-        }
-        // Each chunk's points wait here from fill to drain (at most two chunks are in flight).
-        let pending = std::cell::RefCell::new(std::collections::VecDeque::new());
+        // The device answers and signs each row; per row the host converts its point to f32
+        // and shifts the closest point back to world coordinates in f64, nothing else.
+        let device_fields = match device_sign {
+            DeviceSign::Winding(_) => fields.with(DISTANCE),
+            _ => fields,
+        };
         let offset = mesh.offset;
+        let mut chunk = Vec::new();
         let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-            let mut chunk = Vec::with_capacity(range.len());
             points(range, &mut chunk)?;
             write_query_points(chunk.iter().copied(), offset, out);
-            pending.borrow_mut().push_back(chunk);
             Ok(())
         };
-        let (mut answers, mut packed) = (Vec::new(), Vec::new());
+        let mut shifted = Vec::new();
         let mut finish = |first: usize, rows: PackedRows<'_>| {
-            let chunk = pending
-                .borrow_mut()
-                .pop_front()
-                .expect("every chunk was filled before it is drained");
-            answers.clear();
-            match rows.as_hits() {
-                Some(hits) => answers.extend_from_slice(hits),
-                None => answers.extend((0..rows.len()).map(|i| rows.hit(i))),
+            if !device_fields.contains(POINT) {
+                return sink.take(first, rows);
             }
-            mesh.finish(&chunk, &mut answers, host_sign);
-            if device_fields.is_all() {
-                return sink.take(
-                    first,
-                    PackedRows::new(device_fields, bytemuck::cast_slice(&answers)),
-                );
-            }
-            pack_hits(device_fields, &answers, &mut packed);
-            sink.take(first, PackedRows::new(device_fields, &packed))
+            shifted.clear();
+            shifted.extend_from_slice(rows.words());
+            shift_points(device_fields, &mut shifted, offset);
+            sink.take(first, PackedRows::new(device_fields, &shifted))
         };
-        if let ([part], Some(device_sign)) = (mesh.parts.as_slice(), device_sign) {
-            return self.query_scene_signed_stream(
-                &part.scene,
-                device_sign,
-                rows,
-                &mut source,
-                crate::Mode::Surface,
-                device_fields,
-                &mut finish,
-            );
-        }
-        self.query_mesh_parts_stream(mesh, rows, points, sign, device_fields, sink)
+        self.query_scene_signed_stream(
+            &part.scene,
+            device_sign,
+            rows,
+            &mut source,
+            crate::Mode::Surface,
+            device_fields,
+            &mut finish,
+        )
     }
 
     /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in
@@ -622,7 +618,7 @@ impl Engine {
         sign: Sign,
         sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
     ) -> Result<bool> {
-        use crate::fields::{DISTANCE, SHAPE};
+        use crate::fields::DISTANCE;
         use crate::gpu::grid::GridSamples;
         let samples = GridSamples {
             origin: (grid.origin - mesh.offset).to_f32(),
@@ -638,20 +634,16 @@ impl Engine {
         let Some(sign) = self.device_sign(mesh, sign)? else {
             return Ok(false);
         };
-        // Rows keep their triangle on the device: the seeded rounds start from it.
-        let fields = Fields::from_bits(Family::Hits, DISTANCE | SHAPE);
+        // Rows keep their triangle on the device only (`Params::kept_shapes`).
+        let fields = Fields::from_bits(Family::Hits, DISTANCE);
         let mut header = |rows: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
             let words = samples.header(&rows);
             out.slice(..4 * words.len())
                 .copy_from_slice(bytemuck::cast_slice(&words));
             Ok(())
         };
-        let mut values = Vec::new();
-        let mut take = |first: usize, rows: PackedRows<'_>| {
-            values.clear();
-            rows.extend_column(DISTANCE, &mut values);
-            sink(first, bytemuck::cast_slice(&values))
-        };
+        let mut take =
+            |first: usize, rows: PackedRows<'_>| sink(first, bytemuck::cast_slice(rows.words()));
         let job = crate::gpu::plan::Job::Nearest {
             scene: &part.scene,
             sign,
@@ -671,16 +663,16 @@ impl Engine {
         Ok(true)
     }
 
-    /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or signed by winding
-    /// number on the host: blocks of rows answered by every part in turn, the nearest answer
-    /// kept, then signed and packed.
+    /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or whose sign data
+    /// the device cannot hold: blocks of rows answered by every part in turn, the nearest
+    /// answer kept, then signed on the host and packed with `fields`.
     fn query_mesh_parts_stream(
         &self,
         mesh: &GpuMesh,
         rows: usize,
         points: &mut PointRows<'_>,
         sign: Sign,
-        device_fields: Fields,
+        fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
         let all = Fields::all(Family::Hits);
@@ -725,8 +717,8 @@ impl Engine {
                 mesh.mark_inside_on_host(&block, &mut best);
             }
             mesh.finish(&block, &mut best, sign);
-            pack_hits(device_fields, &best, &mut packed);
-            sink.take(range.start, PackedRows::new(device_fields, &packed))?;
+            pack_hits(fields, &best, &mut packed);
+            sink.take(range.start, PackedRows::new(fields, &packed))?;
         }
         Ok(())
     }

@@ -59,7 +59,9 @@ pub struct Params {
     /// The round of a job dispatched in rounds (`mesh.wgsl`).
     pub round: u32,
     pub round_count: u32,
-    pub _pad: u32,
+    /// First word of the hits buffer where rows that do not read their shape back keep it
+    /// for later rounds and passes (0: not kept).
+    pub kept_shapes: u32,
 }
 
 impl Params {
@@ -72,7 +74,7 @@ impl Params {
             first_row,
             round: 0,
             round_count: 1,
-            _pad: 0,
+            kept_shapes: 0,
         }
     }
 }

@@ -115,6 +115,9 @@ pub(crate) struct Plan<'a> {
     pub reorders_points: bool,
     /// Rows are this grid's samples: chunks are its boxes, each uploading only a header.
     pub grid: Option<GridSamples>,
+    /// Later rounds or passes read each row's shape: rows that do not move it back keep it
+    /// on the device (`Params::kept_shapes`).
+    pub keeps_shapes: bool,
 }
 
 impl Plan<'_> {
@@ -159,6 +162,7 @@ impl Job<'_> {
                 sign_data: None,
                 reorders_points: false,
                 grid: None,
+                keeps_shapes: false,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
@@ -166,6 +170,7 @@ impl Job<'_> {
                 sign_data: None,
                 reorders_points: false,
                 grid: None,
+                keeps_shapes: false,
             },
             Job::Nearest { scene, sign, grid } => {
                 let triangles = |entry| PipelineKey {
@@ -185,7 +190,8 @@ impl Job<'_> {
                     pass(specialised, Rounds::Once)?
                 };
                 let mut passes = vec![nearest];
-                if let DeviceSign::Winding(_) = sign {
+                let winding = matches!(sign, DeviceSign::Winding(_));
+                if winding {
                     // Every row of the chunk, once the nearest pass has answered them.
                     let signs = PipelineKey {
                         grid_samples: grid.is_some(),
@@ -204,6 +210,7 @@ impl Job<'_> {
                     },
                     sign_data: sign.data(),
                     grid: *grid,
+                    keeps_shapes: scene.oriented || winding,
                     reorders_points: grid.is_none()
                         && scene.bvh_kinds != 0
                         && gpu

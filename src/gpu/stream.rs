@@ -461,12 +461,21 @@ fn encode_chunk(
             n as u32,
         ),
     };
+    // Shapes kept on the device go after the widest rows that leave the shape out.
+    let kept_shapes = if plan.keeps_shapes && !fields.contains(crate::fields::SHAPE) {
+        let at = slot.capacity * (max_output_row_bytes() / 4 - 1);
+        debug_assert!(n * fields.row_words() <= at);
+        at as u32
+    } else {
+        0
+    };
     let round_count = plan.round_count();
     let bind_groups: Vec<wgpu::BindGroup> = (0..round_count)
         .map(|round| {
             let params = Params {
                 round: round as u32,
                 round_count: round_count as u32,
+                kept_shapes,
                 ..Params::new(threads as u32, shape_count, mode, range.start as u32)
             };
             gpu.queue
