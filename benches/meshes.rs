@@ -1,5 +1,5 @@
-//! Mesh queries, the GPU path (`upload_mesh` + `query_mesh`, unsigned and pseudonormal-signed)
-//! beside parry3d's `TriMesh` (its BVH, `project_point`, with `ORIENTED` pseudo-normals for the
+//! Mesh queries, the GPU path (`upload_mesh` + `query_mesh`, unsigned and pseudonormal-signed,
+//! every field; and the signed distance alone, a grid's sampled on the device) beside parry3d's `TriMesh` (its BVH, `project_point`, with `ORIENTED` pseudo-normals for the
 //! sign) on all cores (rayon), same points, same run, on two workloads per shared mesh:
 //! 1,000,000 points uniform over the mesh's box padded by 0.1 of its largest extent, and the
 //! 128³ grid `closest sdf --res 128` samples (the same padded box, corners inclusive, C order).
@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use closest::Engine;
+use closest::fields::{DISTANCE, Family, Fields};
 use closest::io::load_mesh;
 use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
@@ -31,72 +32,103 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// One table row: the GPU and parry3d on `points` around `mesh`.
-fn compare(engine: &Engine, name: &str, mesh: &Mesh, points: &[[f64; 3]], repeats: usize) {
-    let rows = points.len();
-    let gpu = engine.upload_mesh(mesh.clone()).expect("upload");
-    // Build the pipeline outside the timings.
-    engine
-        .query_mesh(&gpu, &points[..1000.min(rows)], Sign::None)
-        .expect("warm-up");
-    let timed = |sign: Sign| {
-        let mut hits = Vec::new();
-        let times = (0..repeats)
-            .map(|_| {
-                let started = Instant::now();
-                hits = engine.query_mesh(&gpu, points, sign).expect("query");
-                started.elapsed()
-            })
-            .collect();
-        (median(times), hits)
+/// The rows of one workload: query points, or an SDF grid's samples (which the GPU computes
+/// itself and parry3d gets as points).
+enum Rows<'a> {
+    Points(&'a [[f64; 3]]),
+    Grid(&'a Grid, &'a [[f64; 3]]),
+}
+
+/// The median time of `repeats` runs of `run`, and its last answer.
+fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
+    let mut answer = None;
+    let times = (0..repeats)
+        .map(|_| {
+            let started = Instant::now();
+            answer = Some(run());
+            started.elapsed()
+        })
+        .collect();
+    (median(times), answer.expect("at least one run"))
+}
+
+/// One table row: the GPU and parry3d on the same rows around `mesh`. The GPU's columns: every
+/// field unsigned and pseudonormal-signed (`query_mesh`), and the signed distance only
+/// (`query_mesh_fields`, 12 bytes up and 4 down a row; a grid's `Engine::sdf`, 4 down).
+fn compare(engine: &Engine, name: &str, mesh: &Mesh, rows: Rows<'_>, repeats: usize) {
+    let points = match rows {
+        Rows::Points(points) | Rows::Grid(_, points) => points,
     };
-    let (unsigned_time, _) = timed(Sign::None);
-    let (signed_time, hits) = timed(Sign::Pseudonormal);
+    let count = points.len();
+    let gpu = engine.upload_mesh(mesh.clone()).expect("upload");
+    let distance_only = Fields::from_bits(Family::Hits, DISTANCE);
+    // Build the pipelines outside the timings.
+    let warm = &points[..1000.min(count)];
+    for sign in [Sign::None, Sign::Pseudonormal] {
+        engine.query_mesh(&gpu, warm, sign).expect("warm-up");
+        engine
+            .query_mesh_fields(&gpu, warm, sign, distance_only)
+            .expect("warm-up");
+    }
+    let (unsigned_time, _) = timed(repeats, || {
+        engine.query_mesh(&gpu, points, Sign::None).expect("query")
+    });
+    let (signed_time, _) = timed(repeats, || {
+        engine
+            .query_mesh(&gpu, points, Sign::Pseudonormal)
+            .expect("query")
+    });
+    let (distance_time, distances) = timed(repeats, || match rows {
+        Rows::Points(points) => engine
+            .query_mesh_fields(&gpu, points, Sign::Pseudonormal, distance_only)
+            .expect("query")
+            .f32s("distance")
+            .expect("the distance column")
+            .to_vec(),
+        Rows::Grid(grid, _) => engine.sdf(&gpu, grid, Sign::Pseudonormal).expect("sdf"),
+    });
 
     let vertices = mesh.vertices.iter().map(|&p| v(p)).collect();
     let trimesh = TriMesh::with_flags(vertices, mesh.triangles.clone(), TriMeshFlags::ORIENTED)
         .expect("parry builds the mesh");
-    let mut signed = vec![0f32; rows];
-    let times = (0..repeats)
-        .map(|_| {
-            let started = Instant::now();
-            signed
-                .par_iter_mut()
-                .zip(points.par_iter())
-                .for_each(|(d, p)| {
-                    let p = Vector::new(p[0] as f32, p[1] as f32, p[2] as f32);
-                    let projection = trimesh.project_point(&Pose::IDENTITY, p, false);
-                    let distance = (p - projection.point).length();
-                    *d = if projection.is_inside {
-                        -distance
-                    } else {
-                        distance
-                    };
-                });
-            started.elapsed()
-        })
-        .collect();
-    let parry_time = median(times);
+    let mut signed = vec![0f32; count];
+    let (parry_time, ()) = timed(repeats, || {
+        signed
+            .par_iter_mut()
+            .zip(points.par_iter())
+            .for_each(|(d, p)| {
+                let p = Vector::new(p[0] as f32, p[1] as f32, p[2] as f32);
+                let projection = trimesh.project_point(&Pose::IDENTITY, p, false);
+                let distance = (p - projection.point).length();
+                *d = if projection.is_inside {
+                    -distance
+                } else {
+                    distance
+                };
+            })
+    });
     // Same question, same answer: |d| within 1e-4 of the mesh size on every row.
     let (lo, hi) = mesh.bounds();
     let size = (hi - lo).length();
-    let disagree = hits
+    let disagree = distances
         .iter()
         .zip(&signed)
-        .filter(|(h, d)| (h.distance.abs() - d.abs()).abs() as f64 > 1e-4 * size)
+        .filter(|(a, b)| (a.abs() - b.abs()).abs() as f64 > 1e-4 * size)
         .count();
     assert!(
         disagree == 0,
         "{name}: parry3d and the GPU disagree on {disagree} distances"
     );
-    let rate = |t: Duration| rows as f64 / t.as_secs_f64() / 1e6;
+    let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;
     println!(
-        "{name:>20} {:>10} {:>10.3} {:>12.3} {:>14.3} {:>10.2}",
+        "{name:>20} {:>10} {:>10.3} {:>12.3} {:>12.3} {:>14.3} {:>10.2} {:>10.2}",
         mesh.triangles.len(),
         rate(unsigned_time),
         rate(signed_time),
+        rate(distance_time),
         rate(parry_time),
-        rate(signed_time) / rate(parry_time)
+        rate(signed_time) / rate(parry_time),
+        rate(distance_time) / rate(parry_time)
     );
 }
 
@@ -121,8 +153,15 @@ fn main() {
         .collect();
     let header = || {
         println!(
-            "{:>20} {:>10} {:>10} {:>12} {:>14} {:>10}",
-            "mesh", "triangles", "GPU", "GPU signed", "parry3d signed", "GPU/parry"
+            "{:>20} {:>10} {:>10} {:>12} {:>12} {:>14} {:>10} {:>10}",
+            "mesh",
+            "triangles",
+            "GPU",
+            "GPU signed",
+            "signed dist",
+            "parry3d signed",
+            "signed/pa",
+            "dist/pa"
         )
     };
     println!("{rows} points uniform over the padded box:");
@@ -130,13 +169,13 @@ fn main() {
     for (name, mesh) in &meshes {
         let (lo, hi) = mesh.bounds();
         let points = closest::bench::padded_box_points(lo, hi, rows);
-        compare(&engine, name, mesh, &points, repeats);
+        compare(&engine, name, mesh, Rows::Points(&points), repeats);
     }
     println!("the {grid}³ grid of `closest sdf --res {grid}`:");
     header();
     for (name, mesh) in &meshes {
         let grid = Grid::new(mesh, [grid; 3], GridRegion::Pad(0.1)).expect("a grid");
         let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
-        compare(&engine, name, mesh, &points, repeats);
+        compare(&engine, name, mesh, Rows::Grid(&grid, &points), repeats);
     }
 }

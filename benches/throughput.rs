@@ -20,8 +20,8 @@ mod common;
 
 use common::{bench_engine, env_count, oriented_pose, v};
 
-/// parry3d's `project_point` for every point on all cores, monomorphised for the shape type
-/// (no dynamic dispatch, so parry's code inlines as ours does).
+/// parry3d's `project_point`, then its `distance_to_point`, for every point on all cores,
+/// monomorphised for the shape type (no dynamic dispatch, so parry's code inlines as ours does).
 fn bench_parry<S: PointQuery + Sync>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     points: &[[f32; 3]],
@@ -37,6 +37,19 @@ fn bench_parry<S: PointQuery + Sync>(
                     *o = shape.project_point(&pose, Vector::new(p[0], p[1], p[2]), true);
                 });
             black_box(&out);
+        })
+    });
+    // The twin of our distance-only rows: parry's `distance_to_point`, 4 bytes a row.
+    let mut distances = vec![0f32; points.len()];
+    group.bench_function("parry3d distance, all cores", |b| {
+        b.iter(|| {
+            distances
+                .par_iter_mut()
+                .zip(points.par_iter())
+                .for_each(|(d, p)| {
+                    *d = shape.distance_to_point(&pose, Vector::new(p[0], p[1], p[2]), true);
+                });
+            black_box(&distances);
         })
     });
 }
