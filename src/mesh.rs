@@ -201,6 +201,85 @@ pub struct Pseudonormals {
     crowded_edges: std::collections::HashMap<u32, DVec3>,
 }
 
+/// The angle-weighted sums of face normals at every vertex, in f64. Built on all cores where
+/// it pays; every sum adds its terms in triangle order, so the result does not depend on
+/// threads.
+fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
+    use rayon::prelude::*;
+    let count = mesh.triangles.len();
+    let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
+    let mut batch: Vec<(DVec3, [f64; 3])> = Vec::with_capacity(NORMAL_BATCH.min(count));
+    for first in (0..count).step_by(NORMAL_BATCH) {
+        let last = (first + NORMAL_BATCH).min(count);
+        (first..last)
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|t| {
+                let corners = mesh.corners(t);
+                let angles = std::array::from_fn(|k| {
+                    let (u, v) = (
+                        corners[(k + 1) % 3] - corners[k],
+                        corners[(k + 2) % 3] - corners[k],
+                    );
+                    u.cross(v).length().atan2(u.dot(v))
+                });
+                (face_normal(mesh, t), angles)
+            })
+            .collect_into_vec(&mut batch);
+        for (t, (face, angles)) in (first..last).zip(&batch) {
+            let tri = mesh.triangles[t];
+            for k in 0..3 {
+                vertex[tri[k] as usize] = vertex[tri[k] as usize] + *face * angles[k];
+            }
+        }
+    }
+    vertex
+}
+
+/// Calls `edge` with the half-edges of every undirected edge, in ascending order (half-edge
+/// h = 3t + k runs from corner k to corner k + 1 of triangle t).
+fn for_each_edge(mesh: &Mesh, mut edge: impl FnMut(&[u32])) {
+    use rayon::prelude::*;
+    // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are grouped by
+    // lower vertex (a counting sort, 4 bytes a half-edge), each group sorted by upper vertex,
+    // then by h.
+    let ends = |h: u32| {
+        let tri = mesh.triangles[h as usize / 3];
+        let k = h as usize % 3;
+        let (i, j) = (tri[k], tri[(k + 1) % 3]);
+        (i.min(j), i.max(j))
+    };
+    let halves = u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
+    let mut start = vec![0u32; mesh.vertices.len() + 1];
+    for h in 0..halves {
+        start[ends(h).0 as usize + 1] += 1;
+    }
+    for v in 1..start.len() {
+        start[v] += start[v - 1];
+    }
+    let mut grouped = vec![0u32; halves as usize];
+    for h in 0..halves {
+        let slot = &mut start[ends(h).0 as usize];
+        grouped[*slot as usize] = h;
+        *slot += 1;
+    }
+    drop(start);
+    grouped
+        .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
+        .for_each(|group| group.sort_unstable_by_key(|&h| (ends(h).1, h)));
+    for run in grouped.chunk_by(|&a, &b| ends(a) == ends(b)) {
+        edge(run);
+    }
+}
+
+/// The sum of the unit normals of the faces on an edge of more than two, its half-edges
+/// `run` in ascending (triangle) order.
+fn crowded_sum(mesh: &Mesh, run: &[u32]) -> DVec3 {
+    run.iter().fold(DVec3::ZERO, |sum, &h| {
+        sum + face_normal(mesh, h as usize / 3)
+    })
+}
+
 /// `Pseudonormals::gpu_words`: an edge of one face.
 pub const EDGE_BOUNDARY: u32 = u32::MAX;
 /// `Pseudonormals::gpu_words`: the flag of an edge of more than two faces, whose sum is stored.
@@ -213,76 +292,18 @@ impl Pseudonormals {
     /// Built on all cores where it pays. Every sum adds its terms in triangle order, so the
     /// result does not depend on threads.
     pub fn new(mesh: &Mesh) -> Pseudonormals {
-        use rayon::prelude::*;
-        let count = mesh.triangles.len();
-        let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
-        let mut batch: Vec<(DVec3, [f64; 3])> = Vec::with_capacity(NORMAL_BATCH.min(count));
-        for first in (0..count).step_by(NORMAL_BATCH) {
-            let last = (first + NORMAL_BATCH).min(count);
-            (first..last)
-                .into_par_iter()
-                .with_min_len(4096)
-                .map(|t| {
-                    let corners = mesh.corners(t);
-                    let angles = std::array::from_fn(|k| {
-                        let (u, v) = (
-                            corners[(k + 1) % 3] - corners[k],
-                            corners[(k + 2) % 3] - corners[k],
-                        );
-                        u.cross(v).length().atan2(u.dot(v))
-                    });
-                    (face_normal(mesh, t), angles)
-                })
-                .collect_into_vec(&mut batch);
-            for (t, (face, angles)) in (first..last).zip(&batch) {
-                let tri = mesh.triangles[t];
-                for k in 0..3 {
-                    vertex[tri[k] as usize] = vertex[tri[k] as usize] + *face * angles[k];
-                }
-            }
-        }
-        drop(batch);
-        // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are
-        // grouped by lower vertex (a counting sort, 4 bytes a half-edge), each group sorted by
-        // upper vertex, then by h; each edge's run is then linked into a cycle.
-        let ends = |h: u32| {
-            let tri = mesh.triangles[h as usize / 3];
-            let k = h as usize % 3;
-            let (i, j) = (tri[k], tri[(k + 1) % 3]);
-            (i.min(j), i.max(j))
-        };
-        let halves = u32::try_from(3 * count).expect("fewer than 2^32 half-edges");
-        let mut start = vec![0u32; mesh.vertices.len() + 1];
-        for h in 0..halves {
-            start[ends(h).0 as usize + 1] += 1;
-        }
-        for v in 1..start.len() {
-            start[v] += start[v - 1];
-        }
-        let mut grouped = vec![0u32; halves as usize];
-        for h in 0..halves {
-            let slot = &mut start[ends(h).0 as usize];
-            grouped[*slot as usize] = h;
-            *slot += 1;
-        }
-        drop(start);
-        grouped
-            .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
-            .for_each(|group| group.sort_unstable_by_key(|&h| (ends(h).1, h)));
-        let mut next_on_edge = vec![0u32; halves as usize];
+        let vertex = vertex_sums(mesh);
+        let mut next_on_edge = vec![0u32; 3 * mesh.triangles.len()];
         let mut crowded_edges = std::collections::HashMap::new();
-        for run in grouped.chunk_by(|&a, &b| ends(a) == ends(b)) {
+        for_each_edge(mesh, |run| {
             for (at, &h) in run.iter().enumerate() {
                 next_on_edge[h as usize] = run[(at + 1) % run.len()];
             }
             if run.len() > 2 {
-                // Ascending half-edges: triangle order.
-                let sum = run.iter().fold(DVec3::ZERO, |sum, &h| {
-                    sum + face_normal(mesh, h as usize / 3)
-                });
+                let sum = crowded_sum(mesh, run);
                 crowded_edges.extend(run.iter().map(|&h| (h, sum)));
             }
-        }
+        });
         Pseudonormals {
             vertex,
             next_on_edge,
@@ -311,47 +332,43 @@ impl Pseudonormals {
     /// it, [`EDGE_BOUNDARY`] or [`EDGE_CROWDED`] | its stored sum; then the unit vertex
     /// pseudonormals and the unit sums of the edges of more than two faces, three f32 each.
     /// Faces' and two-face edges' normals are the device's own f32 face normals.
-    pub fn gpu_words(&self, mesh: &Mesh) -> Vec<u32> {
+    ///
+    /// Written straight from the sums, without a [`Pseudonormals`]: at its peak it holds the
+    /// table and either the f64 vertex sums or the half-edges grouped by edge, not all three.
+    pub fn gpu_words(mesh: &Mesh) -> Vec<u32> {
         let count = mesh.triangles.len();
-        // One sum per crowded edge, numbered in the order of its lowest half-edge.
-        let mut crowded_index = std::collections::HashMap::new();
-        let mut crowded_sums = Vec::new();
-        let mut crowded: Vec<u32> = self.crowded_edges.keys().copied().collect();
-        crowded.sort_unstable();
-        for h in crowded {
-            if crowded_index.contains_key(&h) {
-                continue;
-            }
-            let index = EDGE_CROWDED | crowded_sums.len() as u32;
-            let mut other = h;
-            loop {
-                crowded_index.insert(other, index);
-                other = self.next_on_edge[other as usize];
-                if other == h {
-                    break;
-                }
-            }
-            crowded_sums.push(self.crowded_edges[&h]);
-        }
         let vertex_word = 4 + 6 * count;
-        let crowded_word = vertex_word + 3 * self.vertex.len();
-        let mut words = Vec::with_capacity(crowded_word + 3 * crowded_sums.len());
-        words.extend([vertex_word as u32, crowded_word as u32, 0, 0]);
-        for (t, tri) in mesh.triangles.iter().enumerate() {
-            words.extend_from_slice(tri);
-            words.extend((0..3).map(|k| {
-                let h = (3 * t + k) as u32;
-                let other = self.next_on_edge[h as usize];
-                if other == h {
-                    EDGE_BOUNDARY
-                } else {
-                    crowded_index.get(&h).copied().unwrap_or(other / 3)
-                }
-            }));
-        }
+        let crowded_word = vertex_word + 3 * mesh.vertices.len();
+        let mut words = vec![0u32; crowded_word];
+        words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, 0, 0]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
-        words.extend(self.vertex.iter().flat_map(unit_words));
-        words.extend(crowded_sums.iter().flat_map(unit_words));
+        for (at, sum) in words[vertex_word..]
+            .chunks_exact_mut(3)
+            .zip(&vertex_sums(mesh))
+        {
+            at.copy_from_slice(&unit_words(sum));
+        }
+        let edge_word = |h: u32| 4 + 6 * (h as usize / 3) + 3 + h as usize % 3;
+        // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
+        let mut crowded = Vec::new();
+        for_each_edge(mesh, |run| match run {
+            [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
+            [a, b] => {
+                words[edge_word(*a)] = b / 3;
+                words[edge_word(*b)] = a / 3;
+            }
+            _ => crowded.push((run.to_vec(), crowded_sum(mesh, run))),
+        });
+        crowded.sort_unstable_by_key(|(run, _)| run[0]);
+        for (index, (run, _)) in crowded.iter().enumerate() {
+            for &h in run {
+                words[edge_word(h)] = EDGE_CROWDED | index as u32;
+            }
+        }
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            words[4 + 6 * t..7 + 6 * t].copy_from_slice(tri);
+        }
+        words.extend(crowded.iter().flat_map(|(_, sum)| unit_words(sum)));
         words
     }
 

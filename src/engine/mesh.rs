@@ -285,8 +285,7 @@ impl GpuMesh {
         if !part.scene.oriented || Pseudonormals::max_gpu_bytes(triangles, vertices) > max {
             return Ok(None);
         }
-        // The f64 sums live only while their table is written.
-        let words = Pseudonormals::new(&self.mesh).gpu_words(&self.mesh);
+        let words = Pseudonormals::gpu_words(&self.mesh);
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
