@@ -289,8 +289,7 @@ pub const EDGE_CROWDED: u32 = 1 << 31;
 const NORMAL_BATCH: usize = 1 << 16;
 
 impl Pseudonormals {
-    /// Built on all cores where it pays. Every sum adds its terms in triangle order, so the
-    /// result does not depend on threads.
+    /// The host's f64 sums and edge links (the device's table is [`Pseudonormals::gpu_words`]).
     pub fn new(mesh: &Mesh) -> Pseudonormals {
         let vertex = vertex_sums(mesh);
         let mut next_on_edge = vec![0u32; 3 * mesh.triangles.len()];

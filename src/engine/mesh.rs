@@ -210,9 +210,9 @@ impl GpuMesh {
         self.parts.len()
     }
 
-    /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, unless
-    /// the device signed them already. `points` are the chunk's query points as given (unread
-    /// where the device signed).
+    /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, on the
+    /// host (meshes in parts, or whose sign data the device cannot hold; winding rows come
+    /// marked by `mark_inside_on_host`). `points` are the chunk's query points as given.
     fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
         // Built on first use: only pseudonormal signs on the host need them.

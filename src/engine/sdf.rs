@@ -9,7 +9,7 @@ use crate::sdf::Grid;
 
 impl Engine {
     /// The distances of `grid`'s samples to `mesh`, signed by `sign`, chunk by chunk in row
-    /// order (only distances come back from the device, with the triangle each starts from).
+    /// order (only distances come back from the device).
     pub fn sdf_stream(
         &self,
         mesh: &GpuMesh,
@@ -20,7 +20,6 @@ impl Engine {
         if self.samples_grids_on_device() && self.sdf_on_device(mesh, grid, sign, sink)? {
             return Ok(());
         }
-        let mut values = Vec::new();
         self.query_mesh_fields_stream(
             mesh,
             grid.len(),
@@ -31,10 +30,9 @@ impl Engine {
             },
             sign,
             Fields::from_bits(Family::Hits, DISTANCE),
+            // Distance-only rows are the column itself.
             &mut |first: usize, rows: PackedRows<'_>| {
-                values.clear();
-                rows.extend_column(DISTANCE, &mut values);
-                sink(first, bytemuck::cast_slice(&values))
+                sink(first, bytemuck::cast_slice(rows.words()))
             },
         )
     }
