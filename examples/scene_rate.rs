@@ -1,0 +1,63 @@
+//! The BVH column of `cargo bench --bench scenes` alone (no peer, no other order), for quick
+//! A/B runs of the scene kernels: 1,000,000 points (ROWS overrides) against the bench's mixed
+//! scenes of 10^3, 10^4 and 10^5 shapes, median of 3, PORTABLE=1 for the portable kernels.
+//! With COUNTS=1 it also prints the mean of the three normal words over the rows, where
+//! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
+//!
+//! `cargo run --release --example scene_rate`
+
+use closest::bench::{sample_points, sample_scene};
+use closest::gpu::{GpuHit, hits_into_slice, points_from_slice};
+use closest::{Engine, EngineOptions, Mode};
+use std::time::Instant;
+
+fn main() -> closest::Result<()> {
+    let engine = Engine::new(&EngineOptions {
+        portable_kernels: std::env::var("PORTABLE").is_ok_and(|v| v == "1"),
+        ..Default::default()
+    })?;
+    let rows: usize = std::env::var("ROWS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let points: Vec<[f32; 3]> = sample_points(rows)
+        .iter()
+        .map(|p| p.map(|x| x * 55.0))
+        .collect();
+    let mut hits = vec![GpuHit::default(); rows];
+    println!(
+        "adapter: {}; kernels: {}",
+        engine.describe(),
+        engine.scene_kernels()
+    );
+    for count in [1_000usize, 10_000, 100_000] {
+        let scene = engine.upload_scene(&sample_scene(count))?;
+        let mut seconds = Vec::new();
+        for _ in 0..3 {
+            let start = Instant::now();
+            engine.query_scene_stream(
+                &scene,
+                rows,
+                &mut points_from_slice(&points),
+                Mode::Solid,
+                &mut hits_into_slice(&mut hits),
+            )?;
+            seconds.push(start.elapsed().as_secs_f64());
+        }
+        seconds.sort_by(f64::total_cmp);
+        let rate = rows as f64 / seconds[1] / 1e6;
+        print!("{count:>7} shapes: {rate:.3} Mq/s");
+        if std::env::var("COUNTS").is_ok_and(|v| v == "1") {
+            let mean =
+                |k: usize| hits.iter().map(|h| h.normal[k] as f64).sum::<f64>() / rows as f64;
+            print!(
+                "; normal words' means {:.2} {:.2} {:.2}",
+                mean(0),
+                mean(1),
+                mean(2)
+            );
+        }
+        println!();
+    }
+    Ok(())
+}
