@@ -277,7 +277,7 @@ fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if PSEUDONORMAL_SIGNS != 0u {
         // As the host signs (GpuMesh::finish): a surface row (−0 inside) takes the
         // pseudonormal itself.
-        let signed = pseudonormal_sign(index, r, local);
+        let signed = pseudonormal_sign(index, slot, r, local);
         distance = signed.sign * len;
         normal = select(signed.normal, signed.sign * normal, distance != 0.0);
     }

@@ -2,10 +2,11 @@
 // triangle closest to the point (its face, an edge or a vertex), found in f32 as
 // mesh::closest_feature finds it in f64, and that feature's unit angle-weighted pseudonormal
 // from the mesh's table in `sign_data` (mesh::Pseudonormals::gpu_words, the f64 twin of this
-// file): a header (first vertex word, first crowded-edge word), then per triangle in scene
-// order its three vertex indices and, per edge k (corner k to k + 1), the triangle across it,
-// EDGE_BOUNDARY, or EDGE_CROWDED | the index of a stored sum; then the unit vertex
-// pseudonormals and the unit sums of edges of more than two faces, three f32 each.
+// file): a header (first vertex word, first crowded-edge word, words per triangle), then per
+// triangle in scene order its three vertex indices (left out with indexed records, which hold
+// them) and, per edge k (corner k to k + 1), the triangle across it, EDGE_BOUNDARY, or
+// EDGE_CROWDED | the index of a stored sum; then the unit vertex pseudonormals and the unit
+// sums of edges of more than two faces, three f32 each.
 #import mesh_walk
 
 // A pipeline override: 1 where rows are signed as they are answered (write_row).
@@ -122,17 +123,25 @@ fn slot_normal(slot: u32) -> vec3<f32> {
     return vec3<f32>(triangles[3u * slot].w, triangles[3u * slot + 1u].w, triangles[3u * slot + 2u].w);
 }
 
-// The unit pseudonormal of `feature` of triangle `index` (scene order), whose unit normal is
-// `n`; zero where it vanishes (a degenerate face, a knife edge).
-fn feature_pseudonormal(index: u32, feature: u32, n: vec3<f32>) -> vec3<f32> {
+// Vertex index of corner k of triangle `index` (scene order), in `slot` of the records.
+fn corner_vertex(index: u32, slot: u32, k: u32) -> u32 {
+    if TRIANGLE_RECORDS == INDEXED_RECORDS {
+        return triangle_word(INDEXED_RECORD_WORDS * slot + k);
+    }
+    return sign_word(4u + 6u * index + k);
+}
+
+// The unit pseudonormal of `feature` of triangle `index` (scene order, in `slot` of the
+// records), whose unit normal is `n`; zero where it vanishes (a degenerate face, a knife edge).
+fn feature_pseudonormal(index: u32, slot: u32, feature: u32, n: vec3<f32>) -> vec3<f32> {
     if feature == FEATURE_FACE {
         return n;
     }
-    let at = 4u + 6u * index;
     if feature < FEATURE_EDGE {
-        return sign_vec3(sign_word(0u) + 3u * sign_word(at + feature - FEATURE_VERTEX));
+        return sign_vec3(sign_word(0u) + 3u * corner_vertex(index, slot, feature - FEATURE_VERTEX));
     }
-    let across = sign_word(at + 3u + feature - FEATURE_EDGE);
+    let stride = sign_word(2u);
+    let across = sign_word(4u + stride * index + stride - 3u + feature - FEATURE_EDGE);
     if across == EDGE_BOUNDARY {
         return n;
     }
@@ -142,16 +151,16 @@ fn feature_pseudonormal(index: u32, feature: u32, n: vec3<f32>) -> vec3<f32> {
     return unit_or_zero(n + slot_normal(slot_of(i32(across))));
 }
 
-// The sign of p (relative to the triangle's first corner) against triangle `index` of
-// records r, and the pseudonormal it was read from.
+// The sign of p (relative to the triangle's first corner) against triangle `index` (in
+// `slot`) of records r, and the pseudonormal it was read from.
 struct PseudonormalSign {
     sign: f32,
     normal: vec3<f32>,
 }
 
-fn pseudonormal_sign(index: u32, r: array<vec4<f32>, 3>, p: vec3<f32>) -> PseudonormalSign {
+fn pseudonormal_sign(index: u32, slot: u32, r: array<vec4<f32>, 3>, p: vec3<f32>) -> PseudonormalSign {
     let n = vec3<f32>(r[0].w, r[1].w, r[2].w);
     let f = closest_feature(p, r[1].xyz, r[2].xyz, n);
-    let normal = feature_pseudonormal(index, f.feature, n);
+    let normal = feature_pseudonormal(index, slot, f.feature, n);
     return PseudonormalSign(select(1.0, -1.0, dot(p - f.point, normal) < 0.0), normal);
 }

@@ -326,20 +326,23 @@ impl Pseudonormals {
     }
 
     /// The table the device signs by (shaders/pseudonormal.wgsl, whose f64 twin is
-    /// [`Pseudonormals::sign`]): a 4-word header (first vertex word, first crowded-edge word),
-    /// per triangle its vertex indices and per edge k (corner k to k + 1) the triangle across
-    /// it, [`EDGE_BOUNDARY`] or [`EDGE_CROWDED`] | its stored sum; then the unit vertex
+    /// [`Pseudonormals::sign`]): a 4-word header (first vertex word, first crowded-edge word,
+    /// words per triangle), per triangle its vertex indices unless the device's triangle
+    /// records hold them already (`vertex_indices` false: indexed records, whose indices are
+    /// the mesh's own) and per edge k (corner k to k + 1) the triangle across it,
+    /// [`EDGE_BOUNDARY`] or [`EDGE_CROWDED`] | its stored sum; then the unit vertex
     /// pseudonormals and the unit sums of the edges of more than two faces, three f32 each.
     /// Faces' and two-face edges' normals are the device's own f32 face normals.
     ///
     /// Written straight from the sums, without a [`Pseudonormals`]: at its peak it holds the
     /// table and either the f64 vertex sums or the half-edges grouped by edge, not all three.
-    pub fn gpu_words(mesh: &Mesh) -> Vec<u32> {
+    pub fn gpu_words(mesh: &Mesh, vertex_indices: bool) -> Vec<u32> {
         let count = mesh.triangles.len();
-        let vertex_word = 4 + 6 * count;
+        let stride = if vertex_indices { 6 } else { 3 };
+        let vertex_word = 4 + stride * count;
         let crowded_word = vertex_word + 3 * mesh.vertices.len();
         let mut words = vec![0u32; crowded_word];
-        words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, 0, 0]);
+        words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, 0]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
         for (at, sum) in words[vertex_word..]
             .chunks_exact_mut(3)
@@ -347,7 +350,7 @@ impl Pseudonormals {
         {
             at.copy_from_slice(&unit_words(sum));
         }
-        let edge_word = |h: u32| 4 + 6 * (h as usize / 3) + 3 + h as usize % 3;
+        let edge_word = |h: u32| 4 + stride * (h as usize / 3) + stride - 3 + h as usize % 3;
         // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
         let mut crowded = Vec::new();
         for_each_edge(mesh, |run| match run {
@@ -364,8 +367,10 @@ impl Pseudonormals {
                 words[edge_word(h)] = EDGE_CROWDED | index as u32;
             }
         }
-        for (t, tri) in mesh.triangles.iter().enumerate() {
-            words[4 + 6 * t..7 + 6 * t].copy_from_slice(tri);
+        if vertex_indices {
+            for (t, tri) in mesh.triangles.iter().enumerate() {
+                words[4 + 6 * t..7 + 6 * t].copy_from_slice(tri);
+            }
         }
         words.extend(crowded.iter().flat_map(|(_, sum)| unit_words(sum)));
         words

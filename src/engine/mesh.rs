@@ -285,7 +285,8 @@ impl GpuMesh {
         if !part.scene.oriented || Pseudonormals::max_gpu_bytes(triangles, vertices) > max {
             return Ok(None);
         }
-        let words = Pseudonormals::gpu_words(&self.mesh);
+        // Indexed records hold the mesh's vertex indices; the table then leaves them out.
+        let words = Pseudonormals::gpu_words(&self.mesh, !part.scene.indexed);
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
