@@ -377,9 +377,11 @@ impl Pseudonormals {
     }
 
     /// The most bytes [`Pseudonormals::gpu_words`] takes for a mesh of `triangles` and
-    /// `vertices` (at most one crowded edge per three half-edges).
-    pub fn max_gpu_bytes(triangles: usize, vertices: usize) -> u64 {
-        4 * (4 + 9 * triangles as u64 + 3 * vertices as u64)
+    /// `vertices` (at most one crowded edge per three half-edges), with or without its
+    /// `vertex_indices`.
+    pub fn max_gpu_bytes(triangles: usize, vertices: usize, vertex_indices: bool) -> u64 {
+        let per_triangle = if vertex_indices { 9 } else { 6 };
+        4 * (4 + per_triangle * triangles as u64 + 3 * vertices as u64)
     }
 
     /// The sign of `p` against triangle `t` of `mesh`, with the unit pseudonormal of the

@@ -63,11 +63,12 @@ const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
 
 /// The most bytes a one-part mesh's sign data takes on the device: its winding tree and its
-/// pseudonormal table, each built by the first query that signs that way.
-fn sign_data_bytes(mesh: &Mesh) -> u64 {
+/// pseudonormal table (without vertex indices beside `indexed` records, which hold them), each
+/// built by the first query that signs that way.
+fn sign_data_bytes(mesh: &Mesh, indexed: bool) -> u64 {
     let triangles = mesh.triangles.len();
     WindingTree::max_gpu_bytes(triangles)
-        + Pseudonormals::max_gpu_bytes(triangles, mesh.vertices.len())
+        + Pseudonormals::max_gpu_bytes(triangles, mesh.vertices.len(), !indexed)
 }
 
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
@@ -151,12 +152,12 @@ fn part_vertices(
 struct MeshPlan {
     /// Its triangles are stored indexed, not packed.
     indexed: bool,
-    /// It fits one binding: one scene, and its winding tree may go on the device.
+    /// It fits one binding: one scene, and its sign data may go on the device.
     one_part: bool,
     /// The most triangles a part holds otherwise.
     cap: u64,
-    /// Bytes its winding tree may take on the device (0 for a mesh in parts).
-    winding: u64,
+    /// Bytes its sign data may take on the device (`sign_data_bytes`; 0 for a mesh in parts).
+    sign_data: u64,
 }
 
 /// Keep the nearer of two answers for one row, ties to the lower triangle index; an
@@ -182,10 +183,9 @@ impl GpuMesh {
     /// Bytes it holds on the device, its sign data's counted whether or not a query has
     /// built it yet (a budget must not be overrun later by a signed query).
     pub fn device_bytes(&self) -> u64 {
-        let sign_data = if self.parts.len() == 1 {
-            sign_data_bytes(&self.mesh)
-        } else {
-            0
+        let sign_data = match self.parts.as_slice() {
+            [part] => sign_data_bytes(&self.mesh, part.scene.indexed),
+            _ => 0,
         };
         self.triangle_bytes() + sign_data
     }
@@ -282,11 +282,14 @@ impl GpuMesh {
         let [part] = self.parts.as_slice() else {
             return Ok(None);
         };
-        if !part.scene.oriented || Pseudonormals::max_gpu_bytes(triangles, vertices) > max {
+        // Indexed records hold the mesh's vertex indices; the table then leaves them out.
+        let vertex_indices = !part.scene.indexed;
+        if !part.scene.oriented
+            || Pseudonormals::max_gpu_bytes(triangles, vertices, vertex_indices) > max
+        {
             return Ok(None);
         }
-        // Indexed records hold the mesh's vertex indices; the table then leaves them out.
-        let words = Pseudonormals::gpu_words(&self.mesh, !part.scene.indexed);
+        let words = Pseudonormals::gpu_words(&self.mesh, vertex_indices);
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
@@ -363,12 +366,13 @@ impl Engine {
             indexed,
             one_part,
             cap,
-            winding,
+            sign_data,
         } = self.plan_mesh(&mesh)?;
         // Parts are built one at a time: the build's peak is the largest part's.
         let parts = if one_part {
-            let scene = self
-                .upload_mesh_part(&mesh, offset, indexed, None, |bytes| admit(bytes + winding))?;
+            let scene = self.upload_mesh_part(&mesh, offset, indexed, None, |bytes| {
+                admit(bytes + sign_data)
+            })?;
             vec![MeshPart {
                 scene,
                 triangles: Vec::new(),
@@ -424,8 +428,8 @@ impl Engine {
             indexed,
             one_part,
             cap: (binding / part_bytes).max(1),
-            winding: if one_part {
-                WindingTree::max_gpu_bytes(mesh.triangles.len())
+            sign_data: if one_part {
+                sign_data_bytes(mesh, indexed)
             } else {
                 0
             },
@@ -441,7 +445,7 @@ impl Engine {
             self.gpu
                 .check_memory(
                     &format!("a mesh of {triangles} triangles"),
-                    mesh_device_estimate(mesh, indexed) + plan.winding,
+                    mesh_device_estimate(mesh, indexed) + plan.sign_data,
                     triangles.min(plan.cap) * BUILD_BYTES_PER_TRIANGLE,
                 )
                 .map(|()| plan)
