@@ -14,9 +14,6 @@
 // baked in, so the compiler drops the other cases (software adapters run every case of a
 // switch on loaded data). ANY_KIND keeps the general paths.
 override ONLY_KIND: u32 = ANY_KIND;
-// ONLY_KIND as an array index: the generic pipeline never takes the branches that use it,
-// but a constant index past the end would not validate.
-override ONLY_KIND_INDEX: u32 = min(ONLY_KIND, KIND_COUNT - 1u);
 
 // The kinds in the scene's BVH, a bit each: leaf tests are compiled for these kinds only, and
 // 0 (no BVH) compiles the traversal out.
@@ -73,9 +70,9 @@ fn may_hold_nearer(distance: f32, best: Hit) -> bool {
     return best.shape < 0 || distance <= abs(best.distance);
 }
 
-fn test_shape(kind: u32, i: u32, p: vec3<f32>, best: ptr<function, Hit>) {
-    let s = load_shape(i);
-    let hit = query_shape(kind, s, s.index, p);
+// `s`'s projection `proj` taken as the best answer if it is nearer.
+fn offer(kind: u32, s: Shape, proj: Projection, p: vec3<f32>, best: ptr<function, Hit>) {
+    let hit = finish(kind, s.index, p, proj);
     if is_nearer(hit, *best) {
         *best = hit;
     }
@@ -90,28 +87,14 @@ struct StackEntry {
     distance: f32,
 }
 
-// Every shape of one kind scanned linearly. `kind` is a literal at each call site, so each
-// loop is compiled for its kind alone: software adapters would otherwise pay for every case.
-fn scan_kind(kind: u32, p: vec3<f32>, best: ptr<function, Hit>) {
-    if (LINEAR_KINDS & (1u << kind)) == 0u {
-        return;
-    }
-    let range = kind_ranges[kind];
-    for (var i = range.x; i < range.y; i++) {
-        test_shape(kind, i, p, best);
-    }
-}
-
-// The shapes of a leaf if it holds `kind` (a literal): a loop that runs no step otherwise.
-fn scan_leaf(kind: u32, leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>) {
-    if (BVH_KINDS & (1u << kind)) == 0u {
-        return;
-    }
+// How many shapes of `kind` (a literal) `leaf` holds: all of them if it is of that kind, else
+// none. The per-kind loops over linear ranges and leaves (`scan_every_kind`,
+// `scan_leaf_every_kind`) are generated: each calls its kind's projection directly, as a
+// compiler inlines every call before it folds a constant switch (a switch in each loop made
+// the scene kernels' pipelines take seconds to build on lavapipe).
+fn leaf_count(kind: u32, leaf: StackEntry) -> u32 {
     let leaf_kind = leaf.count >> LEAF_KIND_SHIFT;
-    let count = select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);
-    for (var i = leaf.first; i < leaf.first + count; i++) {
-        test_shape(kind, i, p, best);
-    }
+    return select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);
 }
 
 // The BVH: the traversal opens the nearer child first and never pushes a box farther than the
@@ -194,11 +177,11 @@ fn load_point(row: u32) -> vec3<f32> {
 fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
     if ONLY_KIND != ANY_KIND && BVH_KINDS == 0u {
         // A small scene of one kind: one loop compiled for that kind, shapes in scene order.
-        var nearest = query_shape(ONLY_KIND, load_shape(0u), 0u, p);
-        for (var i = 1u; i < params.shape_count; i++) {
+        var nearest: Hit;
+        for (var i = 0u; i < params.shape_count; i++) {
             let hit = query_shape(ONLY_KIND, load_shape(i), i, p);
             // Strictly nearer: ties keep the lower index.
-            if abs(hit.distance) < abs(nearest.distance) {
+            if i == 0u || abs(hit.distance) < abs(nearest.distance) {
                 nearest = hit;
             }
         }
@@ -215,10 +198,7 @@ fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
     if best.shape == TRAVERSAL_OVERFLOW {
         return best;
     }
-    if ONLY_KIND != ANY_KIND {
-        scan_kind(ONLY_KIND_INDEX, p, &best);
-        return best;
-    }
+    // LINEAR_KINDS leaves the loops of the scene's kinds only.
     scan_every_kind(p, &best);
     return best;
 }

@@ -410,7 +410,7 @@ pub fn run_sdf(
     let mut out = JobOutput::new(output, rows, progress);
     let mesh = out.upload_mesh(&engine, mesh, load)?;
     engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
-        let sdf = Values::scalar(|i| distances[i]);
+        let sdf = Values::f32_column(distances, 1);
         let count = distances.len();
         if csv {
             let at = |i: usize, k: usize| grid.point(first + i)[k] as f32;

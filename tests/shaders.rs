@@ -215,18 +215,32 @@ fn dispatch_grid_stays_within_65535_per_dimension() {
 
 #[test]
 fn nearest_scans_every_shape_kind() {
-    // The mixed-scene paths of `nearest` have one literal `scan_kind` and `scan_leaf` call per
-    // kind, and `project_point` a case (all generated from ShapeKind: this guards the generator).
+    // The mixed-scene paths of `nearest` have a loop per kind over its linear range and one
+    // over a leaf of that kind, each calling its kind's own projection, and `project_point` a
+    // case per kind (all generated from ShapeKind: this guards the generator).
     let source = compose("query").unwrap().source;
     for kind in ShapeKind::ALL {
-        let name = kind.name().to_uppercase();
-        for call in [
-            format!("scan_kind(KIND_{name}, p, best);"),
-            format!("scan_leaf(KIND_{name}, leaf, p, best);"),
-            format!("case KIND_{name}: {{"),
+        let (name, constant) = (kind.name(), format!("KIND_{}", kind.name().to_uppercase()));
+        let offer = format!("offer({constant}, s, project_point_{name}(s, p), p, best);");
+        assert_eq!(source.matches(&offer).count(), 2, "query.wgsl: `{offer}`");
+        for text in [
+            format!("kind_ranges[{constant}]"),
+            format!("leaf_count({constant}, leaf)"),
+            format!("case {constant}: {{"),
         ] {
-            assert!(source.contains(&call), "query.wgsl lacks `{call}`");
+            assert!(source.contains(&text), "query.wgsl lacks `{text}`");
         }
+    }
+    // Never the switch inside those loops: compilers inline every call before they fold a
+    // constant switch, and a switch of every kind inlined in every kind's loop made these
+    // pipelines take seconds to build on lavapipe (docs/PERF.md).
+    for scan in ["fn scan_every_kind(", "fn scan_leaf_every_kind("] {
+        let body = &source[source.find(scan).unwrap()..];
+        let body = &body[..body.find("\n}\n").unwrap()];
+        assert!(
+            !body.contains("project_point("),
+            "`{scan}` calls the kind switch"
+        );
     }
 }
 

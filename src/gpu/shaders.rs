@@ -160,34 +160,63 @@ pub fn generated_shapes() -> String {
         "\nfn is_solid(kind: u32) -> bool {{\n    return ({solid:#x}u & (1u << kind)) != 0u;\n}}\n"
     );
     let constant = |k: ShapeKind| format!("KIND_{}", k.name().to_uppercase());
-    out += "\n// Boundary projection in world space. Callers pass `kind` as a constant wherever they can,\n\
-            // so the switch folds away.\n\
+    // Each kind's code written out from a template ({kind}: its constant, {name}: its name).
+    let per_kind = |template: &str| -> String {
+        ShapeKind::ALL
+            .iter()
+            .map(|&k| {
+                template
+                    .replace("{kind}", &constant(k))
+                    .replace("{name}", k.name())
+            })
+            .collect()
+    };
+    out += &per_kind(PROJECT_KIND);
+    out += "\n// Boundary projection in world space, for callers whose kind is not a literal.\n\
             fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {\n\
-            \x20   let p = p_world - s.anchor.xyz;\n\
-            \x20   var proj: Projection;\n\
             \x20   switch kind {\n";
-    for k in ShapeKind::ALL {
-        out += &format!(
-            "        case {}: {{\n            proj = project_{}_record(s, p);\n        }}\n",
-            constant(k),
-            k.name()
-        );
-    }
-    out += "        default: {\n            proj = Projection(p, false, vec3<f32>(0.0));\n        }\n    }\n\
-            \x20   proj.point = proj.point + s.anchor.xyz;\n    return proj;\n}\n";
+    out += &per_kind(PROJECT_CASE);
+    out += "        default: {\n            return Projection(p_world - s.anchor.xyz + s.anchor.xyz, false, vec3<f32>(0.0));\n        }\n    }\n}\n";
     out += "\n// Every kind's linearly scanned shapes, each loop compiled for its kind alone.\n\
             fn scan_every_kind(p: vec3<f32>, best: ptr<function, Hit>) {\n";
-    for k in ShapeKind::ALL {
-        out += &format!("    scan_kind({}, p, best);\n", constant(k));
-    }
+    out += &per_kind(SCAN_KIND);
     out += "}\n\n// A leaf's shapes, tested by the loop of its kind.\n\
             fn scan_leaf_every_kind(leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>) {\n";
-    for k in ShapeKind::ALL {
-        out += &format!("    scan_leaf({}, leaf, p, best);\n", constant(k));
-    }
+    out += &per_kind(SCAN_LEAF);
     out += "}\n";
     out
 }
+
+// The templates of `generated_shapes`. Software adapters run every case of a switch on
+// loaded data, and compilers inline every call before folding constant switches, so each
+// kind's loop calls its own projection (docs/PERF.md: pipeline builds).
+const PROJECT_KIND: &str = "
+fn project_point_{name}(s: Shape, p_world: vec3<f32>) -> Projection {
+    var proj = project_{name}_record(s, p_world - s.anchor.xyz);
+    proj.point = proj.point + s.anchor.xyz;
+    return proj;
+}
+";
+const PROJECT_CASE: &str = "        case {kind}: {
+            return project_point_{name}(s, p_world);
+        }
+";
+const SCAN_KIND: &str = "    if (LINEAR_KINDS & (1u << {kind})) != 0u {
+        let range = kind_ranges[{kind}];
+        for (var i = range.x; i < range.y; i++) {
+            let s = load_shape(i);
+            offer({kind}, s, project_point_{name}(s, p), p, best);
+        }
+    }
+";
+const SCAN_LEAF: &str = "    if (BVH_KINDS & (1u << {kind})) != 0u {
+        let count = leaf_count({kind}, leaf);
+        for (var i = leaf.first; i < leaf.first + count; i++) {
+            let s = load_shape(i);
+            offer({kind}, s, project_point_{name}(s, p), p, best);
+        }
+    }
+";
 
 fn source_of(path: &str) -> Option<std::borrow::Cow<'static, str>> {
     if path == "generated/shapes" {

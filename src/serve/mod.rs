@@ -882,7 +882,7 @@ async fn mesh_sdf(
         values.len(),
         &[column],
         &constants,
-        &[Values::scalar(|i| values[i])],
+        &[Values::f32_column(&values, 1)],
     );
     Ok(npz_bytes(bytes))
 }
@@ -1034,13 +1034,7 @@ fn npz_response(columns: &Columns) -> Response {
     let values: Vec<Values<'_>> = columns
         .columns
         .iter()
-        .map(|(f, v)| match (f.width, f.is_index) {
-            (_, true) => Values::index(move |i| v[i] as i32),
-            (1, false) => Values::scalar(move |i| f32::from_bits(v[i])),
-            _ => {
-                Values::vector(move |i| [v[3 * i], v[3 * i + 1], v[3 * i + 2]].map(f32::from_bits))
-            }
-        })
+        .map(|(f, v)| Values::column(v, f.width))
         .collect();
     npz_bytes(npz_in_memory(rows, &specs, &[], &values))
 }
