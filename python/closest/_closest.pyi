@@ -25,9 +25,17 @@ def adapters() -> List[Dict[str, str]]:
 class Engine:
     """One GPU adapter with its pipelines built once; share it between threads."""
 
-    def __init__(self, adapter: Optional[str] = None, portable_kernels: bool = False) -> None:
+    def __init__(
+        self,
+        adapter: Optional[str] = None,
+        portable_kernels: bool = False,
+        *,
+        mesh_records: str = "auto",
+    ) -> None:
         """Open `adapter` (a substring of its name or a backend: vulkan, gl, metal, dx12), or
-        $CLOSEST_ADAPTER, else the best adapter. Raises AdapterError when there is none."""
+        $CLOSEST_ADAPTER, else the best adapter. Raises AdapterError when there is none.
+        `mesh_records` is the CLI's --mesh-records: "packed" (fastest), "indexed" (about a
+        third fewer bytes a triangle) or "auto" (packed unless only indexed fits)."""
     @property
     def info(self) -> Dict[str, Any]:
         """{"adapter", "backend", "device_type", "limits": {...}}."""
@@ -64,6 +72,9 @@ class Mesh:
     """A triangle mesh resident on the device."""
 
     def __len__(self) -> int: ...
+    @property
+    def records(self) -> str:
+        """How the triangles are stored on the device: "packed" or "indexed"."""
     def query(
         self, points: np.ndarray, sign: Optional[str] = None, fields: Fields = None
     ) -> Result:

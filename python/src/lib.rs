@@ -284,11 +284,18 @@ struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (adapter=None, portable_kernels=false))]
-    fn new(py: Python<'_>, adapter: Option<String>, portable_kernels: bool) -> PyResult<Engine> {
+    #[pyo3(signature = (adapter=None, portable_kernels=false, *, mesh_records="auto"))]
+    fn new(
+        py: Python<'_>,
+        adapter: Option<String>,
+        portable_kernels: bool,
+        mesh_records: &str,
+    ) -> PyResult<Engine> {
+        let mesh_records = closest::MeshRecords::parse(mesh_records).map_err(py_error)?;
         let options = closest::EngineOptions {
             adapter,
             portable_kernels,
+            mesh_records,
             ..Default::default()
         };
         let inner = py
@@ -583,6 +590,16 @@ struct MeshTarget {
 impl MeshTarget {
     fn __len__(&self) -> usize {
         self.triangles
+    }
+
+    /// How the triangles are stored on the device: "packed" or "indexed" (what the engine's
+    /// `mesh_records` chose).
+    #[getter]
+    fn records(&self) -> &'static str {
+        match self.mesh.records() {
+            closest::MeshRecords::Indexed => "indexed",
+            _ => "packed",
+        }
     }
 
     /// Nearest triangle for every point; `sign`: None, "pseudonormal" or "winding".

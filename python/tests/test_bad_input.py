@@ -65,6 +65,8 @@ def test_bad_names(engine, scene, mesh):
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
+    raises(lambda: closest.Engine(mesh_records="compact"), "mesh_records", "`compact`",
+           "auto, packed, indexed")
 
 
 def test_bad_shapes_name_the_index_and_field(engine):

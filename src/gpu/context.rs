@@ -56,6 +56,21 @@ pub enum MeshRecords {
     Indexed,
 }
 
+impl MeshRecords {
+    /// A record format by name (`auto`, `packed`, `indexed`), as the Python package takes it;
+    /// anything else is a usage error listing the names.
+    pub fn parse(name: &str) -> Result<MeshRecords> {
+        match name {
+            "auto" => Ok(MeshRecords::Auto),
+            "packed" => Ok(MeshRecords::Packed),
+            "indexed" => Ok(MeshRecords::Indexed),
+            other => Err(Error::Usage(format!(
+                "mesh_records: unknown format `{other}`; the valid ones are auto, packed, indexed"
+            ))),
+        }
+    }
+}
+
 /// Where a job's host time went; the device computes while the host fills and drains.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JobTiming {
