@@ -213,10 +213,13 @@ pub fn field_column(f: &Field) -> ColumnSpec {
 pub fn field_values<'a>(fields: Fields, rows: &PackedRows<'a>) -> Vec<Values<'a>> {
     fields
         .selected()
-        .map(|f| Values::Words {
-            words: rows.words(),
-            stride: rows.fields().row_words(),
-            offset: rows.fields().offset_words(f.bit),
+        .map(|f| {
+            debug_assert!(rows.fields().contains(f.bit), "rows lack `{}`", f.name);
+            Values::Words {
+                words: rows.words(),
+                stride: rows.fields().row_words(),
+                offset: rows.fields().offset_words(f.bit),
+            }
         })
         .collect()
 }
