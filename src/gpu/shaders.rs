@@ -176,7 +176,8 @@ pub fn generated_shapes() -> String {
             fn project_point(kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {\n\
             \x20   switch kind {\n";
     out += &per_kind(PROJECT_CASE);
-    out += "        default: {\n            return Projection(p_world - s.anchor.xyz + s.anchor.xyz, false, vec3<f32>(0.0));\n        }\n    }\n}\n";
+    // No record has another kind; WGSL wants a default all the same.
+    out += "        default: {\n            return Projection(p_world, false, vec3<f32>(0.0));\n        }\n    }\n}\n";
     out += "\n// Every kind's linearly scanned shapes, each loop compiled for its kind alone.\n\
             fn scan_every_kind(p: vec3<f32>, best: ptr<function, Hit>) {\n";
     out += &per_kind(SCAN_KIND);
