@@ -7,6 +7,14 @@
 #import pseudonormal
 #import shared/subgroup
 
+// A packed scene's nodes (4 texels each), then its triangles (3 texels each).
+@group(0) @binding(8) var texels: texture_2d<u32>;
+
+fn texel(i: u32) -> vec4<u32> {
+    return textureLoad(texels, vec2<u32>(i & ((1u << TEXEL_ROW_BITS) - 1u), i >> TEXEL_ROW_BITS), 0);
+}
+
+
 // Word `i` of each record array (4 words a vec4).
 fn node_word(i: u32) -> u32 {
     return nodes[i >> 2u][i & 3u];
@@ -18,6 +26,10 @@ fn winding_word(i: u32) -> u32 {
 
 // A node: 16 words, 2 a lane.
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
+    if TRIANGLE_RECORDS != INDEXED_RECORDS {
+        let t = texel(4u * node + (lane & 3u));
+        return array<vec4<u32>, 4>(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u), subgroupBroadcast(t, 2u), subgroupBroadcast(t, 3u));
+    }
     let at = 16u * node + lane;
     return lanes_16(node_word(at), node_word(at + 8u));
 }
@@ -27,8 +39,15 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
         return load_indexed_triangle_pair(slot);
     }
-    let at = 12u * slot + lane;
-    return lanes_24(triangle_word(at), triangle_word(at + 8u), triangle_word(at + 16u));
+    let t = texel(4u * kind_ranges[KIND_COUNT].y + 3u * slot + min(lane, 5u));
+    return array<vec4<f32>, 6>(
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 0u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 1u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 2u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 3u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 4u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 5u)),
+    );
 }
 
 // The same from indexed records: the pair's 12 record words (vertex indices and normals), 2 a

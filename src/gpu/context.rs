@@ -221,6 +221,7 @@ pub(crate) struct Context {
     pub(crate) unused_nodes: wgpu::Buffer,
     /// The `shape_data` binding of jobs whose shapes have no variable-size parts.
     pub(crate) unused_shape_data: wgpu::Buffer,
+    pub(crate) unused_texels: wgpu::TextureView,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -299,6 +300,7 @@ impl Context {
             contents: &layout::ShapeData::default().into_bytes(),
             usage: wgpu::BufferUsages::STORAGE,
         });
+        let unused_texels = super::scene::texels(&device, &queue, &[0u32; 4]);
         let binding_bytes = options
             .max_binding_bytes
             .map_or(limits.max_storage_buffer_binding_size, |max| {
@@ -325,6 +327,7 @@ impl Context {
             unused_ranges,
             unused_nodes,
             unused_shape_data,
+            unused_texels,
             device_errors,
         })
     }

@@ -36,10 +36,12 @@ pub enum Slot {
     SignData = 6,
     /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).
     ShapeData = 7,
+    /// A packed triangle scene's nodes then triangle records as texels (`scene::Texels`).
+    Texels = 8,
 }
 
 impl Slot {
-    pub const ALL: [Slot; 8] = [
+    pub const ALL: [Slot; 9] = [
         Slot::Params,
         Slot::Shapes,
         Slot::Points,
@@ -48,6 +50,7 @@ impl Slot {
         Slot::Nodes,
         Slot::SignData,
         Slot::ShapeData,
+        Slot::Texels,
     ];
 
     pub fn binding(self) -> u32 {
@@ -62,13 +65,28 @@ impl Slot {
         match self {
             Slot::Params | Slot::KindRanges => Access::Uniform,
             Slot::Hits => Access::ReadWrite,
-            Slot::Shapes | Slot::Points | Slot::Nodes | Slot::SignData | Slot::ShapeData => {
-                Access::ReadOnly
-            }
+            Slot::Shapes
+            | Slot::Points
+            | Slot::Nodes
+            | Slot::SignData
+            | Slot::ShapeData
+            | Slot::Texels => Access::ReadOnly,
         }
     }
 
     fn layout_entry(self) -> wgpu::BindGroupLayoutEntry {
+        if self == Slot::Texels {
+            return wgpu::BindGroupLayoutEntry {
+                binding: self.binding(),
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Texture {
+                    sample_type: wgpu::TextureSampleType::Uint,
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
+                },
+                count: None,
+            };
+        }
         let ty = match self.access() {
             Access::Uniform => wgpu::BufferBindingType::Uniform,
             Access::ReadOnly => wgpu::BufferBindingType::Storage { read_only: true },
@@ -107,6 +125,7 @@ pub(crate) struct Bindings<'a> {
     pub nodes: &'a wgpu::Buffer,
     pub sign_data: &'a wgpu::Buffer,
     pub shape_data: &'a wgpu::Buffer,
+    pub texels: &'a wgpu::TextureView,
 }
 
 impl Bindings<'_> {
@@ -120,6 +139,7 @@ impl Bindings<'_> {
             Slot::Nodes => self.nodes,
             Slot::SignData => self.sign_data,
             Slot::ShapeData => self.shape_data,
+            Slot::Texels => unreachable!("a texture"),
         }
     }
 
@@ -132,7 +152,11 @@ impl Bindings<'_> {
             .into_iter()
             .map(|slot| wgpu::BindGroupEntry {
                 binding: slot.binding(),
-                resource: self.buffer(slot).as_entire_binding(),
+                resource: if slot == Slot::Texels {
+                    wgpu::BindingResource::TextureView(self.texels)
+                } else {
+                    self.buffer(slot).as_entire_binding()
+                },
             })
             .collect();
         device.create_bind_group(&wgpu::BindGroupDescriptor {

@@ -98,6 +98,7 @@ pub(crate) enum ShapeBuffers<'a> {
         kind_ranges: &'a wgpu::Buffer,
         nodes: &'a wgpu::Buffer,
         data: &'a wgpu::Buffer,
+        texels: Option<&'a wgpu::TextureView>,
         count: u32,
     },
     /// Every row brings its own shape record, streamed beside the points, their variable-size
@@ -206,6 +207,7 @@ impl Job<'_> {
                         kind_ranges: &scene.ranges,
                         nodes: &scene.nodes,
                         data: &scene.data,
+                        texels: scene.texels.as_ref(),
                         count: scene.count,
                     },
                     sign_data: sign.data(),

@@ -34,6 +34,41 @@ pub struct GpuScene {
     /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about two
     /// thirds of the bytes of packed records, a dependent load more per triangle test.
     pub(crate) indexed: bool,
+    /// A packed triangle scene's nodes, then its triangle records, as texels (`texels`).
+    pub(crate) texels: Option<wgpu::TextureView>,
+}
+
+/// Texels a row of a texel texture holds, as a power of two.
+pub(crate) const TEXEL_ROW_BITS: u32 = 13;
+
+/// `words` (four a texel) in an Rgba32Uint texture `1 << TEXEL_ROW_BITS` texels wide.
+pub(crate) fn texels(device: &wgpu::Device, queue: &wgpu::Queue, words: &[u32]) -> wgpu::TextureView {
+    use wgpu::util::DeviceExt;
+    let count = words.len().div_ceil(4).max(1);
+    let width = 1usize << TEXEL_ROW_BITS;
+    let (w, h) = if count <= width { (count, 1) } else { (width, count.div_ceil(width)) };
+    let mut padded = words.to_vec();
+    padded.resize(4 * w * h, 0);
+    let texture = device.create_texture_with_data(
+        queue,
+        &wgpu::TextureDescriptor {
+            label: Some("texels"),
+            size: wgpu::Extent3d {
+                width: w as u32,
+                height: h as u32,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Uint,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING,
+            view_formats: &[],
+        },
+        wgpu::util::TextureDataOrder::LayerMajor,
+        bytemuck::cast_slice(&padded),
+    );
+    texture.create_view(&Default::default())
 }
 
 impl GpuScene {
@@ -126,6 +161,11 @@ fn upload_bindings<E: From<Error>>(
         data,
         ..
     } = bindings;
+    let texel_words = (oriented && !indexed).then(|| {
+        let mut words = nodes.clone();
+        words.extend_from_slice(&records[..12 * count]);
+        words
+    });
     let (record_bytes, node_bytes) = (records.len() * 4, nodes.len() * 4);
     let max = gpu.binding_bytes;
     for (what, size) in [("shapes", record_bytes), ("hierarchy", node_bytes)] {
@@ -166,5 +206,6 @@ fn upload_bindings<E: From<Error>>(
         linear_kinds,
         oriented,
         indexed,
+        texels: texel_words.map(|words| texels(&gpu.device, &gpu.queue, &words)),
     })
 }

@@ -443,14 +443,15 @@ fn encode_chunk(
         (true, Some(upload), None) => Some(&*upload),
         _ => None,
     };
-    let (shape_buffer, kind_ranges, nodes, shape_data, shape_count) = match &plan.shapes {
+    let (shape_buffer, kind_ranges, nodes, shape_data, texels, shape_count) = match &plan.shapes {
         ShapeBuffers::Resident {
             records,
             kind_ranges,
             nodes,
             data,
+            texels,
             count,
-        } => (*records, *kind_ranges, *nodes, *data, *count),
+        } => (*records, *kind_ranges, *nodes, *data, texels.unwrap_or(&gpu.unused_texels), *count),
         ShapeBuffers::PerRow { data } => (
             &row_shapes
                 .expect("slots of per-row jobs have shape buffers")
@@ -458,6 +459,7 @@ fn encode_chunk(
             &gpu.unused_ranges,
             &gpu.unused_nodes,
             data.unwrap_or(&gpu.unused_shape_data),
+            &gpu.unused_texels,
             n as u32,
         ),
     };
@@ -489,6 +491,7 @@ fn encode_chunk(
                 nodes,
                 sign_data: plan.sign_data.unwrap_or(&gpu.unused_nodes),
                 shape_data,
+                texels,
             }
             .bind_group(&gpu.device, &gpu.kernels.layout)
         })
