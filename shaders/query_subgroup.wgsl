@@ -10,6 +10,13 @@
 @group(0) @binding(1) var<storage, read> shape_words: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> node_words: array<vec4<u32>>;
 
+// The scene's shapes (6 texels each), then its nodes (6 texels each).
+@group(0) @binding(8) var texels: texture_2d<u32>;
+
+fn texel(i: u32) -> vec4<u32> {
+    return textureLoad(texels, vec2<u32>(i & ((1u << TEXEL_ROW_BITS) - 1u), i >> TEXEL_ROW_BITS), 0);
+}
+
 fn shape_word(i: u32) -> u32 {
     return shape_words[i >> 2u][i & 3u];
 }
@@ -20,10 +27,14 @@ fn node_word(i: u32) -> u32 {
 
 // A shape: 24 words, 3 a lane.
 fn load_shape(i: u32) -> Shape {
-    let at = 24u * i + lane;
-    let r = lanes_24(shape_word(at), shape_word(at + 8u), shape_word(at + 16u));
-    let head = bitcast<vec4<u32>>(r[0]);
-    return Shape(head.x, head.y, 0u, 0u, r[1], r[2], r[3], r[4], r[5]);
+    let t = texel(6u * i + min(lane, 5u));
+    let head = subgroupBroadcast(t, 0u);
+    return Shape(head.x, head.y, 0u, 0u,
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 1u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 2u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 3u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 4u)),
+        bitcast<vec4<f32>>(subgroupBroadcast(t, 5u)));
 }
 
 fn shape_data_word(i: u32) -> u32 {
@@ -57,9 +68,11 @@ fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
 
 // A node's two children: the first 16 of its 24 words, 2 a lane.
 fn load_children(node: u32) -> array<BvhChild, 2> {
-    let at = 24u * node + lane;
-    let r = lanes_16(node_word(at), node_word(at + 8u));
-    return array<BvhChild, 2>(child_of(r[0], r[1]), child_of(r[2], r[3]));
+    let t = texel(6u * (params.shape_count + node) + (lane & 3u));
+    return array<BvhChild, 2>(
+        child_of(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u)),
+        child_of(subgroupBroadcast(t, 2u), subgroupBroadcast(t, 3u)),
+    );
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

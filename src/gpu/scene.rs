@@ -161,11 +161,17 @@ fn upload_bindings<E: From<Error>>(
         data,
         ..
     } = bindings;
-    let texel_words = (oriented && !indexed).then(|| {
-        let mut words = nodes.clone();
-        words.extend_from_slice(&records[..12 * count]);
-        words
-    });
+    let texel_words = if oriented {
+        (!indexed).then(|| {
+            let mut words = nodes.clone();
+            words.extend_from_slice(&records[..12 * count]);
+            words
+        })
+    } else {
+        let mut words = records.clone();
+        words.extend_from_slice(&nodes);
+        Some(words)
+    };
     let (record_bytes, node_bytes) = (records.len() * 4, nodes.len() * 4);
     let max = gpu.binding_bytes;
     for (what, size) in [("shapes", record_bytes), ("hierarchy", node_bytes)] {
