@@ -93,8 +93,17 @@ fn main() {
         source: wgpu::ShaderSource::Wgsl(SHADER.into()),
     });
     let view = texture.create_view(&Default::default());
-    println!("{}; {n} invocations x {steps} steps; ns per step per invocation", adapter.get_info().name);
-    for (path, name) in [(0, "storage word"), (1, "storage vec4"), (2, "texture word"), (3, "texture vec4"), (4, "no load")] {
+    println!(
+        "{}; {n} invocations x {steps} steps; ns per step per invocation",
+        adapter.get_info().name
+    );
+    for (path, name) in [
+        (0, "storage word"),
+        (1, "storage vec4"),
+        (2, "texture word"),
+        (3, "texture vec4"),
+        (4, "no load"),
+    ] {
         let constants = [("PATH", path as f64), ("STEPS", steps as f64)];
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: None,
@@ -111,9 +120,18 @@ fn main() {
             label: None,
             layout: &pipeline.get_bind_group_layout(0),
             entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: storage.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::TextureView(&view) },
-                wgpu::BindGroupEntry { binding: 2, resource: out.as_entire_binding() },
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: storage.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: wgpu::BindingResource::TextureView(&view),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: out.as_entire_binding(),
+                },
             ],
         });
         let mut times = Vec::new();
@@ -128,11 +146,17 @@ fn main() {
             let start = Instant::now();
             let index = queue.submit([encoder.finish()]);
             device
-                .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                })
                 .expect("the dispatch finishes");
             times.push(start.elapsed().as_secs_f64());
         }
         times.sort_by(f64::total_cmp);
-        println!("{name:>14}: {:.2} ns", times[2] * 1e9 / (n as f64 * steps as f64));
+        println!(
+            "{name:>14}: {:.2} ns",
+            times[2] * 1e9 / (n as f64 * steps as f64)
+        );
     }
 }

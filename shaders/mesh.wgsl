@@ -5,8 +5,8 @@
 #import shared/one_lane
 
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
-    let at = 4u * node;
-    return array<vec4<u32>, 4>(nodes[at], nodes[at + 1u], nodes[at + 2u], nodes[at + 3u]);
+    let at = node_texel(node);
+    return array<vec4<u32>, 4>(texel(at), texel(at + 1u), texel(at + 2u), texel(at + 3u));
 }
 
 // Triangles `slot` and, if `both`, `slot + 1` (records 3..6 are zero otherwise).
@@ -19,13 +19,13 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
         }
         return array<vec4<f32>, 6>(a[0], a[1], a[2], b[0], b[1], b[2]);
     }
-    let at = 3u * slot;
-    var t = array<vec4<f32>, 6>(triangles[at], triangles[at + 1u], triangles[at + 2u],
-        vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    let a = triangle_records(slot);
+    var t = array<vec4<f32>, 6>(a[0], a[1], a[2], vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     if both {
-        t[3] = triangles[at + 3u];
-        t[4] = triangles[at + 4u];
-        t[5] = triangles[at + 5u];
+        let b = triangle_records(slot + 1u);
+        t[3] = b[0];
+        t[4] = b[1];
+        t[5] = b[2];
     }
     return t;
 }

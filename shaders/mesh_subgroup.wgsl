@@ -1,45 +1,31 @@
 // `nearest_triangle` for adapters whose subgroups are 8 lanes wide (lavapipe): the lanes of a
 // subgroup walk the BVH together, a node opened when any lane needs it, and load each node
-// and leaf once between them (a word a lane, then broadcast), where the lane-by-lane loads of
+// and leaf once between them (a texel or a word a lane, then broadcast), where the lane-by-lane loads of
 // software adapters would load it once per lane (shared/subgroup.wgsl).
 #import mesh_walk
 #import winding_walk
 #import pseudonormal
 #import shared/subgroup
 
-// A packed scene's nodes (4 texels each), then its triangles (3 texels each).
-@group(0) @binding(8) var texels: texture_2d<u32>;
-
-fn texel(i: u32) -> vec4<u32> {
-    return textureLoad(texels, vec2<u32>(i & ((1u << TEXEL_ROW_BITS) - 1u), i >> TEXEL_ROW_BITS), 0);
-}
-
-
-// Word `i` of each record array (4 words a vec4).
-fn node_word(i: u32) -> u32 {
-    return nodes[i >> 2u][i & 3u];
-}
-
+// Word `i` of the sign data (4 words a vec4).
 fn winding_word(i: u32) -> u32 {
     return sign_data[i >> 2u][i & 3u];
 }
 
-// A node: 16 words, 2 a lane.
+// A node: four texels, lanes 0–3 fetching one each.
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
-    if TRIANGLE_RECORDS != INDEXED_RECORDS {
-        let t = texel(4u * node + (lane & 3u));
-        return array<vec4<u32>, 4>(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u), subgroupBroadcast(t, 2u), subgroupBroadcast(t, 3u));
-    }
-    let at = 16u * node + lane;
-    return lanes_16(node_word(at), node_word(at + 8u));
+    let t = texel(node_texel(node) + (lane & 3u));
+    return array<vec4<u32>, 4>(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u), subgroupBroadcast(t, 2u),
+        subgroupBroadcast(t, 3u));
 }
 
-// Triangles `slot` and `slot + 1`: 24 words, 3 a lane (the second is garbage unless `both`).
+// Triangles `slot` and `slot + 1`: six texels, lanes 0–5 fetching one each (the second is
+// garbage unless `both`).
 fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
         return load_indexed_triangle_pair(slot);
     }
-    let t = texel(4u * kind_ranges[KIND_COUNT].y + 3u * slot + min(lane, 5u));
+    let t = texel(3u * slot + min(lane, 5u));
     return array<vec4<f32>, 6>(
         bitcast<vec4<f32>>(subgroupBroadcast(t, 0u)),
         bitcast<vec4<f32>>(subgroupBroadcast(t, 1u)),

@@ -10,21 +10,21 @@
 #import shared/hits
 #import shapes/triangle
 #import shared/walk
+#import shared/texels
 #import grid_samples
 
 @group(0) @binding(0) var<uniform> params: Params;
-// Packed (TRIANGLE_RECORDS = 0): triangle t of the BVH's leaf order is triangles[3t .. 3t + 3):
-// (a, n.x), (b − a, n.y), (c − a, n.z), n its unit normal (zero when degenerate); then the
-// scene index of triangle t is word t % 4 of triangles[3 * count + t / 4], and after those the
-// slot of each scene index (layout::packed_triangles). Indexed (TRIANGLE_RECORDS = 1): words
-// 6t .. 6t + 6 are triangle t's vertex indices and n, then the same two tables and the
-// vertices, three words each, every region starting on a vec4 (layout::indexed_triangles).
+// Packed (TRIANGLE_RECORDS = 0): triangle t of the BVH's leaf order is texels 3t .. 3t + 3
+// (shared/texels.wgsl): (a, n.x), (b − a, n.y), (c − a, n.z), n its unit normal (zero when
+// degenerate); `triangles` holds the scene index of triangle t as word t % 4 of
+// triangles[t / 4], and after those the slot of each scene index (layout::packed_triangles).
+// Indexed (TRIANGLE_RECORDS = 1): words 6t .. 6t + 6 of `triangles` are triangle t's vertex
+// indices and n, then the same two tables and the vertices, three words each, every region
+// starting on a vec4 (layout::indexed_triangles). The hierarchy's nodes follow the packed
+// triangles' texels (first with indexed records), four texels each (`load_node`).
 @group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
-// BvhNode (src/bvh.rs) as six vec4s: left centre + first, left half extents + count, the
-// same for the right child, then the left and right rotations.
-@group(0) @binding(5) var<storage, read> nodes: array<vec4<u32>>;
 // The mesh's sign data, for the jobs that sign on the device: its winding tree
 // (winding_walk.wgsl) or its pseudonormal table (pseudonormal.wgsl).
 @group(0) @binding(6) var<storage, read> sign_data: array<vec4<u32>>;
@@ -62,7 +62,13 @@ fn index_table_word() -> u32 {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
         return round_up_4(INDEXED_RECORD_WORDS * params.shape_count);
     }
-    return 12u * params.shape_count;
+    return 0u;
+}
+
+// The first texel of node `node` (bvh::pack_oriented: both children's centres and leaf words,
+// then their packed half extents and rotations).
+fn node_texel(node: u32) -> u32 {
+    return select(3u * params.shape_count, 0u, TRIANGLE_RECORDS == INDEXED_RECORDS) + 4u * node;
 }
 
 fn scene_index(slot: u32) -> u32 {
@@ -89,7 +95,8 @@ fn triangle_records(slot: u32) -> array<vec4<f32>, 3> {
         return packed_from_corners(indexed_vertex(triangle_word(at)),
             indexed_vertex(triangle_word(at + 1u)), indexed_vertex(triangle_word(at + 2u)), n);
     }
-    return array<vec4<f32>, 3>(triangles[3u * slot], triangles[3u * slot + 1u], triangles[3u * slot + 2u]);
+    return array<vec4<f32>, 3>(bitcast<vec4<f32>>(texel(3u * slot)), bitcast<vec4<f32>>(texel(3u * slot + 1u)),
+        bitcast<vec4<f32>>(texel(3u * slot + 2u)));
 }
 
 // The projection of `p` on triangle `slot`, in world space (query.wgsl: project_point).

@@ -120,7 +120,7 @@ fn slot_normal(slot: u32) -> vec3<f32> {
         let at = INDEXED_RECORD_WORDS * slot + 3u;
         return bitcast<vec3<f32>>(vec3<u32>(triangle_word(at), triangle_word(at + 1u), triangle_word(at + 2u)));
     }
-    return vec3<f32>(triangles[3u * slot].w, triangles[3u * slot + 1u].w, triangles[3u * slot + 2u].w);
+    return bitcast<vec3<f32>>(vec3<u32>(texel(3u * slot).w, texel(3u * slot + 1u).w, texel(3u * slot + 2u).w));
 }
 
 // Vertex index of corner k of triangle `index` (scene order), in `slot` of the records.

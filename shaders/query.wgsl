@@ -3,11 +3,17 @@
 #import query_walk
 #import shared/one_lane
 
+// `paired`'s shapes, one a row.
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
-@group(0) @binding(5) var<storage, read> nodes: array<BvhNode>;
 
 fn load_shape(i: u32) -> Shape {
-    return shapes[i];
+    let head = texel(6u * i);
+    return Shape(head.x, head.y, 0u, 0u,
+        bitcast<vec4<f32>>(texel(6u * i + 1u)),
+        bitcast<vec4<f32>>(texel(6u * i + 2u)),
+        bitcast<vec4<f32>>(texel(6u * i + 3u)),
+        bitcast<vec4<f32>>(texel(6u * i + 4u)),
+        bitcast<vec4<f32>>(texel(6u * i + 5u)));
 }
 
 // A convex hull face's plane, and the whole face (plane, a, b, c), from `shape_data`.
@@ -19,8 +25,13 @@ fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
     return array<vec4<f32>, 4>(shape_data[at], shape_data[at + 1u], shape_data[at + 2u], shape_data[at + 3u]);
 }
 
+fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
+    return BvhChild(bitcast<vec3<f32>>(min_first.xyz), min_first.w, bitcast<vec3<f32>>(max_count.xyz), max_count.w);
+}
+
 fn load_children(node: u32) -> array<BvhChild, 2> {
-    return array<BvhChild, 2>(nodes[node].left, nodes[node].right);
+    let at = node_texel(node);
+    return array<BvhChild, 2>(child_of(texel(at), texel(at + 1u)), child_of(texel(at + 2u), texel(at + 3u)));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

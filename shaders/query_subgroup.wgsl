@@ -1,31 +1,11 @@
 // `nearest` for adapters whose subgroups are 8 lanes wide (lavapipe): the lanes of a subgroup
-// walk the scene's BVH together and load each node and shape once between them, a word a
+// walk the scene's BVH together and load each node and shape once between them, a texel a
 // lane, then broadcast (shared/subgroup.wgsl), where the lane-by-lane loads of software
 // adapters would load it once per lane.
 #import query_walk
 #import shared/subgroup
 
-// GpuShape records (24 words) and BvhNode records (24 words: both children, then rotations
-// this kernel does not read), as words.
-@group(0) @binding(1) var<storage, read> shape_words: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read> node_words: array<vec4<u32>>;
-
-// The scene's shapes (6 texels each), then its nodes (6 texels each).
-@group(0) @binding(8) var texels: texture_2d<u32>;
-
-fn texel(i: u32) -> vec4<u32> {
-    return textureLoad(texels, vec2<u32>(i & ((1u << TEXEL_ROW_BITS) - 1u), i >> TEXEL_ROW_BITS), 0);
-}
-
-fn shape_word(i: u32) -> u32 {
-    return shape_words[i >> 2u][i & 3u];
-}
-
-fn node_word(i: u32) -> u32 {
-    return node_words[i >> 2u][i & 3u];
-}
-
-// A shape: 24 words, 3 a lane.
+// A shape: six texels, lanes 0–5 fetching one each.
 fn load_shape(i: u32) -> Shape {
     let t = texel(6u * i + min(lane, 5u));
     let head = subgroupBroadcast(t, 0u);
@@ -66,9 +46,9 @@ fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
     );
 }
 
-// A node's two children: the first 16 of its 24 words, 2 a lane.
+// A node's two children: its first four texels, lanes 0–3 fetching one each.
 fn load_children(node: u32) -> array<BvhChild, 2> {
-    let t = texel(6u * (params.shape_count + node) + (lane & 3u));
+    let t = texel(node_texel(node) + (lane & 3u));
     return array<BvhChild, 2>(
         child_of(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u)),
         child_of(subgroupBroadcast(t, 2u), subgroupBroadcast(t, 3u)),

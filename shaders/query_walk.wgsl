@@ -9,6 +9,7 @@
 // ShapeKind (src/gpu/shaders.rs).
 #import generated/shapes
 #import shared/walk
+#import shared/texels
 
 // Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
 // baked in, so the compiler drops the other cases (software adapters run every case of a
@@ -23,8 +24,9 @@ override BVH_KINDS: u32 = 0xffffffffu;
 override LINEAR_KINDS: u32 = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> params: Params;
-// Binding 1 holds the shapes and binding 5 the BVH nodes: each kernel declares them and reads
-// them through `load_shape` and `load_children`.
+// A resident scene's shapes (six texels each, at least one) and then its BVH nodes (six texels
+// each, of which the first four hold the children) are texels (shared/texels.wgsl); each
+// kernel reads them through `load_shape` and `load_children`.
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 // Shapes scanned linearly are grouped by kind: kind k's are shapes[x .. y) of kind_ranges[k].
 // The BVH (all other shapes) is nodes[x .. x + y) rooted at x of kind_ranges[KIND_COUNT].
@@ -92,6 +94,11 @@ struct StackEntry {
 // `scan_leaf_every_kind`) are generated: each calls its kind's projection directly, as a
 // compiler inlines every call before it folds a constant switch (a switch in each loop made
 // the scene kernels' pipelines take seconds to build on lavapipe).
+// The first texel of node `node`.
+fn node_texel(node: u32) -> u32 {
+    return 6u * (max(params.shape_count, 1u) + node);
+}
+
 fn leaf_count(kind: u32, leaf: StackEntry) -> u32 {
     let leaf_kind = leaf.count >> LEAF_KIND_SHIFT;
     return select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);

@@ -10,7 +10,6 @@ use wgpu::util::DeviceExt;
 use super::interface::{self, Entry, Override};
 use super::layout::{self, GpuShape};
 use super::{adapter, shaders};
-use crate::bvh::GpuBvhNode;
 use crate::error::{Error, Result};
 use crate::shape::ShapeKind;
 
@@ -215,13 +214,14 @@ pub(crate) struct Context {
     pub(crate) grid_on_device: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
-    /// The `kind_ranges` and `nodes` bindings of jobs that do not read them (`unused_nodes`
-    /// also stands in for the winding tree of jobs without one).
+    /// The `kind_ranges`, `texels` and `sign_data` bindings of jobs that do not read them.
     pub(crate) unused_ranges: wgpu::Buffer,
-    pub(crate) unused_nodes: wgpu::Buffer,
+    pub(crate) unused_texels: wgpu::TextureView,
+    pub(crate) unused_sign_data: wgpu::Buffer,
     /// The `shape_data` binding of jobs whose shapes have no variable-size parts.
     pub(crate) unused_shape_data: wgpu::Buffer,
-    pub(crate) unused_texels: wgpu::TextureView,
+    /// Texels a scene's texture holds at most (`scene::upload_texels`).
+    pub(crate) max_texels: u64,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
 }
@@ -290,17 +290,35 @@ impl Context {
             contents: bytemuck::cast_slice(&vec![[0u32; 4]; ShapeKind::ALL.len() + 1]),
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        let unused_nodes = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("unused bvh nodes"),
-            contents: bytemuck::bytes_of(&GpuBvhNode::default()),
+        let unused_sign_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("unused sign data"),
+            contents: &[0; 16],
             usage: wgpu::BufferUsages::STORAGE,
         });
+        let max_side = u64::from(limits.max_texture_dimension_2d);
+        let max_texels = (max_side << super::layout::TEXEL_ROW_BITS).min(max_side * max_side);
+        let unused_texels = device
+            .create_texture_with_data(
+                &queue,
+                &wgpu::TextureDescriptor {
+                    label: Some("unused texels"),
+                    size: wgpu::Extent3d::default(),
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension: wgpu::TextureDimension::D2,
+                    format: wgpu::TextureFormat::Rgba32Uint,
+                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
+                    view_formats: &[],
+                },
+                wgpu::util::TextureDataOrder::LayerMajor,
+                &[0; 16],
+            )
+            .create_view(&Default::default());
         let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unused shape data"),
             contents: &layout::ShapeData::default().into_bytes(),
             usage: wgpu::BufferUsages::STORAGE,
         });
-        let unused_texels = super::scene::texels(&device, &queue, &[0u32; 4]);
         let binding_bytes = options
             .max_binding_bytes
             .map_or(limits.max_storage_buffer_binding_size, |max| {
@@ -325,7 +343,8 @@ impl Context {
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
             unused_ranges,
-            unused_nodes,
+            unused_sign_data,
+            max_texels,
             unused_shape_data,
             unused_texels,
             device_errors,
@@ -418,6 +437,74 @@ impl Context {
             words.shrink_to_fit();
         }
         buffer
+    }
+
+    /// `words` as an Rgba32Uint texture, four a texel, in rows of `1 << TEXEL_ROW_BITS` texels
+    /// (the last padded with zeros), and the texture's bytes. Written in bands of rows from the
+    /// end, `words` shrinking as the texture fills, as `storage_buffer_words`.
+    pub(crate) fn texture_texels(
+        &self,
+        label: &str,
+        mut words: Vec<u32>,
+    ) -> (wgpu::TextureView, u64) {
+        let texels = words.len().div_ceil(4).max(1);
+        let width = texels.min(1 << super::layout::TEXEL_ROW_BITS);
+        let rows = texels.div_ceil(width);
+        words.resize(4 * width * rows, 0);
+        let texture = self.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some(label),
+            size: wgpu::Extent3d {
+                width: width as u32,
+                height: rows as u32,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Uint,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        let row_words = 4 * width;
+        let band_rows = (UPLOAD_PIECE_BYTES / (4 * row_words)).max(1);
+        let mut end = rows;
+        while end > 0 {
+            let start = end.saturating_sub(band_rows);
+            self.queue.write_texture(
+                wgpu::TexelCopyTextureInfo {
+                    texture: &texture,
+                    mip_level: 0,
+                    origin: wgpu::Origin3d {
+                        x: 0,
+                        y: start as u32,
+                        z: 0,
+                    },
+                    aspect: wgpu::TextureAspect::All,
+                },
+                bytemuck::cast_slice(&words[row_words * start..row_words * end]),
+                wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(4 * row_words as u32),
+                    rows_per_image: Some((end - start) as u32),
+                },
+                wgpu::Extent3d {
+                    width: width as u32,
+                    height: (end - start) as u32,
+                    depth_or_array_layers: 1,
+                },
+            );
+            let index = self.queue.submit([]);
+            // A failed wait leaves the device lost, which the error scope around reports.
+            let _ = self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            });
+            words.truncate(row_words * start);
+            words.shrink_to_fit();
+            end = start;
+        }
+        let bytes = 16 * (width * rows) as u64;
+        (texture.create_view(&Default::default()), bytes)
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into

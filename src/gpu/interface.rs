@@ -29,28 +29,26 @@ pub enum Slot {
     Hits = 3,
     /// Per shape kind `[start, end, root node, node count]`.
     KindRanges = 4,
-    /// The scene's hierarchy.
-    Nodes = 5,
+    /// A resident scene's records and hierarchy as texels (`scene::upload_texels`), a texture:
+    /// the walks' hot loads are texel fetches (on llvmpipe a storage load is a loop over lanes).
+    Texels = 5,
     /// A mesh's sign data: its winding-number hierarchy (`winding::WindingTree::gpu_words`) or
     /// its pseudonormal table (`mesh::Pseudonormals::gpu_words`).
     SignData = 6,
     /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).
     ShapeData = 7,
-    /// A packed triangle scene's nodes then triangle records as texels (`scene::Texels`).
-    Texels = 8,
 }
 
 impl Slot {
-    pub const ALL: [Slot; 9] = [
+    pub const ALL: [Slot; 8] = [
         Slot::Params,
         Slot::Shapes,
         Slot::Points,
         Slot::Hits,
         Slot::KindRanges,
-        Slot::Nodes,
+        Slot::Texels,
         Slot::SignData,
         Slot::ShapeData,
-        Slot::Texels,
     ];
 
     pub fn binding(self) -> u32 {
@@ -65,12 +63,9 @@ impl Slot {
         match self {
             Slot::Params | Slot::KindRanges => Access::Uniform,
             Slot::Hits => Access::ReadWrite,
-            Slot::Shapes
-            | Slot::Points
-            | Slot::Nodes
-            | Slot::SignData
-            | Slot::ShapeData
-            | Slot::Texels => Access::ReadOnly,
+            Slot::Shapes | Slot::Points | Slot::Texels | Slot::SignData | Slot::ShapeData => {
+                Access::ReadOnly
+            }
         }
     }
 
@@ -122,7 +117,6 @@ pub(crate) struct Bindings<'a> {
     pub points: &'a wgpu::Buffer,
     pub hits: &'a wgpu::Buffer,
     pub kind_ranges: &'a wgpu::Buffer,
-    pub nodes: &'a wgpu::Buffer,
     pub sign_data: &'a wgpu::Buffer,
     pub shape_data: &'a wgpu::Buffer,
     pub texels: &'a wgpu::TextureView,
@@ -136,10 +130,9 @@ impl Bindings<'_> {
             Slot::Points => self.points,
             Slot::Hits => self.hits,
             Slot::KindRanges => self.kind_ranges,
-            Slot::Nodes => self.nodes,
             Slot::SignData => self.sign_data,
             Slot::ShapeData => self.shape_data,
-            Slot::Texels => unreachable!("a texture"),
+            Slot::Texels => unreachable!("the texels slot holds a texture"),
         }
     }
 

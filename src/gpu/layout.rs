@@ -42,6 +42,10 @@ pub struct GpuShape {
     pub p3: [f32; 4],
 }
 
+/// A scene's texel texture (`Context::texture_texels`, shared/texels.wgsl) has rows of
+/// `1 << TEXEL_ROW_BITS` texels.
+pub const TEXEL_ROW_BITS: u32 = 12;
+
 /// Rows per seed row in `mesh.wgsl`'s first round.
 pub const SEED_STRIDE: usize = 8;
 /// Rounds of `mesh.wgsl`: every SEED_STRIDE²-th row, then every SEED_STRIDE-th, then the rest.

@@ -92,13 +92,13 @@ pub(crate) struct Pass {
 
 /// What fills the shape slots.
 pub(crate) enum ShapeBuffers<'a> {
-    /// A resident scene: its records, kind ranges and hierarchy, and its shape count.
+    /// A resident scene: its records, kind ranges, texels (records and hierarchy) and shape
+    /// data, and its shape count.
     Resident {
         records: &'a wgpu::Buffer,
         kind_ranges: &'a wgpu::Buffer,
-        nodes: &'a wgpu::Buffer,
+        texels: &'a wgpu::TextureView,
         data: &'a wgpu::Buffer,
-        texels: Option<&'a wgpu::TextureView>,
         count: u32,
     },
     /// Every row brings its own shape record, streamed beside the points, their variable-size
@@ -205,9 +205,8 @@ impl Job<'_> {
                     shapes: ShapeBuffers::Resident {
                         records: &scene.shapes,
                         kind_ranges: &scene.ranges,
-                        nodes: &scene.nodes,
+                        texels: &scene.texels,
                         data: &scene.data,
-                        texels: scene.texels.as_ref(),
                         count: scene.count,
                     },
                     sign_data: sign.data(),

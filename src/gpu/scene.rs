@@ -11,12 +11,13 @@ use crate::shape::{Shape, ShapeKind};
 
 /// A scene uploaded once; query it many times with [`Engine::query_scene`].
 pub struct GpuScene {
-    /// Shapes sorted by kind (see `layout::scene_layout`).
+    /// What the kernels read of the records outside the walk: a packed triangle scene's index
+    /// tables, an indexed one's records (`layout::indexed_triangles`); a stand-in otherwise.
     pub(crate) shapes: wgpu::Buffer,
     /// Per kind `[start, end, root node, node count]`, a uniform.
     pub(crate) ranges: wgpu::Buffer,
-    /// Every kind's BVH nodes (`bvh::GpuBvhNode`).
-    pub(crate) nodes: wgpu::Buffer,
+    /// The records the walks read, then every kind's BVH nodes, as texels (`texel_words`).
+    pub(crate) texels: wgpu::TextureView,
     /// The shapes' variable-size parts (`layout::ShapeData`).
     pub(crate) data: wgpu::Buffer,
     pub(crate) count: u32,
@@ -34,41 +35,7 @@ pub struct GpuScene {
     /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about two
     /// thirds of the bytes of packed records, a dependent load more per triangle test.
     pub(crate) indexed: bool,
-    /// A packed triangle scene's nodes, then its triangle records, as texels (`texels`).
-    pub(crate) texels: Option<wgpu::TextureView>,
-}
-
-/// Texels a row of a texel texture holds, as a power of two.
-pub(crate) const TEXEL_ROW_BITS: u32 = 13;
-
-/// `words` (four a texel) in an Rgba32Uint texture `1 << TEXEL_ROW_BITS` texels wide.
-pub(crate) fn texels(device: &wgpu::Device, queue: &wgpu::Queue, words: &[u32]) -> wgpu::TextureView {
-    use wgpu::util::DeviceExt;
-    let count = words.len().div_ceil(4).max(1);
-    let width = 1usize << TEXEL_ROW_BITS;
-    let (w, h) = if count <= width { (count, 1) } else { (width, count.div_ceil(width)) };
-    let mut padded = words.to_vec();
-    padded.resize(4 * w * h, 0);
-    let texture = device.create_texture_with_data(
-        queue,
-        &wgpu::TextureDescriptor {
-            label: Some("texels"),
-            size: wgpu::Extent3d {
-                width: w as u32,
-                height: h as u32,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
-        bytemuck::cast_slice(&padded),
-    );
-    texture.create_view(&Default::default())
+    texel_bytes: u64,
 }
 
 impl GpuScene {
@@ -77,7 +44,7 @@ impl GpuScene {
     }
     /// Bytes it holds on the device.
     pub fn device_bytes(&self) -> u64 {
-        self.shapes.size() + self.ranges.size() + self.nodes.size() + self.data.size()
+        self.shapes.size() + self.ranges.size() + self.texel_bytes + self.data.size()
     }
     pub fn is_empty(&self) -> bool {
         self.count == 0
@@ -161,50 +128,48 @@ fn upload_bindings<E: From<Error>>(
         data,
         ..
     } = bindings;
-    let texel_words = if oriented {
-        (!indexed).then(|| {
-            let mut words = nodes.clone();
-            words.extend_from_slice(&records[..12 * count]);
-            words
-        })
-    } else {
-        let mut words = records.clone();
-        words.extend_from_slice(&nodes);
-        Some(words)
-    };
-    let (record_bytes, node_bytes) = (records.len() * 4, nodes.len() * 4);
-    let max = gpu.binding_bytes;
-    for (what, size) in [("shapes", record_bytes), ("hierarchy", node_bytes)] {
-        if size as u64 > max {
-            return Err(Error::Usage(format!(
-                "the scene has {count} shapes, whose {what} take {size} bytes, more than one \
-                 storage binding holds on this adapter ({max} bytes)",
-            ))
-            .into());
-        }
+    let (texel_words, records) = texel_words(records, nodes, count, oriented, indexed);
+    let texels = texel_words.len().div_ceil(4) as u64;
+    if texels > gpu.max_texels {
+        return Err(Error::Usage(format!(
+            "the scene has {count} shapes, whose records and hierarchy take {} bytes, more than \
+             a texture holds on this adapter ({} bytes)",
+            16 * texels,
+            16 * gpu.max_texels,
+        ))
+        .into());
+    }
+    let (record_bytes, max) = (records.len() as u64 * 4, gpu.binding_bytes);
+    if record_bytes > max {
+        return Err(Error::Usage(format!(
+            "the scene has {count} shapes, whose records take {record_bytes} bytes, more than \
+             one storage binding holds on this adapter ({max} bytes)",
+        ))
+        .into());
     }
     gpu.check_shape_data(data.len())?;
-    let ranges_bytes = std::mem::size_of_val(ranges.as_slice());
-    admit((record_bytes + ranges_bytes + node_bytes + data.len()) as u64)?;
-    // Each host copy shrinks as its buffer fills (`storage_buffer_words`): on CPU adapters the
-    // buffers are host memory too, and the two copies of a large mesh were its peak.
-    let (shapes_buffer, ranges, nodes, data) = gpu.checked(|| {
+    let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
+    admit(record_bytes + ranges_bytes + 16 * texels + data.len() as u64)?;
+    // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
+    // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
+    // large mesh were its peak.
+    let (shapes_buffer, ranges, (texels, texel_bytes), data) = gpu.checked(|| {
         (
-            gpu.storage_buffer_words("scene shapes", records),
+            gpu.storage_buffer_words("scene records", records),
             gpu.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: Some("scene kind ranges"),
                     contents: bytemuck::cast_slice(&ranges),
                     usage: wgpu::BufferUsages::UNIFORM,
                 }),
-            gpu.storage_buffer_words("scene bvh nodes", nodes),
+            gpu.texture_texels("scene texels", texel_words),
             gpu.storage_buffer("scene shape data", &data),
         )
     })?;
     Ok(GpuScene {
         shapes: shapes_buffer,
         ranges,
-        nodes,
+        texels,
         data,
         count: count as u32,
         kind,
@@ -212,6 +177,27 @@ fn upload_bindings<E: From<Error>>(
         linear_kinds,
         oriented,
         indexed,
-        texels: texel_words.map(|words| texels(&gpu.device, &gpu.queue, &words)),
+        texel_bytes,
     })
+}
+
+/// The words a scene's kernels read as texels (shared/texels.wgsl), and what stays in its
+/// records buffer: a scene's shapes then its nodes (a stand-in record left behind); a packed
+/// triangle scene's triangles then its nodes (its index tables left behind); an indexed
+/// one's nodes alone (its records left whole).
+fn texel_words(
+    mut records: Vec<u32>,
+    nodes: Vec<u32>,
+    count: usize,
+    oriented: bool,
+    indexed: bool,
+) -> (Vec<u32>, Vec<u32>) {
+    let rest = match (oriented, indexed) {
+        (true, true) => return (nodes, records),
+        (true, false) => records.split_off(12 * count),
+        (false, _) => records[..4].to_vec(),
+    };
+    records.reserve_exact(nodes.len());
+    records.extend_from_slice(&nodes);
+    (records, rest)
 }

@@ -24,6 +24,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/walk"),
     wgsl!("shared/one_lane"),
     wgsl!("shared/subgroup"),
+    wgsl!("shared/texels"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),
@@ -88,7 +89,7 @@ pub fn prelude() -> String {
     out += &format!("const STACK_SIZE: u32 = {}u;\n", crate::bvh::STACK_SIZE);
     out += &format!(
         "const TEXEL_ROW_BITS: u32 = {}u;\n",
-        super::scene::TEXEL_ROW_BITS
+        super::layout::TEXEL_ROW_BITS
     );
     out += &format!(
         "const LEAF_KIND_SHIFT: u32 = {}u;\n",

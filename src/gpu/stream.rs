@@ -443,23 +443,21 @@ fn encode_chunk(
         (true, Some(upload), None) => Some(&*upload),
         _ => None,
     };
-    let (shape_buffer, kind_ranges, nodes, shape_data, texels, shape_count) = match &plan.shapes {
+    let (shape_buffer, kind_ranges, texels, shape_data, shape_count) = match &plan.shapes {
         ShapeBuffers::Resident {
             records,
             kind_ranges,
-            nodes,
-            data,
             texels,
+            data,
             count,
-        } => (*records, *kind_ranges, *nodes, *data, texels.unwrap_or(&gpu.unused_texels), *count),
+        } => (*records, *kind_ranges, *texels, *data, *count),
         ShapeBuffers::PerRow { data } => (
             &row_shapes
                 .expect("slots of per-row jobs have shape buffers")
                 .storage,
             &gpu.unused_ranges,
-            &gpu.unused_nodes,
-            data.unwrap_or(&gpu.unused_shape_data),
             &gpu.unused_texels,
+            data.unwrap_or(&gpu.unused_shape_data),
             n as u32,
         ),
     };
@@ -488,8 +486,7 @@ fn encode_chunk(
                 points: &slot.points.storage,
                 hits: &slot.hits,
                 kind_ranges,
-                nodes,
-                sign_data: plan.sign_data.unwrap_or(&gpu.unused_nodes),
+                sign_data: plan.sign_data.unwrap_or(&gpu.unused_sign_data),
                 shape_data,
                 texels,
             }

@@ -21,7 +21,7 @@ use super::metrics::Metrics;
 
 /// What a resident target is.
 pub(crate) enum Target {
-    Scene(GpuScene),
+    Scene(Box<GpuScene>),
     Mesh(Box<GpuMesh>),
 }
 

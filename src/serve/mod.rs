@@ -604,7 +604,7 @@ async fn put_scene(
     state
         .install(Kind::Scene, name, move |admit| {
             let scene = engine.upload_scene_admitted(&shapes, admit)?;
-            Ok((Target::Scene(scene), shapes.len()))
+            Ok((Target::Scene(Box::new(scene)), shapes.len()))
         })
         .await
 }
