@@ -201,3 +201,38 @@ fn texel_words(
     records.extend_from_slice(&nodes);
     (records, rest)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::texel_words;
+
+    // Records of 12 words a triangle (two triangles), then index tables; nodes of 16 words.
+    fn records() -> Vec<u32> {
+        (0..24).chain(100..108).collect()
+    }
+
+    fn nodes() -> Vec<u32> {
+        (200..216).collect()
+    }
+
+    #[test]
+    fn packed_triangles_go_before_the_nodes_and_leave_their_index_tables() {
+        let (texels, rest) = texel_words(records(), nodes(), 2, true, false);
+        assert_eq!(texels, (0..24).chain(200..216).collect::<Vec<_>>());
+        assert_eq!(rest, (100..108).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn indexed_triangles_leave_their_records_whole_and_only_the_nodes_are_texels() {
+        let (texels, rest) = texel_words(records(), nodes(), 2, true, true);
+        assert_eq!(texels, nodes());
+        assert_eq!(rest, records());
+    }
+
+    #[test]
+    fn scene_shapes_go_before_the_nodes_and_leave_a_stand_in() {
+        let (texels, rest) = texel_words(records(), nodes(), 1, false, false);
+        assert_eq!(texels, records().into_iter().chain(nodes()).collect::<Vec<_>>());
+        assert_eq!(rest, vec![0, 1, 2, 3]);
+    }
+}
