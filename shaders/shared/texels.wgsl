@@ -2,8 +2,12 @@
 // `upload_texels`), read by textureLoad: on llvmpipe a texel fetch is one vector gather, where
 // a storage load is a loop over the lanes, one 32-bit word at a time (docs/PERF.md, "Texels").
 
-@group(0) @binding(5) var texels: texture_2d<u32>;
+// Layers of `1 << TEXEL_LAYER_ROW_BITS` rows of `1 << TEXEL_ROW_BITS` texels (fewer in a
+// texture of one layer or one row).
+@group(0) @binding(5) var texels: texture_2d_array<u32>;
 
 fn texel(i: u32) -> vec4<u32> {
-    return textureLoad(texels, vec2<u32>(i & ((1u << TEXEL_ROW_BITS) - 1u), i >> TEXEL_ROW_BITS), 0);
+    let x = i & ((1u << TEXEL_ROW_BITS) - 1u);
+    let y = (i >> TEXEL_ROW_BITS) & ((1u << TEXEL_LAYER_ROW_BITS) - 1u);
+    return textureLoad(texels, vec2<u32>(x, y), i >> (TEXEL_ROW_BITS + TEXEL_LAYER_ROW_BITS), 0);
 }

@@ -296,7 +296,10 @@ impl Context {
             usage: wgpu::BufferUsages::STORAGE,
         });
         let max_side = u64::from(limits.max_texture_dimension_2d);
-        let max_texels = (max_side << super::layout::TEXEL_ROW_BITS).min(max_side * max_side);
+        // Rows 4,096 texels wide (at most the side) in layers of 64 rows.
+        let max_texels = (1u64 << super::layout::TEXEL_ROW_BITS).min(max_side)
+            * (1u64 << super::layout::TEXEL_LAYER_ROW_BITS).min(max_side)
+            * u64::from(limits.max_texture_array_layers);
         let unused_texels = device
             .create_texture_with_data(
                 &queue,
@@ -313,7 +316,10 @@ impl Context {
                 wgpu::util::TextureDataOrder::LayerMajor,
                 &[0; 16],
             )
-            .create_view(&Default::default());
+            .create_view(&wgpu::TextureViewDescriptor {
+                dimension: Some(wgpu::TextureViewDimension::D2Array),
+                ..Default::default()
+            });
         let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unused shape data"),
             contents: &layout::ShapeData::default().into_bytes(),
@@ -439,24 +445,30 @@ impl Context {
         buffer
     }
 
-    /// `words` as an Rgba32Uint texture, four a texel, in rows of `1 << TEXEL_ROW_BITS` texels
-    /// (the last padded with zeros), and the texture's bytes. Written in bands of rows from the
-    /// end, `words` shrinking as the texture fills, as `storage_buffer_words`.
+    /// `words` as an Rgba32Uint array texture, four a texel, in rows of `1 << TEXEL_ROW_BITS`
+    /// texels and layers of `1 << TEXEL_LAYER_ROW_BITS` rows (the last padded with zeros), and
+    /// the texture's bytes. Written a whole layer at a time from the end, `words` shrinking as
+    /// the texture fills (as `storage_buffer_words`): a write of part of a layer would have
+    /// wgpu clear the layer first, touching all of it.
     pub(crate) fn texture_texels(
         &self,
         label: &str,
         mut words: Vec<u32>,
     ) -> (wgpu::TextureView, u64) {
+        use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
         let texels = words.len().div_ceil(4).max(1);
-        let width = texels.min(1 << super::layout::TEXEL_ROW_BITS);
+        let width = texels.min(1 << TEXEL_ROW_BITS);
         let rows = texels.div_ceil(width);
-        words.resize(4 * width * rows, 0);
+        let height = rows.min(1 << TEXEL_LAYER_ROW_BITS);
+        let layers = rows.div_ceil(height);
+        let layer_words = 4 * width * height;
+        words.resize(layer_words * layers, 0);
         let texture = self.device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
             size: wgpu::Extent3d {
                 width: width as u32,
-                height: rows as u32,
-                depth_or_array_layers: 1,
+                height: height as u32,
+                depth_or_array_layers: layers as u32,
             },
             mip_level_count: 1,
             sample_count: 1,
@@ -465,31 +477,27 @@ impl Context {
             usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
             view_formats: &[],
         });
-        let row_words = 4 * width;
-        let band_rows = (UPLOAD_PIECE_BYTES / (4 * row_words)).max(1);
-        let mut end = rows;
-        while end > 0 {
-            let start = end.saturating_sub(band_rows);
+        for layer in (0..layers).rev() {
             self.queue.write_texture(
                 wgpu::TexelCopyTextureInfo {
                     texture: &texture,
                     mip_level: 0,
                     origin: wgpu::Origin3d {
                         x: 0,
-                        y: start as u32,
-                        z: 0,
+                        y: 0,
+                        z: layer as u32,
                     },
                     aspect: wgpu::TextureAspect::All,
                 },
-                bytemuck::cast_slice(&words[row_words * start..row_words * end]),
+                bytemuck::cast_slice(&words[layer_words * layer..]),
                 wgpu::TexelCopyBufferLayout {
                     offset: 0,
-                    bytes_per_row: Some(4 * row_words as u32),
-                    rows_per_image: Some((end - start) as u32),
+                    bytes_per_row: Some(16 * width as u32),
+                    rows_per_image: Some(height as u32),
                 },
                 wgpu::Extent3d {
                     width: width as u32,
-                    height: (end - start) as u32,
+                    height: height as u32,
                     depth_or_array_layers: 1,
                 },
             );
@@ -499,12 +507,14 @@ impl Context {
                 submission_index: Some(index),
                 timeout: None,
             });
-            words.truncate(row_words * start);
+            words.truncate(layer_words * layer);
             words.shrink_to_fit();
-            end = start;
         }
-        let bytes = 16 * (width * rows) as u64;
-        (texture.create_view(&Default::default()), bytes)
+        let view = texture.create_view(&wgpu::TextureViewDescriptor {
+            dimension: Some(wgpu::TextureViewDimension::D2Array),
+            ..Default::default()
+        });
+        (view, 4 * (layer_words * layers) as u64)
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into

@@ -43,8 +43,9 @@ pub struct GpuShape {
 }
 
 /// A scene's texel texture (`Context::texture_texels`, shared/texels.wgsl) has rows of
-/// `1 << TEXEL_ROW_BITS` texels.
+/// `1 << TEXEL_ROW_BITS` texels, in layers of `1 << TEXEL_LAYER_ROW_BITS` rows (4 MiB).
 pub const TEXEL_ROW_BITS: u32 = 12;
+pub const TEXEL_LAYER_ROW_BITS: u32 = 6;
 
 /// Rows per seed row in `mesh.wgsl`'s first round.
 pub const SEED_STRIDE: usize = 8;

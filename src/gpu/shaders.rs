@@ -88,8 +88,9 @@ pub fn prelude() -> String {
     out += &format!("const KIND_COUNT: u32 = {}u;\n", ShapeKind::ALL.len());
     out += &format!("const STACK_SIZE: u32 = {}u;\n", crate::bvh::STACK_SIZE);
     out += &format!(
-        "const TEXEL_ROW_BITS: u32 = {}u;\n",
-        super::layout::TEXEL_ROW_BITS
+        "const TEXEL_ROW_BITS: u32 = {}u;\nconst TEXEL_LAYER_ROW_BITS: u32 = {}u;\n",
+        super::layout::TEXEL_ROW_BITS,
+        super::layout::TEXEL_LAYER_ROW_BITS
     );
     out += &format!(
         "const LEAF_KIND_SHIFT: u32 = {}u;\n",
