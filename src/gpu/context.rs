@@ -418,31 +418,46 @@ impl Context {
     /// about one copy plus a piece: on software adapters the device's memory is the host's,
     /// and two whole copies of a large mesh were its peak of memory.
     pub(crate) fn storage_buffer_words(&self, label: &str, mut words: Vec<u32>) -> wgpu::Buffer {
+        self.storage_buffer_tail(label, &mut words, 0)
+    }
+
+    /// [`Context::storage_buffer_words`] of `words[first..]`, `words` cut back to `first`.
+    pub(crate) fn storage_buffer_tail(
+        &self,
+        label: &str,
+        words: &mut Vec<u32>,
+        first: usize,
+    ) -> wgpu::Buffer {
         const PIECE_WORDS: usize = UPLOAD_PIECE_BYTES / 4;
-        if words.len() <= PIECE_WORDS {
-            return self.storage_buffer(label, bytemuck::cast_slice(&words));
+        let len = words.len() - first;
+        if len <= PIECE_WORDS {
+            let buffer = self.storage_buffer(label, bytemuck::cast_slice(&words[first..]));
+            cut_back(words, first);
+            return buffer;
         }
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: 4 * words.len() as u64,
+            size: 4 * len as u64,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        while !words.is_empty() {
-            let start = (words.len() - 1) / PIECE_WORDS * PIECE_WORDS;
-            let piece: &[u8] = bytemuck::cast_slice(&words[start..]);
+        while words.len() > first {
+            let start = (words.len() - first - 1) / PIECE_WORDS * PIECE_WORDS;
+            let piece: &[u8] = bytemuck::cast_slice(&words[first + start..]);
             self.queue.write_buffer(&buffer, 4 * start as u64, piece);
-            let index = self.queue.submit([]);
-            // A failed wait leaves the device lost, which the error scope around reports.
-            let _ = self.device.poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            });
-            // A large allocation shrinks in place (the allocator unmaps its tail).
-            words.truncate(start);
-            words.shrink_to_fit();
+            self.wait_for_queue();
+            cut_back(words, first + start);
         }
         buffer
+    }
+
+    fn wait_for_queue(&self) {
+        let index = self.queue.submit([]);
+        // A failed wait leaves the device lost, which the error scope around reports.
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
     }
 
     /// `words` as an Rgba32Uint array texture, four a texel, in rows of `1 << TEXEL_ROW_BITS`
@@ -453,16 +468,16 @@ impl Context {
     pub(crate) fn texture_texels(
         &self,
         label: &str,
-        mut words: Vec<u32>,
+        mut parts: [Vec<u32>; 2],
     ) -> (wgpu::TextureView, u64) {
         use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
-        let texels = words.len().div_ceil(4).max(1);
+        let [first_len, second_len] = [parts[0].len(), parts[1].len()];
+        let texels = (first_len + second_len).div_ceil(4).max(1);
         let width = texels.min(1 << TEXEL_ROW_BITS);
         let rows = texels.div_ceil(width);
         let height = rows.min(1 << TEXEL_LAYER_ROW_BITS);
         let layers = rows.div_ceil(height);
         let layer_words = 4 * width * height;
-        words.resize(layer_words * layers, 0);
         let texture = self.device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
             size: wgpu::Extent3d {
@@ -489,7 +504,7 @@ impl Context {
                     },
                     aspect: wgpu::TextureAspect::All,
                 },
-                bytemuck::cast_slice(&words[layer_words * layer..]),
+                bytemuck::cast_slice(&layer_words_of(&parts, layer_words * layer, layer_words)),
                 wgpu::TexelCopyBufferLayout {
                     offset: 0,
                     bytes_per_row: Some(16 * width as u32),
@@ -501,14 +516,10 @@ impl Context {
                     depth_or_array_layers: 1,
                 },
             );
-            let index = self.queue.submit([]);
-            // A failed wait leaves the device lost, which the error scope around reports.
-            let _ = self.device.poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            });
-            words.truncate(layer_words * layer);
-            words.shrink_to_fit();
+            self.wait_for_queue();
+            let start = layer_words * layer;
+            cut_back(&mut parts[1], start.saturating_sub(first_len));
+            cut_back(&mut parts[0], start.min(first_len));
         }
         let view = texture.create_view(&wgpu::TextureViewDescriptor {
             dimension: Some(wgpu::TextureViewDimension::D2Array),
@@ -588,6 +599,41 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
     })
+}
+
+/// Words `start .. start + count` of the two parts one after the other, zeros past their end:
+/// borrowed where one part holds them all, else gathered.
+fn layer_words_of(
+    parts: &[Vec<u32>; 2],
+    start: usize,
+    count: usize,
+) -> std::borrow::Cow<'_, [u32]> {
+    let first_len = parts[0].len();
+    let end = start + count;
+    if end <= first_len {
+        return std::borrow::Cow::Borrowed(&parts[0][start..end]);
+    }
+    if start >= first_len && end - first_len <= parts[1].len() {
+        return std::borrow::Cow::Borrowed(&parts[1][start - first_len..end - first_len]);
+    }
+    let mut words: Vec<u32> = parts[0].get(start..).unwrap_or(&[]).to_vec();
+    words.extend_from_slice(
+        parts[1]
+            .get(start.saturating_sub(first_len)..)
+            .unwrap_or(&[]),
+    );
+    words.truncate(count);
+    words.resize(count, 0);
+    std::borrow::Cow::Owned(words)
+}
+
+/// `words` cut back to `len`, its memory given back (a large allocation shrinks in place: the
+/// allocator unmaps its tail).
+fn cut_back(words: &mut Vec<u32>, len: usize) {
+    if words.len() > len {
+        words.truncate(len);
+        words.shrink_to_fit();
+    }
 }
 
 /// The host memory available to a new allocation, where the system tells it (Linux).

@@ -128,8 +128,13 @@ fn upload_bindings<E: From<Error>>(
         data,
         ..
     } = bindings;
-    let (texel_words, records) = texel_words(records, nodes, count, oriented, indexed);
-    let texels = texel_words.len().div_ceil(4) as u64;
+    let SplitRecords {
+        mut stored,
+        from,
+        texels: texel_records,
+    } = split_records(records, count, oriented, indexed);
+    let texel_words = texel_records.len() + from + nodes.len();
+    let texels = texel_words.div_ceil(4) as u64;
     if texels > gpu.max_texels {
         return Err(Error::Usage(format!(
             "the scene has {count} shapes, whose records and hierarchy take {} bytes, more than \
@@ -139,7 +144,7 @@ fn upload_bindings<E: From<Error>>(
         ))
         .into());
     }
-    let (record_bytes, max) = (records.len() as u64 * 4, gpu.binding_bytes);
+    let (record_bytes, max) = (4 * (stored.len() - from) as u64, gpu.binding_bytes);
     if record_bytes > max {
         return Err(Error::Usage(format!(
             "the scene has {count} shapes, whose records take {record_bytes} bytes, more than \
@@ -155,14 +160,25 @@ fn upload_bindings<E: From<Error>>(
     // large mesh were its peak.
     let (shapes_buffer, ranges, (texels, texel_bytes), data) = gpu.checked(|| {
         (
-            gpu.storage_buffer_words("scene records", records),
+            gpu.storage_buffer_tail("scene records", &mut stored, from),
             gpu.device
                 .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                     label: Some("scene kind ranges"),
                     contents: bytemuck::cast_slice(&ranges),
                     usage: wgpu::BufferUsages::UNIFORM,
                 }),
-            gpu.texture_texels("scene texels", texel_words),
+            // `stored` is now cut back to the packed triangles the walks read (or emptied).
+            gpu.texture_texels(
+                "scene texels",
+                [
+                    if texel_records.is_empty() {
+                        stored
+                    } else {
+                        texel_records
+                    },
+                    nodes,
+                ],
+            ),
             gpu.storage_buffer("scene shape data", &data),
         )
     })?;
@@ -181,58 +197,78 @@ fn upload_bindings<E: From<Error>>(
     })
 }
 
-/// The words a scene's kernels read as texels (shared/texels.wgsl), and what stays in its
-/// records buffer: a scene's shapes then its nodes (a stand-in record left behind); a packed
-/// triangle scene's triangles then its nodes (its index tables left behind); an indexed
-/// one's nodes alone (its records left whole).
-fn texel_words(
-    mut records: Vec<u32>,
-    nodes: Vec<u32>,
-    count: usize,
-    oriented: bool,
-    indexed: bool,
-) -> (Vec<u32>, Vec<u32>) {
-    let rest = match (oriented, indexed) {
-        (true, true) => return (nodes, records),
-        (true, false) => records.split_off(12 * count),
-        (false, _) => records[..4].to_vec(),
-    };
-    records.reserve_exact(nodes.len());
-    records.extend_from_slice(&nodes);
-    (records, rest)
+/// A scene's records as its kernels read them: `stored[from..]` stays in its records buffer
+/// (a packed triangle scene's index tables, an indexed one's records, a scene's stand-in
+/// record), and the words read as texels before its nodes are `stored[..from]` (a packed
+/// triangle scene's triangles) or `texels` (a scene's shapes).
+struct SplitRecords {
+    stored: Vec<u32>,
+    from: usize,
+    texels: Vec<u32>,
+}
+
+fn split_records(records: Vec<u32>, count: usize, oriented: bool, indexed: bool) -> SplitRecords {
+    match (oriented, indexed) {
+        (true, false) => SplitRecords {
+            stored: records,
+            from: 12 * count,
+            texels: Vec::new(),
+        },
+        (true, true) => SplitRecords {
+            stored: records,
+            from: 0,
+            texels: Vec::new(),
+        },
+        (false, _) => SplitRecords {
+            stored: records[..4].to_vec(),
+            from: 0,
+            texels: records,
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::texel_words;
+    use super::{SplitRecords, split_records};
 
-    // Records of 12 words a triangle (two triangles), then index tables; nodes of 16 words.
+    // Records of 12 words a triangle (two triangles), then index tables.
     fn records() -> Vec<u32> {
         (0..24).chain(100..108).collect()
     }
 
-    fn nodes() -> Vec<u32> {
-        (200..216).collect()
+    /// The words that stay in the records buffer, and those read as texels before the nodes.
+    fn split(count: usize, oriented: bool, indexed: bool) -> (Vec<u32>, Vec<u32>) {
+        let SplitRecords {
+            stored,
+            from,
+            texels,
+        } = split_records(records(), count, oriented, indexed);
+        let head = if texels.is_empty() {
+            stored[..from].to_vec()
+        } else {
+            texels
+        };
+        (stored[from..].to_vec(), head)
     }
 
     #[test]
-    fn packed_triangles_go_before_the_nodes_and_leave_their_index_tables() {
-        let (texels, rest) = texel_words(records(), nodes(), 2, true, false);
-        assert_eq!(texels, (0..24).chain(200..216).collect::<Vec<_>>());
-        assert_eq!(rest, (100..108).collect::<Vec<_>>());
+    fn packed_triangles_are_texels_and_leave_their_index_tables() {
+        let (stored, texels) = split(2, true, false);
+        assert_eq!(stored, (100..108).collect::<Vec<_>>());
+        assert_eq!(texels, (0..24).collect::<Vec<_>>());
     }
 
     #[test]
-    fn indexed_triangles_leave_their_records_whole_and_only_the_nodes_are_texels() {
-        let (texels, rest) = texel_words(records(), nodes(), 2, true, true);
-        assert_eq!(texels, nodes());
-        assert_eq!(rest, records());
+    fn indexed_triangles_stay_whole_and_only_the_nodes_are_texels() {
+        let (stored, texels) = split(2, true, true);
+        assert_eq!(stored, records());
+        assert!(texels.is_empty());
     }
 
     #[test]
-    fn scene_shapes_go_before_the_nodes_and_leave_a_stand_in() {
-        let (texels, rest) = texel_words(records(), nodes(), 1, false, false);
-        assert_eq!(texels, records().into_iter().chain(nodes()).collect::<Vec<_>>());
-        assert_eq!(rest, vec![0, 1, 2, 3]);
+    fn scene_shapes_are_texels_and_leave_a_stand_in() {
+        let (stored, texels) = split(1, false, false);
+        assert_eq!(texels, records());
+        assert_eq!(stored, vec![0, 1, 2, 3]);
     }
 }
