@@ -509,6 +509,10 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
     );
     println!("  max_buffer_size: {}", l.max_buffer_size);
     println!(
+        "  max_texture_dimension_2d: {}, max_texture_array_layers: {} (scene texels)",
+        l.max_texture_dimension_2d, l.max_texture_array_layers
+    );
+    println!(
         "  max_compute_workgroups_per_dimension: {}",
         l.max_compute_workgroups_per_dimension
     );

@@ -48,6 +48,10 @@ struct MeshPart {
 /// (8), and at most one 64-byte hierarchy node per triangle, each within one binding.
 const PART_BYTES_PER_TRIANGLE: u64 = 64;
 
+/// Texels per triangle that bound a part: its packed record (3) and at most one node (4) per
+/// triangle, all within one texture.
+const PART_TEXELS_PER_TRIANGLE: u64 = 7;
+
 /// The same for indexed records: the record (24 bytes), index words (8) and at most three
 /// vertices of its own (36) share one binding.
 const INDEXED_PART_BYTES_PER_TRIANGLE: u64 = 68;
@@ -410,8 +414,10 @@ impl Engine {
     fn mesh_layout(&self, mesh: &Mesh, indexed: bool) -> MeshPlan {
         let binding = self.gpu.binding_bytes;
         let triangles = mesh.triangles.len() as u64;
+        // A part's packed triangles and nodes are texels too (`scene::upload_bindings`).
+        let texel_cap = self.gpu.max_texels / PART_TEXELS_PER_TRIANGLE;
         // The hierarchy's bound holds either way; indexed records also need their vertices.
-        let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE;
+        let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE && triangles <= texel_cap;
         let (one_part, part_bytes) = if indexed {
             let words = crate::gpu::layout::indexed_triangles_words(
                 mesh.triangles.len(),
@@ -427,7 +433,7 @@ impl Engine {
         MeshPlan {
             indexed,
             one_part,
-            cap: (binding / part_bytes).max(1),
+            cap: (binding / part_bytes).min(texel_cap).max(1),
             sign_data: if one_part {
                 sign_data_bytes(mesh, indexed)
             } else {
