@@ -460,23 +460,18 @@ impl Context {
         });
     }
 
-    /// `words` as an Rgba32Uint array texture, four a texel, in rows of `1 << TEXEL_ROW_BITS`
-    /// texels and layers of `1 << TEXEL_LAYER_ROW_BITS` rows (the last padded with zeros), and
-    /// the texture's bytes. Written a whole layer at a time from the end, `words` shrinking as
-    /// the texture fills (as `storage_buffer_words`): a write of part of a layer would have
-    /// wgpu clear the layer first, touching all of it.
+    /// The words of `parts`, one after the other, as an Rgba32Uint array texture, four a texel,
+    /// in rows of `1 << TEXEL_ROW_BITS` texels and layers of `1 << TEXEL_LAYER_ROW_BITS` rows
+    /// (the last padded with zeros; `texel_texture_bytes`). Written a whole layer at a time from
+    /// the end, the parts shrinking as the texture fills (as `storage_buffer_words`): a write of
+    /// part of a layer would have wgpu clear the whole texture first, touching all of it.
     pub(crate) fn texture_texels(
         &self,
         label: &str,
         mut parts: [Vec<u32>; 2],
-    ) -> (wgpu::TextureView, u64) {
-        use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
-        let [first_len, second_len] = [parts[0].len(), parts[1].len()];
-        let texels = (first_len + second_len).div_ceil(4).max(1);
-        let width = texels.min(1 << TEXEL_ROW_BITS);
-        let rows = texels.div_ceil(width);
-        let height = rows.min(1 << TEXEL_LAYER_ROW_BITS);
-        let layers = rows.div_ceil(height);
+    ) -> wgpu::TextureView {
+        let first_len = parts[0].len();
+        let (width, height, layers) = texel_extent(first_len + parts[1].len());
         let layer_words = 4 * width * height;
         let texture = self.device.create_texture(&wgpu::TextureDescriptor {
             label: Some(label),
@@ -521,11 +516,10 @@ impl Context {
             cut_back(&mut parts[1], start.saturating_sub(first_len));
             cut_back(&mut parts[0], start.min(first_len));
         }
-        let view = texture.create_view(&wgpu::TextureViewDescriptor {
+        texture.create_view(&wgpu::TextureViewDescriptor {
             dimension: Some(wgpu::TextureViewDimension::D2Array),
             ..Default::default()
-        });
-        (view, 4 * (layer_words * layers) as u64)
+        })
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
@@ -599,6 +593,22 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
     })
+}
+
+/// The (width, height, layers) of the texture `Context::texture_texels` makes for `words`.
+fn texel_extent(words: usize) -> (usize, usize, usize) {
+    use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
+    let texels = words.div_ceil(4).max(1);
+    let width = texels.min(1 << TEXEL_ROW_BITS);
+    let rows = texels.div_ceil(width);
+    let height = rows.min(1 << TEXEL_LAYER_ROW_BITS);
+    (width, height, rows.div_ceil(height))
+}
+
+/// The bytes of the texture `Context::texture_texels` makes for `words` (whole layers).
+pub(crate) fn texel_texture_bytes(words: usize) -> u64 {
+    let (width, height, layers) = texel_extent(words);
+    16 * (width * height * layers) as u64
 }
 
 /// Words `start .. start + count` of the two parts one after the other, zeros past their end:

@@ -134,16 +134,8 @@ fn upload_bindings<E: From<Error>>(
         texels: texel_records,
     } = split_records(records, count, oriented, indexed);
     let texel_words = texel_records.len() + from + nodes.len();
-    let texels = texel_words.div_ceil(4) as u64;
-    if texels > gpu.max_texels {
-        return Err(Error::Usage(format!(
-            "the scene has {count} shapes, whose records and hierarchy take {} bytes, more than \
-             a texture holds on this adapter ({} bytes)",
-            16 * texels,
-            16 * gpu.max_texels,
-        ))
-        .into());
-    }
+    check_texels(count, texel_words, gpu.max_texels)?;
+    let texel_bytes = super::context::texel_texture_bytes(texel_words);
     let (record_bytes, max) = (4 * (stored.len() - from) as u64, gpu.binding_bytes);
     if record_bytes > max {
         return Err(Error::Usage(format!(
@@ -154,11 +146,11 @@ fn upload_bindings<E: From<Error>>(
     }
     gpu.check_shape_data(data.len())?;
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-    admit(record_bytes + ranges_bytes + 16 * texels + data.len() as u64)?;
+    admit(record_bytes + ranges_bytes + texel_bytes + data.len() as u64)?;
     // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
     // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
     // large mesh were its peak.
-    let (shapes_buffer, ranges, (texels, texel_bytes), data) = gpu.checked(|| {
+    let (shapes_buffer, ranges, texels, data) = gpu.checked(|| {
         (
             gpu.storage_buffer_tail("scene records", &mut stored, from),
             gpu.device
@@ -197,6 +189,21 @@ fn upload_bindings<E: From<Error>>(
     })
 }
 
+/// A usage error naming the sizes where a scene's `texel_words` exceed the `max_texels` of a
+/// texture on this adapter.
+fn check_texels(count: usize, texel_words: usize, max_texels: u64) -> Result<(), Error> {
+    let texels = texel_words.div_ceil(4) as u64;
+    if texels > max_texels {
+        return Err(Error::Usage(format!(
+            "the scene has {count} shapes, whose records and hierarchy take {} bytes, more than \
+             a texture holds on this adapter ({} bytes)",
+            16 * texels,
+            16 * max_texels,
+        )));
+    }
+    Ok(())
+}
+
 /// A scene's records as its kernels read them: `stored[from..]` stays in its records buffer
 /// (a packed triangle scene's index tables, an indexed one's records, a scene's stand-in
 /// record), and the words read as texels before its nodes are `stored[..from]` (a packed
@@ -229,7 +236,7 @@ fn split_records(records: Vec<u32>, count: usize, oriented: bool, indexed: bool)
 
 #[cfg(test)]
 mod tests {
-    use super::{SplitRecords, split_records};
+    use super::{SplitRecords, check_texels, split_records};
 
     // Records of 12 words a triangle (two triangles), then index tables.
     fn records() -> Vec<u32> {
@@ -249,6 +256,25 @@ mod tests {
             texels
         };
         (stored[from..].to_vec(), head)
+    }
+
+    #[test]
+    fn scenes_larger_than_a_texture_are_refused_naming_both_sizes() {
+        assert!(check_texels(3, 4 * 100, 100).is_ok());
+        let error = check_texels(3, 4 * 100 + 1, 100).unwrap_err().to_string();
+        assert!(error.contains("3 shapes"), "{error}");
+        assert!(error.contains("1616 bytes"), "{error}");
+        assert!(error.contains("(1600 bytes)"), "{error}");
+    }
+
+    #[test]
+    fn texture_bytes_are_whole_layers() {
+        use crate::gpu::context::texel_texture_bytes;
+        // One texel at least; a short row; a layer of 64 rows of 4,096 texels, then two.
+        assert_eq!(texel_texture_bytes(0), 16);
+        assert_eq!(texel_texture_bytes(4 * 10), 160);
+        assert_eq!(texel_texture_bytes(4 * 4096 * 3), 16 * 4096 * 3);
+        assert_eq!(texel_texture_bytes(4 * 4096 * 64 + 4), 2 * 16 * 4096 * 64);
     }
 
     #[test]
