@@ -1,7 +1,7 @@
 // `nearest_triangle` for adapters whose subgroups are 8 lanes wide (lavapipe): the lanes of a
 // subgroup walk the BVH together, a node opened when any lane needs it, and load each node
-// and leaf once between them (a texel or a word a lane, then broadcast), where the lane-by-lane loads of
-// software adapters would load it once per lane (shared/subgroup.wgsl).
+// and leaf once between them (a texel or a word a lane, then broadcast), where the lane-by-lane
+// loads of software adapters would load it once per lane (shared/subgroup.wgsl).
 #import mesh_walk
 #import winding_walk
 #import pseudonormal

@@ -1,9 +1,9 @@
 // The nearest-triangle walk shared by mesh.wgsl and mesh_subgroup.wgsl: triangle-only scenes
 // with an oriented BVH (meshes, triangle soups), the answers of `nearest` in query.wgsl with
 // far fewer memory operations per step. Software adapters load storage buffers lane by lane,
-// one loop per 32-bit word, so a step costs about what it loads: records here are whole
-// vec4s, the stack holds two words per entry, and leaves compare squared distances (the full
-// answer is computed once, for the winner).
+// one loop per 32-bit word, so a step costs about what it loads: records and nodes here are
+// whole texels (shared/texels.wgsl), the stack holds two words per entry, and leaves compare
+// squared distances (the full answer is computed once, for the winner).
 #import shared/types
 #import shared/math
 #import shared/rows

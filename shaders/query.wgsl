@@ -25,10 +25,6 @@ fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
     return array<vec4<f32>, 4>(shape_data[at], shape_data[at + 1u], shape_data[at + 2u], shape_data[at + 3u]);
 }
 
-fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
-    return BvhChild(bitcast<vec3<f32>>(min_first.xyz), min_first.w, bitcast<vec3<f32>>(max_count.xyz), max_count.w);
-}
-
 fn load_children(node: u32) -> array<BvhChild, 2> {
     let at = node_texel(node);
     return array<BvhChild, 2>(child_of(texel(at), texel(at + 1u)), child_of(texel(at + 2u), texel(at + 3u)));

@@ -37,15 +37,6 @@ fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
     );
 }
 
-fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
-    return BvhChild(
-        bitcast<vec3<f32>>(min_first.xyz),
-        min_first.w,
-        bitcast<vec3<f32>>(max_count.xyz),
-        max_count.w,
-    );
-}
-
 // A node's two children: its first four texels, lanes 0–3 fetching one each.
 fn load_children(node: u32) -> array<BvhChild, 2> {
     let t = texel(node_texel(node) + (lane & 3u));

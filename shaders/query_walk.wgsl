@@ -89,16 +89,21 @@ struct StackEntry {
     distance: f32,
 }
 
+// The first texel of node `node` (after the shapes, at least one record).
+fn node_texel(node: u32) -> u32 {
+    return 6u * (max(params.shape_count, 1u) + node);
+}
+
+// A child from its two texels: (min, first) and (max, count).
+fn child_of(min_first: vec4<u32>, max_count: vec4<u32>) -> BvhChild {
+    return BvhChild(bitcast<vec3<f32>>(min_first.xyz), min_first.w, bitcast<vec3<f32>>(max_count.xyz), max_count.w);
+}
+
 // How many shapes of `kind` (a literal) `leaf` holds: all of them if it is of that kind, else
 // none. The per-kind loops over linear ranges and leaves (`scan_every_kind`,
 // `scan_leaf_every_kind`) are generated: each calls its kind's projection directly, as a
 // compiler inlines every call before it folds a constant switch (a switch in each loop made
 // the scene kernels' pipelines take seconds to build on lavapipe).
-// The first texel of node `node`.
-fn node_texel(node: u32) -> u32 {
-    return 6u * (max(params.shape_count, 1u) + node);
-}
-
 fn leaf_count(kind: u32, leaf: StackEntry) -> u32 {
     let leaf_kind = leaf.count >> LEAF_KIND_SHIFT;
     return select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);

@@ -56,9 +56,10 @@ struct BvhChild {
     count: u32,
 }
 
-// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode). query.wgsl reads
-// axis-aligned hierarchies only; oriented ones (triangles) reach mesh.wgsl packed by
-// bvh::pack_oriented, and their rotations are zero here.
+// An inner BVH node: both children's boxes (src/bvh.rs, GpuBvhNode), the layout of a scene's
+// nodes in its texels (query_walk.wgsl reads the children, `child_of`, and never the
+// rotations, which are zero here); oriented hierarchies (triangles) reach mesh.wgsl packed by
+// bvh::pack_oriented.
 struct BvhNode {
     left: BvhChild,
     right: BvhChild,

@@ -220,7 +220,7 @@ pub(crate) struct Context {
     pub(crate) unused_sign_data: wgpu::Buffer,
     /// The `shape_data` binding of jobs whose shapes have no variable-size parts.
     pub(crate) unused_shape_data: wgpu::Buffer,
-    /// Texels a scene's texture holds at most (`scene::upload_texels`).
+    /// Texels a scene's texture holds at most (`Context::texture_texels`, `max_texels`).
     pub(crate) max_texels: u64,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
@@ -295,31 +295,13 @@ impl Context {
             contents: &[0; 16],
             usage: wgpu::BufferUsages::STORAGE,
         });
-        let max_side = u64::from(limits.max_texture_dimension_2d);
-        // Rows 4,096 texels wide (at most the side) in layers of 64 rows.
-        let max_texels = (1u64 << super::layout::TEXEL_ROW_BITS).min(max_side)
-            * (1u64 << super::layout::TEXEL_LAYER_ROW_BITS).min(max_side)
-            * u64::from(limits.max_texture_array_layers);
-        let unused_texels = device
-            .create_texture_with_data(
-                &queue,
-                &wgpu::TextureDescriptor {
-                    label: Some("unused texels"),
-                    size: wgpu::Extent3d::default(),
-                    mip_level_count: 1,
-                    sample_count: 1,
-                    dimension: wgpu::TextureDimension::D2,
-                    format: wgpu::TextureFormat::Rgba32Uint,
-                    usage: wgpu::TextureUsages::TEXTURE_BINDING,
-                    view_formats: &[],
-                },
-                wgpu::util::TextureDataOrder::LayerMajor,
-                &[0; 16],
-            )
-            .create_view(&wgpu::TextureViewDescriptor {
-                dimension: Some(wgpu::TextureViewDimension::D2Array),
-                ..Default::default()
-            });
+        let max_texels = max_texels(&limits);
+        let unused_texels = texels_view(&device.create_texture_with_data(
+            &queue,
+            &texels_descriptor("unused texels", (1, 1, 1)),
+            wgpu::util::TextureDataOrder::LayerMajor,
+            &[0; 16],
+        ));
         let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unused shape data"),
             contents: &layout::ShapeData::default().into_bytes(),
@@ -473,20 +455,9 @@ impl Context {
         let first_len = parts[0].len();
         let (width, height, layers) = texel_extent(first_len + parts[1].len());
         let layer_words = 4 * width * height;
-        let texture = self.device.create_texture(&wgpu::TextureDescriptor {
-            label: Some(label),
-            size: wgpu::Extent3d {
-                width: width as u32,
-                height: height as u32,
-                depth_or_array_layers: layers as u32,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D2,
-            format: wgpu::TextureFormat::Rgba32Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        });
+        let texture = self
+            .device
+            .create_texture(&texels_descriptor(label, (width, height, layers)));
         for layer in (0..layers).rev() {
             self.queue.write_texture(
                 wgpu::TexelCopyTextureInfo {
@@ -516,10 +487,7 @@ impl Context {
             cut_back(&mut parts[1], start.saturating_sub(first_len));
             cut_back(&mut parts[0], start.min(first_len));
         }
-        texture.create_view(&wgpu::TextureViewDescriptor {
-            dimension: Some(wgpu::TextureViewDimension::D2Array),
-            ..Default::default()
-        })
+        texels_view(&texture)
     }
 
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
@@ -595,6 +563,48 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
     })
 }
 
+/// A texels texture (the `texels` binding) of `(width, height, layers)`.
+fn texels_descriptor(
+    label: &str,
+    (width, height, layers): (usize, usize, usize),
+) -> wgpu::TextureDescriptor<'_> {
+    wgpu::TextureDescriptor {
+        label: Some(label),
+        size: wgpu::Extent3d {
+            width: width as u32,
+            height: height as u32,
+            depth_or_array_layers: layers as u32,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::Rgba32Uint,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+        view_formats: &[],
+    }
+}
+
+/// The view the kernels bind: every layer, as `texture_2d_array<u32>`.
+fn texels_view(texture: &wgpu::Texture) -> wgpu::TextureView {
+    texture.create_view(&wgpu::TextureViewDescriptor {
+        dimension: Some(wgpu::TextureViewDimension::D2Array),
+        ..Default::default()
+    })
+}
+
+/// The most texels `Context::texture_texels` can hold under `limits`: layers of 64 rows of
+/// 4,096 texels, as many as the adapter's array layers; an adapter whose textures are narrower
+/// than a row holds one row (`texel_extent` makes short textures one row wide).
+fn max_texels(limits: &wgpu::Limits) -> u64 {
+    use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
+    let side = u64::from(limits.max_texture_dimension_2d);
+    let row = 1u64 << TEXEL_ROW_BITS;
+    if side < row {
+        return side;
+    }
+    row * (1u64 << TEXEL_LAYER_ROW_BITS) * u64::from(limits.max_texture_array_layers)
+}
+
 /// The (width, height, layers) of the texture `Context::texture_texels` makes for `words`.
 fn texel_extent(words: usize) -> (usize, usize, usize) {
     use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
@@ -652,4 +662,21 @@ fn host_available_bytes() -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_texels;
+
+    #[test]
+    fn texel_capacity_is_whole_layers_or_one_row_on_narrow_adapters() {
+        let limits = |side, layers| wgpu::Limits {
+            max_texture_dimension_2d: side,
+            max_texture_array_layers: layers,
+            ..wgpu::Limits::default()
+        };
+        assert_eq!(max_texels(&limits(16384, 2048)), 4096 * 64 * 2048);
+        assert_eq!(max_texels(&limits(8192, 256)), 4096 * 64 * 256);
+        assert_eq!(max_texels(&limits(2048, 256)), 2048);
+    }
 }

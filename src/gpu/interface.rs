@@ -29,7 +29,7 @@ pub enum Slot {
     Hits = 3,
     /// Per shape kind `[start, end, root node, node count]`.
     KindRanges = 4,
-    /// A resident scene's records and hierarchy as texels (`scene::upload_texels`), a texture:
+    /// A resident scene's records and hierarchy as texels (`Context::texture_texels`), a texture:
     /// the walks' hot loads are texel fetches (on llvmpipe a storage load is a loop over lanes).
     Texels = 5,
     /// A mesh's sign data: its winding-number hierarchy (`winding::WindingTree::gpu_words`) or
@@ -123,8 +123,8 @@ pub(crate) struct Bindings<'a> {
 }
 
 impl Bindings<'_> {
-    fn buffer(&self, slot: Slot) -> &wgpu::Buffer {
-        match slot {
+    fn resource(&self, slot: Slot) -> wgpu::BindingResource<'_> {
+        let buffer = match slot {
             Slot::Params => self.params,
             Slot::Shapes => self.shapes,
             Slot::Points => self.points,
@@ -132,8 +132,9 @@ impl Bindings<'_> {
             Slot::KindRanges => self.kind_ranges,
             Slot::SignData => self.sign_data,
             Slot::ShapeData => self.shape_data,
-            Slot::Texels => unreachable!("the texels slot holds a texture"),
-        }
+            Slot::Texels => return wgpu::BindingResource::TextureView(self.texels),
+        };
+        buffer.as_entire_binding()
     }
 
     pub(crate) fn bind_group(
@@ -145,11 +146,7 @@ impl Bindings<'_> {
             .into_iter()
             .map(|slot| wgpu::BindGroupEntry {
                 binding: slot.binding(),
-                resource: if slot == Slot::Texels {
-                    wgpu::BindingResource::TextureView(self.texels)
-                } else {
-                    self.buffer(slot).as_entire_binding()
-                },
+                resource: self.resource(slot),
             })
             .collect();
         device.create_bind_group(&wgpu::BindGroupDescriptor {

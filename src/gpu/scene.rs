@@ -16,7 +16,7 @@ pub struct GpuScene {
     pub(crate) shapes: wgpu::Buffer,
     /// Per kind `[start, end, root node, node count]`, a uniform.
     pub(crate) ranges: wgpu::Buffer,
-    /// The records the walks read, then every kind's BVH nodes, as texels (`texel_words`).
+    /// The records the walks read, then every kind's BVH nodes, as texels (`split_records`).
     pub(crate) texels: wgpu::TextureView,
     /// The shapes' variable-size parts (`layout::ShapeData`).
     pub(crate) data: wgpu::Buffer,
