@@ -19,6 +19,10 @@ override ONLY_KIND: u32 = ANY_KIND;
 // The kinds in the scene's BVH, a bit each: leaf tests are compiled for these kinds only, and
 // 0 (no BVH) compiles the traversal out.
 override BVH_KINDS: u32 = 0xffffffffu;
+// A scene of one shape (of ONLY_KIND, no BVH): its query without a loop around it, which
+// software adapters pay for (docs/PERF.md: 22–29 % of a one-shape query on lavapipe).
+override ONE_SHAPE: u32 = 0u;
+
 // The kinds with shapes scanned linearly, a bit each: the other kinds' loops are compiled out
 // (software adapters run an empty loop's body once, masked).
 override LINEAR_KINDS: u32 = 0xffffffffu;
@@ -187,6 +191,9 @@ fn load_point(row: u32) -> vec3<f32> {
 // The nearest shape to `p`. A query that is not `wanted` (no row, or a non-finite point, in
 // query_subgroup.wgsl) takes part in the walk but asks for nothing; its answer is not used.
 fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
+    if ONE_SHAPE != 0u {
+        return query_shape(ONLY_KIND, load_shape(0u), 0u, p);
+    }
     if ONLY_KIND != ANY_KIND && BVH_KINDS == 0u {
         // A small scene of one kind: one loop compiled for that kind, shapes in scene order.
         var nearest: Hit;

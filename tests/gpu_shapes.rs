@@ -7,7 +7,7 @@ mod common;
 use closest::hull::ConvexHull;
 use closest::math::any_perpendicular;
 use closest::{DVec3, Mode, Shape, ShapeKind};
-use common::{Rng, assert_paired};
+use common::{Rng, assert_nearest, assert_paired, engine};
 
 /// Where and how big the random shapes are.
 #[derive(Clone, Copy, Debug)]
@@ -409,15 +409,19 @@ fn box_features(add: &mut impl FnMut(&str, DVec3), c: DVec3, h: DVec3, axes: [DV
 }
 
 /// Random shapes of `kind` at every placement, random points around each plus its feature
-/// points, and non-finite rows, in both modes.
+/// points, and non-finite rows, in both modes: point i against shape i (`paired`), and each
+/// shape's points against it as a scene of one shape (`nearest`'s `ONE_SHAPE` pipeline).
 fn check_kind(kind: ShapeKind) {
     let mut rng = Rng::new(kind as u64 + 1);
     let mut shapes = Vec::new();
     let mut points = Vec::new();
     let mut labels = Vec::new();
+    // Each shape and the range of its rows.
+    let mut scenes = Vec::new();
     for at in PLACEMENTS {
         for _ in 0..12 {
             let shape = random_shape(kind, &mut rng, *at);
+            let first = points.len();
             for _ in 0..24 {
                 let anchor = match &shape {
                     Shape::Plane { normal, offset } => *normal * *offset,
@@ -433,8 +437,10 @@ fn check_kind(kind: ShapeKind) {
                 points.push(p);
                 labels.push(format!("{}: {name}", at.name));
             }
+            scenes.push((shape, first..points.len()));
         }
     }
+    let bad_rows = points.len();
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300] {
         shapes.push(shapes[0].clone());
         points.push(DVec3::new(1.0, bad, 0.0));
@@ -442,6 +448,13 @@ fn check_kind(kind: ShapeKind) {
     }
     for mode in [Mode::Solid, Mode::Surface] {
         assert_paired(&shapes, &points, mode, |i| labels[i].clone());
+        for (i, (shape, rows)) in scenes.iter().enumerate() {
+            let mut scene_points = points[rows.clone()].to_vec();
+            if i == 0 {
+                scene_points.extend_from_slice(&points[bad_rows..]);
+            }
+            assert_nearest(engine(), std::slice::from_ref(shape), &scene_points, mode);
+        }
     }
 }
 

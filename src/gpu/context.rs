@@ -122,6 +122,8 @@ pub(crate) struct PipelineKey {
     pub pseudonormal_signs: bool,
     /// `GRID_SAMPLES`: rows are the samples of an SDF grid, computed on the device.
     pub grid_samples: bool,
+    /// `ONE_SHAPE`: the scene is one shape of `kind`, without a hierarchy.
+    pub one_shape: bool,
 }
 
 impl Kernels {
@@ -144,6 +146,7 @@ impl Kernels {
             indexed_triangles,
             pseudonormal_signs,
             grid_samples,
+            one_shape,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -159,6 +162,7 @@ impl Kernels {
                     Override::TriangleRecords => u32::from(indexed_triangles),
                     Override::PseudonormalSigns => u32::from(pseudonormal_signs),
                     Override::GridSamples => u32::from(grid_samples),
+                    Override::OneShape => u32::from(one_shape),
                 };
                 (o.name(), f64::from(value))
             })

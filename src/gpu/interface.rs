@@ -259,10 +259,12 @@ pub enum Override {
     PseudonormalSigns,
     /// Rows are an SDF grid's samples, computed on the device (`gpu::grid`): 0 no, 1 yes.
     GridSamples,
+    /// The scene is one shape, of `OnlyKind`, without a hierarchy: 0 no, 1 yes.
+    OneShape,
 }
 
 impl Override {
-    pub const ALL: [Override; 7] = [
+    pub const ALL: [Override; 8] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -270,6 +272,7 @@ impl Override {
         Override::TriangleRecords,
         Override::PseudonormalSigns,
         Override::GridSamples,
+        Override::OneShape,
     ];
 
     pub fn name(self) -> &'static str {
@@ -281,6 +284,7 @@ impl Override {
             Override::TriangleRecords => "TRIANGLE_RECORDS",
             Override::PseudonormalSigns => "PSEUDONORMAL_SIGNS",
             Override::GridSamples => "GRID_SAMPLES",
+            Override::OneShape => "ONE_SHAPE",
         }
     }
 }

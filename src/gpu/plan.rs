@@ -149,6 +149,7 @@ impl Job<'_> {
             indexed_triangles: false,
             pseudonormal_signs: false,
             grid_samples: false,
+            one_shape: false,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -186,6 +187,7 @@ impl Job<'_> {
                     let specialised = PipelineKey {
                         bvh_kinds: scene.bvh_kinds,
                         linear_kinds: scene.linear_kinds,
+                        one_shape: scene.count == 1 && scene.bvh_kinds == 0 && scene.kind.is_some(),
                         ..key(Entry::Nearest, scene.kind)
                     };
                     pass(specialised, Rounds::Once)?
