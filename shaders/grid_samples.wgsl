@@ -1,6 +1,6 @@
-// SDF grid samples computed on the device (src/gpu/grid.rs): with GRID_SAMPLES = 1 the
-// `points` binding holds a chunk's header instead of its points, a row is an invocation of the
-// chunk's bricks, and its answer goes to its sample's C-order row. Header words: origin (moved
+// SDF grid samples computed on the device (src/gpu/grid.rs): with GRID_SAMPLES = 1 no points
+// are uploaded, `params.grid` holds the chunk's header, a row is an invocation of the chunk's
+// bricks, and its answer goes to its sample's C-order row. Header words: origin (moved
 // like the mesh) 0–2, ny 3, spacing 4–6, nz 7, the chunk's box (first plane, first row, planes,
 // rows) 8–11, log2 of a brick's depth in planes 12, bricks along y 13 and along z 14.
 
@@ -9,7 +9,11 @@ override GRID_SAMPLES: u32 = 0u;
 const BRICK_BITS: u32 = 6u;
 
 fn grid_word(i: u32) -> u32 {
-    return bitcast<u32>(points[i]);
+    return params.grid[i >> 2u][i & 3u];
+}
+
+fn grid_float(i: u32) -> f32 {
+    return bitcast<f32>(grid_word(i));
 }
 
 // Sample (i, j, k) of invocation `row`; `valid` is false for the parts of bricks outside the
@@ -51,8 +55,8 @@ fn grid_sample(row: u32) -> GridSample {
 
 fn grid_point(row: u32) -> vec3<f32> {
     let s = grid_sample(row).ijk;
-    let origin = vec3<f32>(points[0], points[1], points[2]);
-    let spacing = vec3<f32>(points[4], points[5], points[6]);
+    let origin = vec3<f32>(grid_float(0u), grid_float(1u), grid_float(2u));
+    let spacing = vec3<f32>(grid_float(4u), grid_float(5u), grid_float(6u));
     return origin + vec3<f32>(s) * spacing;
 }
 

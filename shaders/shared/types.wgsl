@@ -38,6 +38,8 @@ struct Params {
     // First word of the chunk's shapes kept on the device only (rows without the shape
     // field whose later rounds or passes read it); 0 where none are kept.
     kept_shapes: u32,
+    // The chunk's grid header (grid_samples.wgsl), when rows are an SDF grid's samples.
+    grid: array<vec4<u32>, 4>,
 }
 
 // Boundary projection in the shape's local frame; see src/reference/mod.rs (Projection).

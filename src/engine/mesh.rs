@@ -646,12 +646,6 @@ impl Engine {
         };
         // Rows keep their triangle on the device only (`Params::kept_shapes`).
         let fields = Fields::from_bits(Family::Hits, DISTANCE);
-        let mut header = |rows: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
-            let words = samples.header(&rows);
-            out.slice(..4 * words.len())
-                .copy_from_slice(bytemuck::cast_slice(&words));
-            Ok(())
-        };
         let mut take =
             |first: usize, rows: PackedRows<'_>| sink(first, bytemuck::cast_slice(rows.words()));
         let job = crate::gpu::plan::Job::Nearest {
@@ -664,7 +658,7 @@ impl Engine {
             &self.slots,
             &job.plan(&self.gpu, fields)?,
             grid.len(),
-            Some(&mut header),
+            None,
             None,
             crate::Mode::Surface,
             fields,

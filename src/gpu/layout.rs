@@ -67,6 +67,10 @@ pub struct Params {
     /// First word of the hits buffer where rows that do not read their shape back keep it
     /// for later rounds and passes (0: not kept).
     pub kept_shapes: u32,
+    /// The chunk's grid header (`GridSamples::header`) when its rows are an SDF grid's
+    /// samples: a uniform, which software adapters read once, where a storage word read in
+    /// control flow costs a loop over the lanes every time.
+    pub grid: [u32; super::grid::HEADER_WORDS],
 }
 
 impl Params {
@@ -80,6 +84,7 @@ impl Params {
             round: 0,
             round_count: 1,
             kept_shapes: 0,
+            grid: [0; super::grid::HEADER_WORDS],
         }
     }
 }

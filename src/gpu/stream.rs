@@ -415,10 +415,11 @@ fn encode_chunk(
     fields: Fields,
 ) -> Result<Order> {
     let n = range.len();
-    // A grid chunk uploads its header and dispatches whole bricks.
-    let (point_bytes, threads) = match plan.grid {
-        Some(grid) => ((4 * super::grid::HEADER_WORDS) as u64, grid.threads(&range)),
-        None => ((n * 12) as u64, n),
+    // A grid chunk uploads no points: its header goes in `Params`, and it dispatches whole
+    // bricks.
+    let (point_bytes, threads, grid_header) = match plan.grid {
+        Some(grid) => (0, grid.threads(&range), grid.header(&range)),
+        None => ((n * 12) as u64, n, [0; super::grid::HEADER_WORDS]),
     };
     let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
     let hit_bytes = (n * fields.row_words() * 4) as u64;
@@ -476,6 +477,7 @@ fn encode_chunk(
                 round: round as u32,
                 round_count: round_count as u32,
                 kept_shapes,
+                grid: grid_header,
                 ..Params::new(threads as u32, shape_count, mode, range.start as u32)
             };
             gpu.queue
