@@ -114,7 +114,8 @@ pub(crate) struct Plan<'a> {
     pub sign_data: Option<&'a wgpu::Buffer>,
     /// Points go to the device in Morton order (it pays when they traverse a hierarchy).
     pub reorders_points: bool,
-    /// Rows are this grid's samples: chunks are its boxes, each uploading only a header.
+    /// Rows are this grid's samples: chunks are its boxes, each passing only a header
+    /// (`Params::grid`).
     pub grid: Option<GridSamples>,
     /// Later rounds or passes read each row's shape: rows that do not move it back keep it
     /// on the device (`Params::kept_shapes`).
