@@ -7,7 +7,9 @@ mod common;
 use closest::hull::ConvexHull;
 use closest::math::any_perpendicular;
 use closest::{DVec3, Mode, Shape, ShapeKind};
-use common::{Rng, assert_nearest, assert_paired, engine};
+use common::{
+    Rng, assert_nearest, assert_paired, assert_same_hits, engine, subgroup_and_portable_engines,
+};
 
 /// Where and how big the random shapes are.
 #[derive(Clone, Copy, Debug)]
@@ -988,5 +990,42 @@ fn axis_and_centre_answers_are_defined() {
                 && close(DVec3::new(nx, ny, nz), *n),
             "{name}: GPU {gpu:?}"
         );
+    }
+}
+
+/// The one-shape pipeline (`ONE_SHAPE`) answers what the general scene paths answer for the
+/// same shape, bit for bit: each kind's shape alone, and twice (the copy ties and loses to
+/// index 0), in both kernels.
+#[test]
+fn one_shape_scenes_match_the_general_scene_path_bit_for_bit() {
+    let engines = subgroup_and_portable_engines(4096);
+    for kind in ShapeKind::ALL {
+        let mut rng = Rng::new(200 + kind as u64);
+        let shape = random_shape(kind, &mut rng, PLACEMENTS[0]);
+        let mut points: Vec<DVec3> = feature_points(&shape, &mut rng)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        let anchor = points[0];
+        points.extend((0..200).map(|_| anchor + rng.vec(-3.0, 3.0)));
+        points.push(DVec3::new(f64::NAN, 0.0, 0.0));
+        let points = common::f32_points(&points);
+        for mode in [Mode::Solid, Mode::Surface] {
+            let mut answers = Vec::new();
+            for engine in &engines {
+                for copies in [1, 2] {
+                    let scene = engine
+                        .upload_scene(&vec![shape.clone(); copies])
+                        .expect("upload scene");
+                    let hits = engine
+                        .query_scene(&scene, &points, mode)
+                        .expect("scene query");
+                    answers.push((format!("{kind:?} {mode:?}, {copies} copies"), hits));
+                }
+            }
+            for (what, hits) in &answers[1..] {
+                assert_same_hits(&answers[0].1, hits, &format!("{} vs {what}", answers[0].0));
+            }
+        }
     }
 }
