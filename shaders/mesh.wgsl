@@ -83,5 +83,5 @@ fn winding_signs(
     if !row_in_chunk(row) || hit_shape(output_row(row)) < 0 {
         return;
     }
-    sign_row(output_row(row), winding_number(load_point(row), true));
+    sign_row(output_row(row), sign_winding_number(load_point(row), true));
 }

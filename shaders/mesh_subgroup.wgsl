@@ -124,7 +124,7 @@ fn winding_signs_subgroup(
         p = load_point(row);
         wanted = hit_shape(output_row(row)) >= 0;
     }
-    let w = winding_number(p, wanted);
+    let w = sign_winding_number(p, wanted);
     if wanted {
         sign_row(output_row(row), w);
     }

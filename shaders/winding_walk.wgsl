@@ -1,7 +1,7 @@
 // Winding-number signs of a mesh on the device (`--sign winding`): the hierarchy of
-// winding::WindingTree, which is this walk's f64 twin. A cluster farther than
-// WINDING_ACCURACY radii from the point counts as its dipole, a nearer one term by term, so
-// the answers match the host's up to f32 rounding. Like the nearest-triangle walk it reads its
+// winding::WindingTree, which is this walk's f64 twin. A cluster farther than `accuracy`
+// radii from the point counts as its dipole, a nearer one term by term, so the answers match
+// the host's up to f32 rounding; signs take the coarse accuracy first (`sign_winding_number`). Like the nearest-triangle walk it reads its
 // records through hooks (`load_winding_node`, `load_winding_triangle_pair`) and decides through
 // `any_lane` (shared/walk.wgsl), so mesh.wgsl and mesh_subgroup.wgsl each have an entry.
 #import mesh_walk
@@ -52,6 +52,7 @@ fn add_triangles(first: u32, count: u32, need: bool, p: vec3<f32>, total: ptr<fu
 // it: its dipole where it is far, else its triangles or its node (pushed). False when the
 // stack is full.
 fn open_cluster(
+    accuracy: f32,
     sphere: vec4<f32>,
     head: vec4<u32>,
     need: bool,
@@ -62,7 +63,7 @@ fn open_cluster(
 ) -> bool {
     let r = sphere.xyz - p;
     let distance = length(r);
-    let far = distance > WINDING_ACCURACY * sphere.w;
+    let far = distance > accuracy * sphere.w;
     if need && far {
         *total += dot(r, bitcast<vec3<f32>>(head.xyz)) * INV_2PI * 0.5
             / (distance * distance * distance);
@@ -85,9 +86,9 @@ fn open_cluster(
     return true;
 }
 
-// The winding number at p (NaN when the walk outgrows its stack); lanes that are not
-// `wanted` walk along.
-fn winding_number(p: vec3<f32>, wanted: bool) -> f32 {
+// The winding number at p with clusters taken whole past `accuracy` radii (NaN when the walk
+// outgrows its stack); lanes that are not `wanted` walk along.
+fn winding_number(p: vec3<f32>, wanted: bool, accuracy: f32) -> f32 {
     let header = sign_data[0];
     winding_triangles = header.y;
     var total = 0.0;
@@ -106,12 +107,27 @@ fn winding_number(p: vec3<f32>, wanted: bool) -> f32 {
             continue;
         }
         let node = load_winding_node(entry.node);
-        if !open_cluster(bitcast<vec4<f32>>(node[0]), node[2], entry.need, p, &total, &stack, &top)
-            || !open_cluster(bitcast<vec4<f32>>(node[1]), node[3], entry.need, p, &total, &stack, &top) {
+        if !open_cluster(accuracy, bitcast<vec4<f32>>(node[0]), node[2], entry.need, p, &total, &stack, &top)
+            || !open_cluster(accuracy, bitcast<vec4<f32>>(node[1]), node[3], entry.need, p, &total, &stack, &top) {
             return bitcast<f32>(params.nan_bits);
         }
     }
     return total;
+}
+
+// The winding number that signs p, as WindingTree::is_inside decides: at
+// WINDING_COARSE_ACCURACY, and again at WINDING_ACCURACY for the lanes whose coarse number is
+// within WINDING_SIGN_MARGIN of ½ (or NaN).
+fn sign_winding_number(p: vec3<f32>, wanted: bool) -> f32 {
+    var w = winding_number(p, wanted, WINDING_COARSE_ACCURACY);
+    let unsure = wanted && !(abs(w - 0.5) > WINDING_SIGN_MARGIN);
+    if any_lane(unsure) {
+        let fine = winding_number(p, unsure, WINDING_ACCURACY);
+        if unsure {
+            w = fine;
+        }
+    }
+    return w;
 }
 
 // Signs `row` inside where the winding number passes ½, as GpuMesh::finish signs on the

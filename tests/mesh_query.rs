@@ -907,3 +907,98 @@ fn grids_sampled_on_the_device_match_the_host_samples() {
         }
     }
 }
+
+/// A unit cube without its top face, each face an `n` × `n` grid of quads (outward normals):
+/// the winding number passes ½ smoothly across the opening.
+fn open_box(n: usize) -> Mesh {
+    let faces = [
+        (DVec3::ZERO, DVec3::Y, DVec3::X),
+        (DVec3::ZERO, DVec3::X, DVec3::Z),
+        (DVec3::Y, DVec3::Z, DVec3::X),
+        (DVec3::ZERO, DVec3::Z, DVec3::Y),
+        (DVec3::X, DVec3::Y, DVec3::Z),
+    ];
+    let mut vertices = Vec::new();
+    let mut triangles = Vec::new();
+    for (origin, u, v) in faces {
+        let first = vertices.len() as u32;
+        let at = |i: usize, j: usize| first + (i * (n + 1) + j) as u32;
+        for i in 0..=n {
+            for j in 0..=n {
+                vertices.push(origin + u * (i as f64 / n as f64) + v * (j as f64 / n as f64));
+            }
+        }
+        for i in 0..n {
+            for j in 0..n {
+                triangles.push([at(i, j), at(i + 1, j), at(i + 1, j + 1)]);
+                triangles.push([at(i, j), at(i + 1, j + 1), at(i, j + 1)]);
+            }
+        }
+    }
+    Mesh::new(vertices, triangles, "open box").unwrap()
+}
+
+/// Winding signs take clusters whole past `COARSE_ACCURACY` radii, then evaluate again at
+/// `ACCURACY` the points whose coarse number is near ½. Around an open box's opening the coarse
+/// number puts some points on the wrong side of ½; the signs must be the fine number's there
+/// too: the device's (both kernels), and the host's for a mesh cut into parts.
+#[test]
+fn device_winding_signs_near_one_half_are_the_fine_numbers() {
+    use closest::winding::{COARSE_ACCURACY, WindingTree};
+    let mesh = open_box(12);
+    let tree = WindingTree::new(&mesh);
+    let mut points = Vec::new();
+    for i in 0..9 {
+        for j in 0..9 {
+            for k in -12..=12 {
+                let (x, y) = (0.15 + 0.0875 * i as f64, 0.15 + 0.0875 * j as f64);
+                points.push([x, y, 1.0 + 0.004 * k as f64]);
+            }
+        }
+    }
+    let fine: Vec<f64> = points
+        .iter()
+        .map(|p| tree.winding_number(&mesh, DVec3::new(p[0], p[1], p[2])))
+        .collect();
+    let decided = |w: f64| (w - 0.5).abs() > 1e-4;
+    let coarse_wrong = points
+        .iter()
+        .zip(&fine)
+        .filter(|&(p, &w)| {
+            let coarse =
+                tree.winding_number_within(&mesh, DVec3::new(p[0], p[1], p[2]), COARSE_ACCURACY);
+            decided(w) && (coarse > 0.5) != (w > 0.5)
+        })
+        .count();
+    assert!(
+        coarse_wrong > 0,
+        "no point where the coarse number alone would sign wrong"
+    );
+    let [subgroup, portable] = subgroup_and_portable_engines(4096);
+    let split = open_engine(EngineOptions {
+        max_binding_bytes: Some(16 << 10),
+        ..Default::default()
+    });
+    for engine in [subgroup, portable, split] {
+        let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+        let hits = engine.query_mesh(&gpu, &points, Sign::Winding).unwrap();
+        let wrong: Vec<String> = points
+            .iter()
+            .zip(&fine)
+            .zip(&hits)
+            .filter(|&((_, &w), hit)| {
+                decided(w) && hit.distance != 0.0 && (hit.distance < 0.0) != (w > 0.5)
+            })
+            .map(|((p, w), hit)| format!("{p:?}: w {w}, {hit:?}"))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{} of {} signs differ from the fine winding number ({coarse_wrong} coarse ones would; \
+             {} parts):\n{}",
+            wrong.len(),
+            points.len(),
+            gpu.part_count(),
+            wrong[..wrong.len().min(10)].join("\n")
+        );
+    }
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use closest::io::load_mesh;
 use closest::mesh::{Mesh, winding_number};
-use closest::winding::WindingTree;
+use closest::winding::{ACCURACY, COARSE_ACCURACY, SIGN_MARGIN, WindingTree};
 use closest::{DVec3, reference};
 use rayon::prelude::*;
 
@@ -50,13 +50,13 @@ fn probes(mesh: &Mesh, count: usize) -> Vec<DVec3> {
     points
 }
 
-/// Largest |fast − exact| over the probes.
-fn worst_error(mesh: &Mesh, count: usize) -> (f64, usize) {
+/// Largest |fast − exact| over the probes, clusters taken whole past `accuracy` radii.
+fn worst_error(mesh: &Mesh, count: usize, accuracy: f64) -> (f64, usize) {
     let tree = WindingTree::new(mesh);
     let points = probes(mesh, count);
     let worst = points
         .par_iter()
-        .map(|&p| (tree.winding_number(mesh, p) - winding_number(mesh, p)).abs())
+        .map(|&p| (tree.winding_number_within(mesh, p, accuracy) - winding_number(mesh, p)).abs())
         .reduce(|| 0.0, f64::max);
     (worst, points.len())
 }
@@ -65,9 +65,51 @@ fn worst_error(mesh: &Mesh, count: usize) -> (f64, usize) {
 fn hierarchical_winding_number_is_within_0_01_of_the_exact_sum() {
     for name in ["fandisk.obj", "stanford-bunny.obj"] {
         let mesh = shared(name);
-        let (worst, n) = worst_error(&mesh, 400);
+        let (worst, n) = worst_error(&mesh, 400, ACCURACY);
         assert!(worst < 0.01, "{name}: worst error {worst} over {n} points");
         eprintln!("{name}: worst |fast - exact| = {worst:.2e} over {n} points");
+    }
+}
+
+/// Signs take the coarse number where it is farther than `SIGN_MARGIN` from ½: its error must
+/// stay well under the margin (half of it here), so that such a sign is the fine number's.
+#[test]
+fn coarse_winding_number_errs_by_under_half_the_sign_margin() {
+    for name in ["fandisk.obj", "stanford-bunny.obj"] {
+        let mesh = shared(name);
+        let (worst, n) = worst_error(&mesh, 400, COARSE_ACCURACY);
+        assert!(
+            worst < SIGN_MARGIN / 2.0,
+            "{name}: coarse worst error {worst} over {n} points"
+        );
+        eprintln!("{name}: coarse worst |fast - exact| = {worst:.2e} over {n} points");
+    }
+}
+
+/// `is_inside` (coarse, then fine near ½) decides as the fine winding number does, on the
+/// probes and on a grid around each mesh (the bunny's holes included).
+#[test]
+fn is_inside_decides_as_the_fine_winding_number() {
+    for name in ["fandisk.obj", "stanford-bunny.obj"] {
+        let mesh = shared(name);
+        let tree = WindingTree::new(&mesh);
+        let grid = closest::sdf::Grid::new(&mesh, [24; 3], closest::sdf::GridRegion::Pad(0.1))
+            .expect("a grid");
+        let mut points = probes(&mesh, 400);
+        points.extend((0..grid.len()).map(|row| {
+            let p = grid.point(row);
+            DVec3::new(p[0], p[1], p[2])
+        }));
+        let (decided, differ) = points
+            .par_iter()
+            .filter_map(|&p| {
+                let w = tree.winding_number(&mesh, p);
+                ((w - 0.5).abs() > 1e-4).then(|| usize::from(tree.is_inside(&mesh, p) != (w > 0.5)))
+            })
+            .fold(|| (0, 0), |(n, d), x| (n + 1, d + x))
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert_eq!(differ, 0, "{name}: {differ} of {decided} signs differ");
+        assert!(decided > points.len() * 9 / 10, "{name}: {decided} decided");
     }
 }
 

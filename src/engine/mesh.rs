@@ -315,7 +315,7 @@ impl GpuMesh {
             .with_min_len(256)
             .for_each(|(hit, p)| {
                 let p = DVec3::new(p[0], p[1], p[2]);
-                if hit.shape >= 0 && tree.winding_number(&self.mesh, p) > 0.5 {
+                if hit.shape >= 0 && tree.is_inside(&self.mesh, p) {
                     hit.distance = -hit.distance;
                 }
             });

@@ -109,6 +109,11 @@ pub fn prelude() -> String {
         crate::winding::ACCURACY as f32
     );
     out += &format!(
+        "const WINDING_COARSE_ACCURACY: f32 = {:?};\nconst WINDING_SIGN_MARGIN: f32 = {:?};\n",
+        crate::winding::COARSE_ACCURACY as f32,
+        crate::winding::SIGN_MARGIN as f32
+    );
+    out += &format!(
         "const SEED_STRIDE: u32 = {}u;\n",
         super::layout::SEED_STRIDE
     );
