@@ -1,9 +1,10 @@
 // Winding-number signs of a mesh on the device (`--sign winding`): the hierarchy of
 // winding::WindingTree, which is this walk's f64 twin. A cluster farther than `accuracy`
 // radii from the point counts as its dipole, a nearer one term by term, so the answers match
-// the host's up to f32 rounding; signs take the coarse accuracy first (`sign_winding_number`). Like the nearest-triangle walk it reads its
-// records through hooks (`load_winding_node`, `load_winding_triangle_pair`) and decides through
-// `any_lane` (shared/walk.wgsl), so mesh.wgsl and mesh_subgroup.wgsl each have an entry.
+// the host's up to f32 rounding; signs take the coarse accuracy first (`sign_winding_number`).
+// Like the nearest-triangle walk it reads its records through hooks (`load_winding_node`,
+// `load_winding_triangle_pair`) and decides through `any_lane` (shared/walk.wgsl), so mesh.wgsl
+// and mesh_subgroup.wgsl each have an entry.
 #import mesh_walk
 
 // `sign_data` (mesh_walk.wgsl) holds WindingTree::gpu_words: a header (node count, first

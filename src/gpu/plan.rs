@@ -188,7 +188,7 @@ impl Job<'_> {
                     let specialised = PipelineKey {
                         bvh_kinds: scene.bvh_kinds,
                         linear_kinds: scene.linear_kinds,
-                        one_shape: scene.count == 1 && scene.bvh_kinds == 0 && scene.kind.is_some(),
+                        one_shape: scene.count == 1 && scene.bvh_kinds == 0,
                         ..key(Entry::Nearest, scene.kind)
                     };
                     pass(specialised, Rounds::Once)?
