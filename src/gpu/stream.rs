@@ -223,12 +223,8 @@ impl Slot {
                     mapped_at_creation: false,
                 })
             }),
-            // Room for a grid chunk's header however few rows a chunk has.
-            points: Upload::new(
-                gpu,
-                "points",
-                (capacity * 12).max(4 * super::grid::HEADER_WORDS) as u64,
-            ),
+            // Never empty: grid chunks upload no points but still bind the buffer.
+            points: Upload::new(gpu, "points", (capacity * 12).max(64) as u64),
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("hits"),
