@@ -11,6 +11,7 @@
 #import shapes/triangle
 #import shared/walk
 #import shared/texels
+#import shared/point_texels
 #import grid_samples
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -39,6 +40,9 @@ struct MeshStackEntry {
 fn load_point(row: u32) -> vec3<f32> {
     if GRID_SAMPLES != 0u {
         return grid_point(row);
+    }
+    if POINT_TEXELS != 0u {
+        return texel_point(row);
     }
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
 }

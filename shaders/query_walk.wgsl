@@ -10,6 +10,7 @@
 #import generated/shapes
 #import shared/walk
 #import shared/texels
+#import shared/point_texels
 
 // Set per pipeline: a paired batch or a scene of one shape kind gets a pipeline with that kind
 // baked in, so the compiler drops the other cases (software adapters run every case of a
@@ -185,6 +186,9 @@ fn non_finite_hit() -> Hit {
 }
 
 fn load_point(row: u32) -> vec3<f32> {
+    if POINT_TEXELS != 0u {
+        return texel_point(row);
+    }
     return vec3<f32>(points[3u * row], points[3u * row + 1u], points[3u * row + 2u]);
 }
 

@@ -89,6 +89,12 @@ impl Engine {
     pub fn subgroup_kernels(&self) -> bool {
         self.gpu.subgroup_kernels
     }
+    /// Whether the walks read each chunk's points from texels (`shared/point_texels.wgsl`):
+    /// adapters whose 2-D textures are at least a texel row wide, unless
+    /// [`EngineOptions::storage_points`].
+    pub fn point_texels(&self) -> bool {
+        self.gpu.point_texels
+    }
     /// The scene and mesh kernels in use, for summaries and benchmark headers.
     pub fn scene_kernels(&self) -> &'static str {
         if self.gpu.subgroup_kernels {

@@ -38,6 +38,10 @@ pub struct EngineOptions {
     pub memory_bytes: Option<u64>,
     /// How meshes' triangles are stored on the device.
     pub mesh_records: MeshRecords,
+    /// Read query points from the points buffer, as on adapters whose textures are narrower
+    /// than a texel row, instead of from texels (`shared/point_texels.wgsl`), so tests can
+    /// compare both paths.
+    pub storage_points: bool,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
@@ -101,6 +105,8 @@ pub(crate) struct Kernels {
     /// Pipelines by their specialisation, built on first use.
     pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     pub workgroup_size: u32,
+    /// `POINT_TEXELS`: the walks read points from texels (`Context::point_texels`).
+    point_texels: bool,
 }
 
 /// What a pipeline is specialised for: software adapters run every branch the compiler cannot
@@ -163,6 +169,7 @@ impl Kernels {
                     Override::PseudonormalSigns => u32::from(pseudonormal_signs),
                     Override::GridSamples => u32::from(grid_samples),
                     Override::OneShape => u32::from(one_shape),
+                    Override::PointTexels => u32::from(self.point_texels),
                 };
                 (o.name(), f64::from(value))
             })
@@ -209,6 +216,8 @@ pub(crate) struct Context {
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
     pub(crate) subgroup_kernels: bool,
+    /// Each chunk's points are copied into texels the walks read (`stream::PointTexels`).
+    pub(crate) point_texels: bool,
     pub(crate) kernels: Kernels,
     pub(crate) chunk_rows: usize,
     /// Dispatch scene queries in Morton order within each chunk (on by default on CPU
@@ -278,12 +287,27 @@ impl Context {
                 .push(format!("device lost ({reason:?}): {message}"));
         });
 
-        let kernels = in_error_scope(&device, || build_kernels(&device, subgroup_kernels))??;
+        let max_texels = max_texels(&limits);
+        // Points as texels need whole texel rows; a chunk's points must fit the texture.
+        let point_texels = !options.storage_points
+            && u64::from(limits.max_texture_dimension_2d) >= 1 << layout::TEXEL_ROW_BITS;
+        let kernels = in_error_scope(&device, || {
+            build_kernels(&device, subgroup_kernels, point_texels)
+        })??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
         let by_buffer = limits.max_buffer_size / row_bytes;
         let by_dispatch = 65_535u64 * 65_535 * kernels.workgroup_size as u64;
-        let limit = by_binding.min(by_buffer).min(by_dispatch).max(1) as usize;
+        let by_texels = if point_texels {
+            max_texels * 4 / 3
+        } else {
+            u64::MAX
+        };
+        let limit = by_binding
+            .min(by_buffer)
+            .min(by_dispatch)
+            .min(by_texels)
+            .max(1) as usize;
         let chunk_rows = options
             .chunk_rows
             .unwrap_or(DEFAULT_CHUNK_ROWS)
@@ -299,7 +323,6 @@ impl Context {
             contents: &[0; 16],
             usage: wgpu::BufferUsages::STORAGE,
         });
-        let max_texels = max_texels(&limits);
         let unused_texels = texels_view(&device.create_texture_with_data(
             &queue,
             &texels_descriptor("unused texels", (1, 1, 1)),
@@ -321,6 +344,7 @@ impl Context {
             memory_bytes: options.memory_bytes,
             mesh_records: options.mesh_records,
             subgroup_kernels,
+            point_texels,
             device,
             queue,
             info,
@@ -524,7 +548,7 @@ fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> 
     }
 }
 
-fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
+fn build_kernels(device: &wgpu::Device, subgroups: bool, point_texels: bool) -> Result<Kernels> {
     // Every entry point shares one workgroup size (the dispatch grid is computed once).
     let mut modules = HashMap::new();
     let mut workgroup_size = None;
@@ -564,6 +588,7 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool) -> Result<Kernels> {
         modules,
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
+        point_texels,
     })
 }
 
@@ -617,6 +642,82 @@ fn texel_extent(words: usize) -> (usize, usize, usize) {
     let rows = texels.div_ceil(width);
     let height = rows.min(1 << TEXEL_LAYER_ROW_BITS);
     (width, height, rows.div_ceil(height))
+}
+
+/// A chunk's points as texels (`shared/point_texels.wgsl`): the texture for `rows` of them,
+/// rows of whole texel rows in the layers of `texture_texels`, and its view.
+pub(crate) fn point_texture(
+    device: &wgpu::Device,
+    rows: usize,
+) -> (wgpu::Texture, wgpu::TextureView) {
+    use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
+    let texel_rows = (3 * rows).div_ceil(4).max(1).div_ceil(1 << TEXEL_ROW_BITS);
+    let height = texel_rows.min(1 << TEXEL_LAYER_ROW_BITS);
+    let texture = device.create_texture(&texels_descriptor(
+        "point texels",
+        (1 << TEXEL_ROW_BITS, height, texel_rows.div_ceil(height)),
+    ));
+    let view = texels_view(&texture);
+    (texture, view)
+}
+
+/// Record copies of `rows` points (three words each) from `points` into `texture` (made by
+/// [`point_texture`]): whole layers, then whole texel rows, then the last row's texels. The
+/// buffer holds at least [`point_texel_bytes`] of `rows`.
+pub(crate) fn copy_points_to_texels(
+    encoder: &mut wgpu::CommandEncoder,
+    points: &wgpu::Buffer,
+    texture: &wgpu::Texture,
+    rows: usize,
+) {
+    use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
+    let (width, layer_rows) = (1usize << TEXEL_ROW_BITS, 1usize << TEXEL_LAYER_ROW_BITS);
+    let layer_texels = width * layer_rows;
+    let texels = (3 * rows).div_ceil(4);
+    let mut done = 0;
+    while done < texels {
+        let (layer, row) = (done / layer_texels, done % layer_texels / width);
+        let left = texels - done;
+        let (w, h, d) = if row == 0 && left >= layer_texels {
+            (width, layer_rows, left / layer_texels)
+        } else if left >= width {
+            (width, (left / width).min(layer_rows - row), 1)
+        } else {
+            (left, 1, 1)
+        };
+        encoder.copy_buffer_to_texture(
+            wgpu::TexelCopyBufferInfo {
+                buffer: points,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 16 * done as u64,
+                    bytes_per_row: Some(16 * width as u32),
+                    rows_per_image: Some(layer_rows as u32),
+                },
+            },
+            wgpu::TexelCopyTextureInfo {
+                texture,
+                mip_level: 0,
+                origin: wgpu::Origin3d {
+                    x: 0,
+                    y: row as u32,
+                    z: layer as u32,
+                },
+                aspect: wgpu::TextureAspect::All,
+            },
+            wgpu::Extent3d {
+                width: w as u32,
+                height: h as u32,
+                depth_or_array_layers: d as u32,
+            },
+        );
+        done += w * h * d;
+    }
+}
+
+/// Bytes a points buffer holds for `rows` points copied into texels: three words a row,
+/// rounded up to whole texels.
+pub(crate) fn point_texel_bytes(rows: usize) -> u64 {
+    16 * (3 * rows).div_ceil(4) as u64
 }
 
 /// The bytes of the texture `Context::texture_texels` makes for `words` (whole layers).

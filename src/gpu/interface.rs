@@ -37,10 +37,13 @@ pub enum Slot {
     SignData = 6,
     /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).
     ShapeData = 7,
+    /// The chunk's query points again, as texels (`shared/point_texels.wgsl`), a texture the
+    /// points buffer is copied into: the walks read their point there.
+    PointTexels = 8,
 }
 
 impl Slot {
-    pub const ALL: [Slot; 8] = [
+    pub const ALL: [Slot; 9] = [
         Slot::Params,
         Slot::Shapes,
         Slot::Points,
@@ -49,6 +52,7 @@ impl Slot {
         Slot::Texels,
         Slot::SignData,
         Slot::ShapeData,
+        Slot::PointTexels,
     ];
 
     pub fn binding(self) -> u32 {
@@ -63,14 +67,17 @@ impl Slot {
         match self {
             Slot::Params | Slot::KindRanges => Access::Uniform,
             Slot::Hits => Access::ReadWrite,
-            Slot::Shapes | Slot::Points | Slot::Texels | Slot::SignData | Slot::ShapeData => {
-                Access::ReadOnly
-            }
+            Slot::Shapes
+            | Slot::Points
+            | Slot::Texels
+            | Slot::SignData
+            | Slot::ShapeData
+            | Slot::PointTexels => Access::ReadOnly,
         }
     }
 
     fn layout_entry(self) -> wgpu::BindGroupLayoutEntry {
-        if self == Slot::Texels {
+        if matches!(self, Slot::Texels | Slot::PointTexels) {
             return wgpu::BindGroupLayoutEntry {
                 binding: self.binding(),
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -120,6 +127,7 @@ pub(crate) struct Bindings<'a> {
     pub sign_data: &'a wgpu::Buffer,
     pub shape_data: &'a wgpu::Buffer,
     pub texels: &'a wgpu::TextureView,
+    pub point_texels: &'a wgpu::TextureView,
 }
 
 impl Bindings<'_> {
@@ -133,6 +141,7 @@ impl Bindings<'_> {
             Slot::SignData => self.sign_data,
             Slot::ShapeData => self.shape_data,
             Slot::Texels => return wgpu::BindingResource::TextureView(self.texels),
+            Slot::PointTexels => return wgpu::BindingResource::TextureView(self.point_texels),
         };
         buffer.as_entire_binding()
     }
@@ -261,10 +270,12 @@ pub enum Override {
     GridSamples,
     /// The scene is one shape, of `OnlyKind`, without a hierarchy: 0 no, 1 yes.
     OneShape,
+    /// The walks read their points from `Slot::PointTexels`: 0 no (the `points` buffer), 1 yes.
+    PointTexels,
 }
 
 impl Override {
-    pub const ALL: [Override; 8] = [
+    pub const ALL: [Override; 9] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -273,6 +284,7 @@ impl Override {
         Override::PseudonormalSigns,
         Override::GridSamples,
         Override::OneShape,
+        Override::PointTexels,
     ];
 
     pub fn name(self) -> &'static str {
@@ -285,6 +297,7 @@ impl Override {
             Override::PseudonormalSigns => "PSEUDONORMAL_SIGNS",
             Override::GridSamples => "GRID_SAMPLES",
             Override::OneShape => "ONE_SHAPE",
+            Override::PointTexels => "POINT_TEXELS",
         }
     }
 }

@@ -25,6 +25,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/one_lane"),
     wgsl!("shared/subgroup"),
     wgsl!("shared/texels"),
+    wgsl!("shared/point_texels"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),

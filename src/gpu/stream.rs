@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::{Mutex, mpsc};
 
-use super::context::{Context, JobTiming};
+use super::context::{Context, JobTiming, copy_points_to_texels, point_texel_bytes, point_texture};
 use super::interface::Bindings;
 use super::layout::SEED_ROUNDS;
 use super::layout::{GpuShape, Params};
@@ -37,9 +37,10 @@ struct Upload {
 }
 
 impl Upload {
-    fn new(gpu: &Context, label: &str, size: u64) -> Upload {
+    /// `usage` besides what a storage buffer the host writes needs.
+    fn new(gpu: &Context, label: &str, size: u64, usage: wgpu::BufferUsages) -> Upload {
         let unified = gpu.unified_memory;
-        let mut usage = wgpu::BufferUsages::STORAGE;
+        let mut usage = usage | wgpu::BufferUsages::STORAGE;
         if unified {
             usage |= wgpu::BufferUsages::MAP_WRITE;
         } else {
@@ -194,6 +195,8 @@ pub(crate) struct Slot {
     /// Per round of the job's longest pass (`plan::Rounds`).
     params: [wgpu::Buffer; SEED_ROUNDS as usize],
     points: Upload,
+    /// The points again as texels, where the walks read them there (`Context::point_texels`).
+    point_texels: Option<(wgpu::Texture, wgpu::TextureView)>,
     shapes: Option<Upload>,
     hits: wgpu::Buffer,
     readback: Option<wgpu::Buffer>,
@@ -224,7 +227,15 @@ impl Slot {
                 })
             }),
             // Never empty: grid chunks upload no points but still bind the buffer.
-            points: Upload::new(gpu, "points", (capacity * 12).max(64) as u64),
+            points: Upload::new(
+                gpu,
+                "points",
+                point_texel_bytes(capacity).max(64),
+                wgpu::BufferUsages::COPY_SRC,
+            ),
+            point_texels: gpu
+                .point_texels
+                .then(|| point_texture(&gpu.device, capacity)),
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("hits"),
@@ -336,7 +347,9 @@ pub(crate) fn run(
     if plan.streams_shapes() {
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
-            slot.shapes = Some(gpu.checked(|| Upload::new(gpu, "paired shapes", size))?);
+            slot.shapes = Some(gpu.checked(|| {
+                Upload::new(gpu, "paired shapes", size, wgpu::BufferUsages::empty())
+            })?);
         }
     }
 
@@ -487,6 +500,10 @@ fn encode_chunk(
                 sign_data: plan.sign_data.unwrap_or(&gpu.unused_sign_data),
                 shape_data,
                 texels,
+                point_texels: slot
+                    .point_texels
+                    .as_ref()
+                    .map_or(&gpu.unused_texels, |(_, view)| view),
             }
             .bind_group(&gpu.device, &gpu.kernels.layout)
         })
@@ -505,6 +522,11 @@ fn encode_chunk(
         {
             encoder.copy_buffer_to_buffer(staging, 0, storage, 0, bytes);
         }
+    }
+    if let Some((texture, _)) = &slot.point_texels
+        && point_bytes > 0
+    {
+        copy_points_to_texels(&mut encoder, &slot.points.storage, texture, n);
     }
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
