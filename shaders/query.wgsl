@@ -45,7 +45,13 @@ fn paired(
         write_hit(row, non_finite_hit());
         return;
     }
-    let s = shapes[row];
+    // Where points are texels, so is each row's shape (`texels`, six a row, as a scene's).
+    var s: Shape;
+    if POINT_TEXELS != 0u {
+        s = load_shape(row);
+    } else {
+        s = shapes[row];
+    }
     let kind = select(ONLY_KIND, s.kind, ONLY_KIND == ANY_KIND);
     write_hit(row, query_shape(kind, s, params.first_row + row, p));
 }

@@ -38,9 +38,9 @@ pub struct EngineOptions {
     pub memory_bytes: Option<u64>,
     /// How meshes' triangles are stored on the device.
     pub mesh_records: MeshRecords,
-    /// Read query points from the points buffer, as on adapters whose textures are narrower
-    /// than a texel row, instead of from texels (`shared/point_texels.wgsl`), so tests can
-    /// compare both paths.
+    /// Read query points (and paired jobs' shapes) from their storage buffers, as on adapters
+    /// whose textures are narrower than a texel row, instead of from texels
+    /// (`shared/point_texels.wgsl`), so tests and benchmarks can compare both paths.
     pub storage_points: bool,
 }
 
@@ -216,7 +216,8 @@ pub(crate) struct Context {
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
     pub(crate) subgroup_kernels: bool,
-    /// Each chunk's points are copied into texels the walks read (`stream::PointTexels`).
+    /// Each chunk's points (and paired jobs' shapes) are copied into texels the kernels read
+    /// (`Slot::PointTexels`, `Slot::Texels`).
     pub(crate) point_texels: bool,
     pub(crate) kernels: Kernels,
     pub(crate) chunk_rows: usize,
@@ -644,36 +645,35 @@ fn texel_extent(words: usize) -> (usize, usize, usize) {
     (width, height, rows.div_ceil(height))
 }
 
-/// A chunk's points as texels (`shared/point_texels.wgsl`): the texture for `rows` of them,
-/// rows of whole texel rows in the layers of `texture_texels`, and its view.
-pub(crate) fn point_texture(
+/// A texture for a chunk's `texels` of row data (its points, `shared/point_texels.wgsl`, or
+/// its paired shapes), whole rows of texels in the layers of `texture_texels`, and its view.
+pub(crate) fn row_texture(
     device: &wgpu::Device,
-    rows: usize,
+    label: &str,
+    texels: usize,
 ) -> (wgpu::Texture, wgpu::TextureView) {
     use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
-    let texel_rows = (3 * rows).div_ceil(4).max(1).div_ceil(1 << TEXEL_ROW_BITS);
+    let texel_rows = texels.max(1).div_ceil(1 << TEXEL_ROW_BITS);
     let height = texel_rows.min(1 << TEXEL_LAYER_ROW_BITS);
     let texture = device.create_texture(&texels_descriptor(
-        "point texels",
+        label,
         (1 << TEXEL_ROW_BITS, height, texel_rows.div_ceil(height)),
     ));
     let view = texels_view(&texture);
     (texture, view)
 }
 
-/// Record copies of `rows` points (three words each) from `points` into `texture` (made by
-/// [`point_texture`]): whole layers, then whole texel rows, then the last row's texels. The
-/// buffer holds at least [`point_texel_bytes`] of `rows`.
-pub(crate) fn copy_points_to_texels(
+/// Record copies of the first `texels` texels (16 bytes each) of `buffer` into `texture` (made
+/// by [`row_texture`]): whole layers, then whole texel rows, then the last row's texels.
+pub(crate) fn copy_to_row_texture(
     encoder: &mut wgpu::CommandEncoder,
-    points: &wgpu::Buffer,
+    buffer: &wgpu::Buffer,
     texture: &wgpu::Texture,
-    rows: usize,
+    texels: usize,
 ) {
     use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
     let (width, layer_rows) = (1usize << TEXEL_ROW_BITS, 1usize << TEXEL_LAYER_ROW_BITS);
     let layer_texels = width * layer_rows;
-    let texels = (3 * rows).div_ceil(4);
     let mut done = 0;
     while done < texels {
         let (layer, row) = (done / layer_texels, done % layer_texels / width);
@@ -687,7 +687,7 @@ pub(crate) fn copy_points_to_texels(
         };
         encoder.copy_buffer_to_texture(
             wgpu::TexelCopyBufferInfo {
-                buffer: points,
+                buffer,
                 layout: wgpu::TexelCopyBufferLayout {
                     offset: 16 * done as u64,
                     bytes_per_row: Some(16 * width as u32),
@@ -714,10 +714,9 @@ pub(crate) fn copy_points_to_texels(
     }
 }
 
-/// Bytes a points buffer holds for `rows` points copied into texels: three words a row,
-/// rounded up to whole texels.
-pub(crate) fn point_texel_bytes(rows: usize) -> u64 {
-    16 * (3 * rows).div_ceil(4) as u64
+/// Texels `rows` points take (three words a row).
+pub(crate) fn point_texel_count(rows: usize) -> usize {
+    (3 * rows).div_ceil(4)
 }
 
 /// The bytes of the texture `Context::texture_texels` makes for `words` (whole layers).

@@ -270,7 +270,8 @@ pub enum Override {
     GridSamples,
     /// The scene is one shape, of `OnlyKind`, without a hierarchy: 0 no, 1 yes.
     OneShape,
-    /// The walks read their points from `Slot::PointTexels`: 0 no (the `points` buffer), 1 yes.
+    /// The walks read their points from `Slot::PointTexels`, and `paired` each row's shape
+    /// from `Slot::Texels`: 0 no (the `points` and `shapes` buffers), 1 yes.
     PointTexels,
 }
 

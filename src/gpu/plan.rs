@@ -120,6 +120,8 @@ pub(crate) struct Plan<'a> {
     /// Later rounds or passes read each row's shape: rows that do not move it back keep it
     /// on the device (`Params::kept_shapes`).
     pub keeps_shapes: bool,
+    /// Each row's shape is copied into texels too (`Slot::Texels`), where `paired` reads it.
+    pub shape_texels: bool,
 }
 
 impl Plan<'_> {
@@ -166,6 +168,7 @@ impl Job<'_> {
                 reorders_points: false,
                 grid: None,
                 keeps_shapes: false,
+                shape_texels: gpu.point_texels,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
@@ -174,6 +177,7 @@ impl Job<'_> {
                 reorders_points: false,
                 grid: None,
                 keeps_shapes: false,
+                shape_texels: false,
             },
             Job::Nearest { scene, sign, grid } => {
                 let triangles = |entry| PipelineKey {
@@ -215,6 +219,7 @@ impl Job<'_> {
                     sign_data: sign.data(),
                     grid: *grid,
                     keeps_shapes: scene.oriented || winding,
+                    shape_texels: false,
                     reorders_points: grid.is_none()
                         && scene.bvh_kinds != 0
                         && gpu

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::{Mutex, mpsc};
 
-use super::context::{Context, JobTiming, copy_points_to_texels, point_texel_bytes, point_texture};
+use super::context::{Context, JobTiming, copy_to_row_texture, point_texel_count, row_texture};
 use super::interface::Bindings;
 use super::layout::SEED_ROUNDS;
 use super::layout::{GpuShape, Params};
@@ -15,6 +15,9 @@ use super::rows::RowSource;
 
 /// Chunks in flight at once (upload of one overlaps compute/readback of the other).
 const SLOTS: usize = 2;
+
+/// Texels of a paired row's shape record (`GpuShape`).
+const SHAPE_TEXELS: usize = std::mem::size_of::<GpuShape>() / 16;
 use crate::Mode;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows, PackedSink};
@@ -198,6 +201,8 @@ pub(crate) struct Slot {
     /// The points again as texels, where the walks read them there (`Context::point_texels`).
     point_texels: Option<(wgpu::Texture, wgpu::TextureView)>,
     shapes: Option<Upload>,
+    /// Paired jobs' shapes again as texels, six a row, where `paired` reads them there.
+    shape_texels: Option<(wgpu::Texture, wgpu::TextureView)>,
     hits: wgpu::Buffer,
     readback: Option<wgpu::Buffer>,
     in_flight: Option<InFlight>,
@@ -230,12 +235,14 @@ impl Slot {
             points: Upload::new(
                 gpu,
                 "points",
-                point_texel_bytes(capacity).max(64),
+                // Whole texels, for the copy into `point_texels`.
+                (16 * point_texel_count(capacity)).max(64) as u64,
                 wgpu::BufferUsages::COPY_SRC,
             ),
             point_texels: gpu
                 .point_texels
-                .then(|| point_texture(&gpu.device, capacity)),
+                .then(|| row_texture(&gpu.device, "point texels", point_texel_count(capacity))),
+            shape_texels: None,
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("hits"),
@@ -348,8 +355,15 @@ pub(crate) fn run(
         for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
             let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
             slot.shapes = Some(gpu.checked(|| {
-                Upload::new(gpu, "paired shapes", size, wgpu::BufferUsages::empty())
+                Upload::new(gpu, "paired shapes", size, wgpu::BufferUsages::COPY_SRC)
             })?);
+        }
+    }
+    if plan.shape_texels {
+        for slot in slots.iter_mut().filter(|s| s.shape_texels.is_none()) {
+            let texels = SHAPE_TEXELS * slot.capacity;
+            slot.shape_texels =
+                Some(gpu.checked(|| row_texture(&gpu.device, "paired shape texels", texels))?);
         }
     }
 
@@ -466,7 +480,10 @@ fn encode_chunk(
                 .expect("slots of per-row jobs have shape buffers")
                 .storage,
             &gpu.unused_ranges,
-            &gpu.unused_texels,
+            match (&slot.shape_texels, plan.shape_texels) {
+                (Some((_, view)), true) => view,
+                _ => &gpu.unused_texels,
+            },
             data.unwrap_or(&gpu.unused_shape_data),
             n as u32,
         ),
@@ -526,7 +543,17 @@ fn encode_chunk(
     if let Some((texture, _)) = &slot.point_texels
         && point_bytes > 0
     {
-        copy_points_to_texels(&mut encoder, &slot.points.storage, texture, n);
+        copy_to_row_texture(
+            &mut encoder,
+            &slot.points.storage,
+            texture,
+            point_texel_count(n),
+        );
+    }
+    if let (Some((texture, _)), Some(upload), true) =
+        (&slot.shape_texels, row_shapes, plan.shape_texels)
+    {
+        copy_to_row_texture(&mut encoder, &upload.storage, texture, SHAPE_TEXELS * n);
     }
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
