@@ -21,13 +21,28 @@ fn shape_data_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
 }
 
-// A convex hull face's plane (4 words, lanes 0–3 loading), and the whole face (16 words, 2 a
-// lane), from `shape_data`.
+// A convex hull face's plane and the whole face: a texel, and four (lanes 0–3 fetching one
+// each), of a resident scene; else from `shape_data`, 4 words (lanes 0–3 loading) and 16 (2 a
+// lane).
 fn load_hull_plane(at: u32) -> vec4<f32> {
+    let first = hull_faces_texel();
+    if first != 0u {
+        return bitcast<vec4<f32>>(texel(first + at));
+    }
     return bitcast<vec4<f32>>(lanes_0_3(shape_data_word(4u * at + (lane & 3u))));
 }
 
 fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
+    let first = hull_faces_texel();
+    if first != 0u {
+        let t = texel(first + at + (lane & 3u));
+        return array<vec4<f32>, 4>(
+            bitcast<vec4<f32>>(subgroupBroadcast(t, 0u)),
+            bitcast<vec4<f32>>(subgroupBroadcast(t, 1u)),
+            bitcast<vec4<f32>>(subgroupBroadcast(t, 2u)),
+            bitcast<vec4<f32>>(subgroupBroadcast(t, 3u)),
+        );
+    }
     let r = lanes_16(shape_data_word(4u * at + lane), shape_data_word(4u * at + 8u + lane));
     return array<vec4<f32>, 4>(
         bitcast<vec4<f32>>(r[0]),

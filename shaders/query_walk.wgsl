@@ -185,6 +185,12 @@ fn non_finite_hit() -> Hit {
     return Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
 }
 
+// The texel of a resident scene's first hull face entry (scene::upload_bindings); 0 for paired
+// rows, whose faces stay in `shape_data`.
+fn hull_faces_texel() -> u32 {
+    return kind_ranges[KIND_CONVEX_HULL].z;
+}
+
 fn load_point(row: u32) -> vec3<f32> {
     if POINT_TEXELS != 0u {
         return texel_point(row);

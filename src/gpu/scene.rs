@@ -123,8 +123,8 @@ fn upload_bindings<E: From<Error>>(
     );
     let layout::SceneBindings {
         records,
-        ranges,
-        nodes,
+        mut ranges,
+        mut nodes,
         data,
         ..
     } = bindings;
@@ -133,6 +133,15 @@ fn upload_bindings<E: From<Error>>(
         from,
         texels: texel_records,
     } = split_records(records, count, oriented, indexed);
+    // A scene's hull faces follow its nodes as texels (the hull walk reads every face), the
+    // first one's texel in the hull kind's range (`hull_faces_texel` in query_walk.wgsl).
+    let hull_bit = 1u32 << ShapeKind::ConvexHull as u32;
+    let hull_faces = !oriented && (bvh_kinds | linear_kinds) & hull_bit != 0;
+    if hull_faces {
+        let first_texel = (texel_records.len() + nodes.len()) / 4;
+        ranges[ShapeKind::ConvexHull as usize][2] = first_texel as u32;
+        nodes.extend(bytemuck::cast_slice::<u8, u32>(&data));
+    }
     let texel_words = texel_records.len() + from + nodes.len();
     check_texels(count, texel_words, gpu.max_texels)?;
     let texel_bytes = super::context::texel_texture_bytes(texel_words);
@@ -144,9 +153,8 @@ fn upload_bindings<E: From<Error>>(
         ))
         .into());
     }
-    gpu.check_shape_data(data.len())?;
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-    admit(record_bytes + ranges_bytes + texel_bytes + data.len() as u64)?;
+    admit(record_bytes + ranges_bytes + texel_bytes)?;
     // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
     // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
     // large mesh were its peak.
@@ -171,7 +179,11 @@ fn upload_bindings<E: From<Error>>(
                     nodes,
                 ],
             ),
-            gpu.storage_buffer("scene shape data", &data),
+            if hull_faces {
+                gpu.unused_shape_data.clone()
+            } else {
+                gpu.storage_buffer("scene shape data", &data)
+            },
         )
     })?;
     Ok(GpuScene {
