@@ -4,6 +4,8 @@
 #import shared/types
 #import shared/math
 #import shared/rows
+#import shared/texels
+#import shared/point_texels
 
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -110,7 +112,15 @@ fn segment_pairs(
     if row >= params.row_count {
         return;
     }
-    let pair = pairs[row];
+    // Where rows are texels, so is each pair's record (`texels`, six texels a row).
+    var pair: Shape;
+    if POINT_TEXELS != 0u {
+        let at = 6u * row;
+        pair = Shape(0u, 0u, 0u, 0u, bitcast<vec4<f32>>(texel(at + 1u)), bitcast<vec4<f32>>(texel(at + 2u)),
+            bitcast<vec4<f32>>(texel(at + 3u)), bitcast<vec4<f32>>(texel(at + 4u)), vec4<f32>(0.0));
+    } else {
+        pair = pairs[row];
+    }
     let a0 = pair.anchor.xyz;
     let da = pair.p0.xyz;
     let b0 = pair.p1.xyz;

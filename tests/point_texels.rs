@@ -1,14 +1,14 @@
 //! Points read as texels (`shaders/shared/point_texels.wgsl`) against points read from the
 //! storage buffer (`EngineOptions::storage_points`), bit for bit, in both kernels: one-shape
-//! and mixed scenes, paired rows and a mesh, with chunks whose points end inside a texel, on
-//! a texel row's end, one texel past it, and past a whole layer of rows.
+//! and mixed scenes, paired rows, segment pairs and a mesh, with chunks whose points end
+//! inside a texel, on a texel row's end, one texel past it, and past a whole layer of rows.
 
 mod common;
 
 use std::path::Path;
 
 use closest::mesh::Sign;
-use closest::{DVec3, EngineOptions, GpuHit, Mode, Shape};
+use closest::{DVec3, EngineOptions, GpuHit, GpuSegmentHit, Mode, Shape};
 use common::{Rng, assert_same_hits, mixed_scene, subgroup_and_portable_engines_with};
 
 /// Rows whose points fill texel row ends (4,096 texels a row, three words a point): 5,461
@@ -136,4 +136,33 @@ fn mesh_rows_read_as_texels_match_rows_read_from_storage_bit_for_bit() {
         })
         .collect();
     assert_all_same(&answers, "fandisk, pseudonormal signs");
+}
+
+#[test]
+fn segment_pairs_read_as_texels_match_pairs_read_from_storage_bit_for_bit() {
+    let mut rng = Rng::new(74);
+    let chunk_rows = CHUNKS[1];
+    let rows = 2 * chunk_rows + 9;
+    let segment = |rng: &mut Rng| {
+        let a = rng.vec(-5.0, 5.0);
+        [a, a + rng.vec(-2.0, 2.0)]
+    };
+    let a: Vec<[DVec3; 2]> = (0..rows).map(|_| segment(&mut rng)).collect();
+    let mut b: Vec<[DVec3; 2]> = (0..rows).map(|_| segment(&mut rng)).collect();
+    b[rows / 2][1] = DVec3::new(f64::INFINITY, 0.0, 0.0);
+    let bits = |hits: &[GpuSegmentHit]| -> Vec<u32> {
+        bytemuck::cast_slice::<GpuSegmentHit, u32>(hits).to_vec()
+    };
+    let answers: Vec<Vec<u32>> = engines(chunk_rows)
+        .iter()
+        .map(|engine| bits(&engine.segment_pairs(&a, &b).expect("segment pairs")))
+        .collect();
+    assert!(answers[0].iter().any(|&w| w != 0));
+    for (k, words) in answers.iter().enumerate().skip(1) {
+        let first = words.iter().zip(&answers[0]).position(|(x, y)| x != y);
+        assert_eq!(
+            first, None,
+            "segment pairs, engine {k}: word {first:?} differs"
+        );
+    }
 }

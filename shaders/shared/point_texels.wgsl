@@ -3,7 +3,8 @@
 // one 32-bit word at a time, where a texel fetch is one gather, and a one-shape query spent
 // half its time loading its point (docs/PERF.md, "Points as texels"). Adapters whose textures
 // are narrower than a texel row read the `points` storage buffer instead (POINT_TEXELS = 0).
-// Under the same override `paired` (query.wgsl) reads each row's shape from `texels`.
+// Under the same override `paired` (query.wgsl) and `segment_pairs` (segments.wgsl) read each
+// row's record from `texels`.
 
 // Rows' three words one after the other, in the layers of shared/texels.wgsl.
 @group(0) @binding(8) var point_texels: texture_2d_array<u32>;

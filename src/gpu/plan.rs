@@ -120,7 +120,8 @@ pub(crate) struct Plan<'a> {
     /// Later rounds or passes read each row's shape: rows that do not move it back keep it
     /// on the device (`Params::kept_shapes`).
     pub keeps_shapes: bool,
-    /// Each row's shape is copied into texels too (`Slot::Texels`), where `paired` reads it.
+    /// Each row's shape is copied into texels too (`Slot::Texels`), where `paired` and
+    /// `segment_pairs` read it.
     pub shape_texels: bool,
 }
 
@@ -177,7 +178,7 @@ impl Job<'_> {
                 reorders_points: false,
                 grid: None,
                 keeps_shapes: false,
-                shape_texels: false,
+                shape_texels: gpu.point_texels,
             },
             Job::Nearest { scene, sign, grid } => {
                 let triangles = |entry| PipelineKey {
