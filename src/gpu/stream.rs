@@ -15,12 +15,12 @@ use super::rows::RowSource;
 
 /// Chunks in flight at once (upload of one overlaps compute/readback of the other).
 const SLOTS: usize = 2;
-
-/// Texels of a paired row's shape record (`GpuShape`).
-const SHAPE_TEXELS: usize = std::mem::size_of::<GpuShape>() / 16;
 use crate::Mode;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows, PackedSink};
+
+/// Texels of a per-row record (`GpuShape`: a paired shape or a segment pair).
+const SHAPE_TEXELS: usize = std::mem::size_of::<GpuShape>() / 16;
 
 /// The widest output row of any job: a slot's result buffer holds a chunk of these.
 fn max_output_row_bytes() -> usize {
@@ -201,7 +201,8 @@ pub(crate) struct Slot {
     /// The points again as texels, where the walks read them there (`Context::point_texels`).
     point_texels: Option<(wgpu::Texture, wgpu::TextureView)>,
     shapes: Option<Upload>,
-    /// Paired jobs' shapes again as texels, six a row, where `paired` reads them there.
+    /// Per-row records (paired shapes, segment pairs) again as texels, six a row, where the
+    /// kernels read them (`Plan::shape_texels`).
     shape_texels: Option<(wgpu::Texture, wgpu::TextureView)>,
     hits: wgpu::Buffer,
     readback: Option<wgpu::Buffer>,
