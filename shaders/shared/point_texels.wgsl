@@ -6,15 +6,16 @@
 // Under the same override `paired` (query.wgsl) and `segment_pairs` (segments.wgsl) read each
 // row's record from `texels`.
 
+#import shared/texels
+
 // Rows' three words one after the other, in the layers of shared/texels.wgsl.
 @group(0) @binding(8) var point_texels: texture_2d_array<u32>;
 
 override POINT_TEXELS: u32 = 0u;
 
 fn point_texel(i: u32) -> vec4<u32> {
-    let x = i & ((1u << TEXEL_ROW_BITS) - 1u);
-    let y = (i >> TEXEL_ROW_BITS) & ((1u << TEXEL_LAYER_ROW_BITS) - 1u);
-    return textureLoad(point_texels, vec2<u32>(x, y), i >> (TEXEL_ROW_BITS + TEXEL_LAYER_ROW_BITS), 0);
+    let c = texel_coords(i);
+    return textureLoad(point_texels, c.xy, c.z, 0);
 }
 
 // Row `row`'s point: words 3 row .. 3 row + 3, in one texel or across two.
