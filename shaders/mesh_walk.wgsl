@@ -175,14 +175,17 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
         // it would cost each node step as much as a leaf.
         while current.child != TRAVERSAL_END && (current.child & ((1u << LEAF_COUNT_BITS) - 1u)) == 0u {
             var pop = true;
-            if any_lane(!found || current.distance2 <= best_distance2) {
+            // A lane whose best is nearer than this node's box wants neither child: the box
+            // holds both children's triangles.
+            let wants_node = !found || current.distance2 <= best_distance2;
+            if step_node(wants_node) {
                 let node = load_node(current.child >> LEAF_COUNT_BITS);
                 let left = child_entry(node[0], node[2], half_scale, p);
                 let right = child_entry(node[1], node[3], half_scale, p);
                 // Boxes too far to matter are never pushed, so they cost no step.
                 let chosen = choose_children(
-                    !found || left.distance2 <= best_distance2,
-                    !found || right.distance2 <= best_distance2,
+                    wants_node && (!found || left.distance2 <= best_distance2),
+                    wants_node && (!found || right.distance2 <= best_distance2),
                     left.distance2 <= right.distance2,
                 );
                 let open_left = (chosen & OPEN_LEFT) != 0u;

@@ -5,6 +5,10 @@ fn any_lane(wanted: bool) -> bool {
     return wanted;
 }
 
+fn step_node(wanted: bool) -> bool {
+    return wanted;
+}
+
 fn choose_children(open_left: bool, open_right: bool, left_nearer: bool) -> u32 {
     return select(0u, OPEN_LEFT, open_left) | select(0u, OPEN_RIGHT, open_right)
         | select(0u, LEFT_FIRST, left_nearer);

@@ -57,6 +57,12 @@ fn any_lane(wanted: bool) -> bool {
     return lanes_sum(u32(wanted)) != 0u;
 }
 
+// Every node step runs: llvmpipe runs a skipped step's body all the same, masked, so a vote
+// here would only add to it (docs/PERF.md: "One vote a node step").
+fn step_node(wanted: bool) -> bool {
+    return true;
+}
+
 // Open a child when any lane wants it; the one more lanes find nearer goes first.
 fn choose_children(open_left: bool, open_right: bool, left_nearer: bool) -> u32 {
     // Four tallies of at most 8 in one sum: lanes wanting the left child, the right child,

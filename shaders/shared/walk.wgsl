@@ -3,6 +3,10 @@
 // shared/subgroup.wgsl (the 8 lanes of a subgroup together, so they take every branch
 // together and can share their loads).
 //   any_lane(wanted): whether to open the entry at hand.
+//   step_node(wanted): whether to run a node step for an entry the lanes may not want: the
+//   vote where skipping the step saves its loads (one lane); always where every statement
+//   runs anyway (the subgroup kernels of software adapters), the vote folded into the
+//   children's (`wanted && ...`).
 //   choose_children(open_left, open_right, left_nearer): which children to open
 //   (OPEN_LEFT, OPEN_RIGHT) and whether the left one goes first (LEFT_FIRST).
 
