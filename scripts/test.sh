@@ -6,6 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lavapipe.sh
+# Without XDG_RUNTIME_DIR, Mesa's loader prints "error: XDG_RUNTIME_DIR is invalid or not set"
+# in every test process (the CLI and the Python package set their own; test binaries do
+# not), which reads like a failure: give them a private directory for the run.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+    XDG_RUNTIME_DIR="$(mktemp -d)"
+    export XDG_RUNTIME_DIR
+    trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
+fi
 # A clean CI build gains nothing from incremental compilation and pays for its bookkeeping.
 if [ "${CI:-}" = true ]; then
     export CARGO_INCREMENTAL=0

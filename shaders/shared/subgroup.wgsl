@@ -58,7 +58,7 @@ fn any_lane(wanted: bool) -> bool {
 }
 
 // Every node step runs: llvmpipe runs a skipped step's body all the same, masked, so a vote
-// here would only add to it (docs/PERF.md: "One vote a node step").
+// here would only add to it (docs/PERF.md: "One vote a mesh step").
 fn step_node(wanted: bool) -> bool {
     return true;
 }
