@@ -133,22 +133,31 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
         while top > 0u {
             top -= 1u;
             let entry = (*stack)[top];
-            if !any_lane(may_hold_nearer(entry.distance, *best)) {
-                continue;
+            // A query whose best is nearer than this entry's box wants nothing in it.
+            let wants = may_hold_nearer(entry.distance, *best);
+            let inner = entry.count == 0u;
+            var left = StackEntry(0u, 0u, 0.0);
+            var right = left;
+            if inner && step_node(wants) {
+                let children = load_children(entry.first);
+                left = StackEntry(children[0].first, children[0].count, box_distance(children[0], p));
+                right = StackEntry(children[1].first, children[1].count, box_distance(children[1], p));
             }
-            if entry.count > 0u {
-                leaf = entry;
-                break;
-            }
-            let children = load_children(entry.first);
-            let left = StackEntry(children[0].first, children[0].count, box_distance(children[0], p));
-            let right = StackEntry(children[1].first, children[1].count, box_distance(children[1], p));
+            // One vote a step: which children to open, or whether any query wants the leaf.
             // Boxes too far to matter are never pushed, so they cost no step.
-            let chosen = choose_children(
-                may_hold_nearer(left.distance, *best),
-                may_hold_nearer(right.distance, *best),
+            let chosen = vote_step(
+                wants,
+                inner && wants && may_hold_nearer(left.distance, *best),
+                inner && wants && may_hold_nearer(right.distance, *best),
                 left.distance <= right.distance,
             );
+            if !inner {
+                if (chosen & WANTED) != 0u {
+                    leaf = entry;
+                    break;
+                }
+                continue;
+            }
             if top + 2u > STACK_SIZE {
                 (*best).shape = TRAVERSAL_OVERFLOW;
                 return;

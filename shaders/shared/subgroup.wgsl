@@ -65,12 +65,19 @@ fn step_node(wanted: bool) -> bool {
 
 // Open a child when any lane wants it; the one more lanes find nearer goes first.
 fn choose_children(open_left: bool, open_right: bool, left_nearer: bool) -> u32 {
-    // Four tallies of at most 8 in one sum: lanes wanting the left child, the right child,
-    // and those of them nearer the left or the right.
+    return vote_step(false, open_left, open_right, left_nearer);
+}
+
+// choose_children's answer and WANTED (any lane wants the entry) from one 8-lane sum.
+fn vote_step(wanted: bool, open_left: bool, open_right: bool, left_nearer: bool) -> u32 {
+    // Five tallies of at most 8 in one sum: lanes wanting the left child, the right child,
+    // those of them nearer the left or the right, and lanes wanting the entry.
     let tally = lanes_sum(u32(open_left) | (u32(open_right) << 4u)
         | (u32(open_left && (!open_right || left_nearer)) << 8u)
-        | (u32(open_right && (!open_left || !left_nearer)) << 12u));
+        | (u32(open_right && (!open_left || !left_nearer)) << 12u)
+        | (u32(wanted) << 16u));
     return select(0u, OPEN_LEFT, (tally & 0xfu) != 0u)
         | select(0u, OPEN_RIGHT, (tally & 0xf0u) != 0u)
-        | select(0u, LEFT_FIRST, ((tally >> 12u) & 0xfu) <= ((tally >> 8u) & 0xfu));
+        | select(0u, LEFT_FIRST, ((tally >> 12u) & 0xfu) <= ((tally >> 8u) & 0xfu))
+        | select(0u, WANTED, (tally & 0xf0000u) != 0u);
 }

@@ -9,7 +9,10 @@
 //   children's (`wanted && ...`).
 //   choose_children(open_left, open_right, left_nearer): which children to open
 //   (OPEN_LEFT, OPEN_RIGHT) and whether the left one goes first (LEFT_FIRST).
+//   vote_step(wanted, open_left, open_right, left_nearer): choose_children's answer, and
+//   WANTED when any lane wants the entry at hand, in one vote.
 
 const OPEN_LEFT: u32 = 1u;
 const OPEN_RIGHT: u32 = 2u;
 const LEFT_FIRST: u32 = 4u;
+const WANTED: u32 = 8u;
