@@ -200,7 +200,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
                         open_far = open_left;
                     }
                     if open_far {
-                        if top == STACK_SIZE {
+                        if top >= STACK_LIMIT {
                             return OVERFLOW_SLOT;
                         }
                         stack[top] = far;

@@ -159,7 +159,7 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
                 continue;
             }
             // Only a node that pushes a child can overflow (a stale one pushes nothing).
-            if (chosen & (OPEN_LEFT | OPEN_RIGHT)) != 0u && top + 2u > STACK_SIZE {
+            if (chosen & (OPEN_LEFT | OPEN_RIGHT)) != 0u && top + 2u > STACK_LIMIT {
                 (*best).shape = TRAVERSAL_OVERFLOW;
                 return;
             }

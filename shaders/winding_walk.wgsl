@@ -79,7 +79,7 @@ fn open_cluster(
         add_triangles(first, count, exact, p, total);
         return true;
     }
-    if *top == STACK_SIZE {
+    if *top >= STACK_LIMIT {
         return false;
     }
     (*stack)[*top] = WindingEntry(first, exact);

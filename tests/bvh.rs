@@ -8,6 +8,7 @@ use closest::bvh;
 use closest::{DVec3, EngineOptions, Mode, Shape};
 use common::{
     Rng, assert_nearest, assert_same_hits, engine, open_engine, subgroup_and_portable_engines,
+    subgroup_and_portable_engines_with,
 };
 
 fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
@@ -504,5 +505,62 @@ fn triangle_bindings_are_the_general_layouts_bytes() {
         assert!(direct.records == general.records, "{what}: records differ");
         assert!(direct.nodes == general.nodes, "{what}: nodes differ");
         assert_eq!(direct.data, general.data, "{what}: shape data");
+    }
+}
+
+/// A walk that outgrows its stack is reported with its row, never answered wrongly (README,
+/// How it works): with the stacks held to a few entries (`EngineOptions::walk_stack_entries`), each
+/// kernel either answers every row of a mixed scene and of a triangle soup (the mesh walk)
+/// bit for bit as with the whole stack, or fails naming the stack and a row; with one entry
+/// every walk that opens two children overflows.
+#[test]
+fn walks_that_outgrow_their_stack_are_reported_never_answered() {
+    let mut rng = Rng::new(71);
+    let mixed = scene(&mut rng, 1500, 30.0, 1.5);
+    let soup: Vec<Shape> = (0..2000)
+        .map(|_| {
+            let a = rng.vec(-30.0, 30.0);
+            Shape::Triangle {
+                a,
+                b: a + rng.vec(-2.0, 2.0),
+                c: a + rng.vec(-2.0, 2.0),
+            }
+        })
+        .collect();
+    let pts: Vec<[f32; 3]> = points(&mut rng, 3000, 45.0)
+        .iter()
+        .map(|p| p.to_f32())
+        .collect();
+    let whole = &subgroup_and_portable_engines(1000)[0];
+    let expected = [&mixed, &soup].map(|shapes| {
+        let scene = whole.upload_scene(shapes).unwrap();
+        whole.query_scene(&scene, &pts, Mode::Solid).unwrap()
+    });
+    for entries in [1, 4] {
+        let engines = subgroup_and_portable_engines_with(EngineOptions {
+            chunk_rows: Some(1000),
+            walk_stack_entries: Some(entries),
+            ..Default::default()
+        });
+        for (engine, kernels) in engines.iter().zip(["subgroup", "portable"]) {
+            for (shapes, expected, name) in [
+                (&mixed, &expected[0], "mixed scene"),
+                (&soup, &expected[1], "triangle soup"),
+            ] {
+                let what = format!("{name}, {kernels} kernels, {entries} stack entries");
+                let scene = engine.upload_scene(shapes).unwrap();
+                match engine.query_scene(&scene, &pts, Mode::Solid) {
+                    Ok(hits) => {
+                        assert!(entries > 1, "{what}: no overflow reported");
+                        assert_same_hits(&hits, expected, &what);
+                    }
+                    Err(error) => {
+                        let message = error.to_string();
+                        let named = format!("overflowed its stack of {entries} entries at row ");
+                        assert!(message.contains(&named), "{what}: {message}");
+                    }
+                }
+            }
+        }
     }
 }

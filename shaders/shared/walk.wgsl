@@ -12,6 +12,10 @@
 //   vote_step(wanted, open_left, open_right, left_nearer): choose_children's answer, and
 //   WANTED when any lane wants the entry at hand, in one vote.
 
+// The entries a walk's stack may hold: STACK_SIZE, fewer where tests set it
+// (`EngineOptions::walk_stack_entries`) to see an overflow reported.
+override STACK_LIMIT: u32 = STACK_SIZE;
+
 const OPEN_LEFT: u32 = 1u;
 const OPEN_RIGHT: u32 = 2u;
 const LEFT_FIRST: u32 = 4u;

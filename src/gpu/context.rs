@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// whose textures are narrower than a texel row, instead of from texels
     /// (`shared/point_texels.wgsl`), so tests and benchmarks can compare both paths.
     pub storage_points: bool,
+    /// Hold the walks' stacks to this many entries (fewer than `bvh::STACK_SIZE`), so that
+    /// tests see a traversal that outgrows its stack reported, as a hierarchy too deep for
+    /// the kernels' stacks would be.
+    pub walk_stack_entries: Option<usize>,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
@@ -107,6 +111,8 @@ pub(crate) struct Kernels {
     pub workgroup_size: u32,
     /// `POINT_TEXELS`: the walks read points from texels (`Context::point_texels`).
     point_texels: bool,
+    /// `STACK_LIMIT`: the entries a walk's stack may hold (`EngineOptions::walk_stack_entries`).
+    pub stack_limit: u32,
 }
 
 /// What a pipeline is specialised for: software adapters run every branch the compiler cannot
@@ -170,6 +176,7 @@ impl Kernels {
                     Override::GridSamples => u32::from(grid_samples),
                     Override::OneShape => u32::from(one_shape),
                     Override::PointTexels => u32::from(self.point_texels),
+                    Override::StackLimit => self.stack_limit,
                 };
                 (o.name(), f64::from(value))
             })
@@ -292,8 +299,13 @@ impl Context {
         // Points as texels need whole texel rows; a chunk's points must fit the texture.
         let point_texels = !options.storage_points
             && u64::from(limits.max_texture_dimension_2d) >= 1 << layout::TEXEL_ROW_BITS;
+        let stack_limit = options
+            .walk_stack_entries
+            .map_or(crate::bvh::STACK_SIZE, |n| {
+                n.clamp(1, crate::bvh::STACK_SIZE)
+            }) as u32;
         let kernels = in_error_scope(&device, || {
-            build_kernels(&device, subgroup_kernels, point_texels)
+            build_kernels(&device, subgroup_kernels, point_texels, stack_limit)
         })??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
@@ -549,7 +561,12 @@ fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> 
     }
 }
 
-fn build_kernels(device: &wgpu::Device, subgroups: bool, point_texels: bool) -> Result<Kernels> {
+fn build_kernels(
+    device: &wgpu::Device,
+    subgroups: bool,
+    point_texels: bool,
+    stack_limit: u32,
+) -> Result<Kernels> {
     // Every entry point shares one workgroup size (the dispatch grid is computed once).
     let mut modules = HashMap::new();
     let mut workgroup_size = None;
@@ -590,6 +607,7 @@ fn build_kernels(device: &wgpu::Device, subgroups: bool, point_texels: bool) -> 
         pipelines: Mutex::new(HashMap::new()),
         workgroup_size,
         point_texels,
+        stack_limit,
     })
 }
 

@@ -273,10 +273,12 @@ pub enum Override {
     /// The walks read their points from `Slot::PointTexels`, and `paired` each row's shape
     /// from `Slot::Texels`: 0 no (the `points` and `shapes` buffers), 1 yes.
     PointTexels,
+    /// The entries a walk's stack may hold, at most `bvh::STACK_SIZE` (fewer in tests).
+    StackLimit,
 }
 
 impl Override {
-    pub const ALL: [Override; 9] = [
+    pub const ALL: [Override; 10] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -286,6 +288,7 @@ impl Override {
         Override::GridSamples,
         Override::OneShape,
         Override::PointTexels,
+        Override::StackLimit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -299,6 +302,7 @@ impl Override {
             Override::GridSamples => "GRID_SAMPLES",
             Override::OneShape => "ONE_SHAPE",
             Override::PointTexels => "POINT_TEXELS",
+            Override::StackLimit => "STACK_LIMIT",
         }
     }
 }

@@ -296,7 +296,7 @@ impl Slot {
             match rows.overflowed_row() {
                 Some(k) => Err(Error::Gpu(format!(
                     "BVH traversal overflowed its stack of {} entries at row {}",
-                    crate::bvh::STACK_SIZE,
+                    gpu.kernels.stack_limit,
                     flight.range.start + k
                 ))),
                 None => sink.take(flight.range.start, rows),
