@@ -509,10 +509,10 @@ fn triangle_bindings_are_the_general_layouts_bytes() {
 }
 
 /// A walk that outgrows its stack is reported with its row, never answered wrongly (README,
-/// How it works): with the stacks held to a few entries (`EngineOptions::walk_stack_entries`), each
-/// kernel either answers every row of a mixed scene and of a triangle soup (the mesh walk)
-/// bit for bit as with the whole stack, or fails naming the stack and a row; with one entry
-/// every walk that opens two children overflows.
+/// How it works): with the stacks held to a few entries (`EngineOptions::walk_stack_entries`),
+/// each kernel either answers every row of a mixed scene and of a triangle soup (the mesh
+/// walk) bit for bit as with the whole stack, or fails naming the stack and a row; with one
+/// entry every walk that opens two children overflows.
 #[test]
 fn walks_that_outgrow_their_stack_are_reported_never_answered() {
     let mut rng = Rng::new(71);
