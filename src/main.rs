@@ -215,12 +215,26 @@ fn main() -> ExitCode {
     closest::host_memory::map_large_blocks();
     closest::gpu::adapter::quiet_headless_loader();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        exit_quietly_on_closed_stdout();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("closest: error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
+    }
+}
+
+/// A reader that stops early (`closest info | head -2`) ends the process as it ends `cat`,
+/// where Rust's ignored SIGPIPE would make the next `println!` panic. Not for the server,
+/// whose writes to a closed connection must fail as errors.
+fn exit_quietly_on_closed_stdout() {
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default action before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -501,6 +501,32 @@ fn info_lists_the_chosen_adapter_and_limits() {
     );
 }
 
+/// `closest info | head -1`: a reader that leaves early ends the job as it ends `cat` (by
+/// SIGPIPE), never with a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_info_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .arg("info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the closest binary runs");
+    // Closed before the adapters are listed (opening the GPU instance takes far longer).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("it ends");
+    let msg = stderr(&out);
+    assert!(!msg.contains("panicked"), "{msg}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {msg}",
+        out.status
+    );
+}
+
 #[test]
 fn segments_job_writes_every_array() {
     let dir = Dir::new();
