@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Make sure a Vulkan driver exists; install Mesa's software one (lavapipe) when none does.
 # Sourced by the other scripts. Without root or sudo it says exactly what is missing.
+#
+# lavapipe from Mesa 24 on branches around code that no lane of a subgroup runs, where Mesa
+# 22.3 (Debian 12's own) runs it masked: our kernels are 25–30 % faster on the newer one
+# (docs/PERF.md, "Mesa 25's lavapipe"). On Debian 12 it comes from bookworm-backports, which
+# is used for this one package only (`apt-get install -t bookworm-backports`).
+# `bash scripts/lavapipe.sh --upgrade` replaces an older lavapipe that is already installed.
 set -euo pipefail
 
 have_vulkan_driver() {
@@ -8,16 +14,37 @@ have_vulkan_driver() {
     compgen -G '/usr/share/vulkan/icd.d/*.json' >/dev/null || compgen -G '/etc/vulkan/icd.d/*.json' >/dev/null
 }
 
-if ! have_vulkan_driver; then
-    echo "closest: no Vulkan driver found; installing Mesa's lavapipe (mesa-vulkan-drivers)" >&2
+# Runs its arguments as root: directly, or through sudo.
+as_root() {
     if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo apt-get update -qq
-        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers >/dev/null
+        "$@"
     else
+        sudo "$@"
+    fi
+}
+
+install_lavapipe() {
+    if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
         echo "closest: cannot install it without root: run 'apt-get install -y mesa-vulkan-drivers' as root" >&2
         exit 3
+    fi
+    local release=()
+    if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
+        echo 'deb http://deb.debian.org/debian bookworm-backports main' |
+            as_root tee /etc/apt/sources.list.d/closest-bookworm-backports.list >/dev/null
+        release=(-t bookworm-backports)
+    fi
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${release[@]}" mesa-vulkan-drivers >/dev/null
+}
+
+if ! have_vulkan_driver; then
+    echo "closest: no Vulkan driver found; installing Mesa's lavapipe (mesa-vulkan-drivers)" >&2
+    install_lavapipe
+elif [ "${1:-}" = --upgrade ]; then
+    mesa=$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || true)
+    if [ -n "$mesa" ] && [ "${mesa%%.*}" -lt 24 ] 2>/dev/null; then
+        echo "closest: upgrading lavapipe from Mesa $mesa" >&2
+        install_lavapipe
     fi
 fi
