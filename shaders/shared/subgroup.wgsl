@@ -57,8 +57,9 @@ fn any_lane(wanted: bool) -> bool {
     return lanes_sum(u32(wanted)) != 0u;
 }
 
-// Every node step runs: llvmpipe runs a skipped step's body all the same, masked, so a vote
-// here would only add to it (docs/PERF.md: "One vote a mesh step").
+// Every node step runs: Mesa 22.3's llvmpipe runs a skipped step's body all the same, masked,
+// so a vote here would only add to it, and Mesa 25's skips a body no lane runs by itself
+// (docs/PERF.md: "One vote a mesh step", "Mesa 25's lavapipe").
 fn step_node(wanted: bool) -> bool {
     return true;
 }
