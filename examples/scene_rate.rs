@@ -3,6 +3,8 @@
 //! scenes of 10^3, 10^4 and 10^5 shapes, median of 3, PORTABLE=1 for the portable kernels.
 //! With COUNTS=1 it also prints the mean of the three normal words over the rows, where
 //! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
+//! With TIMING=1 it prints the host's share of the last run (`Engine::last_timing`): filling
+//! the point buffers (the Morton sort), waiting on the device, draining the answers.
 //!
 //! `cargo run --release --example scene_rate`
 
@@ -47,6 +49,15 @@ fn main() -> closest::Result<()> {
         seconds.sort_by(f64::total_cmp);
         let rate = rows as f64 / seconds[1] / 1e6;
         print!("{count:>7} shapes: {rate:.3} Mq/s");
+        if std::env::var("TIMING").is_ok_and(|v| v == "1") {
+            let t = engine.last_timing();
+            print!(
+                "; fill {:.1} ms, wait {:.1} ms, drain {:.1} ms",
+                t.fill.as_secs_f64() * 1e3,
+                t.wait.as_secs_f64() * 1e3,
+                t.drain.as_secs_f64() * 1e3
+            );
+        }
         if std::env::var("COUNTS").is_ok_and(|v| v == "1") {
             let mean =
                 |k: usize| hits.iter().map(|h| h.normal[k] as f64).sum::<f64>() / rows as f64;
