@@ -24,12 +24,21 @@ as_root() {
 }
 
 install_lavapipe() {
+    local bookworm=false
+    grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release && bookworm=true
     if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
-        echo "closest: cannot install it without root: run 'apt-get install -y mesa-vulkan-drivers' as root" >&2
+        if $bookworm; then
+            echo "closest: cannot install it without root: as root, run
+  echo 'deb http://deb.debian.org/debian bookworm-backports main' > /etc/apt/sources.list.d/closest-bookworm-backports.list
+  apt-get update && apt-get install -y -t bookworm-backports mesa-vulkan-drivers
+(plain 'apt-get install -y mesa-vulkan-drivers' gives Mesa 22.3, which works and is slower)" >&2
+        else
+            echo "closest: cannot install it without root: run 'apt-get install -y mesa-vulkan-drivers' as root" >&2
+        fi
         exit 3
     fi
     local release=()
-    if grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release; then
+    if $bookworm; then
         echo 'deb http://deb.debian.org/debian bookworm-backports main' |
             as_root tee /etc/apt/sources.list.d/closest-bookworm-backports.list >/dev/null
         release=(-t bookworm-backports)
