@@ -46,8 +46,10 @@ impl MortonBox {
     }
 }
 
-/// Bits of a Morton code sorted by each pass of [`sort_by_code`].
+/// Bits of a Morton code sorted by each pass of [`sort_by_code`], and the passes its 30 bits
+/// take.
 const DIGIT_BITS: u32 = 10;
+const PASSES: usize = (30 / DIGIT_BITS) as usize;
 
 /// `keys` (a 30-bit code above each index) in ascending order, `spare` as scratch: a
 /// least-significant-digit radix sort, three passes of 10 bits, stable, so equal codes keep
@@ -55,7 +57,7 @@ const DIGIT_BITS: u32 = 10;
 fn sort_by_code(keys: &mut Vec<u64>, spare: &mut Vec<u64>) {
     const BUCKETS: usize = 1 << DIGIT_BITS;
     let digit = |key: u64, pass: u32| ((key >> (32 + pass * DIGIT_BITS)) as usize) & (BUCKETS - 1);
-    let mut counts = vec![[0usize; BUCKETS]; 3];
+    let mut counts = vec![[0usize; BUCKETS]; PASSES];
     for &key in keys.iter() {
         for (pass, count) in counts.iter_mut().enumerate() {
             count[digit(key, pass as u32)] += 1;
