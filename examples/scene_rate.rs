@@ -3,6 +3,8 @@
 //! scenes of 10^3, 10^4 and 10^5 shapes, median of 3, PORTABLE=1 for the portable kernels.
 //! With COUNTS=1 it also prints the mean of the three normal words over the rows, where
 //! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
+//! WALK_ONLY=1 answers by the BVH walk alone (no cell lists); DUMP=DIR writes each scene's
+//! hits to DIR/hits_COUNT.bin, for byte comparisons.
 //! With TIMING=1 it prints the host's share of the last run (`Engine::last_timing`): filling
 //! the point buffers (the Morton sort), waiting on the device, draining the answers.
 //!
@@ -16,6 +18,7 @@ use std::time::Instant;
 fn main() -> closest::Result<()> {
     let engine = Engine::new(&EngineOptions {
         portable_kernels: std::env::var("PORTABLE").is_ok_and(|v| v == "1"),
+        walk_only: std::env::var("WALK_ONLY").is_ok_and(|v| v == "1"),
         ..Default::default()
     })?;
     let rows: usize = std::env::var("ROWS")
@@ -49,6 +52,13 @@ fn main() -> closest::Result<()> {
         seconds.sort_by(f64::total_cmp);
         let rate = rows as f64 / seconds[1] / 1e6;
         print!("{count:>7} shapes: {rate:.3} Mq/s");
+        if let Ok(dir) = std::env::var("DUMP") {
+            std::fs::write(
+                format!("{dir}/hits_{count}.bin"),
+                bytemuck::cast_slice(&hits),
+            )
+            .unwrap();
+        }
         if std::env::var("TIMING").is_ok_and(|v| v == "1") {
             let t = engine.last_timing();
             print!(

@@ -16,6 +16,11 @@ fn load_shape(i: u32) -> Shape {
         bitcast<vec4<f32>>(texel(6u * i + 5u)));
 }
 
+// A shape this lane alone reads (a cell's list): `load_shape` is per lane already.
+fn load_own_shape(i: u32) -> Shape {
+    return load_shape(i);
+}
+
 // A convex hull face's plane, and the whole face (plane, a, b, c): texels of a resident scene,
 // else `shape_data`.
 fn load_hull_plane(at: u32) -> vec4<f32> {

@@ -190,6 +190,49 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
     }
 }
 
+// A resident scene's cell lists (src/gpu/cells.rs) in `shape_data`, after a header whose
+// first word is CELLS_MAGIC.
+const CELLS_MAGIC: u32 = 0xCE11CE11u;
+// A cell whose list would be too long: its points walk the BVH.
+const WALK_CELL: u32 = 0xffffffffu;
+
+fn cell_word(i: u32) -> u32 {
+    return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
+}
+
+// A cell's list: its entries' first word, and where each kind's run ends (a byte each).
+struct CellList {
+    first: u32,
+    ends: u32,
+}
+
+// Where the run of the BVH's kind `kind` (a literal) lies in `list`, as entry words.
+fn cell_run(kind: u32, list: CellList) -> vec2<u32> {
+    let slot = countOneBits(BVH_KINDS & ((1u << kind) - 1u));
+    let start = select(0u, extractBits(list.ends, 8u * slot - 8u, 8u), slot > 0u);
+    return list.first + vec2<u32>(start, extractBits(list.ends, 8u * slot, 8u));
+}
+
+// The shapes of p's cell, each kind in a loop of its own; false where p lies outside the
+// grid (or is not wanted), whose answer is then the walk's.
+fn scan_cells(p: vec3<f32>, wanted: bool, best: ptr<function, Hit>) -> bool {
+    let lo = bitcast<vec3<f32>>(vec3<u32>(cell_word(1u), cell_word(2u), cell_word(3u)));
+    let per_unit = bitcast<f32>(cell_word(4u));
+    let dims = vec3<u32>(cell_word(5u), cell_word(6u), cell_word(7u));
+    let g = (p - lo) * per_unit;
+    if !wanted || any(g < vec3<f32>(0.0)) || any(g >= vec3<f32>(dims)) {
+        return false;
+    }
+    let ijk = min(vec3<u32>(g), dims - 1u);
+    let cell = cell_word(8u) + 2u * ((ijk.x * dims.y + ijk.y) * dims.z + ijk.z);
+    let first = cell_word(cell);
+    if first == WALK_CELL {
+        return false;
+    }
+    scan_cell_every_kind(CellList(cell_word(9u) + first, cell_word(cell + 1u)), p, best);
+    return true;
+}
+
 fn non_finite_hit() -> Hit {
     let nan = bitcast<f32>(params.nan_bits);
     return Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1);
@@ -232,7 +275,23 @@ fn nearest_hit(p: vec3<f32>, wanted: bool) -> Hit {
         best.shape = 0;
     }
     var stack: array<StackEntry, STACK_SIZE>;
-    scan_bvh(p, &best, &stack);
+    if BVH_KINDS != 0u && cell_word(0u) == CELLS_MAGIC {
+        let in_grid = scan_cells(p, wanted, &best);
+        if any_lane(wanted && !in_grid) {
+            // Lanes answered by their cells take part in the walk asking for nothing.
+            var walked = best;
+            if in_grid {
+                walked = non_finite_hit();
+                walked.shape = 0;
+            }
+            scan_bvh(p, &walked, &stack);
+            if !in_grid {
+                best = walked;
+            }
+        }
+    } else {
+        scan_bvh(p, &best, &stack);
+    }
     // An overflow mark is final: the linear scans must not overwrite it with an answer.
     if best.shape == TRAVERSAL_OVERFLOW {
         return best;

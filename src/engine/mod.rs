@@ -13,6 +13,7 @@ use crate::Mode;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink};
 use crate::gpu::rows::{self, RowSink, RowSource};
+use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream;
 use crate::gpu::{
     Context, EngineOptions, GpuHit, GpuScene, GpuSegmentHit, JobTiming, common_kind, layout, plan,
@@ -20,6 +21,10 @@ use crate::gpu::{
 };
 use crate::math::DVec3;
 use crate::shape::Shape;
+
+/// A job answers at least this many rows a shape before its scene gets cell lists: their
+/// build costs about as much as 50 rows a shape save on lavapipe (docs/PERF.md).
+const CELL_LIST_ROWS_PER_SHAPE: usize = 100;
 
 /// The GPU closest-point engine: one device, its kernels built once, and the jobs of SPEC §2
 /// and §4 streamed through it in chunks sized from the device limits.
@@ -117,8 +122,21 @@ impl Engine {
     }
 
     /// Upload a scene once; it stays on the device for any number of queries.
+    /// A scene of bounded shapes of at most four kinds also gets cell lists (`gpu::cells`):
+    /// seconds of build for 10^5 shapes, repaid after a few million queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        scene::upload(&self.gpu, shapes, true, |_| Ok(()))
+        scene::upload(&self.gpu, shapes, Hierarchy::CellLists, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_scene`] for a job of `rows` queries: cell lists only where that many
+    /// repay their build.
+    pub fn upload_scene_for_rows(&self, shapes: &[Shape], rows: usize) -> Result<GpuScene> {
+        let hierarchy = if rows >= CELL_LIST_ROWS_PER_SHAPE * shapes.len() {
+            Hierarchy::CellLists
+        } else {
+            Hierarchy::Bvh
+        };
+        scene::upload(&self.gpu, shapes, hierarchy, |_| Ok(()))
     }
 
     /// [`Engine::upload_scene`], asking `admit` first with the device bytes the scene will
@@ -128,13 +146,13 @@ impl Engine {
         shapes: &[Shape],
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
-        scene::upload(&self.gpu, shapes, true, admit)
+        scene::upload(&self.gpu, shapes, Hierarchy::CellLists, admit)
     }
 
     /// [`Engine::upload_scene`] without hierarchies: every query scans every shape. For
     /// comparisons with the BVH path; slower beyond a handful of shapes.
     pub fn upload_scene_brute_force(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        scene::upload(&self.gpu, shapes, false, |_| Ok(()))
+        scene::upload(&self.gpu, shapes, Hierarchy::None, |_| Ok(()))
     }
 
     /// Nearest shape of `scene` for every point (SPEC §2).

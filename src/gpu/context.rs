@@ -46,6 +46,9 @@ pub struct EngineOptions {
     /// tests see a traversal that outgrows its stack reported, as a hierarchy too deep for
     /// the kernels' stacks would be.
     pub walk_stack_entries: Option<usize>,
+    /// Answer every scene query by the BVH walk: resident scenes get no cell lists
+    /// (`gpu::cells`), so tests and benchmarks can compare both paths.
+    pub walk_only: bool,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
@@ -219,6 +222,8 @@ pub(crate) struct Context {
     pub(crate) memory_bytes: Option<u64>,
     /// `EngineOptions::mesh_records`.
     pub(crate) mesh_records: MeshRecords,
+    /// `EngineOptions::walk_only`.
+    pub(crate) walk_only: bool,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
@@ -356,6 +361,7 @@ impl Context {
             binding_bytes,
             memory_bytes: options.memory_bytes,
             mesh_records: options.mesh_records,
+            walk_only: options.walk_only,
             subgroup_kernels,
             point_texels,
             device,

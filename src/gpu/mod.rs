@@ -5,6 +5,7 @@
 //! here except in `plan`; the jobs themselves are `crate::engine`.
 
 pub mod adapter;
+mod cells;
 pub(crate) mod context;
 pub(crate) mod grid;
 pub mod interface;

@@ -51,17 +51,42 @@ impl GpuScene {
     }
 }
 
+/// What a scene's queries find their shapes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hierarchy {
+    /// Every shape scanned (the brute-force path, for comparisons).
+    None,
+    /// The BVH walk.
+    Bvh,
+    /// Cell lists (`gpu::cells`) where the scene suits them and the engine allows them, the
+    /// walk for points outside their grid.
+    CellLists,
+}
+
 /// A scene's records, kind ranges, hierarchies and shape data on the device; `admit` is asked
 /// first with the bytes they take.
 pub(crate) fn upload<E: From<Error>>(
     gpu: &Context,
     shapes: &[Shape],
-    use_bvh: bool,
+    hierarchy: Hierarchy,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
-    let bindings = layout::scene_layout(shapes, use_bvh).into_bindings();
+    let scene_layout = layout::scene_layout(shapes, hierarchy != Hierarchy::None);
+    let cells = (hierarchy == Hierarchy::CellLists && !gpu.walk_only && !scene_layout.oriented)
+        .then(|| {
+            // The BVH's shapes come first in storage order, up to the first linear range.
+            let in_bvh = scene_layout.ranges[0][0] as usize;
+            let users: Vec<u32> = scene_layout.shapes[..in_bvh]
+                .iter()
+                .map(|s| s.index)
+                .collect();
+            let bvh_kinds = scene_layout.ranges.last().map_or(0, |r| r[2]);
+            super::cells::cell_lists(shapes, &users, bvh_kinds, gpu.binding_bytes)
+        })
+        .flatten();
+    let bindings = scene_layout.into_bindings();
     let kind = common_kind(shapes.iter().map(Shape::kind));
-    upload_bindings(gpu, bindings, shapes.len(), kind, admit)
+    upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)
 }
 
 /// A scene of `count` triangles (`layout::triangle_bindings`) on the device.
@@ -74,7 +99,7 @@ pub(crate) fn upload_triangles<E: From<Error>>(
     check_triangle_count(count)?;
     let bindings = layout::triangle_bindings(count, corners);
     crate::host_memory::return_free_memory();
-    upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
+    upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
 }
 
 /// A scene of `count` triangles with indexed records (`layout::indexed_triangle_bindings`).
@@ -90,7 +115,7 @@ pub(crate) fn upload_indexed_triangles<E: From<Error>>(
     let bindings = layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices);
     drop(vertices);
     crate::host_memory::return_free_memory();
-    upload_bindings(gpu, bindings, count, Some(ShapeKind::Triangle), admit)
+    upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
 }
 
 /// mesh.wgsl packs node and leaf indices beside a leaf count.
@@ -105,9 +130,12 @@ fn check_triangle_count(count: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// `cells`: the scene's cell lists (`gpu::cells`), read from `shape_data`; a scene with
+/// hulls then keeps their faces among its texels only.
 fn upload_bindings<E: From<Error>>(
     gpu: &Context,
     bindings: layout::SceneBindings,
+    cells: Option<Vec<u32>>,
     count: usize,
     kind: Option<ShapeKind>,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
@@ -154,7 +182,8 @@ fn upload_bindings<E: From<Error>>(
         .into());
     }
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-    admit(record_bytes + ranges_bytes + texel_bytes)?;
+    let cell_bytes = cells.as_ref().map_or(0, |words| 4 * words.len() as u64);
+    admit(record_bytes + ranges_bytes + texel_bytes + cell_bytes)?;
     // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
     // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
     // large mesh were its peak.
@@ -179,10 +208,10 @@ fn upload_bindings<E: From<Error>>(
                     nodes,
                 ],
             ),
-            if hull_faces {
-                gpu.unused_shape_data.clone()
-            } else {
-                gpu.storage_buffer("scene shape data", &data)
+            match cells {
+                Some(words) => gpu.storage_buffer_words("scene cell lists", words),
+                None if hull_faces => gpu.unused_shape_data.clone(),
+                None => gpu.storage_buffer("scene shape data", &data),
             },
         )
     })?;

@@ -196,6 +196,9 @@ pub fn generated_shapes() -> String {
     out += "}\n\n// A leaf's shapes, tested by the loop of its kind.\n\
             fn scan_leaf_every_kind(leaf: StackEntry, p: vec3<f32>, best: ptr<function, Hit>) {\n";
     out += &per_kind(SCAN_LEAF);
+    out += "}\n\n// A cell's shapes (`scan_cells`), each kind's run tested by the loop of its kind.\n\
+            fn scan_cell_every_kind(list: CellList, p: vec3<f32>, best: ptr<function, Hit>) {\n";
+    out += &per_kind(SCAN_CELL);
     out += "}\n";
     out
 }
@@ -226,6 +229,15 @@ const SCAN_LEAF: &str = "    if (BVH_KINDS & (1u << {kind})) != 0u {
         let count = leaf_count({kind}, leaf);
         for (var i = leaf.first; i < leaf.first + count; i++) {
             let s = load_shape(i);
+            offer({kind}, s, project_point_{name}(s, p), p, best);
+        }
+    }
+";
+
+const SCAN_CELL: &str = "    if (BVH_KINDS & (1u << {kind})) != 0u {
+        let run = cell_run({kind}, list);
+        for (var i = run.x; i < run.y; i++) {
+            let s = load_own_shape(cell_word(i));
             offer({kind}, s, project_point_{name}(s, p), p, best);
         }
     }
