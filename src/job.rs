@@ -248,7 +248,7 @@ pub fn run_query(
     if job.paired {
         engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, &mut sink)?;
     } else {
-        let scene = engine.upload_scene(&shapes)?;
+        let scene = engine.upload_scene_for_rows(&shapes, rows)?;
         engine.query_scene_fields_stream(&scene, rows, &mut source, mode, fields, &mut sink)?;
     }
     out.finish(&engine)
@@ -325,7 +325,7 @@ pub fn run_contacts(
     let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let scene = engine.upload_scene(&shapes)?;
+    let scene = engine.upload_scene_for_rows(&shapes, rows)?;
     let file = spheres_path.display().to_string();
     let mut spheres = Vec::new();
     let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {

@@ -12,8 +12,14 @@ use common::{
 };
 
 fn random_bounded_shape(rng: &mut Rng, c: DVec3, size: f64) -> Shape {
+    let kind = rng.next_u64() % 12;
+    bounded_shape_of_kind(rng, c, size, kind)
+}
+
+/// A random shape of bounded kind `kind` (0–11) centred near `c`.
+fn bounded_shape_of_kind(rng: &mut Rng, c: DVec3, size: f64, kind: u64) -> Shape {
     let h = rng.vec(0.1, 1.0) * size;
-    match rng.next_u64() % 12 {
+    match kind {
         0 => Shape::Sphere {
             center: c,
             radius: h.x,
@@ -114,6 +120,145 @@ fn bvh_scene_of_100000_shapes_matches_reference() {
     });
     let pts = points(&mut rng, 300, 110.0);
     assert_nearest(engine(), &shapes, &pts, Mode::Surface);
+}
+
+/// Scenes of at most four kinds, which get cell lists (`gpu::cells`): each of `count` shapes
+/// takes its kind from `kinds` in turn.
+fn scene_of_kinds(
+    rng: &mut Rng,
+    kinds: &[u64],
+    count: usize,
+    (centre, spread): (DVec3, f64),
+    size: f64,
+) -> Vec<Shape> {
+    (0..count)
+        .map(|i| {
+            let c = centre + rng.vec(-spread, spread);
+            bounded_shape_of_kind(rng, c, size, kinds[i % kinds.len()])
+        })
+        .collect()
+}
+
+/// Points on the shapes' features: sphere and box surfaces, segment and triangle corners and
+/// edges (where ties and inside/outside flips are likeliest).
+fn feature_points(shapes: &[Shape]) -> Vec<DVec3> {
+    let mut out = Vec::new();
+    for shape in shapes.iter().take(300) {
+        match shape {
+            Shape::Sphere { center, radius } => out.push(*center + DVec3::X * *radius),
+            Shape::Aabb { min, max } => {
+                out.extend([*min, *max, (*min + *max) * 0.5 + DVec3::Y * 1e-3])
+            }
+            Shape::Segment { a, b }
+            | Shape::Capsule { a, b, .. }
+            | Shape::Cylinder { a, b, .. } => out.extend([*a, *b, (*a + *b) * 0.5]),
+            Shape::Triangle { a, b, c } => out.extend([*a, (*b + *c) * 0.5, (*a + *b + *c) / 3.0]),
+            Shape::Box { center, .. }
+            | Shape::Ellipsoid { center, .. }
+            | Shape::Torus { center, .. } => out.push(*center),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Cell lists answer every row as the walk does, bit for bit, in both kernels and modes:
+/// scenes of four kinds, near the origin and millimetre shapes at 10^4,
+/// duplicates (ties to the lowest index), points on features, beyond the grid (walked) and
+/// non-finite rows.
+#[test]
+fn cell_lists_answer_every_row_as_the_walk_does() {
+    let [subgroup, portable] = subgroup_and_portable_engines(1000);
+    let [walk_subgroup, walk_portable] = subgroup_and_portable_engines_with(EngineOptions {
+        chunk_rows: Some(1000),
+        walk_only: true,
+        ..Default::default()
+    });
+    let mut rng = Rng::new(61);
+    let offset = DVec3::new(1e4, -1e4, 5e3);
+    // (name, shapes, points, whether the scene gets cell lists)
+    let mut cases: Vec<(&str, Vec<Shape>, Vec<DVec3>, bool)> = Vec::new();
+    for (name, kinds) in [
+        ("spheres, boxes, capsules, triangles", &[0u64, 2, 5, 4][..]),
+        ("cylinders, tori, ellipsoids, spheres", &[6, 9, 10, 0]),
+        ("aabbs, segments, wedges, cones", &[1, 3, 7, 8]),
+    ] {
+        let mut shapes = scene_of_kinds(&mut rng, kinds, 1200, (DVec3::ZERO, 30.0), 1.0);
+        shapes.extend(shapes[..100].to_vec());
+        let mut pts = points(&mut rng, 3000, 45.0);
+        pts.extend(feature_points(&shapes));
+        cases.push((name, shapes, pts, true));
+    }
+    // Metre shapes 10^4 from the origin; millimetre ones there, whose cells f32 cannot tell
+    // apart (no cell lists); huge shapes among tiny ones.
+    let metres = scene_of_kinds(&mut rng, &[0, 2, 4], 800, (offset, 60.0), 1.0);
+    let mut metre_points: Vec<DVec3> = points(&mut rng, 2000, 70.0)
+        .into_iter()
+        .map(|p| p + offset)
+        .collect();
+    metre_points.extend(feature_points(&metres));
+    cases.push(("metre shapes at 10^4", metres, metre_points, true));
+    let far = scene_of_kinds(&mut rng, &[0, 2], 800, (offset, 0.05), 0.001);
+    let mut far_points: Vec<DVec3> = points(&mut rng, 2000, 0.06)
+        .into_iter()
+        .map(|p| p + offset)
+        .collect();
+    far_points.extend(feature_points(&far));
+    cases.push(("millimetre shapes at 10^4", far, far_points, false));
+    let mut mixed_sizes = scene_of_kinds(&mut rng, &[0, 1], 600, (DVec3::ZERO, 20.0), 0.01);
+    mixed_sizes.extend(scene_of_kinds(
+        &mut rng,
+        &[0, 1],
+        5,
+        (DVec3::ZERO, 20.0),
+        15.0,
+    ));
+    let pts = points(&mut rng, 3000, 30.0);
+    cases.push(("huge among tiny", mixed_sizes, pts, true));
+    for (name, shapes, pts, cells) in &cases {
+        let mut pts: Vec<[f32; 3]> = pts.iter().map(|p| p.to_f32()).collect();
+        for row in [0, 9, 1000] {
+            pts[row] = [f32::NAN, 0.0, f32::INFINITY];
+        }
+        let engines = [&subgroup, &portable, &walk_subgroup, &walk_portable];
+        let scenes: Vec<_> = engines
+            .iter()
+            .zip([*cells, *cells, false, false])
+            .map(|(e, cells)| {
+                let scene = e.upload_scene(shapes).unwrap();
+                assert_eq!(scene.has_cell_lists(), cells, "{name}: cell lists");
+                scene
+            })
+            .collect();
+        for mode in [Mode::Solid, Mode::Surface] {
+            let hits: Vec<Vec<closest::gpu::GpuHit>> = engines
+                .iter()
+                .zip(&scenes)
+                .map(|(e, scene)| e.query_scene(scene, &pts, mode).unwrap())
+                .collect();
+            for (k, what) in [(0, "subgroup"), (1, "portable")] {
+                assert_same_hits(
+                    &hits[k],
+                    &hits[2],
+                    &format!("{name}, {mode:?}, {what} cells vs walk"),
+                );
+            }
+            assert_same_hits(&hits[3], &hits[2], &format!("{name}, {mode:?}, the walks"));
+        }
+    }
+}
+
+/// Cell lists against the f64 reference: the bench's four kinds, points in and around it.
+#[test]
+fn cell_list_scenes_match_reference() {
+    let mut rng = Rng::new(62);
+    let shapes = scene_of_kinds(&mut rng, &[0, 2, 5, 4], 5000, (DVec3::ZERO, 40.0), 0.8);
+    assert!(engine().upload_scene(&shapes).unwrap().has_cell_lists());
+    let mut pts = points(&mut rng, 4000, 55.0);
+    pts.extend(feature_points(&shapes));
+    for mode in [Mode::Solid, Mode::Surface] {
+        assert_nearest(engine(), &shapes, &pts, mode);
+    }
 }
 
 #[test]

@@ -215,17 +215,18 @@ fn dispatch_grid_stays_within_65535_per_dimension() {
 
 #[test]
 fn nearest_scans_every_shape_kind() {
-    // The mixed-scene paths of `nearest` have a loop per kind over its linear range and one
-    // over a leaf of that kind, each calling its kind's own projection, and `project_point` a
+    // The mixed-scene paths of `nearest` have a loop per kind over its linear range, one over
+    // a leaf of that kind and one over its run in a cell list, each calling its kind's own projection, and `project_point` a
     // case per kind (all generated from ShapeKind: this guards the generator).
     let source = compose("query").unwrap().source;
     for kind in ShapeKind::ALL {
         let (name, constant) = (kind.name(), format!("KIND_{}", kind.name().to_uppercase()));
         let offer = format!("offer({constant}, s, project_point_{name}(s, p), p, best);");
-        assert_eq!(source.matches(&offer).count(), 2, "query.wgsl: `{offer}`");
+        assert_eq!(source.matches(&offer).count(), 3, "query.wgsl: `{offer}`");
         for text in [
             format!("kind_ranges[{constant}]"),
             format!("leaf_count({constant}, leaf)"),
+            format!("cell_run({constant}, list)"),
             format!("case {constant}: {{"),
         ] {
             assert!(source.contains(&text), "query.wgsl lacks `{text}`");

@@ -6,7 +6,10 @@
 //!
 //! Why a list holds the answer: the unsigned distance to the nearest shape, D, is 1-Lipschitz
 //! (in both modes), so at any point of a cell D ≤ U = d(centre, s) + half the cell's diagonal
-//! for any shape s, and only shapes whose box lies within U of the cell can reach D. The
+//! for any shape s, and only shapes whose box lies within U of the cell can reach D. d(centre,
+//! s) is bounded by the farthest corner of s's box (s lies in it): boxes alone decide, so no
+//! shape's geometry is needed here (the exact distance listed no fewer shapes that mattered:
+//! docs/PERF.md). The
 //! bounds are taken in f64 with `slack` added, which covers the f32 error of the kernel's
 //! distances and of its cell lookup, so every shape the walk could answer with (ties
 //! included) is listed, and the answers are the walk's bit for bit.
@@ -14,7 +17,6 @@
 use rayon::prelude::*;
 
 use crate::bvh::shape_bounds;
-use crate::math::DVec3;
 use crate::shape::Shape;
 
 /// The first word of `shape_data` when it holds cell lists (query_walk.wgsl, `scan_cells`).
@@ -44,13 +46,12 @@ type Box3 = ([f64; 3], [f64; 3]);
 /// Cells `lo..hi` per axis.
 type CellRange = ([usize; 3], [usize; 3]);
 
-struct Candidate<'a> {
+struct Candidate {
     /// Index of the record in the scene's storage order (the kernel's `load_shape`).
     storage: u32,
     /// The kind's run within a cell (the kind's rank among the BVH's kinds).
     slot: u8,
     bounds: Box3,
-    shape: &'a Shape,
 }
 
 /// Squared distance from box `b` to box `c` (0 where they overlap).
@@ -65,12 +66,6 @@ fn farthest2(p: [f64; 3], c: &Box3) -> f64 {
     let far = |k: usize| (p[k] - c.0[k]).abs().max((c.1[k] - p[k]).abs());
     let (x, y, z) = (far(0), far(1), far(2));
     x * x + y * y + z * z
-}
-
-/// Unsigned distance from `p` to the shape's boundary (≥ the distance in either mode).
-fn surface_distance(shape: &Shape, p: [f64; 3]) -> f64 {
-    let p = DVec3::from_array(p);
-    (p - crate::reference::project_point(shape, p).point).length()
 }
 
 /// The grid: its low corner, cell size and cells per axis.
@@ -91,20 +86,14 @@ impl Grid {
     }
 
     /// The candidates that may be nearest to a point of box `b`.
-    fn filter<'a>(&self, b: &Box3, candidates: &[&'a Candidate<'a>]) -> Vec<&'a Candidate<'a>> {
+    fn filter<'a>(&self, b: &Box3, candidates: &[&'a Candidate]) -> Vec<&'a Candidate> {
         let centre: [f64; 3] = std::array::from_fn(|k| 0.5 * (b.0[k] + b.1[k]));
         let half_diagonal = farthest2(centre, b).sqrt();
-        // The shape whose box is nearest at its farthest gives a first bound; only shapes
-        // whose boxes come nearer than it are measured.
-        let mut bound2 = candidates
+        // Every shape lies in its box, so its farthest corner bounds its distance.
+        let bound2 = candidates
             .iter()
             .map(|c| farthest2(centre, &c.bounds))
             .fold(f64::INFINITY, f64::min);
-        for c in candidates {
-            if box_gap2(&(centre, centre), &c.bounds) < bound2 {
-                bound2 = bound2.min(surface_distance(c.shape, centre).powi(2));
-            }
-        }
         let reach = bound2.sqrt() + half_diagonal + self.slack;
         let reach2 = reach * reach;
         candidates
@@ -119,9 +108,9 @@ impl Grid {
     fn split<'a>(
         &self,
         (lo, hi): CellRange,
-        candidates: &[&'a Candidate<'a>],
+        candidates: &[&'a Candidate],
         cells: usize,
-        leaf: &mut dyn FnMut(CellRange, Vec<&'a Candidate<'a>>),
+        leaf: &mut dyn FnMut(CellRange, Vec<&'a Candidate>),
     ) {
         let candidates = self.filter(&self.cells_box(lo, hi), candidates);
         let sizes: [usize; 3] = std::array::from_fn(|k| hi[k] - lo[k]);
@@ -165,7 +154,6 @@ pub fn cell_lists(
                 storage: storage as u32,
                 slot: (bvh_kinds & ((1 << kind) - 1)).count_ones() as u8,
                 bounds: (b.min.to_array(), b.max.to_array()),
-                shape,
             })
         })
         .collect::<Option<_>>()?;
@@ -201,6 +189,10 @@ pub fn cell_lists(
         cell,
         slack: 1e-5 * scale,
     };
+    // Far from the origin f32 cannot tell cells apart: every list would hold every shape.
+    if grid.slack > 0.1 * cell {
+        return None;
+    }
     // Blocks of cells narrowed on one thread, then each block's cells on all of them.
     let mut blocks = Vec::new();
     let everything: Vec<&Candidate> = candidates.iter().collect();

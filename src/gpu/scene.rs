@@ -35,6 +35,8 @@ pub struct GpuScene {
     /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about two
     /// thirds of the bytes of packed records, a dependent load more per triangle test.
     pub(crate) indexed: bool,
+    /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
+    cell_lists: bool,
     texel_bytes: u64,
 }
 
@@ -48,6 +50,10 @@ impl GpuScene {
     }
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+    /// Whether its points in the cell grid are answered from cell lists (`gpu::cells`).
+    pub fn has_cell_lists(&self) -> bool {
+        self.cell_lists
     }
 }
 
@@ -81,6 +87,11 @@ pub(crate) fn upload<E: From<Error>>(
                 .map(|s| s.index)
                 .collect();
             let bvh_kinds = scene_layout.ranges.last().map_or(0, |r| r[2]);
+            // A hull's faces are loaded by the subgroup's lanes together (query_subgroup.wgsl),
+            // which a cell list's lanes, each on its own shape, cannot do.
+            if bvh_kinds & (1 << ShapeKind::ConvexHull as u32) != 0 {
+                return None;
+            }
             super::cells::cell_lists(shapes, &users, bvh_kinds, gpu.binding_bytes)
         })
         .flatten();
@@ -183,6 +194,7 @@ fn upload_bindings<E: From<Error>>(
     }
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
     let cell_bytes = cells.as_ref().map_or(0, |words| 4 * words.len() as u64);
+    let cell_lists = cells.is_some();
     admit(record_bytes + ranges_bytes + texel_bytes + cell_bytes)?;
     // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
     // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
@@ -226,6 +238,7 @@ fn upload_bindings<E: From<Error>>(
         linear_kinds,
         oriented,
         indexed,
+        cell_lists,
         texel_bytes,
     })
 }
