@@ -6,19 +6,9 @@
 // `paired`'s shapes, one a row.
 @group(0) @binding(1) var<storage, read> shapes: array<Shape>;
 
+// One lane at a time: every shape is the lane's own.
 fn load_shape(i: u32) -> Shape {
-    let head = texel(6u * i);
-    return Shape(head.x, head.y, 0u, 0u,
-        bitcast<vec4<f32>>(texel(6u * i + 1u)),
-        bitcast<vec4<f32>>(texel(6u * i + 2u)),
-        bitcast<vec4<f32>>(texel(6u * i + 3u)),
-        bitcast<vec4<f32>>(texel(6u * i + 4u)),
-        bitcast<vec4<f32>>(texel(6u * i + 5u)));
-}
-
-// A shape this lane alone reads (a cell's list): `load_shape` is per lane already.
-fn load_own_shape(i: u32) -> Shape {
-    return load_shape(i);
+    return load_own_shape(i);
 }
 
 // A convex hull face's plane, and the whole face (plane, a, b, c): texels of a resident scene,

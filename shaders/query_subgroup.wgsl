@@ -17,17 +17,6 @@ fn load_shape(i: u32) -> Shape {
         bitcast<vec4<f32>>(subgroupBroadcast(t, 5u)));
 }
 
-// A shape this lane alone reads (a cell's list): six texels of its own.
-fn load_own_shape(i: u32) -> Shape {
-    let head = texel(6u * i);
-    return Shape(head.x, head.y, 0u, 0u,
-        bitcast<vec4<f32>>(texel(6u * i + 1u)),
-        bitcast<vec4<f32>>(texel(6u * i + 2u)),
-        bitcast<vec4<f32>>(texel(6u * i + 3u)),
-        bitcast<vec4<f32>>(texel(6u * i + 4u)),
-        bitcast<vec4<f32>>(texel(6u * i + 5u)));
-}
-
 fn shape_data_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
 }

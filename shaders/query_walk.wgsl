@@ -196,6 +196,17 @@ const CELLS_MAGIC: u32 = 0xCE11CE11u;
 // A cell whose list would be too long: its points walk the BVH.
 const WALK_CELL: u32 = 0xffffffffu;
 
+// A shape this lane alone reads (a cell's list; every shape in query.wgsl): six texels.
+fn load_own_shape(i: u32) -> Shape {
+    let head = texel(6u * i);
+    return Shape(head.x, head.y, 0u, 0u,
+        bitcast<vec4<f32>>(texel(6u * i + 1u)),
+        bitcast<vec4<f32>>(texel(6u * i + 2u)),
+        bitcast<vec4<f32>>(texel(6u * i + 3u)),
+        bitcast<vec4<f32>>(texel(6u * i + 4u)),
+        bitcast<vec4<f32>>(texel(6u * i + 5u)));
+}
+
 fn cell_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
 }

@@ -191,20 +191,18 @@ fn cell_lists_answer_every_row_as_the_walk_does() {
     }
     // Metre shapes 10^4 from the origin; millimetre ones there, whose cells f32 cannot tell
     // apart (no cell lists); huge shapes among tiny ones.
-    let metres = scene_of_kinds(&mut rng, &[0, 2, 4], 800, (offset, 60.0), 1.0);
-    let mut metre_points: Vec<DVec3> = points(&mut rng, 2000, 70.0)
-        .into_iter()
-        .map(|p| p + offset)
-        .collect();
-    metre_points.extend(feature_points(&metres));
-    cases.push(("metre shapes at 10^4", metres, metre_points, true));
-    let far = scene_of_kinds(&mut rng, &[0, 2], 800, (offset, 0.05), 0.001);
-    let mut far_points: Vec<DVec3> = points(&mut rng, 2000, 0.06)
-        .into_iter()
-        .map(|p| p + offset)
-        .collect();
-    far_points.extend(feature_points(&far));
-    cases.push(("millimetre shapes at 10^4", far, far_points, false));
+    for (name, spread, size, cells) in [
+        ("metre shapes at 10^4", 60.0, 1.0, true),
+        ("millimetre shapes at 10^4", 0.05, 0.001, false),
+    ] {
+        let shapes = scene_of_kinds(&mut rng, &[0, 2, 4], 800, (offset, spread), size);
+        let mut pts: Vec<DVec3> = points(&mut rng, 2000, spread * 1.2)
+            .into_iter()
+            .map(|p| p + offset)
+            .collect();
+        pts.extend(feature_points(&shapes));
+        cases.push((name, shapes, pts, cells));
+    }
     let mut mixed_sizes = scene_of_kinds(&mut rng, &[0, 1], 600, (DVec3::ZERO, 20.0), 0.01);
     mixed_sizes.extend(scene_of_kinds(
         &mut rng,

@@ -17,7 +17,7 @@
 use rayon::prelude::*;
 
 use crate::bvh::shape_bounds;
-use crate::shape::Shape;
+use crate::shape::{Shape, ShapeKind};
 
 /// The first word of `shape_data` when it holds cell lists (query_walk.wgsl, `scan_cells`).
 pub const CELLS_MAGIC: u32 = 0xCE11_CE11;
@@ -129,7 +129,8 @@ impl Grid {
 }
 
 /// `shape_data`'s words for a scene's cell lists, or `None` where the scene does not suit them
-/// (no BVH, more than `MAX_KINDS` kinds in it, too many shapes, lists over `binding_bytes`).
+/// (no BVH, hulls or more than `MAX_KINDS` kinds in it, too many shapes, a grid finer than
+/// f32 resolves, lists over `binding_bytes`).
 /// `bvh` holds the storage order's user indices of the BVH's shapes.
 pub fn cell_lists(
     shapes: &[Shape],
@@ -137,7 +138,11 @@ pub fn cell_lists(
     bvh_kinds: u32,
     binding_bytes: u64,
 ) -> Option<Vec<u32>> {
+    // A hull's faces are loaded by the subgroup's lanes together (query_subgroup.wgsl),
+    // which a cell list's lanes, each on its own shape, cannot do.
+    let hulls = bvh_kinds & (1 << ShapeKind::ConvexHull as u32) != 0;
     if bvh.is_empty()
+        || hulls
         || bvh_kinds.count_ones() > MAX_KINDS
         || bvh.len() * MIN_CELLS_PER_SHAPE > MAX_CELLS
     {

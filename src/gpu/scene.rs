@@ -87,11 +87,6 @@ pub(crate) fn upload<E: From<Error>>(
                 .map(|s| s.index)
                 .collect();
             let bvh_kinds = scene_layout.ranges.last().map_or(0, |r| r[2]);
-            // A hull's faces are loaded by the subgroup's lanes together (query_subgroup.wgsl),
-            // which a cell list's lanes, each on its own shape, cannot do.
-            if bvh_kinds & (1 << ShapeKind::ConvexHull as u32) != 0 {
-                return None;
-            }
             super::cells::cell_lists(shapes, &users, bvh_kinds, gpu.binding_bytes)
         })
         .flatten();
