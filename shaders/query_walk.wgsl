@@ -211,10 +211,23 @@ fn cell_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
 }
 
-// A cell's list: its entries' first word, and where each kind's run ends (a byte each).
+// A cell's list: its entries' first word, where each kind's run ends (a byte each), and the
+// unit of its entries' distance bounds.
 struct CellList {
     first: u32,
     ends: u32,
+    unit: f32,
+}
+
+// An entry is a shape's storage index in its low bits and, above them, a lower bound on its
+// distance from any point of the cell in `unit`s; a kind's run is sorted by that bound.
+const CELL_INDEX_BITS: u32 = 17u;
+const CELL_INDEX_MASK: u32 = (1u << CELL_INDEX_BITS) - 1u;
+
+// Whether `entry`, and so every later entry of its run, is farther than `best` (strictly:
+// a tie may still go to the lower index).
+fn beyond_best(entry: u32, list: CellList, best: Hit) -> bool {
+    return best.shape >= 0 && f32(entry >> CELL_INDEX_BITS) * list.unit > abs(best.distance);
 }
 
 // Where the run of the BVH's kind `kind` (a literal) lies in `list`, as entry words.
@@ -240,7 +253,8 @@ fn scan_cells(p: vec3<f32>, wanted: bool, best: ptr<function, Hit>) -> bool {
     if first == WALK_CELL {
         return false;
     }
-    scan_cell_every_kind(CellList(cell_word(9u) + first, cell_word(cell + 1u)), p, best);
+    let list = CellList(cell_word(9u) + first, cell_word(cell + 1u), bitcast<f32>(cell_word(10u)));
+    scan_cell_every_kind(list, p, best);
     return true;
 }
 

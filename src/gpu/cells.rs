@@ -22,7 +22,8 @@ use crate::shape::{Shape, ShapeKind};
 /// The first word of `shape_data` when it holds cell lists (query_walk.wgsl, `scan_cells`).
 pub const CELLS_MAGIC: u32 = 0xCE11_CE11;
 /// Header words before the cells: magic, the grid's low corner (3 f32), cells per unit
-/// length (f32), dims (3), the first cell word, the first entry word, 2 unused.
+/// length (f32), dims (3), the first cell word, the first entry word, the bounds' unit (f32),
+/// 1 unused.
 pub const HEADER_WORDS: usize = 12;
 /// A cell is two words: its first entry and the ends of its kinds' runs, a byte each, so a
 /// scene with cell lists has at most four kinds in its BVH and a list at most 255 shapes; a
@@ -30,6 +31,14 @@ pub const HEADER_WORDS: usize = 12;
 pub const MAX_KINDS: u32 = 4;
 const MAX_LIST: usize = 255;
 pub const WALK: u32 = u32::MAX;
+/// An entry: the shape's storage index in the low `INDEX_BITS` and a lower bound on its
+/// distance from the cell, in `BOUND_UNITS_PER_CELL`ths of a cell and rounded down, above
+/// them. Each kind's run is sorted by that bound, so a query leaves the run at the first
+/// entry farther than its best answer (`beyond_best` in query_walk.wgsl).
+const INDEX_BITS: u32 = 17;
+const MAX_BOUND: u32 = (1 << (32 - INDEX_BITS)) - 1;
+const BOUND_UNITS_PER_CELL: f64 = 128.0;
+const _: () = assert!(MAX_CELLS / MIN_CELLS_PER_SHAPE < 1 << INDEX_BITS);
 /// Cells at most (about 68 MiB of lists for the bench's 10^5 shapes), and at most this many
 /// per shape: beyond a few thousand a shape, finer cells shorten no list.
 const MAX_CELLS: usize = 96 * 96 * 96;
@@ -79,10 +88,23 @@ struct Grid {
 impl Grid {
     /// Box of cells `lo..hi` (per axis), grown by the slack.
     fn cells_box(&self, lo: [usize; 3], hi: [usize; 3]) -> Box3 {
+        self.grown_cells_box(lo, hi, self.slack)
+    }
+
+    fn grown_cells_box(&self, lo: [usize; 3], hi: [usize; 3], by: f64) -> Box3 {
         (
-            std::array::from_fn(|k| self.lo[k] + lo[k] as f64 * self.cell - self.slack),
-            std::array::from_fn(|k| self.lo[k] + hi[k] as f64 * self.cell + self.slack),
+            std::array::from_fn(|k| self.lo[k] + lo[k] as f64 * self.cell - by),
+            std::array::from_fn(|k| self.lo[k] + hi[k] as f64 * self.cell + by),
         )
+    }
+
+    /// A lower bound, in `unit`s, on the kernel's distance to `c` from any point it looks up
+    /// in cell `ijk`: the gap from the cell grown by the slack twice (once for the lookup,
+    /// once for the distance's f32 error), rounded down.
+    fn bound_units(&self, ijk: [usize; 3], c: &Candidate, unit: f64) -> u32 {
+        let cell = self.grown_cells_box(ijk, ijk.map(|i| i + 1), 2.0 * self.slack);
+        let units = box_gap2(&cell, &c.bounds).sqrt() / unit * (1.0 - 1e-6);
+        (units.floor() as u32).min(MAX_BOUND)
     }
 
     /// The candidates that may be nearest to a point of box `b`.
@@ -204,13 +226,20 @@ pub fn cell_lists(
     grid.split(([0; 3], dims), &everything, BLOCK_CELLS, &mut |cells, c| {
         blocks.push((cells, c))
     });
-    let lists: Vec<Vec<(usize, Vec<&Candidate>)>> = blocks
+    let unit = f64::from((cell / BOUND_UNITS_PER_CELL) as f32);
+    // Per cell: its index and its list as (slot, bound, storage) in the order of the runs.
+    type List = Vec<(u8, u32, u32)>;
+    let lists: Vec<Vec<(usize, List)>> = blocks
         .par_iter()
         .map(|(cells, candidates)| {
             let mut lists = Vec::new();
-            grid.split(*cells, candidates, 1, &mut |(c, _), mut list| {
-                list.sort_by_key(|c| (c.slot, c.storage));
-                lists.push(((c[0] * dims[1] + c[1]) * dims[2] + c[2], list));
+            grid.split(*cells, candidates, 1, &mut |(ijk, _), list| {
+                let mut list: List = list
+                    .iter()
+                    .map(|c| (c.slot, grid.bound_units(ijk, c, unit), c.storage))
+                    .collect();
+                list.sort_unstable();
+                lists.push(((ijk[0] * dims[1] + ijk[1]) * dims[2] + ijk[2], list));
             });
             lists
         })
@@ -230,7 +259,7 @@ pub fn cell_lists(
         dims[2] as u32,
         first_cell as u32,
         first_entry as u32,
-        0,
+        (unit as f32).to_bits(),
         0,
     ]);
     for (cell, list) in lists.into_iter().flatten() {
@@ -242,12 +271,15 @@ pub fn cell_lists(
         // Byte s: where slot s's run ends, counted from the cell's first entry.
         let mut ends = 0u32;
         for slot in 0..MAX_KINDS {
-            let end = list.iter().filter(|c| u32::from(c.slot) <= slot).count() as u32;
+            let end = list.iter().filter(|c| u32::from(c.0) <= slot).count() as u32;
             ends |= end << (8 * slot);
         }
         words[first_cell + 2 * cell] = start;
         words[first_cell + 2 * cell + 1] = ends;
-        words.extend(list.iter().map(|c| c.storage));
+        words.extend(
+            list.iter()
+                .map(|&(_, bound, storage)| storage | bound << INDEX_BITS),
+        );
     }
     // `shape_data` is read as vec4s.
     words.resize(words.len().next_multiple_of(4), 0);

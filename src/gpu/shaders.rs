@@ -237,7 +237,11 @@ const SCAN_LEAF: &str = "    if (BVH_KINDS & (1u << {kind})) != 0u {
 const SCAN_CELL: &str = "    if (BVH_KINDS & (1u << {kind})) != 0u {
         let run = cell_run({kind}, list);
         for (var i = run.x; i < run.y; i++) {
-            let s = load_own_shape(cell_word(i));
+            let entry = cell_word(i);
+            if beyond_best(entry, list, *best) {
+                break;
+            }
+            let s = load_own_shape(entry & CELL_INDEX_MASK);
             offer({kind}, s, project_point_{name}(s, p), p, best);
         }
     }
