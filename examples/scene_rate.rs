@@ -36,7 +36,10 @@ fn main() -> closest::Result<()> {
         engine.scene_kernels()
     );
     for count in [1_000usize, 10_000, 100_000] {
-        let scene = engine.upload_scene(&sample_scene(count))?;
+        let shapes = sample_scene(count);
+        let upload = Instant::now();
+        let scene = engine.upload_scene(&shapes)?;
+        let upload = upload.elapsed().as_secs_f64();
         let mut seconds = Vec::new();
         for _ in 0..3 {
             let start = Instant::now();
@@ -51,7 +54,7 @@ fn main() -> closest::Result<()> {
         }
         seconds.sort_by(f64::total_cmp);
         let rate = rows as f64 / seconds[1] / 1e6;
-        print!("{count:>7} shapes: {rate:.3} Mq/s");
+        print!("{count:>7} shapes: {rate:.3} Mq/s, upload {upload:.2} s");
         if let Ok(dir) = std::env::var("DUMP") {
             std::fs::write(
                 format!("{dir}/hits_{count}.bin"),
