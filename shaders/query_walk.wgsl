@@ -211,12 +211,23 @@ fn cell_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
 }
 
-// A cell's list: its entries' first word, where each kind's run ends (a byte each), and the
-// unit of its entries' distance bounds.
+// A cell's list: its entries' first word, where each kind's run ends (a byte each, four to a
+// word; the second word only for a BVH of more than four kinds), and the unit of its
+// entries' distance bounds.
 struct CellList {
     first: u32,
-    ends: u32,
+    ends: vec2<u32>,
     unit: f32,
+}
+
+// Words a cell takes: its first entry and its runs' ends (cells::words_per_cell).
+fn cell_stride() -> u32 {
+    return select(2u, 3u, countOneBits(BVH_KINDS) > 4u);
+}
+
+// Where the run of the BVH's `slot`th kind ends, counted from the list's first entry.
+fn run_end(slot: u32, list: CellList) -> u32 {
+    return extractBits(list.ends[slot / 4u], 8u * (slot % 4u), 8u);
 }
 
 // An entry is a shape's storage index in its low bits and, above them, a lower bound on its
@@ -233,8 +244,9 @@ fn beyond_best(entry: u32, list: CellList, best: Hit) -> bool {
 // Where the run of the BVH's kind `kind` (a literal) lies in `list`, as entry words.
 fn cell_run(kind: u32, list: CellList) -> vec2<u32> {
     let slot = countOneBits(BVH_KINDS & ((1u << kind) - 1u));
-    let start = select(0u, extractBits(list.ends, 8u * slot - 8u, 8u), slot > 0u);
-    return list.first + vec2<u32>(start, extractBits(list.ends, 8u * slot, 8u));
+    // max: the index stays in range where the select discards it.
+    let start = select(0u, run_end(max(slot, 1u) - 1u, list), slot > 0u);
+    return list.first + vec2<u32>(start, run_end(slot, list));
 }
 
 // The shapes of p's cell, each kind in a loop of its own; false where p lies outside the
@@ -248,12 +260,16 @@ fn scan_cells(p: vec3<f32>, wanted: bool, best: ptr<function, Hit>) -> bool {
         return false;
     }
     let ijk = min(vec3<u32>(g), dims - 1u);
-    let cell = cell_word(8u) + 2u * ((ijk.x * dims.y + ijk.y) * dims.z + ijk.z);
+    let cell = cell_word(8u) + cell_stride() * ((ijk.x * dims.y + ijk.y) * dims.z + ijk.z);
     let first = cell_word(cell);
     if first == WALK_CELL {
         return false;
     }
-    let list = CellList(cell_word(9u) + first, cell_word(cell + 1u), bitcast<f32>(cell_word(10u)));
+    var ends = vec2<u32>(cell_word(cell + 1u), 0u);
+    if cell_stride() == 3u {
+        ends.y = cell_word(cell + 2u);
+    }
+    let list = CellList(cell_word(9u) + first, ends, bitcast<f32>(cell_word(10u)));
     scan_cell_every_kind(list, p, best);
     return true;
 }

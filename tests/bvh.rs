@@ -182,12 +182,17 @@ fn cell_lists_answer_every_row_as_the_walk_does() {
         ("spheres, boxes, capsules, triangles", &[0u64, 2, 5, 4][..]),
         ("cylinders, tori, ellipsoids, spheres", &[6, 9, 10, 0]),
         ("aabbs, segments, wedges, cones", &[1, 3, 7, 8]),
+        // More than four kinds: a third word a cell.
+        ("eight kinds", &[9, 1, 2, 3, 4, 5, 6, 7]),
+        ("five kinds", &[10, 8, 0, 3, 6]),
+        // More than eight: no lists.
+        ("eleven kinds", &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
     ] {
         let mut shapes = scene_of_kinds(&mut rng, kinds, 1200, (DVec3::ZERO, 30.0), 1.0);
         shapes.extend(shapes[..100].to_vec());
         let mut pts = points(&mut rng, 3000, 45.0);
         pts.extend(feature_points(&shapes));
-        cases.push((name, shapes, pts, true));
+        cases.push((name, shapes, pts, kinds.len() <= 8));
     }
     // Metre shapes 10^4 from the origin; millimetre ones there, whose cells f32 cannot tell
     // apart (no cell lists); huge shapes among tiny ones.

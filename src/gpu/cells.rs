@@ -25,10 +25,12 @@ pub const CELLS_MAGIC: u32 = 0xCE11_CE11;
 /// length (f32), dims (3), the first cell word, the first entry word, the bounds' unit (f32),
 /// 1 unused.
 pub const HEADER_WORDS: usize = 12;
-/// A cell is two words: its first entry and the ends of its kinds' runs, a byte each, so a
-/// scene with cell lists has at most four kinds in its BVH and a list at most 255 shapes; a
-/// cell whose list would be longer has `WALK` as its first entry (its points walk the BVH).
-pub const MAX_KINDS: u32 = 4;
+/// A cell is its first entry and then the ends of its kinds' runs, a byte each, four to a
+/// word: two words for a BVH of at most four kinds, three for up to `MAX_KINDS`
+/// (`words_per_cell`; the kernel derives the same from `BVH_KINDS`). A list holds at most 255
+/// shapes; a cell whose list would be longer has `WALK` as its first entry (its points walk
+/// the BVH).
+pub const MAX_KINDS: u32 = 8;
 const MAX_LIST: usize = 255;
 pub const WALK: u32 = u32::MAX;
 /// An entry: the shape's storage index in the low `INDEX_BITS` and a lower bound on its
@@ -61,6 +63,11 @@ struct Candidate {
     /// The kind's run within a cell (the kind's rank among the BVH's kinds).
     slot: u8,
     bounds: Box3,
+}
+
+/// Words a cell takes for a BVH of `bvh_kinds` (query_walk.wgsl, `scan_cells`).
+fn words_per_cell(bvh_kinds: u32) -> usize {
+    if bvh_kinds.count_ones() > 4 { 3 } else { 2 }
 }
 
 /// Squared distance from box `b` to box `c` (0 where they overlap).
@@ -245,8 +252,9 @@ pub fn cell_lists(
         })
         .collect();
     let cell_count = dims.iter().product::<usize>();
+    let cell_words = words_per_cell(bvh_kinds);
     let first_cell = HEADER_WORDS;
-    let first_entry = first_cell + 2 * cell_count;
+    let first_entry = first_cell + cell_words * cell_count;
     let mut words = vec![0u32; first_entry];
     words[..HEADER_WORDS].copy_from_slice(&[
         CELLS_MAGIC,
@@ -263,19 +271,18 @@ pub fn cell_lists(
         0,
     ]);
     for (cell, list) in lists.into_iter().flatten() {
+        let at = first_cell + cell_words * cell;
         if list.len() > MAX_LIST {
-            words[first_cell + 2 * cell] = WALK;
+            words[at] = WALK;
             continue;
         }
-        let start = (words.len() - first_entry) as u32;
-        // Byte s: where slot s's run ends, counted from the cell's first entry.
-        let mut ends = 0u32;
-        for slot in 0..MAX_KINDS {
+        words[at] = (words.len() - first_entry) as u32;
+        // Byte s % 4 of the cell's word 1 + s / 4: where slot s's run ends, counted from the
+        // cell's first entry.
+        for slot in 0..bvh_kinds.count_ones() {
             let end = list.iter().filter(|c| u32::from(c.0) <= slot).count() as u32;
-            ends |= end << (8 * slot);
+            words[at + 1 + slot as usize / 4] |= end << (8 * (slot % 4));
         }
-        words[first_cell + 2 * cell] = start;
-        words[first_cell + 2 * cell + 1] = ends;
         words.extend(
             list.iter()
                 .map(|&(_, bound, storage)| storage | bound << INDEX_BITS),
