@@ -5,6 +5,8 @@
 //! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
 //! WALK_ONLY=1 answers by the BVH walk alone (no cell lists); DUMP=DIR writes each scene's
 //! hits to DIR/hits_COUNT.bin, for byte comparisons.
+//! PARTS=1 turns each scene into six kinds of parts (blocks, wedges, corner wedges, cylinders,
+//! spheres, axis-aligned boxes) in the same places, for cell lists of more than four kinds.
 //! With TIMING=1 it prints the host's share of the last run (`Engine::last_timing`): filling
 //! the point buffers (the Morton sort), waiting on the device, draining the answers.
 //!
@@ -12,7 +14,7 @@
 
 use closest::bench::{sample_points, sample_scene};
 use closest::gpu::{GpuHit, hits_into_slice, points_from_slice};
-use closest::{Engine, EngineOptions, Mode};
+use closest::{Engine, EngineOptions, Mode, Shape};
 use std::time::Instant;
 
 fn main() -> closest::Result<()> {
@@ -36,7 +38,10 @@ fn main() -> closest::Result<()> {
         engine.scene_kernels()
     );
     for count in [1_000usize, 10_000, 100_000] {
-        let shapes = sample_scene(count);
+        let mut shapes = sample_scene(count);
+        if std::env::var("PARTS").is_ok_and(|v| v == "1") {
+            shapes = as_parts(&shapes);
+        }
         let upload = Instant::now();
         let scene = engine.upload_scene(&shapes)?;
         let upload = upload.elapsed().as_secs_f64();
@@ -84,4 +89,47 @@ fn main() -> closest::Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// Each shape as a part of one of six kinds, in its box (the bench's shapes are small).
+fn as_parts(shapes: &[Shape]) -> Vec<Shape> {
+    let rotation = [0.1, 0.2, 0.3, 0.9];
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            let b = closest::bvh::shape_bounds(shape).expect("bounded");
+            let (center, half_extents) = ((b.min + b.max) * 0.5, (b.max - b.min) * 0.5);
+            match i % 6 {
+                0 => Shape::Box {
+                    center,
+                    half_extents,
+                    rotation,
+                },
+                1 => Shape::Wedge {
+                    center,
+                    half_extents,
+                    rotation,
+                },
+                2 => Shape::CornerWedge {
+                    center,
+                    half_extents,
+                    rotation,
+                },
+                3 => Shape::Cylinder {
+                    a: center - half_extents * 0.5,
+                    b: center + half_extents * 0.5,
+                    radius: half_extents.x.min(half_extents.y).min(half_extents.z) * 0.5,
+                },
+                4 => Shape::Sphere {
+                    center,
+                    radius: half_extents.x.min(half_extents.y).min(half_extents.z),
+                },
+                _ => Shape::Aabb {
+                    min: b.min,
+                    max: b.max,
+                },
+            }
+        })
+        .collect()
 }
