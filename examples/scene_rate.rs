@@ -5,6 +5,7 @@
 //! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
 //! WALK_ONLY=1 answers by the BVH walk alone (no cell lists); DUMP=DIR writes each scene's
 //! hits to DIR/hits_COUNT.bin, for byte comparisons.
+//! SURFACE=1 queries in surface mode (the bench's is solid).
 //! PARTS=1 turns each scene into six kinds of parts (blocks, wedges, corner wedges, cylinders,
 //! spheres, axis-aligned boxes) in the same places, for cell lists of more than four kinds.
 //! With TIMING=1 it prints the host's share of the last run (`Engine::last_timing`): filling
@@ -32,6 +33,12 @@ fn main() -> closest::Result<()> {
         .map(|p| p.map(|x| x * 55.0))
         .collect();
     let mut hits = vec![GpuHit::default(); rows];
+    // The bench's mode; SURFACE=1 for surface distances (no zero inside solids).
+    let mode = if std::env::var("SURFACE").is_ok_and(|v| v == "1") {
+        Mode::Surface
+    } else {
+        Mode::Solid
+    };
     println!(
         "adapter: {}; kernels: {}",
         engine.describe(),
@@ -52,7 +59,7 @@ fn main() -> closest::Result<()> {
                 &scene,
                 rows,
                 &mut points_from_slice(&points),
-                Mode::Solid,
+                mode,
                 &mut hits_into_slice(&mut hits),
             )?;
             seconds.push(start.elapsed().as_secs_f64());
