@@ -190,11 +190,9 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
     }
 }
 
-// A resident scene's cell lists (src/gpu/cells.rs) in `shape_data`, after a header whose
-// first word is CELLS_MAGIC.
-const CELLS_MAGIC: u32 = 0xCE11CE11u;
-// A cell whose list would be too long: its points walk the BVH.
-const WALK_CELL: u32 = 0xffffffffu;
+// A resident scene's cell lists (src/gpu/cells.rs) are in `shape_data`, after a header whose
+// first word is CELLS_MAGIC; a cell whose list would be too long starts with WALK_CELL (its
+// points walk the BVH). Both, and CELL_INDEX_BITS, come from the generated prelude.
 
 // A shape this lane alone reads (a cell's list; every shape in query.wgsl): six texels.
 fn load_own_shape(i: u32) -> Shape {
@@ -232,7 +230,6 @@ fn run_end(slot: u32, list: CellList) -> u32 {
 
 // An entry is a shape's storage index in its low bits and, above them, a lower bound on its
 // distance from any point of the cell in `unit`s; a kind's run is sorted by that bound.
-const CELL_INDEX_BITS: u32 = 17u;
 const CELL_INDEX_MASK: u32 = (1u << CELL_INDEX_BITS) - 1u;
 
 // Whether `entry`, and so every later entry of its run, is farther than `best` (strictly:

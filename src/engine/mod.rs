@@ -122,7 +122,7 @@ impl Engine {
     }
 
     /// Upload a scene once; it stays on the device for any number of queries.
-    /// A scene of bounded shapes of at most four kinds also gets cell lists (`gpu::cells`):
+    /// A scene of bounded shapes of at most eight kinds (no hulls) also gets cell lists (`gpu::cells`):
     /// seconds of build for 10^5 shapes, repaid after a few million queries.
     pub fn upload_scene(&self, shapes: &[Shape]) -> Result<GpuScene> {
         scene::upload(&self.gpu, shapes, Hierarchy::CellLists, |_| Ok(()))

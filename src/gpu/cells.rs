@@ -20,7 +20,7 @@ use crate::bvh::shape_bounds;
 use crate::shape::{Shape, ShapeKind};
 
 /// The first word of `shape_data` when it holds cell lists (query_walk.wgsl, `scan_cells`).
-pub const CELLS_MAGIC: u32 = 0xCE11_CE11;
+pub(crate) const CELLS_MAGIC: u32 = 0xCE11_CE11;
 /// Header words before the cells: magic, the grid's low corner (3 f32), cells per unit
 /// length (f32), dims (3), the first cell word, the first entry word, the bounds' unit (f32),
 /// 1 unused.
@@ -32,12 +32,12 @@ pub const HEADER_WORDS: usize = 12;
 /// the BVH).
 pub const MAX_KINDS: u32 = 8;
 const MAX_LIST: usize = 255;
-pub const WALK: u32 = u32::MAX;
+pub(crate) const WALK: u32 = u32::MAX;
 /// An entry: the shape's storage index in the low `INDEX_BITS` and a lower bound on its
 /// distance from the cell, in `BOUND_UNITS_PER_CELL`ths of a cell and rounded down, above
 /// them. Each kind's run is sorted by that bound, so a query leaves the run at the first
 /// entry farther than its best answer (`beyond_best` in query_walk.wgsl).
-const INDEX_BITS: u32 = 17;
+pub(crate) const INDEX_BITS: u32 = 17;
 const MAX_BOUND: u32 = (1 << (32 - INDEX_BITS)) - 1;
 const BOUND_UNITS_PER_CELL: f64 = 128.0;
 const _: () = assert!(MAX_CELLS / MIN_CELLS_PER_SHAPE < 1 << INDEX_BITS);

@@ -102,6 +102,12 @@ pub fn prelude() -> String {
         crate::fields::TRAVERSAL_OVERFLOW
     );
     out += &format!(
+        "const CELLS_MAGIC: u32 = {:#x}u;\nconst WALK_CELL: u32 = {:#x}u;\nconst CELL_INDEX_BITS: u32 = {}u;\n",
+        super::cells::CELLS_MAGIC,
+        super::cells::WALK,
+        super::cells::INDEX_BITS
+    );
+    out += &format!(
         "const LEAF_COUNT_BITS: u32 = {}u;\n",
         crate::bvh::LEAF_COUNT_BITS
     );
