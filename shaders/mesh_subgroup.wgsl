@@ -36,35 +36,31 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
     );
 }
 
-// The same from indexed records: the pair's 12 record words (vertex indices and normals), 2 a
-// lane, then its six corners' 18 coordinates, 3 a lane, each set broadcast.
+// The same from indexed records: the pair's 12 record words (vertex indices and normals) from
+// the four texels holding them, lanes 0–3 fetching one each, then its six corners, lanes 0–5
+// fetching one vertex texel each, each set broadcast.
 fn load_indexed_triangle_pair(slot: u32) -> array<vec4<f32>, 6> {
-    let at = INDEXED_RECORD_WORDS * slot + lane;
-    let record_words = lanes_16(triangle_word(at), triangle_word(at + 8u));
-    // Words 0–5 and 6–11: triangle 0's and 1's vertex indices and normal.
-    var words = array<u32, 12>(
-        record_words[0].x, record_words[0].y, record_words[0].z, record_words[0].w,
-        record_words[1].x, record_words[1].y, record_words[1].z, record_words[1].w,
-        record_words[2].x, record_words[2].y, record_words[2].z, record_words[2].w,
+    let t = texel(((3u * slot) >> 1u) + (lane & 3u));
+    let h = array<vec4<u32>, 4>(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u), subgroupBroadcast(t, 2u),
+        subgroupBroadcast(t, 3u));
+    // An odd slot's record starts at the third word of its first texel.
+    let odd = (slot & 1u) != 0u;
+    let r0 = select(h[0], vec4<u32>(h[0].zw, h[1].xy), odd);
+    let r1 = select(h[1], vec4<u32>(h[1].zw, h[2].xy), odd);
+    let r2 = select(h[2], vec4<u32>(h[2].zw, h[3].xy), odd);
+    // Lane k < 6 fetches corner k % 3 of triangle k / 3.
+    var ids = array<u32, 6>(r0.x, r0.y, r0.z, r1.z, r1.w, r2.x);
+    let v = texel(vertex_texel(ids[min(lane, 5u)]));
+    let c = array<vec3<f32>, 6>(
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 0u).xyz),
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 1u).xyz),
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 2u).xyz),
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 3u).xyz),
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 4u).xyz),
+        bitcast<vec3<f32>>(subgroupBroadcast(v, 5u).xyz),
     );
-    // Coordinate word k is component k % 3 of corner k / 3 (triangle corner / 3).
-    var coordinates = array<u32, 3>(0u, 0u, 0u);
-    let vertices = index_table_word() + 2u * round_up_4(params.shape_count);
-    for (var j = 0u; j < 3u; j++) {
-        let k = min(lane + 8u * j, 17u);
-        let corner = k / 3u;
-        let vertex = words[INDEXED_RECORD_WORDS * (corner / 3u) + corner % 3u];
-        coordinates[j] = triangle_word(vertices + 3u * vertex + k % 3u);
-    }
-    let c = lanes_24(coordinates[0], coordinates[1], coordinates[2]);
-    let corner = array<vec3<f32>, 6>(
-        c[0].xyz, vec3<f32>(c[0].w, c[1].xy), vec3<f32>(c[1].zw, c[2].x),
-        c[2].yzw, c[3].xyz, vec3<f32>(c[3].w, c[4].xy),
-    );
-    let n0 = bitcast<vec3<f32>>(vec3<u32>(words[3], words[4], words[5]));
-    let n1 = bitcast<vec3<f32>>(vec3<u32>(words[9], words[10], words[11]));
-    let a = packed_from_corners(corner[0], corner[1], corner[2], n0);
-    let b = packed_from_corners(corner[3], corner[4], corner[5], n1);
+    let a = packed_from_corners(c[0], c[1], c[2], bitcast<vec3<f32>>(vec3<u32>(r0.w, r1.xy)));
+    let b = packed_from_corners(c[3], c[4], c[5], bitcast<vec3<f32>>(r2.yzw));
     return array<vec4<f32>, 6>(a[0], a[1], a[2], b[0], b[1], b[2]);
 }
 

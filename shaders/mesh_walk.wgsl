@@ -19,10 +19,10 @@
 // (shared/texels.wgsl): (a, n.x), (b − a, n.y), (c − a, n.z), n its unit normal (zero when
 // degenerate); `triangles` holds the scene index of triangle t as word t % 4 of
 // triangles[t / 4], and after those the slot of each scene index (layout::packed_triangles).
-// Indexed (TRIANGLE_RECORDS = 1): words 6t .. 6t + 6 of `triangles` are triangle t's vertex
-// indices and n, then the same two tables and the vertices, three words each, every region
-// starting on a vec4 (layout::indexed_triangles). The hierarchy's nodes follow the packed
-// triangles' texels (first with indexed records), four texels each (`load_node`).
+// Indexed (TRIANGLE_RECORDS = 1): words 6t .. 6t + 6 of the texels are triangle t's vertex
+// indices and n (layout::indexed_triangles), the vertices are texels after the nodes, one each
+// (layout::vertex_texels), and `triangles` holds the same two tables. The hierarchy's nodes
+// follow the records' texels, four texels each (`load_node`).
 @group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
@@ -61,28 +61,38 @@ fn round_up_4(words: u32) -> u32 {
     return (words + 3u) & ~3u;
 }
 
-// The first word of the scene index of each slot; the slot of each index follows.
-fn index_table_word() -> u32 {
-    if TRIANGLE_RECORDS == INDEXED_RECORDS {
-        return round_up_4(INDEXED_RECORD_WORDS * params.shape_count);
-    }
-    return 0u;
-}
-
 // The first texel of node `node` (bvh::pack_oriented: both children's centres and leaf words,
-// then their packed half extents and rotations).
+// then their packed half extents and rotations), after the records' texels.
 fn node_texel(node: u32) -> u32 {
-    return select(3u * params.shape_count, 0u, TRIANGLE_RECORDS == INDEXED_RECORDS) + 4u * node;
+    let records = select(3u * params.shape_count, round_up_4(INDEXED_RECORD_WORDS * params.shape_count) >> 2u,
+        TRIANGLE_RECORDS == INDEXED_RECORDS);
+    return records + 4u * node;
 }
 
+// The scene index of each slot is word `slot` of `triangles`; the slot of each index follows.
 fn scene_index(slot: u32) -> u32 {
-    return triangle_word(index_table_word() + slot);
+    return triangle_word(slot);
 }
 
-// Vertex `v` of indexed records.
+// The texel of vertex `v` of indexed records: after the nodes.
+fn vertex_texel(v: u32) -> u32 {
+    return node_texel(kind_ranges[KIND_COUNT].y) + v;
+}
+
 fn indexed_vertex(v: u32) -> vec3<f32> {
-    let at = index_table_word() + 2u * round_up_4(params.shape_count) + 3u * v;
-    return bitcast<vec3<f32>>(vec3<u32>(triangle_word(at), triangle_word(at + 1u), triangle_word(at + 2u)));
+    return bitcast<vec3<f32>>(texel(vertex_texel(v)).xyz);
+}
+
+// The indexed record of `slot` (vertex indices, then the normal's bits): words 6 slot .. + 6 of
+// the texels, so two texels, from the first word of one (even slots) or its third (odd).
+fn indexed_record(slot: u32) -> array<u32, 6> {
+    let first = (3u * slot) >> 1u;
+    let t0 = texel(first);
+    let t1 = texel(first + 1u);
+    if (slot & 1u) == 0u {
+        return array<u32, 6>(t0.x, t0.y, t0.z, t0.w, t1.x, t1.y);
+    }
+    return array<u32, 6>(t0.z, t0.w, t1.x, t1.y, t1.z, t1.w);
 }
 
 // An indexed triangle's corners and normal as packed records: (a, n.x), (b − a, n.y),
@@ -94,10 +104,9 @@ fn packed_from_corners(a: vec3<f32>, b: vec3<f32>, c: vec3<f32>, n: vec3<f32>) -
 // Triangle `slot` as packed records, whichever way it is stored.
 fn triangle_records(slot: u32) -> array<vec4<f32>, 3> {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
-        let at = INDEXED_RECORD_WORDS * slot;
-        let n = bitcast<vec3<f32>>(vec3<u32>(triangle_word(at + 3u), triangle_word(at + 4u), triangle_word(at + 5u)));
-        return packed_from_corners(indexed_vertex(triangle_word(at)),
-            indexed_vertex(triangle_word(at + 1u)), indexed_vertex(triangle_word(at + 2u)), n);
+        let r = indexed_record(slot);
+        let n = bitcast<vec3<f32>>(vec3<u32>(r[3], r[4], r[5]));
+        return packed_from_corners(indexed_vertex(r[0]), indexed_vertex(r[1]), indexed_vertex(r[2]), n);
     }
     return array<vec4<f32>, 3>(bitcast<vec4<f32>>(texel(3u * slot)), bitcast<vec4<f32>>(texel(3u * slot + 1u)),
         bitcast<vec4<f32>>(texel(3u * slot + 2u)));
@@ -302,7 +311,7 @@ fn slot_of(index: i32) -> u32 {
     if index < 0 {
         return NO_SLOT;
     }
-    return triangle_word(index_table_word() + round_up_4(params.shape_count) + u32(index));
+    return triangle_word(round_up_4(params.shape_count) + u32(index));
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round

@@ -117,8 +117,8 @@ fn unit_or_zero(v: vec3<f32>) -> vec3<f32> {
 // The unit normal of the triangle in `slot` (zero when degenerate).
 fn slot_normal(slot: u32) -> vec3<f32> {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
-        let at = INDEXED_RECORD_WORDS * slot + 3u;
-        return bitcast<vec3<f32>>(vec3<u32>(triangle_word(at), triangle_word(at + 1u), triangle_word(at + 2u)));
+        let r = indexed_record(slot);
+        return bitcast<vec3<f32>>(vec3<u32>(r[3], r[4], r[5]));
     }
     return bitcast<vec3<f32>>(vec3<u32>(texel(3u * slot).w, texel(3u * slot + 1u).w, texel(3u * slot + 2u).w));
 }
@@ -126,7 +126,8 @@ fn slot_normal(slot: u32) -> vec3<f32> {
 // Vertex index of corner k of triangle `index` (scene order), in `slot` of the records.
 fn corner_vertex(index: u32, slot: u32, k: u32) -> u32 {
     if TRIANGLE_RECORDS == INDEXED_RECORDS {
-        return triangle_word(INDEXED_RECORD_WORDS * slot + k);
+        var r = indexed_record(slot);
+        return r[k];
     }
     return sign_word(4u + 6u * index + k);
 }

@@ -52,12 +52,12 @@ const PART_BYTES_PER_TRIANGLE: u64 = 64;
 /// triangle, all within one texture.
 const PART_TEXELS_PER_TRIANGLE: u64 = 7;
 
-/// The same for indexed records: the record (24 bytes), index words (8) and at most three
-/// vertices of its own (36) share one binding.
-const INDEXED_PART_BYTES_PER_TRIANGLE: u64 = 68;
+/// The same for indexed records: the record (1.5), at most one node (4) and at most three
+/// vertices of its own (3), rounded up.
+const INDEXED_PART_TEXELS_PER_TRIANGLE: u64 = 9;
 
 /// Device bytes of indexed records per triangle (record, index words and about a quarter of a
-/// hierarchy node), besides 12 per vertex.
+/// hierarchy node), besides a texel (16) per vertex.
 const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 
 /// Host bytes per triangle a scene's build holds at its peak: the sorted entries (32), the
@@ -117,7 +117,7 @@ fn spatial_parts(mesh: &Mesh, cap: usize) -> Vec<Vec<u32>> {
 fn mesh_device_estimate(mesh: &Mesh, indexed: bool) -> u64 {
     let triangles = mesh.triangles.len() as u64;
     if indexed {
-        triangles * INDEXED_BYTES_PER_TRIANGLE + 12 * mesh.vertices.len() as u64
+        triangles * INDEXED_BYTES_PER_TRIANGLE + 16 * mesh.vertices.len() as u64
     } else {
         triangles * PART_BYTES_PER_TRIANGLE
     }
@@ -414,26 +414,28 @@ impl Engine {
     fn mesh_layout(&self, mesh: &Mesh, indexed: bool) -> MeshPlan {
         let binding = self.gpu.binding_bytes;
         let triangles = mesh.triangles.len() as u64;
-        // A part's packed triangles and nodes are texels too (`scene::upload_bindings`).
-        let texel_cap = self.gpu.max_texels / PART_TEXELS_PER_TRIANGLE;
-        // The hierarchy's bound holds either way; indexed records also need their vertices.
-        let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE && triangles <= texel_cap;
-        let (one_part, part_bytes) = if indexed {
-            let words = crate::gpu::layout::indexed_triangles_words(
-                mesh.triangles.len(),
-                mesh.vertices.len(),
-            );
+        let max_texels = self.gpu.max_texels;
+        // Records and nodes are texels, the index tables one binding (`scene::upload_bindings`).
+        let nodes_fit = triangles <= binding / PART_BYTES_PER_TRIANGLE
+            && triangles <= max_texels / PART_TEXELS_PER_TRIANGLE;
+        let (one_part, texels_per_triangle) = if indexed {
+            // Records, at most one node a triangle, and the vertices.
+            let record_texels =
+                crate::gpu::layout::triangle_record_words(mesh.triangles.len(), true) / 4;
+            let texels = (record_texels + mesh.vertices.len()) as u64 + 4 * triangles;
             (
-                nodes_fit && 4 * words as u64 <= binding,
-                INDEXED_PART_BYTES_PER_TRIANGLE,
+                nodes_fit && texels <= max_texels,
+                INDEXED_PART_TEXELS_PER_TRIANGLE,
             )
         } else {
-            (nodes_fit, PART_BYTES_PER_TRIANGLE)
+            (nodes_fit, PART_TEXELS_PER_TRIANGLE)
         };
         MeshPlan {
             indexed,
             one_part,
-            cap: (binding / part_bytes).min(texel_cap).max(1),
+            cap: (binding / PART_BYTES_PER_TRIANGLE)
+                .min(max_texels / texels_per_triangle)
+                .max(1),
             sign_data: if one_part {
                 sign_data_bytes(mesh, indexed)
             } else {

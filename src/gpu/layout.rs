@@ -464,8 +464,10 @@ pub fn indexed_triangle_bindings(
         return triangle_bindings(count, corners);
     }
     let hierarchy = TriangleHierarchy::build(count, corners);
-    let records = indexed_triangles(&hierarchy.order, corners, corner_ids, vertices);
-    hierarchy.into_bindings(records, true)
+    let records = indexed_triangles(&hierarchy.order, corners, corner_ids);
+    let mut bindings = hierarchy.into_bindings(records, true);
+    bindings.nodes.extend(vertex_texels(vertices));
+    bindings
 }
 
 /// A triangle scene's oriented hierarchy, packed, and the leaf order of its triangles.
@@ -517,32 +519,38 @@ impl TriangleHierarchy {
 /// Words a triangle's indexed record takes: its corners' vertex indices and its unit normal.
 const INDEXED_RECORD_WORDS: usize = 6;
 
-/// The words [`indexed_triangles`] takes for `count` triangles sharing `vertices` vertices.
-pub fn indexed_triangles_words(count: usize, vertices: usize) -> usize {
-    (INDEXED_RECORD_WORDS * count).next_multiple_of(4)
-        + 2 * count.next_multiple_of(4)
-        + 3 * vertices
+/// The words of an oriented scene's records that are read as texels, before its index tables:
+/// 12 a packed triangle, 6 an indexed one (rounded up to a texel).
+pub fn triangle_record_words(count: usize, indexed: bool) -> usize {
+    if indexed {
+        (INDEXED_RECORD_WORDS * count).next_multiple_of(4)
+    } else {
+        12 * count
+    }
+}
+
+/// The words [`indexed_triangles`] takes for `count` triangles.
+pub fn indexed_triangles_words(count: usize) -> usize {
+    triangle_record_words(count, true) + 2 * count.next_multiple_of(4)
 }
 
 /// The triangles of an oriented scene as `mesh_walk.wgsl` reads them with
 /// `TRIANGLE_RECORDS = 1`: per triangle of the leaf order `order` its three vertex indices and
-/// unit normal (computed in f64 from `corners`, as the packed records have it); then, each
-/// region starting on a vec4, the scene index of each slot and the slot of each scene index
-/// (as in [`packed_triangles`]), and the vertices, three f32s each.
+/// unit normal (computed in f64 from `corners`, as the packed records have it), read as texels;
+/// then, each table starting on a vec4, the scene index of each slot and the slot of each
+/// scene index (as in [`packed_triangles`]). The vertices are texels after the nodes
+/// ([`vertex_texels`]).
 pub fn indexed_triangles(
     order: &[usize],
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
     corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
-    vertices: &[[f32; 3]],
 ) -> Vec<u32> {
     use rayon::prelude::*;
     let count = order.len();
-    let record_words = (INDEXED_RECORD_WORDS * count).next_multiple_of(4);
-    let table_words = count.next_multiple_of(4);
-    let mut words = vec![0u32; indexed_triangles_words(count, vertices.len())];
-    let (records, rest) = words.split_at_mut(record_words);
-    let (indices, rest) = rest.split_at_mut(table_words);
-    let (slots, vertex_words) = rest.split_at_mut(table_words);
+    let record_words = triangle_record_words(count, true);
+    let mut words = vec![0u32; indexed_triangles_words(count)];
+    let (records, tables) = words.split_at_mut(record_words);
+    let (indices, slots) = tables.split_at_mut(count.next_multiple_of(4));
     records
         .par_chunks_mut(INDEXED_RECORD_WORDS)
         .zip(order.par_iter())
@@ -556,10 +564,18 @@ pub fn indexed_triangles(
         indices[slot] = t as u32;
         slots[t] = slot as u32;
     }
-    vertex_words
-        .par_chunks_mut(3)
+    words
+}
+
+/// Indexed records' vertices as texels, one each (the fourth word unused): a corner is one
+/// texel fetch (`indexed_vertex` in mesh_walk.wgsl).
+pub fn vertex_texels(vertices: &[[f32; 3]]) -> Vec<u32> {
+    use rayon::prelude::*;
+    let mut words = vec![0u32; 4 * vertices.len()];
+    words
+        .par_chunks_mut(4)
         .zip(vertices.par_iter())
-        .for_each(|(out, v)| out.copy_from_slice(&v.map(f32::to_bits)));
+        .for_each(|(out, v)| out[..3].copy_from_slice(&v.map(f32::to_bits)));
     words
 }
 

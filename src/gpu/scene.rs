@@ -11,8 +11,8 @@ use crate::shape::{Shape, ShapeKind};
 
 /// A scene uploaded once; query it many times with [`Engine::query_scene`].
 pub struct GpuScene {
-    /// What the kernels read of the records outside the walk: a packed triangle scene's index
-    /// tables, an indexed one's records (`layout::indexed_triangles`); a stand-in otherwise.
+    /// What the kernels read of the records outside the walk: a triangle scene's index tables
+    /// (`layout::packed_triangles`, `layout::indexed_triangles`); a stand-in otherwise.
     pub(crate) shapes: wgpu::Buffer,
     /// Per kind `[start, end, root node, node count]`, a uniform.
     pub(crate) ranges: wgpu::Buffer,
@@ -32,8 +32,8 @@ pub struct GpuScene {
     /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
     /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
     pub(crate) oriented: bool,
-    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about two
-    /// thirds of the bytes of packed records, a dependent load more per triangle test.
+    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about three
+    /// quarters of the bytes of packed records, a dependent texel fetch more per triangle test.
     pub(crate) indexed: bool,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
@@ -254,9 +254,9 @@ fn check_texels(count: usize, texel_words: usize, max_texels: u64) -> Result<(),
 }
 
 /// A scene's records as its kernels read them: `stored[from..]` stays in its records buffer
-/// (a packed triangle scene's index tables, an indexed one's records, a scene's stand-in
-/// record), and the words read as texels before its nodes are `stored[..from]` (a packed
-/// triangle scene's triangles) or `texels` (a scene's shapes).
+/// (a triangle scene's index tables, a scene's stand-in record), and the words read as texels
+/// before its nodes are `stored[..from]` (a triangle scene's packed or indexed records) or
+/// `texels` (a scene's shapes).
 struct SplitRecords {
     stored: Vec<u32>,
     from: usize,
@@ -265,14 +265,9 @@ struct SplitRecords {
 
 fn split_records(records: Vec<u32>, count: usize, oriented: bool, indexed: bool) -> SplitRecords {
     match (oriented, indexed) {
-        (true, false) => SplitRecords {
+        (true, indexed) => SplitRecords {
             stored: records,
-            from: 12 * count,
-            texels: Vec::new(),
-        },
-        (true, true) => SplitRecords {
-            stored: records,
-            from: 0,
+            from: layout::triangle_record_words(count, indexed),
             texels: Vec::new(),
         },
         (false, _) => SplitRecords {
@@ -290,6 +285,12 @@ mod tests {
     // Records of 12 words a triangle (two triangles), then index tables.
     fn records() -> Vec<u32> {
         (0..24).chain(100..108).collect()
+    }
+
+    // Indexed records of 6 words a triangle (three triangles, two words of padding), then
+    // index tables.
+    fn indexed_records() -> Vec<u32> {
+        (0..20).chain(100..108).collect()
     }
 
     /// The words that stay in the records buffer, and those read as texels before the nodes.
@@ -334,10 +335,10 @@ mod tests {
     }
 
     #[test]
-    fn indexed_triangles_stay_whole_and_only_the_nodes_are_texels() {
-        let (stored, texels) = split(2, true, true);
-        assert_eq!(stored, records());
-        assert!(texels.is_empty());
+    fn indexed_triangles_are_texels_and_leave_their_index_tables() {
+        let SplitRecords { stored, from, .. } = split_records(indexed_records(), 3, true, true);
+        assert_eq!(stored[from..], (100..108).collect::<Vec<_>>());
+        assert_eq!(stored[..from], (0..20).collect::<Vec<_>>());
     }
 
     #[test]
