@@ -201,48 +201,81 @@ pub struct Pseudonormals {
     crowded_edges: std::collections::HashMap<u32, DVec3>,
 }
 
-/// The angle-weighted sums of face normals at every vertex, in f64. Built on all cores where
-/// it pays; every sum adds its terms in triangle order, so the result does not depend on
-/// threads.
+/// The angle-weighted sums of face normals at every vertex, in f64.
 fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
+    let mut vertex = Vec::with_capacity(mesh.vertices.len());
+    for_each_vertex_band(mesh, mesh.vertices.len(), |_, sums| {
+        vertex.extend_from_slice(sums)
+    });
+    vertex
+}
+
+/// The most items a band of [`for_each_vertex_band`] or [`for_each_edge`] holds: an eighth of
+/// the mesh's, and at least `floor` (fewer bands, fewer passes over a small mesh).
+fn band_len(items: usize, floor: usize) -> usize {
+    items.div_ceil(8).max(floor).max(1)
+}
+
+/// Calls `band(first, sums)` with the angle-weighted sums of face normals (f64) of vertices
+/// `first..first + sums.len()`, in ascending bands of at most `band_len` vertices: each band
+/// is a pass over the triangles touching it, so only a band's sums are held at a time. Built
+/// on all cores where it pays; every sum adds its terms in triangle order, so the result
+/// depends on neither threads nor bands.
+fn for_each_vertex_band(mesh: &Mesh, band_len: usize, mut band: impl FnMut(usize, &[DVec3])) {
     use rayon::prelude::*;
     let count = mesh.triangles.len();
-    let mut vertex = vec![DVec3::ZERO; mesh.vertices.len()];
-    let mut batch: Vec<(DVec3, [f64; 3])> = Vec::with_capacity(NORMAL_BATCH.min(count));
-    for first in (0..count).step_by(NORMAL_BATCH) {
-        let last = (first + NORMAL_BATCH).min(count);
-        (first..last)
-            .into_par_iter()
-            .with_min_len(4096)
-            .map(|t| {
-                let corners = mesh.corners(t);
-                let angles = std::array::from_fn(|k| {
-                    let (u, v) = (
-                        corners[(k + 1) % 3] - corners[k],
-                        corners[(k + 2) % 3] - corners[k],
-                    );
-                    u.cross(v).length().atan2(u.dot(v))
-                });
-                (face_normal(mesh, t), angles)
-            })
-            .collect_into_vec(&mut batch);
-        for (t, (face, angles)) in (first..last).zip(&batch) {
-            let tri = mesh.triangles[t];
-            for k in 0..3 {
-                vertex[tri[k] as usize] = vertex[tri[k] as usize] + *face * angles[k];
+    let mut batch: Vec<Option<(DVec3, [f64; 3])>> = Vec::with_capacity(NORMAL_BATCH.min(count));
+    let mut sums = Vec::new();
+    for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
+        let vertices = first as u32..(first + band_len).min(mesh.vertices.len()) as u32;
+        sums.clear();
+        sums.resize(vertices.len(), DVec3::ZERO);
+        for batch_first in (0..count).step_by(NORMAL_BATCH) {
+            let last = (batch_first + NORMAL_BATCH).min(count);
+            (batch_first..last)
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(|t| {
+                    if !mesh.triangles[t].iter().any(|v| vertices.contains(v)) {
+                        return None;
+                    }
+                    let corners = mesh.corners(t);
+                    let angles = std::array::from_fn(|k| {
+                        let (u, v) = (
+                            corners[(k + 1) % 3] - corners[k],
+                            corners[(k + 2) % 3] - corners[k],
+                        );
+                        u.cross(v).length().atan2(u.dot(v))
+                    });
+                    Some((face_normal(mesh, t), angles))
+                })
+                .collect_into_vec(&mut batch);
+            for (t, term) in (batch_first..last).zip(&batch) {
+                let Some((face, angles)) = term else { continue };
+                for (k, &v) in mesh.triangles[t].iter().enumerate() {
+                    if vertices.contains(&v) {
+                        let sum = &mut sums[(v - vertices.start) as usize];
+                        *sum = *sum + *face * angles[k];
+                    }
+                }
             }
         }
+        band(first, &sums);
     }
-    vertex
 }
 
 /// Calls `edge` with the half-edges of every undirected edge, in ascending order (half-edge
 /// h = 3t + k runs from corner k to corner k + 1 of triangle t).
-fn for_each_edge(mesh: &Mesh, mut edge: impl FnMut(&[u32])) {
+fn for_each_edge(mesh: &Mesh, edge: impl FnMut(&[u32])) {
+    for_each_edge_banded(mesh, usize::MAX, edge);
+}
+
+/// [`for_each_edge`], the half-edges grouped in bands of at most about `band_len` (whole
+/// lower vertices; 4 bytes a half-edge), each band a pass over the half-edges.
+fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
     use rayon::prelude::*;
     // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are grouped by
-    // lower vertex (a counting sort, 4 bytes a half-edge), each group sorted by upper vertex,
-    // then by h.
+    // lower vertex (a counting sort), each group sorted by upper vertex, then by h.
     let ends = |h: u32| {
         let tri = mesh.triangles[h as usize / 3];
         let k = h as usize % 3;
@@ -250,25 +283,44 @@ fn for_each_edge(mesh: &Mesh, mut edge: impl FnMut(&[u32])) {
         (i.min(j), i.max(j))
     };
     let halves = u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
-    let mut start = vec![0u32; mesh.vertices.len() + 1];
+    let vertices = mesh.vertices.len();
+    // start[v]: the first of vertex v's half-edges in the grouped order.
+    let mut start = vec![0u32; vertices + 1];
     for h in 0..halves {
         start[ends(h).0 as usize + 1] += 1;
     }
     for v in 1..start.len() {
         start[v] += start[v - 1];
     }
-    let mut grouped = vec![0u32; halves as usize];
-    for h in 0..halves {
-        let slot = &mut start[ends(h).0 as usize];
-        grouped[*slot as usize] = h;
-        *slot += 1;
-    }
-    drop(start);
-    grouped
-        .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
-        .for_each(|group| group.sort_unstable_by_key(|&h| (ends(h).1, h)));
-    for run in grouped.chunk_by(|&a, &b| ends(a) == ends(b)) {
-        edge(run);
+    let mut grouped = Vec::new();
+    let mut cursor = Vec::new();
+    let mut first = 0;
+    while first < vertices {
+        // At least one vertex, then as many as fit the band.
+        let mut end = first + 1;
+        while end < vertices && (start[end + 1] - start[first]) as usize <= band_len {
+            end += 1;
+        }
+        let base = start[first];
+        cursor.clear();
+        cursor.extend(start[first..end].iter().map(|&s| s - base));
+        grouped.clear();
+        grouped.resize((start[end] - base) as usize, 0u32);
+        for h in 0..halves {
+            let lower = ends(h).0 as usize;
+            if (first..end).contains(&lower) {
+                let slot = &mut cursor[lower - first];
+                grouped[*slot as usize] = h;
+                *slot += 1;
+            }
+        }
+        grouped
+            .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
+            .for_each(|group| group.sort_unstable_by_key(|&h| (ends(h).1, h)));
+        for run in grouped.chunk_by(|&a, &b| ends(a) == ends(b)) {
+            edge(run);
+        }
+        first = end;
     }
 }
 
@@ -287,6 +339,12 @@ pub const EDGE_CROWDED: u32 = 1 << 31;
 
 /// Triangles whose face normals and angles are computed together before they are summed.
 const NORMAL_BATCH: usize = 1 << 16;
+
+/// `Pseudonormals::gpu_words` holds the f64 sums of this many vertices at least (6 MiB) and
+/// groups this many half-edges at least (8 MiB) at a time: an eighth of a large mesh's, each
+/// band a pass over the mesh (docs/PERF.md, "bands").
+const VERTEX_BAND_FLOOR: usize = 1 << 18;
+const EDGE_BAND_FLOOR: usize = 1 << 21;
 
 impl Pseudonormals {
     /// The host's f64 sums and edge links (the device's table is [`Pseudonormals::gpu_words`]).
@@ -335,8 +393,23 @@ impl Pseudonormals {
     /// Faces' and two-face edges' normals are the device's own f32 face normals.
     ///
     /// Written straight from the sums, without a [`Pseudonormals`]: at its peak it holds the
-    /// table and either the f64 vertex sums or the half-edges grouped by edge, not all three.
+    /// table and a band of either the f64 vertex sums or the half-edges grouped by edge.
     pub fn gpu_words(mesh: &Mesh, vertex_indices: bool) -> Vec<u32> {
+        let vertex_band = band_len(mesh.vertices.len(), VERTEX_BAND_FLOOR);
+        let edge_band = band_len(3 * mesh.triangles.len(), EDGE_BAND_FLOOR);
+        Self::gpu_words_in_bands(mesh, vertex_indices, vertex_band, edge_band)
+    }
+
+    /// [`Pseudonormals::gpu_words`] with the vertex sums and the half-edges taken in bands of
+    /// at most `vertex_band` vertices and about `edge_band` half-edges (the same words
+    /// whatever the bands: tests/mesh.rs).
+    #[doc(hidden)]
+    pub fn gpu_words_in_bands(
+        mesh: &Mesh,
+        vertex_indices: bool,
+        vertex_band: usize,
+        edge_band: usize,
+    ) -> Vec<u32> {
         let count = mesh.triangles.len();
         let stride = if vertex_indices { 6 } else { 3 };
         let vertex_word = 4 + stride * count;
@@ -344,16 +417,16 @@ impl Pseudonormals {
         let mut words = vec![0u32; crowded_word];
         words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, 0]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
-        for (at, sum) in words[vertex_word..]
-            .chunks_exact_mut(3)
-            .zip(&vertex_sums(mesh))
-        {
-            at.copy_from_slice(&unit_words(sum));
-        }
+        for_each_vertex_band(mesh, vertex_band, |first, sums| {
+            let at = vertex_word + 3 * first;
+            for (out, sum) in words[at..at + 3 * sums.len()].chunks_exact_mut(3).zip(sums) {
+                out.copy_from_slice(&unit_words(sum));
+            }
+        });
         let edge_word = |h: u32| 4 + stride * (h as usize / 3) + stride - 3 + h as usize % 3;
         // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
         let mut crowded = Vec::new();
-        for_each_edge(mesh, |run| match run {
+        for_each_edge_banded(mesh, edge_band, |run| match run {
             [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
             [a, b] => {
                 words[edge_word(*a)] = b / 3;
