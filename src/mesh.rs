@@ -210,10 +210,11 @@ fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
     vertex
 }
 
-/// The most items a band of [`for_each_vertex_band`] or [`for_each_edge`] holds: an eighth of
-/// the mesh's, and at least `floor` (fewer bands, fewer passes over a small mesh).
-fn band_len(items: usize, floor: usize) -> usize {
-    items.div_ceil(8).max(floor).max(1)
+/// The vertices a band of [`for_each_vertex_band`] and [`for_each_edge_banded`] holds: an
+/// eighth of the mesh's, and at least `VERTEX_BAND_FLOOR` (fewer passes over a small mesh).
+/// A band holds 24 bytes a vertex either way: its f64 sums, or about six half-edges.
+fn band_len(vertices: usize) -> usize {
+    vertices.div_ceil(8).max(VERTEX_BAND_FLOOR)
 }
 
 /// Calls `band(first, sums)` with the angle-weighted sums of face normals (f64) of vertices
@@ -267,11 +268,11 @@ fn for_each_vertex_band(mesh: &Mesh, band_len: usize, mut band: impl FnMut(usize
 /// Calls `edge` with the half-edges of every undirected edge, in ascending order (half-edge
 /// h = 3t + k runs from corner k to corner k + 1 of triangle t).
 fn for_each_edge(mesh: &Mesh, edge: impl FnMut(&[u32])) {
-    for_each_edge_banded(mesh, usize::MAX, edge);
+    for_each_edge_banded(mesh, mesh.vertices.len(), edge);
 }
 
-/// [`for_each_edge`], the half-edges grouped in bands of at most about `band_len` (whole
-/// lower vertices; 4 bytes a half-edge), each band a pass over the half-edges.
+/// [`for_each_edge`], the half-edges grouped in ascending bands of at most `band_len` lower
+/// vertices (4 bytes a half-edge), each band two passes over the half-edges.
 fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
     use rayon::prelude::*;
     // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are grouped by
@@ -283,33 +284,27 @@ fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32
         (i.min(j), i.max(j))
     };
     let halves = u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
-    let vertices = mesh.vertices.len();
-    // start[v]: the first of vertex v's half-edges in the grouped order.
-    let mut start = vec![0u32; vertices + 1];
-    for h in 0..halves {
-        start[ends(h).0 as usize + 1] += 1;
-    }
-    for v in 1..start.len() {
-        start[v] += start[v - 1];
-    }
-    let mut grouped = Vec::new();
-    let mut cursor = Vec::new();
-    let mut first = 0;
-    while first < vertices {
-        // At least one vertex, then as many as fit the band.
-        let mut end = first + 1;
-        while end < vertices && (start[end + 1] - start[first]) as usize <= band_len {
-            end += 1;
-        }
-        let base = start[first];
-        cursor.clear();
-        cursor.extend(start[first..end].iter().map(|&s| s - base));
-        grouped.clear();
-        grouped.resize((start[end] - base) as usize, 0u32);
+    let (mut start, mut grouped) = (Vec::new(), Vec::new());
+    for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
+        let vertices = first..(first + band_len).min(mesh.vertices.len());
+        // start[v - first]: the first of vertex v's half-edges in the band's grouped order.
+        start.clear();
+        start.resize(vertices.len() + 1, 0u32);
         for h in 0..halves {
             let lower = ends(h).0 as usize;
-            if (first..end).contains(&lower) {
-                let slot = &mut cursor[lower - first];
+            if vertices.contains(&lower) {
+                start[lower - first + 1] += 1;
+            }
+        }
+        for v in 1..start.len() {
+            start[v] += start[v - 1];
+        }
+        grouped.clear();
+        grouped.resize(start[vertices.len()] as usize, 0u32);
+        for h in 0..halves {
+            let lower = ends(h).0 as usize;
+            if vertices.contains(&lower) {
+                let slot = &mut start[lower - first];
                 grouped[*slot as usize] = h;
                 *slot += 1;
             }
@@ -320,7 +315,6 @@ fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32
         for run in grouped.chunk_by(|&a, &b| ends(a) == ends(b)) {
             edge(run);
         }
-        first = end;
     }
 }
 
@@ -340,11 +334,10 @@ pub const EDGE_CROWDED: u32 = 1 << 31;
 /// Triangles whose face normals and angles are computed together before they are summed.
 const NORMAL_BATCH: usize = 1 << 16;
 
-/// `Pseudonormals::gpu_words` holds the f64 sums of this many vertices at least (6 MiB) and
-/// groups this many half-edges at least (8 MiB) at a time: an eighth of a large mesh's, each
-/// band a pass over the mesh (docs/PERF.md, "bands").
-const VERTEX_BAND_FLOOR: usize = 1 << 18;
-const EDGE_BAND_FLOOR: usize = 1 << 21;
+/// `Pseudonormals::gpu_words` takes the vertices in bands of an eighth of a large mesh's, and
+/// of at least this many (3 MiB of sums or half-edges), each band a pass over the mesh
+/// (docs/PERF.md, "bands").
+const VERTEX_BAND_FLOOR: usize = 1 << 17;
 
 impl Pseudonormals {
     /// The host's f64 sums and edge links (the device's table is [`Pseudonormals::gpu_words`]).
@@ -395,21 +388,13 @@ impl Pseudonormals {
     /// Written straight from the sums, without a [`Pseudonormals`]: at its peak it holds the
     /// table and a band of either the f64 vertex sums or the half-edges grouped by edge.
     pub fn gpu_words(mesh: &Mesh, vertex_indices: bool) -> Vec<u32> {
-        let vertex_band = band_len(mesh.vertices.len(), VERTEX_BAND_FLOOR);
-        let edge_band = band_len(3 * mesh.triangles.len(), EDGE_BAND_FLOOR);
-        Self::gpu_words_in_bands(mesh, vertex_indices, vertex_band, edge_band)
+        Self::gpu_words_in_bands(mesh, vertex_indices, band_len(mesh.vertices.len()))
     }
 
     /// [`Pseudonormals::gpu_words`] with the vertex sums and the half-edges taken in bands of
-    /// at most `vertex_band` vertices and about `edge_band` half-edges (the same words
-    /// whatever the bands: tests/mesh.rs).
+    /// at most `band` vertices (the same words whatever the bands: tests/mesh.rs).
     #[doc(hidden)]
-    pub fn gpu_words_in_bands(
-        mesh: &Mesh,
-        vertex_indices: bool,
-        vertex_band: usize,
-        edge_band: usize,
-    ) -> Vec<u32> {
+    pub fn gpu_words_in_bands(mesh: &Mesh, vertex_indices: bool, band: usize) -> Vec<u32> {
         let count = mesh.triangles.len();
         let stride = if vertex_indices { 6 } else { 3 };
         let vertex_word = 4 + stride * count;
@@ -417,7 +402,7 @@ impl Pseudonormals {
         let mut words = vec![0u32; crowded_word];
         words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, 0]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
-        for_each_vertex_band(mesh, vertex_band, |first, sums| {
+        for_each_vertex_band(mesh, band, |first, sums| {
             let at = vertex_word + 3 * first;
             for (out, sum) in words[at..at + 3 * sums.len()].chunks_exact_mut(3).zip(sums) {
                 out.copy_from_slice(&unit_words(sum));
@@ -426,7 +411,7 @@ impl Pseudonormals {
         let edge_word = |h: u32| 4 + stride * (h as usize / 3) + stride - 3 + h as usize % 3;
         // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
         let mut crowded = Vec::new();
-        for_each_edge_banded(mesh, edge_band, |run| match run {
+        for_each_edge_banded(mesh, band, |run| match run {
             [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
             [a, b] => {
                 words[edge_word(*a)] = b / 3;
