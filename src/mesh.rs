@@ -225,38 +225,39 @@ fn band_len(vertices: usize) -> usize {
 fn for_each_vertex_band(mesh: &Mesh, band_len: usize, mut band: impl FnMut(usize, &[DVec3])) {
     use rayon::prelude::*;
     let count = mesh.triangles.len();
-    let mut batch: Vec<Option<(DVec3, [f64; 3])>> = Vec::with_capacity(NORMAL_BATCH.min(count));
+    let mut batch: Vec<(usize, DVec3, [f64; 3])> = Vec::new();
     let mut sums = Vec::new();
     for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
         let vertices = first as u32..(first + band_len).min(mesh.vertices.len()) as u32;
+        let in_band = |v: u32| v.wrapping_sub(vertices.start) < vertices.len() as u32;
         sums.clear();
         sums.resize(vertices.len(), DVec3::ZERO);
         for batch_first in (0..count).step_by(NORMAL_BATCH) {
             let last = (batch_first + NORMAL_BATCH).min(count);
-            (batch_first..last)
-                .into_par_iter()
-                .with_min_len(4096)
-                .map(|t| {
-                    if !mesh.triangles[t].iter().any(|v| vertices.contains(v)) {
-                        return None;
-                    }
-                    let corners = mesh.corners(t);
-                    let angles = std::array::from_fn(|k| {
-                        let (u, v) = (
-                            corners[(k + 1) % 3] - corners[k],
-                            corners[(k + 2) % 3] - corners[k],
-                        );
-                        u.cross(v).length().atan2(u.dot(v))
-                    });
-                    Some((face_normal(mesh, t), angles))
-                })
-                .collect_into_vec(&mut batch);
-            for (t, term) in (batch_first..last).zip(&batch) {
-                let Some((face, angles)) = term else { continue };
+            // The batch's triangles with a corner in the band, in triangle order.
+            batch.clear();
+            batch.par_extend(
+                (batch_first..last)
+                    .into_par_iter()
+                    .with_min_len(4096)
+                    .filter(|&t| mesh.triangles[t].into_iter().any(in_band))
+                    .map(|t| {
+                        let corners = mesh.corners(t);
+                        let angles = std::array::from_fn(|k| {
+                            let (u, v) = (
+                                corners[(k + 1) % 3] - corners[k],
+                                corners[(k + 2) % 3] - corners[k],
+                            );
+                            u.cross(v).length().atan2(u.dot(v))
+                        });
+                        (t, face_normal(mesh, t), angles)
+                    }),
+            );
+            for &(t, face, angles) in &batch {
                 for (k, &v) in mesh.triangles[t].iter().enumerate() {
-                    if vertices.contains(&v) {
+                    if in_band(v) {
                         let sum = &mut sums[(v - vertices.start) as usize];
-                        *sum = *sum + *face * angles[k];
+                        *sum = *sum + face * angles[k];
                     }
                 }
             }
@@ -283,16 +284,24 @@ fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32
         let (i, j) = (tri[k], tri[(k + 1) % 3]);
         (i.min(j), i.max(j))
     };
-    let halves = u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
+    u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
+    // Each half-edge h = 3t + k with its lower vertex, a triangle at a time.
+    let lower_ends = || {
+        mesh.triangles.iter().enumerate().flat_map(|(t, tri)| {
+            [(0, 1), (1, 2), (2, 0)]
+                .into_iter()
+                .map(move |(k, next)| ((3 * t + k) as u32, tri[k].min(tri[next]) as usize))
+        })
+    };
     let (mut start, mut grouped) = (Vec::new(), Vec::new());
     for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
         let vertices = first..(first + band_len).min(mesh.vertices.len());
+        let in_band = |v: usize| v.wrapping_sub(first) < vertices.len();
         // start[v - first]: the first of vertex v's half-edges in the band's grouped order.
         start.clear();
         start.resize(vertices.len() + 1, 0u32);
-        for h in 0..halves {
-            let lower = ends(h).0 as usize;
-            if vertices.contains(&lower) {
+        for (_, lower) in lower_ends() {
+            if in_band(lower) {
                 start[lower - first + 1] += 1;
             }
         }
@@ -301,9 +310,8 @@ fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32
         }
         grouped.clear();
         grouped.resize(start[vertices.len()] as usize, 0u32);
-        for h in 0..halves {
-            let lower = ends(h).0 as usize;
-            if vertices.contains(&lower) {
+        for (h, lower) in lower_ends() {
+            if in_band(lower) {
                 let slot = &mut start[lower - first];
                 grouped[*slot as usize] = h;
                 *slot += 1;
