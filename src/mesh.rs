@@ -203,9 +203,10 @@ pub struct Pseudonormals {
 
 /// The angle-weighted sums of face normals at every vertex, in f64.
 fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
-    let mut vertex = Vec::with_capacity(mesh.vertices.len());
+    // One band: its sums are taken whole, not copied.
+    let mut vertex = Vec::new();
     for_each_vertex_band(mesh, mesh.vertices.len(), |_, sums| {
-        vertex.extend_from_slice(sums)
+        vertex = std::mem::take(sums)
     });
     vertex
 }
@@ -217,12 +218,16 @@ fn band_len(vertices: usize) -> usize {
     vertices.div_ceil(8).max(VERTEX_BAND_FLOOR)
 }
 
-/// Calls `band(first, sums)` with the angle-weighted sums of face normals (f64) of vertices
+/// Calls `band(first, sums)` (which may take them) with the angle-weighted sums of face normals (f64) of vertices
 /// `first..first + sums.len()`, in ascending bands of at most `band_len` vertices: each band
 /// is a pass over the triangles touching it, so only a band's sums are held at a time. Built
 /// on all cores where it pays; every sum adds its terms in triangle order, so the result
 /// depends on neither threads nor bands.
-fn for_each_vertex_band(mesh: &Mesh, band_len: usize, mut band: impl FnMut(usize, &[DVec3])) {
+fn for_each_vertex_band(
+    mesh: &Mesh,
+    band_len: usize,
+    mut band: impl FnMut(usize, &mut Vec<DVec3>),
+) {
     use rayon::prelude::*;
     let count = mesh.triangles.len();
     let mut batch: Vec<(usize, DVec3, [f64; 3])> = Vec::new();
@@ -262,7 +267,7 @@ fn for_each_vertex_band(mesh: &Mesh, band_len: usize, mut band: impl FnMut(usize
                 }
             }
         }
-        band(first, &sums);
+        band(first, &mut sums);
     }
 }
 
@@ -316,6 +321,10 @@ fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32
                 grouped[*slot as usize] = h;
                 *slot += 1;
             }
+        }
+        if vertices.end == mesh.vertices.len() {
+            // Done with (one band: all the vertices' starts, freed before the edges' work).
+            start = Vec::new();
         }
         grouped
             .par_chunk_by_mut(|&a, &b| ends(a).0 == ends(b).0)
