@@ -211,7 +211,7 @@ fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
     vertex
 }
 
-/// The vertices a band of [`for_each_vertex_band`] and [`for_each_edge_banded`] holds: an
+/// The vertices a band of [`for_each_vertex_band`] and [`for_each_edge`] holds: an
 /// eighth of the mesh's, and at least `VERTEX_BAND_FLOOR` (fewer passes over a small mesh).
 /// A band holds 24 bytes a vertex either way: its f64 sums, or about six half-edges.
 fn band_len(vertices: usize) -> usize {
@@ -272,14 +272,10 @@ fn for_each_vertex_band(
 }
 
 /// Calls `edge` with the half-edges of every undirected edge, in ascending order (half-edge
-/// h = 3t + k runs from corner k to corner k + 1 of triangle t).
-fn for_each_edge(mesh: &Mesh, edge: impl FnMut(&[u32])) {
-    for_each_edge_banded(mesh, mesh.vertices.len(), edge);
-}
-
-/// [`for_each_edge`], the half-edges grouped in ascending bands of at most `band_len` lower
-/// vertices (4 bytes a half-edge), each band two passes over the half-edges.
-fn for_each_edge_banded(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
+/// h = 3t + k runs from corner k to corner k + 1 of triangle t), grouped in ascending bands of
+/// at most `band_len` lower vertices (4 bytes a half-edge), each band two passes over the
+/// half-edges.
+fn for_each_edge(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
     use rayon::prelude::*;
     // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are grouped by
     // lower vertex (a counting sort), each group sorted by upper vertex, then by h.
@@ -362,7 +358,7 @@ impl Pseudonormals {
         let vertex = vertex_sums(mesh);
         let mut next_on_edge = vec![0u32; 3 * mesh.triangles.len()];
         let mut crowded_edges = std::collections::HashMap::new();
-        for_each_edge(mesh, |run| {
+        for_each_edge(mesh, band_len(mesh.vertices.len()), |run| {
             for (at, &h) in run.iter().enumerate() {
                 next_on_edge[h as usize] = run[(at + 1) % run.len()];
             }
@@ -428,7 +424,7 @@ impl Pseudonormals {
         let edge_word = |h: u32| 4 + stride * (h as usize / 3) + stride - 3 + h as usize % 3;
         // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
         let mut crowded = Vec::new();
-        for_each_edge_banded(mesh, band, |run| match run {
+        for_each_edge(mesh, band, |run| match run {
             [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
             [a, b] => {
                 words[edge_word(*a)] = b / 3;
