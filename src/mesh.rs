@@ -218,11 +218,11 @@ fn band_len(vertices: usize) -> usize {
     vertices.div_ceil(8).max(VERTEX_BAND_FLOOR)
 }
 
-/// Calls `band(first, sums)` (which may take them) with the angle-weighted sums of face normals (f64) of vertices
-/// `first..first + sums.len()`, in ascending bands of at most `band_len` vertices: each band
-/// is a pass over the triangles touching it, so only a band's sums are held at a time. Built
-/// on all cores where it pays; every sum adds its terms in triangle order, so the result
-/// depends on neither threads nor bands.
+/// Calls `band(first, sums)` (which may take them) with the angle-weighted sums of face
+/// normals (f64) of vertices `first..first + sums.len()`, in ascending bands of at most
+/// `band_len` vertices: each band is a pass over the triangles touching it, so only a band's
+/// sums are held at a time. Built on all cores where it pays; every sum adds its terms in
+/// triangle order, so the result depends on neither threads nor bands.
 fn for_each_vertex_band(
     mesh: &Mesh,
     band_len: usize,
@@ -285,6 +285,7 @@ fn for_each_edge(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
         let (i, j) = (tri[k], tri[(k + 1) % 3]);
         (i.min(j), i.max(j))
     };
+    // Half-edges are numbered in u32 (`lower_ends`, the runs).
     u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
     // Each half-edge h = 3t + k with its lower vertex, a triangle at a time.
     let lower_ends = || {
@@ -319,7 +320,8 @@ fn for_each_edge(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
             }
         }
         if vertices.end == mesh.vertices.len() {
-            // Done with (one band: all the vertices' starts, freed before the edges' work).
+            // The last band's starts are done with: free them before its edges' work (with
+            // one band, a start per vertex of the mesh).
             start = Vec::new();
         }
         grouped

@@ -530,7 +530,7 @@ pub fn triangle_record_words(count: usize, indexed: bool) -> usize {
 }
 
 /// The words [`indexed_triangles`] takes for `count` triangles.
-pub fn indexed_triangles_words(count: usize) -> usize {
+fn indexed_triangles_words(count: usize) -> usize {
     triangle_record_words(count, true) + 2 * count.next_multiple_of(4)
 }
 
