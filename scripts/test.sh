@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs lavapipe if no Vulkan driver exists, checks
-# formatting and lints, runs every Rust test, then builds the Python package in a virtual
-# environment and runs its tests (pytest). GPU tests run on the default adapter and fail
+# formatting and lints, runs every Rust test, then stages the Python package (its extension
+# module comes from the same build) in a virtual environment and runs its tests (pytest). GPU tests run on the default adapter and fail
 # (never skip) when there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,9 @@ if [ "${CI:-}" = true ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --locked
-source scripts/python_env.sh
+# One build for the Rust tests and the Python extension module: built together, they share
+# every compiled dependency (features unify the same way), and `cargo test` finds it all built.
+cargo build --locked --profile test --workspace --lib --bins --tests --examples
+cargo test --locked --workspace
+source scripts/python_env.sh --staged
 CLOSEST_CLI=target/debug/closest "$PYTHON" -m pytest python/tests -q -p no:cacheprovider
