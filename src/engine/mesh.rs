@@ -39,6 +39,8 @@ pub struct GpuMesh {
 /// One part of a mesh on the device: a scene of some of its triangles.
 struct MeshPart {
     scene: GpuScene,
+    /// The least and greatest corner of its triangles' box, in world coordinates.
+    bounds: (DVec3, DVec3),
     /// The mesh's index of each of the scene's triangles, ascending (empty: all of them, in
     /// order).
     triangles: Vec<u32>,
@@ -162,6 +164,50 @@ struct MeshPlan {
     cap: u64,
     /// Bytes its sign data may take on the device (`sign_data_bytes`; 0 for a mesh in parts).
     sign_data: u64,
+}
+
+/// The least and greatest corner of the box around the mesh's triangles `indices`.
+fn triangles_bounds(mesh: &Mesh, indices: &[u32]) -> (DVec3, DVec3) {
+    let mut lo = DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let mut hi = -lo;
+    for v in indices.iter().flat_map(|&t| mesh.triangles[t as usize]) {
+        let v = mesh.vertices[v as usize];
+        lo = DVec3::new(lo.x.min(v.x), lo.y.min(v.y), lo.z.min(v.z));
+        hi = DVec3::new(hi.x.max(v.x), hi.y.max(v.y), hi.z.max(v.z));
+    }
+    (lo, hi)
+}
+
+/// The distance from `p` to the box `bounds` (0 inside).
+fn box_distance(bounds: (DVec3, DVec3), p: DVec3) -> f64 {
+    let (lo, hi) = bounds;
+    let gap = |k: usize| (lo.get(k) - p.get(k)).max(p.get(k) - hi.get(k)).max(0.0);
+    DVec3::new(gap(0), gap(1), gap(2)).length()
+}
+
+/// The part whose box is nearest to `p` (the first of equals; the first for a point that is
+/// not one).
+fn nearest_box(parts: &[MeshPart], p: [f64; 3]) -> usize {
+    let p = DVec3::new(p[0], p[1], p[2]);
+    (0..parts.len())
+        .min_by(|&a, &b| {
+            box_distance(parts[a].bounds, p).total_cmp(&box_distance(parts[b].bounds, p))
+        })
+        .unwrap_or(0)
+}
+
+/// Whether a part whose box is `bounds` may hold a triangle nearer to `p` than `best`, or as
+/// near: its box is no farther than `best` plus twice SPEC §3's tolerance, more than the
+/// device's distances ever fall below the exact ones, so a part passed over could only have
+/// given a farther answer. A row without an answer to better (not a point, or a walk that
+/// outgrew its stack) asks no more parts. `mesh_scale` is the mesh's largest coordinate.
+fn may_hold_nearer(bounds: (DVec3, DVec3), p: [f64; 3], best: &GpuHit, mesh_scale: f64) -> bool {
+    if best.shape < 0 {
+        return false;
+    }
+    let p = DVec3::new(p[0], p[1], p[2]);
+    let tolerance = crate::tolerance(p.max_abs().max(mesh_scale));
+    box_distance(bounds, p) <= best.distance as f64 + 2.0 * tolerance
 }
 
 /// Keep the nearer of two answers for one row, ties to the lower triangle index; an
@@ -379,6 +425,7 @@ impl Engine {
             })?;
             vec![MeshPart {
                 scene,
+                bounds: mesh.bounds(),
                 triangles: Vec::new(),
             }]
         } else {
@@ -393,6 +440,7 @@ impl Engine {
                     })?;
                 parts.push(MeshPart {
                     scene,
+                    bounds: triangles_bounds(&mesh, &indices),
                     triangles: indices,
                 });
             }
@@ -670,8 +718,10 @@ impl Engine {
     }
 
     /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or whose sign data
-    /// the device cannot hold: blocks of rows answered by every part in turn, the nearest
-    /// answer kept, then signed on the host and packed with `fields`.
+    /// the device cannot hold: blocks of rows, each row answered first by the part whose box
+    /// is nearest to it, then by every other part whose box could hold a nearer triangle
+    /// (`may_hold_nearer`), the nearest answer kept; then signed on the host and packed with
+    /// `fields`.
     fn query_mesh_parts_stream(
         &self,
         mesh: &GpuMesh,
@@ -681,43 +731,38 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        let all = Fields::all(Family::Hits);
+        use rayon::prelude::*;
         let (mut block, mut best, mut packed) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut first_part, mut asked) = (Vec::new(), Vec::new());
+        let mesh_scale = mesh
+            .parts
+            .iter()
+            .map(|part| part.bounds.0.max_abs().max(part.bounds.1.max_abs()))
+            .fold(0.0, f64::max);
         let block_rows = PART_BLOCK_CHUNKS * self.gpu.chunk_rows;
         for first in (0..rows).step_by(block_rows) {
             let range = first..rows.min(first + block_rows);
             points(range.clone(), &mut block)?;
             best.clear();
             best.resize(block.len(), GpuHit::default());
+            first_part.clear();
+            first_part.par_extend(block.par_iter().map(|&p| nearest_box(&mesh.parts, p)));
             for (k, part) in mesh.parts.iter().enumerate() {
-                let mut source = |rows: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-                    write_query_points(block[rows].iter().copied(), mesh.offset, out);
-                    Ok(())
-                };
-                let mut keep = |at: usize, answers: PackedRows<'_>| {
-                    let hits = answers.as_hits().expect("every hit field");
-                    for (i, &hit) in hits.iter().enumerate() {
-                        let mut hit = hit;
-                        if hit.shape >= 0 && !part.triangles.is_empty() {
-                            hit.shape = part.triangles[hit.shape as usize] as i32;
-                        }
-                        if k == 0 {
-                            best[at + i] = hit;
-                        } else {
-                            keep_nearer(&mut best[at + i], hit);
-                        }
-                    }
-                    Ok(())
-                };
-                self.query_scene_signed_stream(
-                    &part.scene,
-                    DeviceSign::None,
-                    block.len(),
-                    &mut source,
-                    crate::Mode::Surface,
-                    all,
-                    &mut keep,
-                )?;
+                asked.clear();
+                asked.extend((0..block.len() as u32).filter(|&i| first_part[i as usize] == k));
+                self.ask_part(mesh, part, &block, &asked, &mut |i, hit| best[i] = hit)?;
+            }
+            for (k, part) in mesh.parts.iter().enumerate() {
+                asked.clear();
+                asked.extend((0..block.len() as u32).filter(|&i| {
+                    let i = i as usize;
+                    first_part[i] != k
+                        && (self.gpu.every_part
+                            || may_hold_nearer(part.bounds, block[i], &best[i], mesh_scale))
+                }));
+                self.ask_part(mesh, part, &block, &asked, &mut |i, hit| {
+                    keep_nearer(&mut best[i], hit)
+                })?;
             }
             if sign == Sign::Winding {
                 mesh.mark_inside_on_host(&block, &mut best);
@@ -727,5 +772,45 @@ impl Engine {
             sink.take(range.start, PackedRows::new(fields, &packed))?;
         }
         Ok(())
+    }
+
+    /// Rows `asked` of `block` answered by `part`, unsigned, with every field: `take` gets
+    /// each answer with its row in the block, its triangle index the mesh's.
+    fn ask_part(
+        &self,
+        mesh: &GpuMesh,
+        part: &MeshPart,
+        block: &[[f64; 3]],
+        asked: &[u32],
+        take: &mut dyn FnMut(usize, GpuHit),
+    ) -> Result<()> {
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let mut source = |rows: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+            let points = asked[rows].iter().map(|&i| block[i as usize]);
+            write_query_points(points, mesh.offset, out);
+            Ok(())
+        };
+        let mut keep = |at: usize, answers: PackedRows<'_>| {
+            let hits = answers.as_hits().expect("every hit field");
+            for (&i, &hit) in asked[at..].iter().zip(hits) {
+                let mut hit = hit;
+                if hit.shape >= 0 && !part.triangles.is_empty() {
+                    hit.shape = part.triangles[hit.shape as usize] as i32;
+                }
+                take(i as usize, hit);
+            }
+            Ok(())
+        };
+        self.query_scene_signed_stream(
+            &part.scene,
+            DeviceSign::None,
+            asked.len(),
+            &mut source,
+            crate::Mode::Surface,
+            Fields::all(Family::Hits),
+            &mut keep,
+        )
     }
 }

@@ -49,6 +49,9 @@ pub struct EngineOptions {
     /// Answer every scene query by the BVH walk: resident scenes get no cell lists
     /// (`gpu::cells`), so tests and benchmarks can compare both paths.
     pub walk_only: bool,
+    /// Ask every part of a mesh in parts for every row, none passed over for its box
+    /// (`Engine::query_mesh_parts_stream`), so tests and benchmarks can compare both paths.
+    pub every_part: bool,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
@@ -224,6 +227,8 @@ pub(crate) struct Context {
     pub(crate) mesh_records: MeshRecords,
     /// `EngineOptions::walk_only`.
     pub(crate) walk_only: bool,
+    /// `EngineOptions::every_part`.
+    pub(crate) every_part: bool,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
@@ -362,6 +367,7 @@ impl Context {
             memory_bytes: options.memory_bytes,
             mesh_records: options.mesh_records,
             walk_only: options.walk_only,
+            every_part: options.every_part,
             subgroup_kernels,
             point_texels,
             device,
