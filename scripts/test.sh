@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs lavapipe if no Vulkan driver exists, checks
 # formatting and lints, runs every Rust test, then stages the Python package (its extension
-# module comes from the same build) in a virtual environment and runs its tests (pytest). GPU tests run on the default adapter and fail
-# (never skip) when there is none.
+# module comes from the same build) in a virtual environment and runs its tests (pytest). GPU
+# tests run on the default adapter and fail (never skip) when there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lavapipe.sh

@@ -60,9 +60,17 @@ impl Mesh {
 
     /// The bounding box of the vertices the triangles use.
     pub fn bounds(&self) -> (DVec3, DVec3) {
+        self.triangles_bounds(0..self.triangles.len() as u32)
+    }
+
+    /// The bounding box of the corners of `triangles` (indices into `self.triangles`).
+    pub fn triangles_bounds(&self, triangles: impl IntoIterator<Item = u32>) -> (DVec3, DVec3) {
         let mut lo = DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY);
         let mut hi = -lo;
-        for &k in self.triangles.iter().flatten() {
+        for k in triangles
+            .into_iter()
+            .flat_map(|t| self.triangles[t as usize])
+        {
             let v = self.vertices[k as usize];
             lo = DVec3::new(lo.x.min(v.x), lo.y.min(v.y), lo.z.min(v.z));
             hi = DVec3::new(hi.x.max(v.x), hi.y.max(v.y), hi.z.max(v.z));

@@ -166,18 +166,6 @@ struct MeshPlan {
     sign_data: u64,
 }
 
-/// The least and greatest corner of the box around the mesh's triangles `indices`.
-fn triangles_bounds(mesh: &Mesh, indices: &[u32]) -> (DVec3, DVec3) {
-    let mut lo = DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY);
-    let mut hi = -lo;
-    for v in indices.iter().flat_map(|&t| mesh.triangles[t as usize]) {
-        let v = mesh.vertices[v as usize];
-        lo = DVec3::new(lo.x.min(v.x), lo.y.min(v.y), lo.z.min(v.z));
-        hi = DVec3::new(hi.x.max(v.x), hi.y.max(v.y), hi.z.max(v.z));
-    }
-    (lo, hi)
-}
-
 /// The distance from `p` to the box `bounds` (0 inside).
 fn box_distance(bounds: (DVec3, DVec3), p: DVec3) -> f64 {
     let (lo, hi) = bounds;
@@ -440,7 +428,7 @@ impl Engine {
                     })?;
                 parts.push(MeshPart {
                     scene,
-                    bounds: triangles_bounds(&mesh, &indices),
+                    bounds: mesh.triangles_bounds(indices.iter().copied()),
                     triangles: indices,
                 });
             }
