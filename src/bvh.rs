@@ -192,7 +192,7 @@ fn outward(b: Bounds) -> ([f32; 3], [f32; 3]) {
 /// A built hierarchy: the shape order (leaf order) and the inner nodes, root first.
 pub struct Bvh {
     /// Positions in the input slice, in leaf order.
-    pub order: Vec<usize>,
+    pub order: Vec<u32>,
     pub nodes: Vec<GpuBvhNode>,
     pub depth: usize,
     /// Per node and side, the range of `order` under that child.
@@ -212,7 +212,7 @@ impl Bvh {
     /// the input slice) of the shapes under a child and returns a box holding them, or `None`
     /// to keep the axis-aligned box (stored as an identity-rotated box). Boxes are rounded to
     /// f32 so that they still hold the shapes, with a margin for the kernel's f32 rotation.
-    pub fn orient(&mut self, fit: &(dyn Fn(&[usize]) -> Option<OrientedBox> + Sync)) {
+    pub fn orient(&mut self, fit: &(dyn Fn(&[u32]) -> Option<OrientedBox> + Sync)) {
         use rayon::prelude::*;
         let order = &self.order;
         self.nodes
@@ -349,7 +349,8 @@ pub struct Item {
 /// outwards to f32 (32 bytes, not 56: the build's largest array). The child boxes do not
 /// change, since rounding outwards commutes with taking unions; centres, and so the splits,
 /// may move in the last bits for shapes whose bounds f32 does not hold.
-#[derive(Clone, Copy)]
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
 struct Entry {
     min: [f32; 3],
     index: u32,
@@ -426,21 +427,66 @@ pub fn build_with(
     };
     // The root's range is split unconditionally, so that the root is an inner node.
     let measured = Measured::of(&entries);
-    let mut tree = builder.inner(&mut entries, measured, 0, 1);
+    let tree = builder.inner(&mut entries, measured, 0, 1);
+    let depth = tree.depth;
+    let mut nodes = tree.joined();
     // Inner children hold their node's offset from their parent until here.
-    for (n, node) in tree.nodes.iter_mut().enumerate() {
+    for (n, node) in nodes.iter_mut().enumerate() {
         for child in &mut node.children {
             if child.count == 0 {
                 child.first += node_offset + n as u32;
             }
         }
     }
+    let order = into_order(entries);
+    let spans = child_spans(&nodes, shape_offset, node_offset);
     Bvh {
-        order: entries.iter().map(|e| e.index as usize).collect(),
-        nodes: tree.nodes,
-        depth: tree.depth,
-        spans: tree.spans,
+        order,
+        nodes,
+        depth,
+        spans,
     }
+}
+
+/// The entries' input positions in their order, written over the entries themselves (the
+/// build's largest array, not held twice).
+fn into_order(entries: Vec<Entry>) -> Vec<u32> {
+    const WORDS: usize = std::mem::size_of::<Entry>() / 4;
+    const INDEX: usize = std::mem::offset_of!(Entry, index) / 4;
+    let count = entries.len();
+    let mut words: Vec<u32> = bytemuck::allocation::cast_vec(entries);
+    for i in 0..count {
+        words[i] = words[WORDS * i + INDEX];
+    }
+    words.truncate(count);
+    words.shrink_to_fit();
+    words
+}
+
+/// Per node and side, the range of the leaf order under that child: a leaf's own, an inner
+/// child's from its node's (children follow their parents, so a pass from the last node
+/// finds every child's range before its parent's).
+fn child_spans(
+    nodes: &[GpuBvhNode],
+    shape_offset: u32,
+    node_offset: u32,
+) -> Vec<[(usize, usize); 2]> {
+    let mut spans = vec![[(0, 0); 2]; nodes.len()];
+    for n in (0..nodes.len()).rev() {
+        spans[n] = nodes[n].children.map(|child| {
+            if child.count == 0 {
+                let below = spans[(child.first - node_offset) as usize];
+                (below[0].0, below[1].1)
+            } else {
+                let first = (child.first - shape_offset) as usize;
+                (
+                    first,
+                    first + (child.count & ((1 << LEAF_KIND_SHIFT) - 1)) as usize,
+                )
+            }
+        });
+    }
+    spans
 }
 
 struct Builder {
@@ -449,15 +495,42 @@ struct Builder {
 }
 
 /// The nodes of a subtree in preorder, inner children referring to their nodes relatively.
+/// Subtrees built on their own threads are kept as pieces, moved into their parent and joined
+/// once: copying them into each parent in turn held every level's nodes twice (a large mesh's
+/// build held ~1.5× its nodes over the entries).
 struct Subtree {
-    nodes: Vec<GpuBvhNode>,
-    spans: Vec<[(usize, usize); 2]>,
+    /// Consecutive nodes in preorder.
+    pieces: Vec<Vec<GpuBvhNode>>,
+    len: usize,
     depth: usize,
+}
+
+impl Subtree {
+    /// Its nodes in one vector of exactly their size. Each piece is freed once
+    /// copied, and the freed memory handed back every `JOIN_RETURN_BYTES` (the pieces are
+    /// small blocks that the allocator would otherwise keep), so the join holds little more
+    /// than the joined nodes.
+    fn joined(self) -> Vec<GpuBvhNode> {
+        const JOIN_RETURN_BYTES: usize = 8 << 20;
+        let mut whole = Vec::with_capacity(self.len);
+        let mut freed = 0;
+        for piece in self.pieces {
+            whole.extend_from_slice(&piece);
+            freed += piece.capacity() * std::mem::size_of::<GpuBvhNode>();
+            drop(piece);
+            if freed >= JOIN_RETURN_BYTES {
+                crate::host_memory::return_free_memory();
+                freed = 0;
+            }
+        }
+        whole
+    }
 }
 
 impl Builder {
     /// The inner node over `span` (at `offset` in the whole entry list, `level` deep, its
-    /// bounds `measured`): split it, then each side becomes a leaf or a subtree.
+    /// bounds `measured`): split it, then each side becomes a leaf or a subtree. Spans too
+    /// short to build their sides on two threads push their nodes onto one piece.
     fn inner(
         &self,
         span: &mut [Entry],
@@ -465,43 +538,83 @@ impl Builder {
         offset: usize,
         level: usize,
     ) -> Subtree {
-        // A small span here has mixed kinds, or is the root (split whatever it holds).
+        if span.len() < PARALLEL_SPAN {
+            let mut piece = Vec::new();
+            let depth = self.inner_into(span, measured, offset, level, &mut piece);
+            let len = piece.len();
+            return Subtree {
+                pieces: vec![piece],
+                len,
+                depth,
+            };
+        }
+        let (mid, sides) = self.split_inner(span, measured, level);
+        let (left, right) = span.split_at_mut(mid);
+        let (left, right) = rayon::join(
+            || self.child(left, sides[0], offset, level + 1),
+            || self.child(right, sides[1], offset + mid, level + 1),
+        );
+        let mut tree = Subtree {
+            pieces: vec![vec![GpuBvhNode::default()]],
+            len: 1,
+            depth: level + 1,
+        };
+        for (side, (mut record, below)) in [left, right].into_iter().enumerate() {
+            if let Some(below) = below {
+                record.first = tree.len as u32;
+                tree.depth = tree.depth.max(below.depth);
+                tree.len += below.len;
+                tree.pieces.extend(below.pieces);
+            }
+            tree.pieces[0][0].children[side] = record;
+        }
+        tree
+    }
+
+    /// [`Builder::inner`] on one thread, its nodes pushed onto `piece`; returns its depth.
+    fn inner_into(
+        &self,
+        span: &mut [Entry],
+        measured: Measured,
+        offset: usize,
+        level: usize,
+        piece: &mut Vec<GpuBvhNode>,
+    ) -> usize {
+        let (mid, sides) = self.split_inner(span, measured, level);
+        let root = piece.len();
+        piece.push(GpuBvhNode::default());
+        let mut depth = level + 1;
+        let (left, right) = span.split_at_mut(mid);
+        for (side, (span, measured, offset)) in
+            [(left, sides[0], offset), (right, sides[1], offset + mid)]
+                .into_iter()
+                .enumerate()
+        {
+            let measured = measured.unwrap_or_else(|| Measured::of(span));
+            let (mut record, is_leaf) = self.child_record(span, measured.bounds, offset);
+            if !is_leaf {
+                record.first = (piece.len() - root) as u32;
+                depth = depth.max(self.inner_into(span, measured, offset, level + 1, piece));
+            }
+            piece[root].children[side] = record;
+        }
+        depth
+    }
+
+    /// Where `span` splits, and each side's bounds where the split measured them: by kind for
+    /// a small span of mixed kinds (or the root), by `split` otherwise.
+    fn split_inner(
+        &self,
+        span: &mut [Entry],
+        measured: Measured,
+        level: usize,
+    ) -> (usize, [Option<Measured>; 2]) {
         let mixed = |span: &[Entry]| span.iter().any(|e| e.kind != span[0].kind);
-        let (mid, sides) = if span.len() <= self.leaf_size && mixed(span) {
+        if span.len() <= self.leaf_size && mixed(span) {
             (split_by_kind(span), [None, None])
         } else {
             split(span, measured, level)
-        };
-        let parallel = span.len() >= PARALLEL_SPAN;
-        let (left, right) = span.split_at_mut(mid);
-        let (left, right) = if parallel {
-            rayon::join(
-                || self.child(left, sides[0], offset, level + 1),
-                || self.child(right, sides[1], offset + mid, level + 1),
-            )
-        } else {
-            (
-                self.child(left, sides[0], offset, level + 1),
-                self.child(right, sides[1], offset + mid, level + 1),
-            )
-        };
-        let mut tree = Subtree {
-            nodes: vec![GpuBvhNode::default()],
-            spans: vec![[left.2, right.2]],
-            depth: 0,
-        };
-        for (side, (record, below, _)) in [left, right].into_iter().enumerate() {
-            let mut record = record;
-            if let Some(below) = below {
-                record.first = tree.nodes.len() as u32;
-                tree.depth = tree.depth.max(below.depth);
-                tree.nodes.extend(below.nodes);
-                tree.spans.extend(below.spans);
-            }
-            tree.nodes[0].children[side] = record;
         }
-        tree.depth = tree.depth.max(level + 1);
-        tree
     }
 
     /// A child over `span` (its bounds `measured` where the split already knew them): its
@@ -512,28 +625,38 @@ impl Builder {
         measured: Option<Measured>,
         offset: usize,
         level: usize,
-    ) -> (GpuBvhChild, Option<Subtree>, (usize, usize)) {
+    ) -> (GpuBvhChild, Option<Subtree>) {
         let measured = measured.unwrap_or_else(|| Measured::of(span));
-        let (min, max) = outward(measured.bounds);
+        let (record, is_leaf) = self.child_record(span, measured.bounds, offset);
+        if is_leaf {
+            return (record, None);
+        }
+        (record, Some(self.inner(span, measured, offset, level)))
+    }
+
+    /// A child's record over `span`, whose box is `bounds`, and whether it is a leaf (then
+    /// sorted into scene order and complete; an inner child's `first` is left to its caller).
+    fn child_record(
+        &self,
+        span: &mut [Entry],
+        bounds: Bounds,
+        offset: usize,
+    ) -> (GpuBvhChild, bool) {
+        let (min, max) = outward(bounds);
         let kind = span[0].kind;
         let mut record = GpuBvhChild {
             min,
             max,
             ..GpuBvhChild::default()
         };
-        let range = (offset, offset + span.len());
-        if span.len() <= self.leaf_size && span.iter().all(|e| e.kind == kind) {
+        let is_leaf = span.len() <= self.leaf_size && span.iter().all(|e| e.kind == kind);
+        if is_leaf {
             // In scene order: kernels then resolve ties within a leaf by position.
             span.sort_unstable_by_key(|e| e.index);
             record.first = self.shape_offset + offset as u32;
             record.count = span.len() as u32 | kind << LEAF_KIND_SHIFT;
-            return (record, None, range);
         }
-        (
-            record,
-            Some(self.inner(span, measured, offset, level)),
-            range,
-        )
+        (record, is_leaf)
     }
 }
 

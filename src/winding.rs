@@ -35,7 +35,7 @@ struct Cluster {
 
 /// A mesh's winding-number hierarchy.
 pub struct WindingTree {
-    order: Vec<usize>,
+    order: Vec<u32>,
     /// Per node, its two clusters; empty for a mesh of one triangle (summed directly).
     nodes: Vec<[Cluster; 2]>,
 }
@@ -44,7 +44,7 @@ impl WindingTree {
     pub fn new(mesh: &Mesh) -> WindingTree {
         if mesh.triangles.len() < 2 {
             return WindingTree {
-                order: (0..mesh.triangles.len()).collect(),
+                order: (0..mesh.triangles.len() as u32).collect(),
                 nodes: Vec::new(),
             };
         }
@@ -93,7 +93,7 @@ impl WindingTree {
                     order[first..first + count as usize].iter().fold(
                         (DVec3::ZERO, DVec3::ZERO, 0.0),
                         |(normal, weighted, area), &t| {
-                            let [a, b, c] = mesh.corners(t);
+                            let [a, b, c] = mesh.corners(t as usize);
                             let n2 = (b - a).cross(c - a) * 0.5;
                             let da = n2.length();
                             (normal + n2, weighted + (a + b + c) * (da / 3.0), area + da)
@@ -171,7 +171,7 @@ impl WindingTree {
             }
         }
         for &t in &self.order {
-            for corner in mesh.corners(t) {
+            for corner in mesh.corners(t as usize) {
                 words.push(f(corner - offset, 0));
             }
         }
@@ -200,7 +200,7 @@ impl WindingTree {
             return self
                 .order
                 .iter()
-                .map(|&t| triangle_winding_number(mesh.corners(t), p))
+                .map(|&t| triangle_winding_number(mesh.corners(t as usize), p))
                 .sum();
         };
         let mut total = 0.0;
@@ -213,7 +213,7 @@ impl WindingTree {
             } else if cluster.count > 0 {
                 let first = cluster.first as usize;
                 for &t in &self.order[first..first + cluster.count as usize] {
-                    total += triangle_winding_number(mesh.corners(t), p);
+                    total += triangle_winding_number(mesh.corners(t as usize), p);
                 }
             } else {
                 stack.extend_from_slice(&self.nodes[cluster.first as usize]);

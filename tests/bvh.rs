@@ -345,11 +345,66 @@ fn bvh_depth_stays_within_the_stack_and_leaves_hold_one_kind() {
         );
         assert!((1..=4).contains(&n), "leaf of {n} shapes");
         for k in child.first..child.first + n {
-            assert_eq!(items[built.order[k as usize]].kind, kind, "leaf {child:?}");
+            assert_eq!(
+                items[built.order[k as usize] as usize].kind, kind,
+                "leaf {child:?}"
+            );
         }
         leaf_shapes += n;
     }
     assert_eq!(leaf_shapes, 200_000);
+}
+
+/// The leaf-order range under `child` of a hierarchy built at `shape_offset` and
+/// `node_offset`, found by walking its subtree (each leaf's range must follow the last).
+fn walked_span(
+    built: &bvh::Bvh,
+    child: bvh::GpuBvhChild,
+    shape_offset: u32,
+    node_offset: u32,
+) -> (usize, usize) {
+    if child.count != 0 {
+        let first = (child.first - shape_offset) as usize;
+        return (
+            first,
+            first + (child.count & ((1 << bvh::LEAF_KIND_SHIFT) - 1)) as usize,
+        );
+    }
+    let node = built.nodes[(child.first - node_offset) as usize];
+    let [left, right] = node
+        .children
+        .map(|c| walked_span(built, c, shape_offset, node_offset));
+    assert_eq!(left.1, right.0, "a node's sides are consecutive");
+    (left.0, right.1)
+}
+
+#[test]
+fn every_child_span_is_the_leaf_order_below_it() {
+    // Large enough that subtrees are built on their own threads and joined, at offsets in
+    // shared buffers as scenes place them.
+    let mut rng = Rng::new(41);
+    let items: Vec<bvh::Item> = (0..100_000)
+        .map(|i| {
+            let c = rng.vec(-100.0, 100.0);
+            bvh::Item {
+                bounds: bvh::Bounds {
+                    min: c,
+                    max: c + rng.vec(0.0, 2.0),
+                },
+                kind: (i % 2) as u32,
+            }
+        })
+        .collect();
+    let (shape_offset, node_offset) = (7, 3);
+    let built = bvh::build(&items, bvh::LEAF_SIZE, shape_offset, node_offset);
+    assert_eq!(built.spans.len(), built.nodes.len());
+    for (node, spans) in built.nodes.iter().zip(&built.spans) {
+        for (child, &span) in node.children.iter().zip(spans) {
+            assert_eq!(span, walked_span(&built, *child, shape_offset, node_offset));
+        }
+    }
+    let root = &built.spans[0];
+    assert_eq!((root[0].0, root[1].1), (0, items.len()));
 }
 
 #[test]

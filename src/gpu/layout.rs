@@ -444,8 +444,8 @@ pub fn triangle_bindings(
     let hierarchy = TriangleHierarchy::build(count, corners);
     let order = &hierarchy.order;
     let records = packed_triangles_by(count, &|slot| GpuShape {
-        index: order[slot] as u32,
-        ..GpuShape::from_shape(&triangle(order[slot]))
+        index: order[slot],
+        ..GpuShape::from_shape(&triangle(order[slot] as usize))
     });
     hierarchy.into_bindings(bytemuck::allocation::cast_vec(records), false)
 }
@@ -474,7 +474,7 @@ pub fn indexed_triangle_bindings(
 struct TriangleHierarchy {
     packed: bvh::PackedNodes,
     node_count: u32,
-    order: Vec<usize>,
+    order: Vec<u32>,
 }
 
 impl TriangleHierarchy {
@@ -487,7 +487,7 @@ impl TriangleHierarchy {
             }
         };
         let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
-        built.orient(&|members: &[usize]| fit_triangles_box(members, corners));
+        built.orient(&|members: &[u32]| fit_triangles_box(members, corners));
         TriangleHierarchy {
             packed: bvh::pack_oriented(&built.nodes),
             node_count: built.nodes.len() as u32,
@@ -541,7 +541,7 @@ fn indexed_triangles_words(count: usize) -> usize {
 /// scene index (as in [`packed_triangles`]). The vertices are texels after the nodes
 /// ([`vertex_texels`]).
 pub fn indexed_triangles(
-    order: &[usize],
+    order: &[u32],
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
     corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
 ) -> Vec<u32> {
@@ -555,14 +555,14 @@ pub fn indexed_triangles(
         .par_chunks_mut(INDEXED_RECORD_WORDS)
         .zip(order.par_iter())
         .for_each(|(out, &t)| {
-            let [a, b, c] = corners(t);
+            let [a, b, c] = corners(t as usize);
             let n = triangle_unit_normal(a, b, c).to_f32();
-            out[..3].copy_from_slice(&corner_ids(t));
+            out[..3].copy_from_slice(&corner_ids(t as usize));
             out[3..].copy_from_slice(&n.map(f32::to_bits));
         });
     for (slot, &t) in order.iter().enumerate() {
-        indices[slot] = t as u32;
-        slots[t] = slot as u32;
+        indices[slot] = t;
+        slots[t as usize] = slot as u32;
     }
     words
 }
@@ -582,17 +582,17 @@ pub fn vertex_texels(vertices: &[[f32; 3]]) -> Vec<u32> {
 /// The oriented box of a hierarchy child holding triangles `members`, if it is small enough
 /// to be worth fitting (`ORIENTED_MAX_TRIANGLES`).
 fn fit_triangles_box(
-    members: &[usize],
+    members: &[u32],
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
 ) -> Option<bvh::OrientedBox> {
     if members.len() > ORIENTED_MAX_TRIANGLES {
         return None;
     }
     let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
-        let [a, b, c] = corners(k);
+        let [a, b, c] = corners(k as usize);
         n + (b - a).cross(c - a)
     });
-    bvh::fit_oriented_box(members.iter().flat_map(|&k| corners(k)), normal)
+    bvh::fit_oriented_box(members.iter().flat_map(|&k| corners(k as usize)), normal)
 }
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
@@ -650,11 +650,11 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         };
         let mut built = bvh::build(&items, leaf_size, 0, 0);
         if let Some(triangles) = &triangles {
-            built.orient(&|members: &[usize]| fit_triangles_box(members, &|k| triangles[k]));
+            built.orient(&|members: &[u32]| fit_triangles_box(members, &|k| triangles[k]));
             layout.oriented = true;
         }
         for &k in &built.order {
-            let i = bounded[k].0;
+            let i = bounded[k as usize].0;
             let record = layout.data.record(&shapes[i]);
             layout.shapes.push(GpuShape {
                 index: i as u32,
