@@ -88,7 +88,7 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, rows: Rows<'_>, repeats: us
         Rows::Grid(grid, _) => engine.sdf(&gpu, grid, Sign::Pseudonormal).expect("sdf"),
     });
 
-    let vertices = mesh.vertices.iter().map(|&p| v(p)).collect();
+    let vertices = mesh.vertices.iter().map(v).collect();
     let trimesh = TriMesh::with_flags(vertices, mesh.triangles.clone(), TriMeshFlags::ORIENTED)
         .expect("parry builds the mesh");
     let mut signed = vec![0f32; count];

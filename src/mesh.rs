@@ -6,16 +6,95 @@
 use crate::error::{Error, Result};
 use crate::math::DVec3;
 
-/// A triangle soup with shared vertices, in f64 as read.
+/// A triangle soup with shared vertices, with their coordinates as read.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Mesh {
-    pub vertices: Vec<DVec3>,
+    pub vertices: Vertices,
     pub triangles: Vec<[u32; 3]>,
 }
 
+/// A mesh's vertex coordinates: in f32 where f32 holds every one exactly (binary STL always,
+/// PLY of floats, float32 arrays), half the bytes of f64 for the same values (a large mesh's
+/// host copy is a third of its peak memory on a CPU adapter, docs/PERF.md); in f64 otherwise.
+/// Every computation reads them as f64 (`get`).
+#[derive(Clone, Debug)]
+pub enum Vertices {
+    F32(Vec<[f32; 3]>),
+    F64(Vec<DVec3>),
+}
+
+impl Default for Vertices {
+    fn default() -> Vertices {
+        Vertices::F64(Vec::new())
+    }
+}
+
+impl From<Vec<DVec3>> for Vertices {
+    /// In f32 if that holds every coordinate exactly.
+    fn from(vertices: Vec<DVec3>) -> Vertices {
+        let exact = |x: f64| (x as f32) as f64 == x;
+        if vertices
+            .iter()
+            .all(|v| exact(v.x) && exact(v.y) && exact(v.z))
+        {
+            Vertices::F32(vertices.iter().map(|v| v.to_f32()).collect())
+        } else {
+            Vertices::F64(vertices)
+        }
+    }
+}
+
+impl From<Vec<[f32; 3]>> for Vertices {
+    fn from(vertices: Vec<[f32; 3]>) -> Vertices {
+        Vertices::F32(vertices)
+    }
+}
+
+impl PartialEq for Vertices {
+    /// Equal coordinates, however they are stored.
+    fn eq(&self, other: &Vertices) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Vertices {
+    pub fn len(&self) -> usize {
+        match self {
+            Vertices::F32(v) => v.len(),
+            Vertices::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Vertex `k`.
+    #[inline]
+    pub fn get(&self, k: usize) -> DVec3 {
+        match self {
+            Vertices::F32(v) => {
+                let [x, y, z] = v[k];
+                DVec3::new(x as f64, y as f64, z as f64)
+            }
+            Vertices::F64(v) => v[k],
+        }
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = DVec3> + '_ {
+        (0..self.len()).map(|k| self.get(k))
+    }
+}
+
 impl Mesh {
-    /// Check indices and coordinates, and that there is at least one triangle.
-    pub fn new(vertices: Vec<DVec3>, triangles: Vec<[u32; 3]>, file: &str) -> Result<Mesh> {
+    /// Check indices and coordinates, and that there is at least one triangle. Vertices given
+    /// in f64 are kept in f32 where that holds them exactly (`Vertices`).
+    pub fn new(
+        vertices: impl Into<Vertices>,
+        triangles: Vec<[u32; 3]>,
+        file: &str,
+    ) -> Result<Mesh> {
+        let vertices = vertices.into();
         let bad = |problem: String| Error::BadFile {
             file: file.to_string(),
             problem,
@@ -49,7 +128,7 @@ impl Mesh {
 
     /// Triangle `t`'s corners.
     pub fn corners(&self, t: usize) -> [DVec3; 3] {
-        self.triangles[t].map(|k| self.vertices[k as usize])
+        self.triangles[t].map(|k| self.vertices.get(k as usize))
     }
 
     /// The centre of the bounding box (meshes are shifted there before the f32 upload).
@@ -71,7 +150,7 @@ impl Mesh {
             .into_iter()
             .flat_map(|t| self.triangles[t as usize])
         {
-            let v = self.vertices[k as usize];
+            let v = self.vertices.get(k as usize);
             lo = DVec3::new(lo.x.min(v.x), lo.y.min(v.y), lo.z.min(v.z));
             hi = DVec3::new(hi.x.max(v.x), hi.y.max(v.y), hi.z.max(v.z));
         }

@@ -57,6 +57,37 @@ fn shared_meshes_load_with_their_documented_counts() {
 }
 
 #[test]
+fn vertices_are_kept_in_f32_exactly_where_f32_holds_them() {
+    use closest::mesh::{Mesh, Vertices};
+    // Binary STL coordinates are f32; the bunny's OBJ has coordinates f32 cannot hold.
+    let stl = load_mesh(&shared("stanford-bunny.stl")).unwrap();
+    assert!(matches!(stl.vertices, Vertices::F32(_)));
+    let obj = load_mesh(&shared("stanford-bunny.obj")).unwrap();
+    assert!(matches!(obj.vertices, Vertices::F64(_)));
+    let triangles = vec![[0, 1, 2]];
+    let exact = vec![
+        DVec3::new(0.5, -0.0, 3.0),
+        DVec3::new(2f64.powi(100), -2.5e-3_f32 as f64, 1.0),
+        DVec3::new(0.0, 1.0, 16_777_216.0),
+    ];
+    let kept = Mesh::new(exact.clone(), triangles.clone(), "exact").unwrap();
+    assert!(matches!(kept.vertices, Vertices::F32(_)));
+    assert!(
+        kept.vertices.iter().zip(&exact).all(|(a, b)| a == *b
+            && a.x.to_bits() == b.x.to_bits()
+            && a.y.to_bits() == b.y.to_bits())
+    );
+    // One coordinate off f32's grid keeps them all in f64, as given.
+    let mut inexact = exact.clone();
+    inexact[2].z = 16_777_217.0;
+    let kept = Mesh::new(inexact.clone(), triangles, "inexact").unwrap();
+    assert!(matches!(kept.vertices, Vertices::F64(_)));
+    assert!(kept.vertices.iter().eq(inexact.iter().copied()));
+    // Equal coordinates are equal vertices, however they are stored.
+    assert_eq!(Vertices::F64(exact.clone()), Vertices::from(exact));
+}
+
+#[test]
 fn stl_copies_hold_the_same_triangles_as_the_obj() {
     for name in ["stanford-bunny", "fandisk"] {
         let obj = load_mesh(&shared(&format!("{name}.obj"))).unwrap();
@@ -113,7 +144,7 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     );
     let m = load_mesh(&ply).unwrap();
     assert_eq!(m.triangles, [[0, 1, 2], [0, 2, 3]]);
-    assert_eq!(m.vertices[2], DVec3::new(1.0, 1.0, 0.0));
+    assert_eq!(m.vertices.get(2), DVec3::new(1.0, 1.0, 0.0));
     let stl = write(
         &dir,
         "tri.stl",

@@ -538,7 +538,7 @@ fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
     points.extend(
         (0..mesh.vertices.len())
             .step_by(997)
-            .map(|k| mesh.vertices[k]),
+            .map(|k| mesh.vertices.get(k)),
     );
     points.push(DVec3::new(1e6, -3e5, 2e5));
     let mut rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
@@ -598,7 +598,7 @@ fn indexed_mesh_records_match_the_f64_references() {
     let [subgroup, portable] = subgroup_and_portable_engines_with(options.clone());
     let far = DVec3::new(1234.567, -2345.678, 345.6789);
     let moved = |mesh: Mesh, by: DVec3| {
-        let vertices = mesh.vertices.iter().map(|&v| v + by).collect();
+        let vertices: Vec<DVec3> = mesh.vertices.iter().map(|v| v + by).collect();
         Mesh::new(vertices, mesh.triangles.clone(), "moved").unwrap()
     };
     let meshes = [
@@ -691,11 +691,10 @@ fn meshes_go_up_indexed_where_only_indexed_records_fit_the_memory() {
 /// `mesh` with `other`'s triangles beside it, moved by `by`.
 fn with_beside(mesh: &Mesh, other: &Mesh, by: DVec3) -> Mesh {
     let base = mesh.vertices.len() as u32;
-    let vertices = mesh
+    let vertices: Vec<DVec3> = mesh
         .vertices
         .iter()
-        .copied()
-        .chain(other.vertices.iter().map(|&v| v + by))
+        .chain(other.vertices.iter().map(|v| v + by))
         .collect();
     let triangles = mesh
         .triangles
@@ -778,7 +777,12 @@ fn device_pseudonormal_signs_equal_the_f64_twin() {
         points.extend(probe_points(&mut rng, &mesh, 500));
         if name == "fandisk and the odd mesh" {
             let odd_only = Mesh {
-                vertices: mesh.vertices[fandisk.vertices.len()..].to_vec(),
+                vertices: mesh
+                    .vertices
+                    .iter()
+                    .skip(fandisk.vertices.len())
+                    .collect::<Vec<_>>()
+                    .into(),
                 triangles: odd.triangles.clone(),
             };
             points.extend(feature_points(&odd_only, 1));

@@ -151,7 +151,7 @@ fn the_device_tree_fits_its_reservation() {
         .map(|name| shared(name))
         .collect();
     for count in [1usize, 2, 3, 7] {
-        let vertices = (0..count + 2)
+        let vertices: Vec<DVec3> = (0..count + 2)
             .map(|k| DVec3::new(k as f64, (k * k) as f64 * 0.5, (k % 3) as f64))
             .collect();
         let triangles = (0..count as u32).map(|k| [k, k + 1, k + 2]).collect();

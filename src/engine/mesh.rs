@@ -135,7 +135,7 @@ fn part_vertices(
 ) -> (Vec<[f32; 3]>, Option<Vec<[u32; 3]>>) {
     let shifted = |v: DVec3| (v - offset).to_f32();
     let Some(indices) = indices else {
-        return (mesh.vertices.iter().map(|&v| shifted(v)).collect(), None);
+        return (mesh.vertices.iter().map(shifted).collect(), None);
     };
     let mut local = vec![u32::MAX; mesh.vertices.len()];
     let mut vertices = Vec::new();
@@ -145,7 +145,7 @@ fn part_vertices(
             mesh.triangles[t as usize].map(|v| {
                 if local[v as usize] == u32::MAX {
                     local[v as usize] = vertices.len() as u32;
-                    vertices.push(shifted(mesh.vertices[v as usize]));
+                    vertices.push(shifted(mesh.vertices.get(v as usize)));
                 }
                 local[v as usize]
             })

@@ -71,7 +71,7 @@ fn feed_mesh(data: &[u8], format: MeshFormat) -> bool {
 /// triangles' scene bindings, built as `Engine::upload_mesh` builds them.
 fn build_mesh_tables(mesh: &Mesh) {
     let normals = crate::mesh::Pseudonormals::new(mesh);
-    std::hint::black_box(normals.sign(mesh, 0, mesh.vertices[0]));
+    std::hint::black_box(normals.sign(mesh, 0, mesh.vertices.get(0)));
     std::hint::black_box(crate::winding::WindingTree::new(mesh));
     let offset = mesh.centre();
     std::hint::black_box(crate::gpu::layout::triangle_bindings(

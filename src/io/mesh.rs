@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::math::DVec3;
-use crate::mesh::Mesh;
+use crate::mesh::{Mesh, Vertices};
 
 /// Load a mesh by its extension: `.obj`, `.stl` or `.ply`.
 pub fn load_mesh(path: &Path) -> Result<Mesh> {
@@ -61,7 +61,7 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
     Mesh::new(vertices, triangles, file)
 }
 
-type Soup = (Vec<DVec3>, Vec<[u32; 3]>);
+type Soup = (Vertices, Vec<[u32; 3]>);
 
 fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
     let options = tobj::LoadOptions {
@@ -88,7 +88,7 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
             triangles.push([at(tri[0])?, at(tri[1])?, at(tri[2])?]);
         }
     }
-    Ok((vertices, triangles))
+    Ok((vertices.into(), triangles))
 }
 
 /// Bytes of a binary STL's header (80 free bytes and the triangle count) and of one triangle
@@ -131,17 +131,13 @@ fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Re
     }
     reader.seek(SeekFrom::Start(0)).map_err(io)?;
     let mesh = stl_io::read_stl(reader).map_err(|e| format!("not a valid STL file: {e}"))?;
-    let vertices = mesh
-        .vertices
-        .iter()
-        .map(|v| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64))
-        .collect();
+    let vertices: Vec<[f32; 3]> = mesh.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
     let triangles = mesh
         .faces
         .iter()
         .map(|f| f.vertices.map(|k| k as u32))
         .collect();
-    Ok((vertices, triangles))
+    Ok((vertices.into(), triangles))
 }
 
 /// `count` binary STL triangle records (the size was checked against the file's), read in
@@ -182,8 +178,7 @@ fn read_binary_stl<R: std::io::Read>(
             for (k, index) in triangle.iter_mut().enumerate() {
                 let key = corner(k);
                 *index = *welded.entry(key).or_insert_with(|| {
-                    let [x, y, z] = key.map(|b| f32::from_bits(b) as f64);
-                    vertices.push(DVec3::new(x, y, z));
+                    vertices.push(key.map(f32::from_bits));
                     (vertices.len() - 1) as u32
                 });
             }
@@ -191,7 +186,7 @@ fn read_binary_stl<R: std::io::Read>(
         }
         left -= n;
     }
-    Ok((vertices, triangles))
+    Ok((vertices.into(), triangles))
 }
 
 /// The fewest bytes one element of `element` takes in a file of `encoding`: its scalars and
@@ -266,7 +261,7 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
         strip_triangles,
     } = soup;
     triangles.extend(strip_triangles);
-    Ok((vertices, triangles))
+    Ok((vertices.into(), triangles))
 }
 
 /// A PLY mesh as its elements arrive: `vertex` x, y, z; `face` index lists as fans;
