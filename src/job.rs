@@ -40,7 +40,7 @@ pub struct Summary {
 pub struct MeshSetup {
     /// Reading and checking the file.
     pub load: Duration,
-    /// Hierarchy build and upload.
+    /// Hierarchy build and upload, and the sign data the device signs a query job's rows by.
     pub build: Duration,
     /// What the mesh's triangles and hierarchy hold on the device, and whether they are
     /// indexed.
@@ -102,10 +102,21 @@ impl<'a> JobOutput<'a> {
     }
 
     /// Upload `mesh` (read in `load`), reporting the load and the build apart, and time the
-    /// queries from then.
-    fn upload_mesh(&mut self, engine: &Engine, mesh: Mesh, load: Duration) -> Result<GpuMesh> {
+    /// queries from then. With `only_queries`, the sign and fields its one query will ask, the
+    /// sign data that query needs is built too and the host's copy of the mesh released where
+    /// the device answers alone.
+    fn upload_mesh(
+        &mut self,
+        engine: &Engine,
+        mesh: Mesh,
+        load: Duration,
+        only_queries: Option<(Sign, Fields)>,
+    ) -> Result<GpuMesh> {
         let building = Instant::now();
-        let mesh = engine.upload_mesh(mesh)?;
+        let mut mesh = engine.upload_mesh(mesh)?;
+        if let Some((sign, fields)) = only_queries {
+            engine.release_host_mesh(&mut mesh, sign, fields)?;
+        }
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),
@@ -203,7 +214,7 @@ pub fn run_mesh_query(
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mesh = out.upload_mesh(&engine, mesh, load)?;
+    let mesh = out.upload_mesh(&engine, mesh, load, Some((job.sign, job.fields)))?;
     engine.query_mesh_fields_stream(
         &mesh,
         rows,
@@ -408,7 +419,7 @@ pub fn run_sdf(
     )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mesh = out.upload_mesh(&engine, mesh, load)?;
+    let mesh = out.upload_mesh(&engine, mesh, load, None)?;
     engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
         let sdf = Values::f32_column(distances, 1);
         let count = distances.len();

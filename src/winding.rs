@@ -48,28 +48,31 @@ impl WindingTree {
                 nodes: Vec::new(),
             };
         }
-        let items: Vec<Item> = (0..mesh.triangles.len())
-            .map(|t| {
-                let [a, b, c] = mesh.corners(t);
-                Item {
-                    bounds: Bounds {
-                        min: DVec3::new(
-                            a.x.min(b.x).min(c.x),
-                            a.y.min(b.y).min(c.y),
-                            a.z.min(b.z).min(c.z),
-                        ),
-                        max: DVec3::new(
-                            a.x.max(b.x).max(c.x),
-                            a.y.max(b.y).max(c.y),
-                            a.z.max(b.z).max(c.z),
-                        ),
-                    },
-                    kind: 0,
-                }
-            })
-            .collect();
-        let built = bvh::build(&items, bvh::LEAF_SIZE, 0, 0);
-        let order = built.order;
+        // Items made as the build asks for them: a mesh's worth of them (56 bytes a triangle)
+        // was the largest array of this build.
+        let item = |t: usize| {
+            let [a, b, c] = mesh.corners(t);
+            Item {
+                bounds: Bounds {
+                    min: DVec3::new(
+                        a.x.min(b.x).min(c.x),
+                        a.y.min(b.y).min(c.y),
+                        a.z.min(b.z).min(c.z),
+                    ),
+                    max: DVec3::new(
+                        a.x.max(b.x).max(c.x),
+                        a.y.max(b.y).max(c.y),
+                        a.z.max(b.z).max(c.z),
+                    ),
+                },
+                kind: 0,
+            }
+        };
+        let bvh::Bvh {
+            order,
+            nodes: built_nodes,
+            ..
+        } = bvh::build_with(mesh.triangles.len(), &item, bvh::LEAF_SIZE, 0, 0);
         let placeholder = Cluster {
             first: 0,
             count: 0,
@@ -78,11 +81,11 @@ impl WindingTree {
             centre: DVec3::ZERO,
             radius: 0.0,
         };
-        let mut nodes = vec![[placeholder; 2]; built.nodes.len()];
+        let mut nodes = vec![[placeholder; 2]; built_nodes.len()];
         // Children are stored after their parents: fill from the back.
-        for n in (0..built.nodes.len()).rev() {
+        for n in (0..built_nodes.len()).rev() {
             for side in 0..2 {
-                let child = built.nodes[n].children[side];
+                let child = built_nodes[n].children[side];
                 let count = if child.count > 0 {
                     child.count & ((1 << LEAF_KIND_SHIFT) - 1)
                 } else {

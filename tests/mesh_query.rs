@@ -688,6 +688,20 @@ fn meshes_go_up_indexed_where_only_indexed_records_fit_the_memory() {
     );
 }
 
+#[test]
+fn auto_stores_meshes_of_a_million_triangles_or_more_indexed() {
+    // Memory, not loads, limits meshes this large: `Auto` takes indexed records from 2^20
+    // triangles up whatever the memory, packed ones below.
+    let engine = open_engine(EngineOptions::default());
+    let records = |mesh: Mesh| engine.upload_mesh(mesh).unwrap().records();
+    let at = torus(1024, 512, 1.0, 0.3);
+    assert_eq!(at.triangles.len(), MeshRecords::AUTO_INDEXED_TRIANGLES);
+    assert_eq!(records(at), MeshRecords::Indexed);
+    let below = torus(1023, 512, 1.0, 0.3);
+    assert!(below.triangles.len() < MeshRecords::AUTO_INDEXED_TRIANGLES);
+    assert_eq!(records(below), MeshRecords::Packed);
+}
+
 /// `mesh` with `other`'s triangles beside it, moved by `by`.
 fn with_beside(mesh: &Mesh, other: &Mesh, by: DVec3) -> Mesh {
     let base = mesh.vertices.len() as u32;

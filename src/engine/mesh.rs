@@ -300,7 +300,11 @@ impl GpuMesh {
         if self.parts.len() > 1 || WindingTree::max_gpu_bytes(self.mesh.triangles.len()) > max {
             return Ok(None);
         }
-        let words = self.host_winding().gpu_words(&self.mesh, self.offset);
+        // From here on the device signs this mesh alone: the host keeps no tree of its own.
+        let words = match self.host_winding.get() {
+            Some(tree) => tree.gpu_words(&self.mesh, self.offset),
+            None => WindingTree::new(&self.mesh).gpu_words(&self.mesh, self.offset),
+        };
         let words = bytemuck::allocation::cast_vec(words);
         let buffer = engine
             .gpu
@@ -353,6 +357,16 @@ impl GpuMesh {
                     hit.distance = -hit.distance;
                 }
             });
+    }
+}
+
+/// The sign a query of `fields` applies: signs change only distances and normals.
+fn applied_sign(sign: Sign, fields: Fields) -> Sign {
+    use crate::fields::{DISTANCE, NORMAL};
+    if fields.contains(DISTANCE | NORMAL) {
+        sign
+    } else {
+        Sign::None
     }
 }
 
@@ -497,6 +511,9 @@ impl Engine {
         match self.gpu.mesh_records {
             MeshRecords::Packed => check(false),
             MeshRecords::Indexed => check(true),
+            MeshRecords::Auto if mesh.triangles.len() >= MeshRecords::AUTO_INDEXED_TRIANGLES => {
+                check(true)
+            }
             MeshRecords::Auto => check(false).or_else(|packed| check(true).map_err(|_| packed)),
         }
     }
@@ -594,13 +611,8 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        use crate::fields::{DISTANCE, NORMAL, POINT};
-        // Signs change only distances and normals.
-        let sign = if fields.contains(DISTANCE | NORMAL) {
-            sign
-        } else {
-            Sign::None
-        };
+        use crate::fields::{DISTANCE, POINT};
+        let sign = applied_sign(sign, fields);
         let (Some(device_sign), [part]) = (self.device_sign(mesh, sign)?, mesh.parts.as_slice())
         else {
             return self.query_mesh_parts_stream(mesh, rows, points, sign, fields, sink);
@@ -637,6 +649,27 @@ impl Engine {
             device_fields,
             &mut finish,
         )
+    }
+
+    /// For a one-shot job (the CLI's), once `mesh` is uploaded: build the sign data the device
+    /// needs to answer its rows of `fields` signed by `sign` alone and, where it can, release
+    /// the host's copy of the mesh (`false` where the host takes part: a mesh in parts, or
+    /// sign data the device cannot hold). On a CPU adapter the first dispatch, whose shader
+    /// compilation takes tens of MiB when the driver's cache is cold, comes when everything
+    /// else is resident (docs/PERF.md, issue 14). `mesh` must then be queried with that sign
+    /// and fields only.
+    pub(crate) fn release_host_mesh(
+        &self,
+        mesh: &mut GpuMesh,
+        sign: Sign,
+        fields: Fields,
+    ) -> Result<bool> {
+        let sign = applied_sign(sign, fields);
+        if mesh.parts.len() != 1 || self.device_sign(mesh, sign)?.is_none() {
+            return Ok(false);
+        }
+        mesh.mesh = Mesh::default();
+        Ok(true)
     }
 
     /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in

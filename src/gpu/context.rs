@@ -57,8 +57,10 @@ pub struct EngineOptions {
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MeshRecords {
-    /// Packed unless the packed copy would not fit the memory there is and the indexed one
-    /// would.
+    /// Indexed for meshes of [`MeshRecords::AUTO_INDEXED_TRIANGLES`] or more, where memory
+    /// rather than loads is what limits (a 2M-triangle mesh's peak falls under 3× its STL
+    /// file's size with signs, docs/PERF.md); packed below, unless the packed copy would not
+    /// fit the memory there is and the indexed one would.
     #[default]
     Auto,
     /// Each triangle's corner and edges in f32 beside its normal: 56 bytes a triangle, the
@@ -70,6 +72,9 @@ pub enum MeshRecords {
 }
 
 impl MeshRecords {
+    /// The fewest triangles `Auto` stores indexed whatever the memory (2^20).
+    pub const AUTO_INDEXED_TRIANGLES: usize = 1 << 20;
+
     /// A record format by name (`auto`, `packed`, `indexed`), as the Python package takes it;
     /// anything else is a usage error listing the names.
     pub fn parse(name: &str) -> Result<MeshRecords> {
