@@ -38,9 +38,10 @@ struct Cli {
     #[arg(long, global = true)]
     portable_kernels: bool,
     /// How mesh triangles are stored on the device: packed (56 bytes a triangle, fastest),
-    /// indexed (about 38 on a closed mesh, shared f32 vertices), or auto: indexed for meshes of
-    /// 2^20 triangles or more, packed below unless only indexed fits the memory there is.
-    /// Results agree within SPEC §3's bound, not bit for bit.
+    /// indexed (about 38 on a closed mesh, shared f32 vertices), or auto: on CPU and
+    /// integrated adapters indexed for meshes of 2^20 triangles or more; otherwise packed
+    /// unless only indexed fits the memory there is. Results agree within SPEC §3's bound,
+    /// not bit for bit.
     #[arg(long, global = true, value_enum, default_value = "auto")]
     mesh_records: MeshRecordsArg,
     #[command(subcommand)]

@@ -762,6 +762,80 @@ fn streamed_job_writes_what_the_library_answers_in_memory() {
 }
 
 #[test]
+fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
+    // The job builds the sign data with the mesh and answers with the host's copy of the mesh
+    // released (fandisk: one part, signed on the device): the file must hold, bit for bit,
+    // what an engine keeping its mesh answers.
+    let dir = Dir::new();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let mesh = closest::io::load_mesh(&path).unwrap();
+    let (lo, hi) = mesh.bounds();
+    let mut rng = common::Rng::new(5);
+    let points: Vec<[f64; 3]> = (0..3000)
+        .map(|_| {
+            let t = rng.vec(-0.2, 1.2);
+            let at = |l: f64, h: f64, t: f64| l + (h - l) * t;
+            [
+                at(lo.x, hi.x, t.x),
+                at(lo.y, hi.y, t.y),
+                at(lo.z, hi.z, t.z),
+            ]
+        })
+        .collect();
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(&points),
+    );
+    let engine = common::engine();
+    let uploaded = engine.upload_mesh(mesh).unwrap();
+    for (name, sign) in [
+        ("none", closest::mesh::Sign::None),
+        ("pseudonormal", closest::mesh::Sign::Pseudonormal),
+        ("winding", closest::mesh::Sign::Winding),
+    ] {
+        closest_ok(
+            &[
+                "query",
+                "--mesh",
+                &path.display().to_string(),
+                "--sign",
+                name,
+                "--points",
+                &dir.s("p.npy"),
+                "--out",
+                &dir.s("m.npz"),
+            ],
+            &["3000 queries"],
+        );
+        let hits = engine.query_mesh(&uploaded, &points, sign).unwrap();
+        let arrays = read_npz(&dir.path("m.npz"));
+        let column = |name: &str| &arrays.iter().find(|a| a.0 == name).unwrap().2;
+        let expect = |f: &dyn Fn(&closest::GpuHit) -> Vec<u8>| -> Vec<u8> {
+            hits.iter().flat_map(f).collect()
+        };
+        let bytes = |v: &[f32]| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
+        assert!(*column("point") == expect(&|h| bytes(&h.point)), "{name}");
+        assert!(
+            *column("distance") == expect(&|h| bytes(&[h.distance])),
+            "{name}"
+        );
+        assert!(
+            *column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()),
+            "{name}"
+        );
+        assert!(*column("normal") == expect(&|h| bytes(&h.normal)), "{name}");
+        if sign != closest::mesh::Sign::None {
+            assert!(
+                hits.iter().any(|h| h.distance < 0.0),
+                "{name}: some rows inside"
+            );
+        }
+    }
+}
+
+#[test]
 fn mesh_query_writes_signed_distances_to_triangles() {
     // A tetrahedron wound outwards; one point inside, one outside, one NaN row.
     let dir = Dir::new();

@@ -35,8 +35,8 @@ class Engine:
         """Open `adapter` (a substring of its name or a backend: vulkan, gl, metal, dx12), or
         $CLOSEST_ADAPTER, else the best adapter. Raises AdapterError when there is none.
         `mesh_records` is the CLI's --mesh-records: "packed" (fastest), "indexed" (about a
-        third fewer bytes a triangle) or "auto" (indexed for meshes of 2^20 triangles or more,
-        packed below unless only indexed fits)."""
+        third fewer bytes a triangle) or "auto" (on CPU and integrated adapters indexed for
+        meshes of 2^20 triangles or more; otherwise packed unless only indexed fits)."""
     @property
     def info(self) -> Dict[str, Any]:
         """{"adapter", "backend", "device_type", "limits": {...}}."""

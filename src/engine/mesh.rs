@@ -511,7 +511,10 @@ impl Engine {
         match self.gpu.mesh_records {
             MeshRecords::Packed => check(false),
             MeshRecords::Indexed => check(true),
-            MeshRecords::Auto if mesh.triangles.len() >= MeshRecords::AUTO_INDEXED_TRIANGLES => {
+            MeshRecords::Auto
+                if self.gpu.device_memory_is_hosts()
+                    && mesh.triangles.len() >= MeshRecords::AUTO_INDEXED_TRIANGLES =>
+            {
                 check(true)
             }
             MeshRecords::Auto => check(false).or_else(|packed| check(true).map_err(|_| packed)),

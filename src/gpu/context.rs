@@ -57,10 +57,11 @@ pub struct EngineOptions {
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MeshRecords {
-    /// Indexed for meshes of [`MeshRecords::AUTO_INDEXED_TRIANGLES`] or more, where memory
-    /// rather than loads is what limits (a 2M-triangle mesh's peak falls under 3× its STL
-    /// file's size with signs, docs/PERF.md); packed below, unless the packed copy would not
-    /// fit the memory there is and the indexed one would.
+    /// On adapters whose device memory is the host's (CPU and integrated), indexed for meshes
+    /// of [`MeshRecords::AUTO_INDEXED_TRIANGLES`] or more: every device byte is a host byte
+    /// there, and indexed records keep a 2M-triangle job under 3× its STL file's size with
+    /// signs (docs/PERF.md). Otherwise packed (up to ~1.2× faster queries), unless the packed
+    /// copy would not fit the memory there is and the indexed one would.
     #[default]
     Auto,
     /// Each triangle's corner and edges in f32 beside its normal: 56 bytes a triangle, the
@@ -72,7 +73,8 @@ pub enum MeshRecords {
 }
 
 impl MeshRecords {
-    /// The fewest triangles `Auto` stores indexed whatever the memory (2^20).
+    /// The fewest triangles `Auto` stores indexed on a CPU or integrated adapter whatever the
+    /// memory (2^20).
     pub const AUTO_INDEXED_TRIANGLES: usize = 1 << 20;
 
     /// A record format by name (`auto`, `packed`, `indexed`), as the Python package takes it;
@@ -293,7 +295,10 @@ impl Context {
             required_features,
             required_limits: limits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
+            // Smaller memory blocks: a job's large buffers get allocations of their own either
+            // way, and on CPU adapters the rest of a larger block is host memory held for
+            // nothing (~4 MiB of a 2M-triangle job's peak, docs/PERF.md).
+            memory_hints: wgpu::MemoryHints::MemoryUsage,
             trace: wgpu::Trace::Off,
         }))
         .map_err(|e| Error::NoAdapter(format!("cannot open {}: {e}", info.name)))?;
@@ -397,6 +402,15 @@ impl Context {
         })
     }
 
+    /// Whether the device's memory is the host's (CPU and integrated adapters): what a job
+    /// keeps on the device then counts against the host's memory too.
+    pub(crate) fn device_memory_is_hosts(&self) -> bool {
+        matches!(
+            self.info.device_type,
+            wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
+        )
+    }
+
     /// Refuse, before the long work starts, what needs more memory than there is: `device`
     /// bytes that stay on the device and `build` bytes the host holds while building them.
     /// The host's memory is what the system reports available (Linux's `MemAvailable`); a CPU
@@ -406,10 +420,7 @@ impl Context {
         let Some(available) = self.memory_bytes.or_else(host_available_bytes) else {
             return Ok(());
         };
-        let shared = matches!(
-            self.info.device_type,
-            wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu
-        );
+        let shared = self.device_memory_is_hosts();
         let on_host = build + if shared { device } else { 0 };
         if on_host > available {
             let mib = |b: u64| b.div_ceil(1 << 20);
