@@ -10,7 +10,7 @@ use crate::Mode;
 use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
 use crate::engine::GpuMesh;
 use crate::error::{Error, Result};
-use crate::fields::{Fields, PackedRows};
+use crate::fields::{Family, Fields, PackedRows};
 use crate::gpu::GpuShape;
 use crate::gpu::{RowSource, write_query_points};
 use crate::io::load_mesh;
@@ -102,21 +102,20 @@ impl<'a> JobOutput<'a> {
     }
 
     /// Upload `mesh` (read in `load`), reporting the load and the build apart, and time the
-    /// queries from then. With `only_queries`, the sign and fields its one query will ask, the
-    /// sign data that query needs is built too and the host's copy of the mesh released where
-    /// the device answers alone.
+    /// queries from then. The sign data the job's one query (signed by `sign`, computing
+    /// `fields`) needs is built too, and the host's copy of the mesh released where the device
+    /// answers alone.
     fn upload_mesh(
         &mut self,
         engine: &Engine,
         mesh: Mesh,
         load: Duration,
-        only_queries: Option<(Sign, Fields)>,
+        sign: Sign,
+        fields: Fields,
     ) -> Result<GpuMesh> {
         let building = Instant::now();
         let mut mesh = engine.upload_mesh(mesh)?;
-        if let Some((sign, fields)) = only_queries {
-            engine.release_host_mesh(&mut mesh, sign, fields)?;
-        }
+        engine.release_host_mesh(&mut mesh, sign, fields)?;
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),
@@ -214,7 +213,7 @@ pub fn run_mesh_query(
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mesh = out.upload_mesh(&engine, mesh, load, Some((job.sign, job.fields)))?;
+    let mesh = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
     engine.query_mesh_fields_stream(
         &mesh,
         rows,
@@ -419,7 +418,9 @@ pub fn run_sdf(
     )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mesh = out.upload_mesh(&engine, mesh, load, None)?;
+    // Grid jobs ask distances alone (`Engine::sdf_stream`), on the device where it can.
+    let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
+    let mesh = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
     engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
         let sdf = Values::f32_column(distances, 1);
         let count = distances.len();

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use closest::io::npy;
+use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, Mode, reference};
 
 fn closest(args: &[&str]) -> Output {
@@ -763,9 +764,9 @@ fn streamed_job_writes_what_the_library_answers_in_memory() {
 
 #[test]
 fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
-    // The job builds the sign data with the mesh and answers with the host's copy of the mesh
-    // released (fandisk: one part, signed on the device): the file must hold, bit for bit,
-    // what an engine keeping its mesh answers.
+    // Query and grid jobs build the sign data with the mesh and answer with the host's copy
+    // of the mesh released (fandisk: one part, signed on the device): the files must hold,
+    // bit for bit, what an engine keeping its mesh answers.
     let dir = Dir::new();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
     let mesh = closest::io::load_mesh(&path).unwrap();
@@ -832,6 +833,30 @@ fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
                 "{name}: some rows inside"
             );
         }
+        // A grid job likewise (its samples made on the device).
+        closest_ok(
+            &[
+                "sdf",
+                &path.display().to_string(),
+                "--res",
+                "12,13,14",
+                "--pad",
+                "0.1",
+                "--sign",
+                name,
+                "--out",
+                &dir.s("g.npz"),
+            ],
+            &["2184 grid samples"],
+        );
+        let grid = Grid::new(uploaded.mesh(), [12, 13, 14], GridRegion::Pad(0.1)).unwrap();
+        let sdf = engine.sdf(&uploaded, &grid, sign).unwrap();
+        let arrays = read_npz(&dir.path("g.npz"));
+        let column = &arrays.iter().find(|a| a.0 == "sdf").unwrap().2;
+        assert!(
+            *column == bytemuck::cast_slice::<f32, u8>(&sdf),
+            "{name}: grid"
+        );
     }
 }
 

@@ -654,10 +654,11 @@ impl Engine {
         )
     }
 
-    /// For a one-shot job (the CLI's), once `mesh` is uploaded: build the sign data the device
-    /// needs to answer its rows of `fields` signed by `sign` alone and, where it can, release
-    /// the host's copy of the mesh (`false` where the host takes part: a mesh in parts, or
-    /// sign data the device cannot hold). On a CPU adapter the first dispatch, whose shader
+    /// For a one-shot job (the CLI's query or grid), once `mesh` is uploaded: build the sign
+    /// data the device needs to answer its rows of `fields` signed by `sign` alone and, where
+    /// it can, release the host's copy of the mesh (`false` where the host takes part: a mesh
+    /// in parts, or sign data the device cannot hold; a grid the device cannot sample is then
+    /// answered from host-made rows on the same device path). On a CPU adapter the first dispatch, whose shader
     /// compilation takes tens of MiB when the driver's cache is cold, comes when everything
     /// else is resident (docs/PERF.md, issue 14). `mesh` must then be queried with that sign
     /// and fields only.
