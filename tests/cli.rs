@@ -40,6 +40,16 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
 }
 
 /// Arrays of an .npz: name -> (shape, raw little-endian bytes).
+/// `points` as an (N, 3) float64 `.npy`.
+fn write_points(path: &Path, points: &[[f64; 3]]) {
+    write_npy(
+        path,
+        "<f8",
+        &[points.len(), 3],
+        bytemuck::cast_slice(points),
+    );
+}
+
 fn read_npz(path: &Path) -> Vec<(String, Vec<usize>, Vec<u8>)> {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut out = Vec::new();
@@ -101,12 +111,7 @@ fn query_writes_npz_matching_the_reference() {
         [f64::NAN, 0.0, 0.0],
         [9.0, 9.0, 9.0],
     ];
-    write_npy(
-        &dir.path("p.npy"),
-        "<f8",
-        &[points.len(), 3],
-        bytemuck::cast_slice(&points),
-    );
+    write_points(&dir.path("p.npy"), &points);
     closest_ok(
         &[
             "query",
@@ -783,12 +788,7 @@ fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
             ]
         })
         .collect();
-    write_npy(
-        &dir.path("p.npy"),
-        "<f8",
-        &[points.len(), 3],
-        bytemuck::cast_slice(&points),
-    );
+    write_points(&dir.path("p.npy"), &points);
     let engine = common::engine();
     let uploaded = engine.upload_mesh(mesh).unwrap();
     for (name, sign) in [
@@ -869,12 +869,7 @@ fn mesh_query_writes_signed_distances_to_triangles() {
         "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n",
     );
     let points: Vec<[f64; 3]> = vec![[0.1, 0.1, 0.1], [-1.0, 0.2, 0.2], [f64::NAN, 0.0, 0.0]];
-    write_npy(
-        &dir.path("p.npy"),
-        "<f8",
-        &[points.len(), 3],
-        bytemuck::cast_slice(&points),
-    );
+    write_points(&dir.path("p.npy"), &points);
     let mesh_s = mesh.display().to_string();
     closest_ok(
         &[
@@ -1121,12 +1116,7 @@ fn portable_kernels_write_the_same_files() {
             [8.0 * t.sin(), 6.0 * (1.3 * t).cos(), 0.01 * i as f64 - 12.0]
         })
         .collect();
-    write_npy(
-        &dir.path("p.npy"),
-        "<f8",
-        &[points.len(), 3],
-        bytemuck::cast_slice(&points),
-    );
+    write_points(&dir.path("p.npy"), &points);
     for (name, portable) in [("a", false), ("b", true)] {
         let flag: &[&str] = if portable {
             &["--portable-kernels"]
@@ -1171,12 +1161,7 @@ fn fields_write_only_the_arrays_named_with_the_full_answers_bits() {
             [5.0 * t.sin(), 4.0 * (0.7 * t).cos(), 0.02 * i as f64 - 5.0]
         })
         .collect();
-    write_npy(
-        &dir.path("p.npy"),
-        "<f8",
-        &[points.len(), 3],
-        bytemuck::cast_slice(&points),
-    );
+    write_points(&dir.path("p.npy"), &points);
     let p = dir.s("p.npy");
     for (target, what) in [(["--shapes", &scene], "scene"), (["--mesh", &cube], "mesh")] {
         let run = |out: &str, fields: &[&str]| {
