@@ -39,7 +39,6 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// Arrays of an .npz: name -> (shape, raw little-endian bytes).
 /// `points` as an (N, 3) float64 `.npy`.
 fn write_points(path: &Path, points: &[[f64; 3]]) {
     write_npy(
@@ -50,6 +49,7 @@ fn write_points(path: &Path, points: &[[f64; 3]]) {
     );
 }
 
+/// Arrays of an .npz: name -> (shape, raw little-endian bytes).
 fn read_npz(path: &Path) -> Vec<(String, Vec<usize>, Vec<u8>)> {
     let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
     let mut out = Vec::new();
@@ -756,15 +756,26 @@ fn streamed_job_writes_what_the_library_answers_in_memory() {
     let engine = common::engine();
     let uploaded = engine.upload_scene(&parsed).unwrap();
     let hits = engine.query_scene(&uploaded, &points, Mode::Solid).unwrap();
-    let arrays = read_npz(&dir.path("streamed.npz"));
+    assert_file_holds_hits(&dir.path("streamed.npz"), &hits, "streamed");
+}
+
+/// The `.npz` at `path` holds `hits`' four arrays bit for bit.
+fn assert_file_holds_hits(path: &Path, hits: &[closest::GpuHit], what: &str) {
+    let arrays = read_npz(path);
     let column = |name: &str| &arrays.iter().find(|a| a.0 == name).unwrap().2;
     let expect =
         |f: &dyn Fn(&closest::GpuHit) -> Vec<u8>| -> Vec<u8> { hits.iter().flat_map(f).collect() };
     let bytes = |v: &[f32]| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
-    assert!(*column("point") == expect(&|h| bytes(&h.point)));
-    assert!(*column("distance") == expect(&|h| bytes(&[h.distance])));
-    assert!(*column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()));
-    assert!(*column("normal") == expect(&|h| bytes(&h.normal)));
+    assert!(*column("point") == expect(&|h| bytes(&h.point)), "{what}");
+    assert!(
+        *column("distance") == expect(&|h| bytes(&[h.distance])),
+        "{what}"
+    );
+    assert!(
+        *column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()),
+        "{what}"
+    );
+    assert!(*column("normal") == expect(&|h| bytes(&h.normal)), "{what}");
 }
 
 #[test]
@@ -811,22 +822,7 @@ fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
             &["3000 queries"],
         );
         let hits = engine.query_mesh(&uploaded, &points, sign).unwrap();
-        let arrays = read_npz(&dir.path("m.npz"));
-        let column = |name: &str| &arrays.iter().find(|a| a.0 == name).unwrap().2;
-        let expect = |f: &dyn Fn(&closest::GpuHit) -> Vec<u8>| -> Vec<u8> {
-            hits.iter().flat_map(f).collect()
-        };
-        let bytes = |v: &[f32]| -> Vec<u8> { bytemuck::cast_slice(v).to_vec() };
-        assert!(*column("point") == expect(&|h| bytes(&h.point)), "{name}");
-        assert!(
-            *column("distance") == expect(&|h| bytes(&[h.distance])),
-            "{name}"
-        );
-        assert!(
-            *column("shape") == expect(&|h| h.shape.to_le_bytes().to_vec()),
-            "{name}"
-        );
-        assert!(*column("normal") == expect(&|h| bytes(&h.normal)), "{name}");
+        assert_file_holds_hits(&dir.path("m.npz"), &hits, name);
         if sign != closest::mesh::Sign::None {
             assert!(
                 hits.iter().any(|h| h.distance < 0.0),

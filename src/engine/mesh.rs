@@ -656,24 +656,23 @@ impl Engine {
 
     /// For a one-shot job (the CLI's query or grid), once `mesh` is uploaded: build the sign
     /// data the device needs to answer its rows of `fields` signed by `sign` alone and, where
-    /// it can, release the host's copy of the mesh (`false` where the host takes part: a mesh
-    /// in parts, or sign data the device cannot hold; a grid the device cannot sample is then
-    /// answered from host-made rows on the same device path). On a CPU adapter the first dispatch, whose shader
-    /// compilation takes tens of MiB when the driver's cache is cold, comes when everything
-    /// else is resident (docs/PERF.md, issue 14). `mesh` must then be queried with that sign
-    /// and fields only.
+    /// it can, release the host's copy of the mesh. Kept where the host takes part: a mesh in
+    /// parts, or sign data the device cannot hold (a grid the device cannot sample is
+    /// answered from host-made rows on the same device path). On a CPU adapter the first
+    /// dispatch, whose shader compilation takes tens of MiB when the driver's cache is cold,
+    /// comes when everything else is resident (docs/PERF.md, issue 14). `mesh` must then be
+    /// queried with that sign and fields only.
     pub(crate) fn release_host_mesh(
         &self,
         mesh: &mut GpuMesh,
         sign: Sign,
         fields: Fields,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let sign = applied_sign(sign, fields);
-        if mesh.parts.len() != 1 || self.device_sign(mesh, sign)?.is_none() {
-            return Ok(false);
+        if mesh.parts.len() == 1 && self.device_sign(mesh, sign)?.is_some() {
+            mesh.mesh = Mesh::default();
         }
-        mesh.mesh = Mesh::default();
-        Ok(true)
+        Ok(())
     }
 
     /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in
