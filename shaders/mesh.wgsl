@@ -30,28 +30,12 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
     return t;
 }
 
-fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
-    let at = 1u + 4u * node;
-    return array<vec4<u32>, 4>(sign_data[at], sign_data[at + 1u], sign_data[at + 2u], sign_data[at + 3u]);
-}
-
-// Triangles `t` and, if `both`, `t + 1` of the winding tree (records 3..6 zero otherwise).
-fn load_winding_triangle_pair(t: u32, both: bool) -> array<vec4<f32>, 6> {
-    let at = winding_triangles + 3u * t;
-    var r = array<vec4<f32>, 6>(
-        bitcast<vec4<f32>>(sign_data[at]),
-        bitcast<vec4<f32>>(sign_data[at + 1u]),
-        bitcast<vec4<f32>>(sign_data[at + 2u]),
-        vec4<f32>(0.0),
-        vec4<f32>(0.0),
-        vec4<f32>(0.0),
-    );
-    if both {
-        r[3] = bitcast<vec4<f32>>(sign_data[at + 3u]);
-        r[4] = bitcast<vec4<f32>>(sign_data[at + 4u]);
-        r[5] = bitcast<vec4<f32>>(sign_data[at + 5u]);
-    }
-    return r;
+// Node `node`'s two clusters (winding_walk.wgsl): words 12 node .. + 12 of the sign data.
+fn load_clusters(node: u32) -> array<Cluster, 2> {
+    let at = 3u * node;
+    let v = array<vec4<f32>, 3>(bitcast<vec4<f32>>(sign_data[at]), bitcast<vec4<f32>>(sign_data[at + 1u]),
+        bitcast<vec4<f32>>(sign_data[at + 2u]));
+    return array<Cluster, 2>(Cluster(v[0].xyz, vec3<f32>(v[0].w, v[1].xy)), Cluster(vec3<f32>(v[1].zw, v[2].x), v[2].yzw));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

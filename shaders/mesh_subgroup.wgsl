@@ -7,11 +7,6 @@
 #import pseudonormal
 #import shared/subgroup
 
-// Word `i` of the sign data (4 words a vec4).
-fn winding_word(i: u32) -> u32 {
-    return sign_data[i >> 2u][i & 3u];
-}
-
 // A node: four texels, lanes 0–3 fetching one each.
 fn load_node(node: u32) -> array<vec4<u32>, 4> {
     let t = texel(node_texel(node) + (lane & 3u));
@@ -64,16 +59,13 @@ fn load_indexed_triangle_pair(slot: u32) -> array<vec4<f32>, 6> {
     return array<vec4<f32>, 6>(a[0], a[1], a[2], b[0], b[1], b[2]);
 }
 
-// A winding-tree node (after the one-vec4 header): 16 words, 2 a lane.
-fn load_winding_node(node: u32) -> array<vec4<u32>, 4> {
-    let at = 4u + 16u * node + lane;
-    return lanes_16(winding_word(at), winding_word(at + 8u));
-}
-
-// Triangles `t` and `t + 1` of the winding tree, as load_triangle_pair.
-fn load_winding_triangle_pair(t: u32, both: bool) -> array<vec4<f32>, 6> {
-    let at = 4u * (winding_triangles + 3u * t) + lane;
-    return lanes_24(winding_word(at), winding_word(at + 8u), winding_word(at + 16u));
+// Node `node`'s two clusters (winding_walk.wgsl): twelve words, two a lane (the last four
+// lanes' second words are the next node's, unused).
+fn load_clusters(node: u32) -> array<Cluster, 2> {
+    let at = 12u * node + lane;
+    let w = lanes_16(sign_word(at), sign_word(at + 8u));
+    let v = array<vec4<f32>, 3>(bitcast<vec4<f32>>(w[0]), bitcast<vec4<f32>>(w[1]), bitcast<vec4<f32>>(w[2]));
+    return array<Cluster, 2>(Cluster(v[0].xyz, vec3<f32>(v[0].w, v[1].xy)), Cluster(vec3<f32>(v[1].zw, v[2].x), v[2].yzw));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

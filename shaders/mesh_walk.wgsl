@@ -26,9 +26,18 @@
 @group(0) @binding(1) var<storage, read> triangles: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> points: array<f32>;
 @group(0) @binding(4) var<uniform> kind_ranges: array<vec4<u32>, KIND_COUNT + 1u>;
-// The mesh's sign data, for the jobs that sign on the device: its winding tree
-// (winding_walk.wgsl) or its pseudonormal table (pseudonormal.wgsl).
+// The mesh's sign data, for the jobs that sign on the device: the winding-number dipoles
+// over its hierarchy (winding_walk.wgsl) or its pseudonormal table (pseudonormal.wgsl).
 @group(0) @binding(6) var<storage, read> sign_data: array<vec4<u32>>;
+
+// Word `i` of the sign data, and the three from `i` as a vector.
+fn sign_word(i: u32) -> u32 {
+    return sign_data[i >> 2u][i & 3u];
+}
+
+fn sign_vec3(i: u32) -> vec3<f32> {
+    return bitcast<vec3<f32>>(vec3<u32>(sign_word(i), sign_word(i + 1u), sign_word(i + 2u)));
+}
 
 // A child to open: `first << 3 | leaf count` (0 for an inner node) and its squared distance.
 struct MeshStackEntry {
@@ -120,14 +129,19 @@ fn triangle_point(slot: u32, p: vec3<f32>) -> Projection {
     return proj;
 }
 
+// A child's half extents, from its packed box words `shape` (bvh::pack_oriented).
+fn child_half_extents(shape: vec4<u32>, half_scale: f32) -> vec3<f32> {
+    // Normal f16 (the host keeps them normal) to f32: move the fields, rebias the exponent.
+    let half_bits = vec3<u32>(shape.x & 0xffffu, shape.x >> 16u, shape.y);
+    return bitcast<vec3<f32>>((half_bits << vec3<u32>(13u)) + vec3<u32>(112u << 23u)) * half_scale;
+}
+
 // A child's entry: its squared distance from p (0 inside its oriented box).
 fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>) -> MeshStackEntry {
     // Of norm at most 1, used as it is: the map never lengthens vectors (bvh::kernel_rotate).
     let q_bits = bitcast<vec4<i32>>(vec4<u32>(shape.z << 16u, shape.z, shape.w << 16u, shape.w));
     let q = vec4<f32>(q_bits >> vec4<u32>(16u)) * (1.0 / 32767.0);
-    // Normal f16 (the host keeps them normal) to f32: move the fields, rebias the exponent.
-    let half_bits = vec3<u32>(shape.x & 0xffffu, shape.x >> 16u, shape.y);
-    let half = bitcast<vec3<f32>>((half_bits << vec3<u32>(13u)) + vec3<u32>(112u << 23u)) * half_scale;
+    let half = child_half_extents(shape, half_scale);
     let local = rotate(vec4<f32>(-q.xyz, q.w), p - bitcast<vec3<f32>>(head.xyz));
     let outside = max(abs(local) - half, vec3<f32>(0.0));
     return MeshStackEntry(head.w, dot(outside, outside));

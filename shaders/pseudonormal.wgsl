@@ -24,14 +24,6 @@ struct Feature {
     feature: u32,
 }
 
-fn sign_word(i: u32) -> u32 {
-    return sign_data[i >> 2u][i & 3u];
-}
-
-fn sign_vec3(i: u32) -> vec3<f32> {
-    return bitcast<vec3<f32>>(vec3<u32>(sign_word(i), sign_word(i + 1u), sign_word(i + 2u)));
-}
-
 // mesh::closest_feature for the triangle (0, ab, ac) of unit normal n (zero when degenerate).
 fn closest_feature(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>, n: vec3<f32>) -> Feature {
     if all(n == vec3<f32>(0.0)) {

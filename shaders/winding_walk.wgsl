@@ -1,21 +1,25 @@
-// Winding-number signs of a mesh on the device (`--sign winding`): the hierarchy of
-// winding::WindingTree, which is this walk's f64 twin. A cluster farther than `accuracy`
-// radii from the point counts as its dipole, a nearer one term by term, so the answers match
-// the host's up to f32 rounding; signs take the coarse accuracy first (`sign_winding_number`).
-// Like the nearest-triangle walk it reads its records through hooks (`load_winding_node`,
-// `load_winding_triangle_pair`) and decides through `any_lane` (shared/walk.wgsl), so mesh.wgsl
-// and mesh_subgroup.wgsl each have an entry.
+// Winding-number signs of a mesh on the device (`--sign winding`), over the scene's own
+// hierarchy (Barill et al. 2018): each child of a node is a cluster, whose area-weighted
+// centroid and dipole (Σ ½ (b − a) × (c − a) of its triangles, layout::winding_clusters) are in
+// `sign_data` and whose box bounds its radius. A cluster farther than `accuracy` radii from the
+// point counts as its dipole, a nearer one term by term from the scene's records, so the
+// answers match winding::WindingTree's, this walk's f64 twin over the same hierarchy, up to f32
+// rounding; signs take the coarse accuracy first (`sign_winding_number`). Like the
+// nearest-triangle walk it reads through hooks (`load_node`, `load_triangle_pair`,
+// `load_clusters`) and decides through `any_lane` (shared/walk.wgsl), so mesh.wgsl and
+// mesh_subgroup.wgsl each have an entry.
 #import mesh_walk
 
-// `sign_data` (mesh_walk.wgsl) holds WindingTree::gpu_words: a header (node count, first
-// triangle word, triangle count), per node its clusters as (centre, radius) × 2 then (normal,
-// first << LEAF_COUNT_BITS | count) × 2, then the triangles as (a, b, c), all moved like the
-// mesh.
+// `sign_data` (mesh_walk.wgsl) holds twelve words a node: its left child's centroid and
+// dipole, then its right child's, three f32 each.
+
+// A child's cluster: its triangles' area-weighted centroid and dipole.
+struct Cluster {
+    centroid: vec3<f32>,
+    dipole: vec3<f32>,
+}
 
 const INV_2PI: f32 = 0.15915494309189535;
-
-// Where the triangles start (vec4 index), for the `load_winding_triangle_pair` hooks.
-var<private> winding_triangles: u32;
 
 // A node whose clusters some lanes still need, and whether this lane does.
 struct WindingEntry {
@@ -33,15 +37,21 @@ fn triangle_winding(a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> f32 {
     return atan2(numerator, denominator) * INV_2PI;
 }
 
-// Triangles first .. first + count of the tree's order, two at a time, at p; for lanes that
-// `need` them.
+// The winding number at p of the triangle of records r0, r1, r2: (a, ·), (b − a, ·), (c − a, ·).
+fn record_winding(r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, p: vec3<f32>) -> f32 {
+    let a = r0.xyz - p;
+    return triangle_winding(a, a + r1.xyz, a + r2.xyz);
+}
+
+// Triangles first .. first + count of the scene's leaf order, two at a time, at p; for lanes
+// that `need` them.
 fn add_triangles(first: u32, count: u32, need: bool, p: vec3<f32>, total: ptr<function, f32>) {
     for (var k = 0u; k < count; k += 2u) {
         let both = k + 1u < count;
-        let t = load_winding_triangle_pair(first + k, both);
-        var sum = triangle_winding(t[0].xyz - p, t[1].xyz - p, t[2].xyz - p);
+        let t = load_triangle_pair(first + k, both);
+        var sum = record_winding(t[0], t[1], t[2], p);
         if both {
-            sum += triangle_winding(t[3].xyz - p, t[4].xyz - p, t[5].xyz - p);
+            sum += record_winding(t[3], t[4], t[5], p);
         }
         if need {
             *total += sum;
@@ -49,25 +59,28 @@ fn add_triangles(first: u32, count: u32, need: bool, p: vec3<f32>, total: ptr<fu
     }
 }
 
-// One cluster (`sphere`: centre, radius; `head`: normal, reference) for the lanes that `need`
-// it: its dipole where it is far, else its triangles or its node (pushed). False when the
-// stack is full.
+// One child of a node (`head`: its box's centre and packed reference; `shape`: its packed box)
+// with its `cluster`, for the lanes that `need` it: the dipole where it is far, else its
+// triangles or its node (pushed). False when the stack is full.
 fn open_cluster(
     accuracy: f32,
-    sphere: vec4<f32>,
     head: vec4<u32>,
+    shape: vec4<u32>,
+    cluster: Cluster,
     need: bool,
     p: vec3<f32>,
     total: ptr<function, f32>,
     stack: ptr<function, array<WindingEntry, STACK_SIZE>>,
     top: ptr<function, u32>,
 ) -> bool {
-    let r = sphere.xyz - p;
+    let r = cluster.centroid - p;
     let distance = length(r);
-    let far = distance > accuracy * sphere.w;
+    // The box holds the triangles: none is farther from the centroid than this.
+    let radius = length(cluster.centroid - bitcast<vec3<f32>>(head.xyz))
+        + length(child_half_extents(shape, bitcast<f32>(kind_ranges[KIND_COUNT].w)));
+    let far = distance > accuracy * radius;
     if need && far {
-        *total += dot(r, bitcast<vec3<f32>>(head.xyz)) * INV_2PI * 0.5
-            / (distance * distance * distance);
+        *total += dot(r, cluster.dipole) * INV_2PI * 0.5 / (distance * distance * distance);
     }
     let exact = need && !far;
     if !any_lane(exact) {
@@ -88,18 +101,12 @@ fn open_cluster(
 }
 
 // The winding number at p with clusters taken whole past `accuracy` radii (NaN when the walk
-// outgrows its stack); lanes that are not `wanted` walk along.
+// outgrows its stack); lanes that are not `wanted` walk along. The scene has a hierarchy:
+// meshes too small for one are signed on the host.
 fn winding_number(p: vec3<f32>, wanted: bool, accuracy: f32) -> f32 {
-    let header = sign_data[0];
-    winding_triangles = header.y;
     var total = 0.0;
-    if header.x == 0u {
-        // A single triangle: no hierarchy.
-        add_triangles(0u, header.z, true, p, &total);
-        return total;
-    }
     var stack: array<WindingEntry, STACK_SIZE>;
-    stack[0] = WindingEntry(0u, wanted);
+    stack[0] = WindingEntry(kind_ranges[KIND_COUNT].x, wanted);
     var top = 1u;
     while top > 0u {
         top -= 1u;
@@ -107,9 +114,10 @@ fn winding_number(p: vec3<f32>, wanted: bool, accuracy: f32) -> f32 {
         if !any_lane(entry.need) {
             continue;
         }
-        let node = load_winding_node(entry.node);
-        if !open_cluster(accuracy, bitcast<vec4<f32>>(node[0]), node[2], entry.need, p, &total, &stack, &top)
-            || !open_cluster(accuracy, bitcast<vec4<f32>>(node[1]), node[3], entry.need, p, &total, &stack, &top) {
+        let node = load_node(entry.node);
+        let clusters = load_clusters(entry.node);
+        if !open_cluster(accuracy, node[0], node[2], clusters[0], entry.need, p, &total, &stack, &top)
+            || !open_cluster(accuracy, node[1], node[3], clusters[1], entry.need, p, &total, &stack, &top) {
             return bitcast<f32>(params.nan_bits);
         }
     }

@@ -114,8 +114,7 @@ impl<'a> JobOutput<'a> {
         fields: Fields,
     ) -> Result<GpuMesh> {
         let building = Instant::now();
-        let mut mesh = engine.upload_mesh(mesh)?;
-        engine.release_host_mesh(&mut mesh, sign, fields)?;
+        let mesh = engine.upload_mesh_for_job(mesh, sign, fields)?;
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),

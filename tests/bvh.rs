@@ -713,8 +713,22 @@ fn triangle_bindings_are_the_general_layouts_bytes() {
             .map(|&[a, b, c]| Shape::Triangle { a, b, c })
             .collect();
         let general = scene_layout(&shapes, true).into_bindings();
-        let direct = triangle_bindings(soup.len(), &|i| soup[i]);
+        let direct = triangle_bindings(soup.len(), &|i| soup[i], false);
         let what = format!("{} triangles", soup.len());
+        // Winding clusters come beside the same bindings: twelve words a node.
+        let clustered = triangle_bindings(soup.len(), &|i| soup[i], true);
+        assert!(direct.clusters.is_empty(), "{what}: clusters not asked for");
+        assert!(clustered.records == direct.records && clustered.nodes == direct.nodes);
+        let nodes = if direct.oriented {
+            direct.ranges.last().unwrap()[1]
+        } else {
+            0
+        };
+        assert_eq!(
+            clustered.clusters.len(),
+            12 * nodes as usize,
+            "{what}: clusters"
+        );
         assert_eq!(direct.oriented, general.oriented, "{what}: oriented");
         assert_eq!(direct.ranges, general.ranges, "{what}: ranges");
         assert!(direct.records == general.records, "{what}: records differ");

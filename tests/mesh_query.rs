@@ -409,9 +409,11 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
 
 #[test]
 fn device_winding_signs_equal_the_host_hierarchy() {
-    // winding_walk.wgsl walks winding::WindingTree's hierarchy in f32; its f64 twin must give
-    // the same side wherever the f64 value is not within f32 rounding of ½. A grid over the
-    // bunny (open at the base) and a mesh of one triangle (no hierarchy).
+    // winding_walk.wgsl walks the clusters over the scene's own hierarchy in f32, reading its
+    // packed or indexed records; its f64 twin, winding::WindingTree, must give the same side
+    // wherever the f64 value is not within f32 rounding of ½, and both kernels the same bits.
+    // A grid over the bunny (open at the base), and a mesh of one triangle (too small for a
+    // hierarchy: the host signs it).
     let bunny = shared("stanford-bunny.obj");
     let one = Mesh::new(
         vec![
@@ -423,32 +425,75 @@ fn device_winding_signs_equal_the_host_hierarchy() {
         "one triangle",
     )
     .unwrap();
-    for (name, mesh, res) in [("bunny", &bunny, 24), ("one triangle", &one, 6)] {
-        let grid = Grid::new(mesh, [res; 3], GridRegion::Pad(0.1)).unwrap();
-        let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
-        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
-        let hits = engine().query_mesh(&gpu, &points, Sign::Winding).unwrap();
-        let tree = closest::winding::WindingTree::new(mesh);
-        let (mut inside, mut compared) = (0, 0);
-        for (p, hit) in points.iter().zip(&hits) {
-            let w = tree.winding_number(mesh, DVec3::new(p[0], p[1], p[2]));
-            if (w - 0.5).abs() < 1e-4 || hit.distance == 0.0 {
-                continue;
+    for records in [MeshRecords::Packed, MeshRecords::Indexed] {
+        let engines = subgroup_and_portable_engines_with(EngineOptions {
+            mesh_records: records,
+            ..Default::default()
+        });
+        for (name, mesh, res) in [("bunny", &bunny, 24), ("one triangle", &one, 6)] {
+            let grid = Grid::new(mesh, [res; 3], GridRegion::Pad(0.1)).unwrap();
+            let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
+            let [hits, portable] = engines.each_ref().map(|e| {
+                let gpu = e.upload_mesh(mesh.clone()).unwrap();
+                e.query_mesh(&gpu, &points, Sign::Winding).unwrap()
+            });
+            let what = format!("{name}, {records:?}");
+            assert_same_hits(&hits, &portable, &what);
+            let tree = closest::winding::WindingTree::new(mesh);
+            let (mut inside, mut compared) = (0, 0);
+            for (p, hit) in points.iter().zip(&hits) {
+                let w = tree.winding_number(mesh, DVec3::new(p[0], p[1], p[2]));
+                if (w - 0.5).abs() < 1e-4 || hit.distance == 0.0 {
+                    continue;
+                }
+                compared += 1;
+                inside += usize::from(w > 0.5);
+                assert_eq!(
+                    hit.distance < 0.0,
+                    w > 0.5,
+                    "{what} at {p:?}: {hit:?}, w {w}"
+                );
             }
-            compared += 1;
-            inside += usize::from(w > 0.5);
-            assert_eq!(
-                hit.distance < 0.0,
-                w > 0.5,
-                "{name} at {p:?}: {hit:?}, w {w}"
+            assert!(
+                compared > grid.len() * 9 / 10,
+                "{what}: {compared} compared"
             );
+            if name == "bunny" {
+                assert!(inside > 1000, "{what}: {inside} inside");
+            }
         }
-        assert!(
-            compared > grid.len() * 9 / 10,
-            "{name}: {compared} compared"
-        );
-        if name == "bunny" {
-            assert!(inside > 1000, "bunny: {inside} inside");
+    }
+}
+
+/// The service admits a mesh by the device bytes its upload asks for before any is allocated:
+/// the mesh must hold just that once its sign data is built, its winding clusters included,
+/// however its records are stored and whether or not it has a hierarchy.
+#[test]
+fn a_mesh_holds_the_device_bytes_it_was_admitted_with() {
+    let fandisk = shared("fandisk.obj");
+    let one = icosphere(1.0, 0);
+    let rows: Vec<[f64; 3]> = vec![[0.1, 0.2, 0.3], [3.0, 2.0, 1.0]];
+    for records in [MeshRecords::Packed, MeshRecords::Indexed] {
+        let engine = open_engine(EngineOptions {
+            mesh_records: records,
+            ..Default::default()
+        });
+        for (name, mesh) in [("fandisk", &fandisk), ("icosahedron", &one)] {
+            let mut admitted = 0;
+            let gpu = engine
+                .upload_mesh_admitted(mesh.clone(), |bytes| {
+                    admitted = bytes;
+                    Ok::<(), closest::Error>(())
+                })
+                .unwrap();
+            for sign in [Sign::Winding, Sign::Pseudonormal] {
+                engine.query_mesh(&gpu, &rows, sign).unwrap();
+            }
+            assert_eq!(
+                gpu.device_bytes(),
+                admitted,
+                "{name}, {records:?}: the bytes it holds, and those it was admitted with"
+            );
         }
     }
 }

@@ -141,32 +141,3 @@ fn winding_number_is_one_inside_and_zero_outside_a_closed_mesh() {
         "{above} {below}"
     );
 }
-
-/// The service reserves `max_gpu_bytes` for a mesh's winding tree before building it: the
-/// tree must never take more (shared meshes, a single triangle, a few).
-#[test]
-fn the_device_tree_fits_its_reservation() {
-    let mut meshes: Vec<Mesh> = ["fandisk.obj", "stanford-bunny.obj"]
-        .iter()
-        .map(|name| shared(name))
-        .collect();
-    for count in [1usize, 2, 3, 7] {
-        let vertices: Vec<DVec3> = (0..count + 2)
-            .map(|k| DVec3::new(k as f64, (k * k) as f64 * 0.5, (k % 3) as f64))
-            .collect();
-        let triangles = (0..count as u32).map(|k| [k, k + 1, k + 2]).collect();
-        meshes.push(Mesh::new(vertices, triangles, "strip").unwrap());
-    }
-    for mesh in &meshes {
-        let words = WindingTree::new(mesh).gpu_words(mesh, DVec3::new(0.0, 0.0, 0.0));
-        let (bytes, reserved) = (
-            16 * words.len() as u64,
-            WindingTree::max_gpu_bytes(mesh.triangles.len()),
-        );
-        assert!(
-            bytes <= reserved,
-            "{} triangles: {bytes} bytes > {reserved} reserved",
-            mesh.triangles.len()
-        );
-    }
-}

@@ -33,18 +33,6 @@ fn lanes_16(w0: u32, w1: u32) -> array<vec4<u32>, 4> {
     return array<vec4<u32>, 4>(lanes_0_3(w0), lanes_4_7(w0), lanes_0_3(w1), lanes_4_7(w1));
 }
 
-// A 24-word record of f32s the lanes loaded three words each, as six vectors in every lane.
-fn lanes_24(w0: u32, w1: u32, w2: u32) -> array<vec4<f32>, 6> {
-    return array<vec4<f32>, 6>(
-        bitcast<vec4<f32>>(lanes_0_3(w0)),
-        bitcast<vec4<f32>>(lanes_4_7(w0)),
-        bitcast<vec4<f32>>(lanes_0_3(w1)),
-        bitcast<vec4<f32>>(lanes_4_7(w1)),
-        bitcast<vec4<f32>>(lanes_0_3(w2)),
-        bitcast<vec4<f32>>(lanes_4_7(w2)),
-    );
-}
-
 // The sum of `v` over the 8 lanes, in every lane.
 fn lanes_sum(v: u32) -> u32 {
     return subgroupBroadcast(v, 0u) + subgroupBroadcast(v, 1u) + subgroupBroadcast(v, 2u)

@@ -28,11 +28,9 @@ pub struct GpuMesh {
     device_normals: std::sync::OnceLock<wgpu::Buffer>,
     /// The same on the host, which signs by pseudonormal where it does not.
     normals: std::sync::OnceLock<Pseudonormals>,
-    /// The winding-number hierarchy on the device (`WindingTree::gpu_words`), uploaded on the
-    /// first query that signs by winding number, where it fits one binding beside a one-part
-    /// mesh.
-    winding: std::sync::OnceLock<wgpu::Buffer>,
-    /// The same hierarchy on the host, which signs by winding number where it does not.
+    /// The winding-number hierarchy on the host, which signs by winding number where the
+    /// device does not: a mesh in parts, too small for a hierarchy or uploaded without its
+    /// clusters (`Engine::upload_mesh_with`).
     host_winding: std::sync::OnceLock<WindingTree>,
 }
 
@@ -68,13 +66,17 @@ const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 /// high: it only decides whether a build is refused up front.
 const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
 
-/// The most bytes a one-part mesh's sign data takes on the device: its winding tree and its
-/// pseudonormal table (without vertex indices beside `indexed` records, which hold them), each
-/// built by the first query that signs that way.
+/// The most bytes a one-part mesh's pseudonormal table takes on the device (without vertex
+/// indices beside `indexed` records, which hold them), built by the first query that signs
+/// by pseudonormal.
 fn sign_data_bytes(mesh: &Mesh, indexed: bool) -> u64 {
-    let triangles = mesh.triangles.len();
-    WindingTree::max_gpu_bytes(triangles)
-        + Pseudonormals::max_gpu_bytes(triangles, mesh.vertices.len(), !indexed)
+    Pseudonormals::max_gpu_bytes(mesh.triangles.len(), mesh.vertices.len(), !indexed)
+}
+
+/// The most bytes a one-part mesh's winding clusters take on the device: twelve words a node,
+/// fewer nodes than triangles.
+fn cluster_bytes(triangles: usize) -> u64 {
+    48 * triangles as u64
 }
 
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
@@ -162,7 +164,8 @@ struct MeshPlan {
     one_part: bool,
     /// The most triangles a part holds otherwise.
     cap: u64,
-    /// Bytes its sign data may take on the device (`sign_data_bytes`; 0 for a mesh in parts).
+    /// Bytes its pseudonormal table may take on the device (`sign_data_bytes`; 0 for a mesh in
+    /// parts).
     sign_data: u64,
 }
 
@@ -218,8 +221,9 @@ impl GpuMesh {
         &self.mesh
     }
 
-    /// Bytes it holds on the device, its sign data's counted whether or not a query has
-    /// built it yet (a budget must not be overrun later by a signed query).
+    /// Bytes it holds on the device, its winding clusters and its pseudonormal table counted
+    /// whether or not a query has built the table yet (a budget must not be overrun later by a
+    /// signed query).
     pub fn device_bytes(&self) -> u64 {
         let sign_data = match self.parts.as_slice() {
             [part] => sign_data_bytes(&self.mesh, part.scene.indexed),
@@ -228,7 +232,8 @@ impl GpuMesh {
         self.triangle_bytes() + sign_data
     }
 
-    /// Bytes its triangles and hierarchies hold on the device (the winding tree aside).
+    /// Bytes its triangles, hierarchies and winding clusters hold on the device (the
+    /// pseudonormal table aside).
     pub fn triangle_bytes(&self) -> u64 {
         self.parts.iter().map(|p| p.scene.device_bytes()).sum()
     }
@@ -288,28 +293,6 @@ impl GpuMesh {
                     normal.to_f32()
                 };
             });
-    }
-
-    /// The winding tree on the device, built and uploaded on first use; `None` where the mesh
-    /// has several parts or the tree would not fit one binding (the host signs then).
-    fn winding_buffer(&self, engine: &Engine) -> Result<Option<&wgpu::Buffer>> {
-        if let Some(buffer) = self.winding.get() {
-            return Ok(Some(buffer));
-        }
-        let max = engine.gpu.binding_bytes;
-        if self.parts.len() > 1 || WindingTree::max_gpu_bytes(self.mesh.triangles.len()) > max {
-            return Ok(None);
-        }
-        // From here on the device signs this mesh alone: the host keeps no tree of its own.
-        let words = match self.host_winding.get() {
-            Some(tree) => tree.gpu_words(&self.mesh, self.offset),
-            None => WindingTree::new(&self.mesh).gpu_words(&self.mesh, self.offset),
-        };
-        let words = bytemuck::allocation::cast_vec(words);
-        let buffer = engine
-            .gpu
-            .checked(|| engine.gpu.storage_buffer_words("winding tree", words))?;
-        Ok(Some(self.winding.get_or_init(|| buffer)))
     }
 
     /// The pseudonormal table on the device, built and uploaded on first use; `None` where the
@@ -401,7 +384,8 @@ fn f64_points_from_slice(
 }
 
 impl Engine {
-    /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device.
+    /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device, ready for
+    /// queries of any sign.
     pub fn upload_mesh(&self, mesh: Mesh) -> Result<GpuMesh> {
         self.upload_mesh_admitted(mesh, |_| Ok(()))
     }
@@ -413,16 +397,28 @@ impl Engine {
         mesh: Mesh,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
+        self.upload_mesh_with(mesh, true, admit)
+    }
+
+    /// [`Engine::upload_mesh_admitted`], with the winding clusters over its hierarchy only if
+    /// `clusters` (a one-shot job that signs otherwise does not need them; winding signs are
+    /// then the host's).
+    pub(crate) fn upload_mesh_with<E: From<Error>>(
+        &self,
+        mesh: Mesh,
+        clusters: bool,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
         let MeshPlan {
             indexed,
             one_part,
             cap,
             sign_data,
-        } = self.plan_mesh(&mesh)?;
+        } = self.plan_mesh(&mesh, clusters)?;
         // Parts are built one at a time: the build's peak is the largest part's.
         let parts = if one_part {
-            let scene = self.upload_mesh_part(&mesh, offset, indexed, None, |bytes| {
+            let scene = self.upload_mesh_part(&mesh, offset, indexed, None, clusters, |bytes| {
                 admit(bytes + sign_data)
             })?;
             vec![MeshPart {
@@ -437,7 +433,7 @@ impl Engine {
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
                 let scene =
-                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), |_| {
+                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), false, |_| {
                         Ok::<(), Error>(())
                     })?;
                 parts.push(MeshPart {
@@ -451,7 +447,6 @@ impl Engine {
         Ok(GpuMesh {
             device_normals: std::sync::OnceLock::new(),
             normals: std::sync::OnceLock::new(),
-            winding: std::sync::OnceLock::new(),
             host_winding: std::sync::OnceLock::new(),
             mesh,
             offset,
@@ -460,7 +455,7 @@ impl Engine {
     }
 
     /// How the mesh goes up stored `indexed` or packed: in one part or in parts of at most
-    /// `cap` triangles, and the winding tree's bytes beside a one-part mesh.
+    /// `cap` triangles, and the pseudonormal table's bytes beside a one-part mesh.
     fn mesh_layout(&self, mesh: &Mesh, indexed: bool) -> MeshPlan {
         let binding = self.gpu.binding_bytes;
         let triangles = mesh.triangles.len() as u64;
@@ -495,15 +490,20 @@ impl Engine {
     }
 
     /// The mesh's plan as `EngineOptions::mesh_records` asks, once the memory there is has
-    /// been checked for it.
-    fn plan_mesh(&self, mesh: &Mesh) -> Result<MeshPlan> {
+    /// been checked for it (and for its winding `clusters`, if asked).
+    fn plan_mesh(&self, mesh: &Mesh, clusters: bool) -> Result<MeshPlan> {
         let check = |indexed: bool| {
             let plan = self.mesh_layout(mesh, indexed);
             let triangles = mesh.triangles.len() as u64;
+            let clusters = if clusters && plan.one_part {
+                cluster_bytes(mesh.triangles.len())
+            } else {
+                0
+            };
             self.gpu
                 .check_memory(
                     &format!("a mesh of {triangles} triangles"),
-                    mesh_device_estimate(mesh, indexed) + plan.sign_data,
+                    mesh_device_estimate(mesh, indexed) + plan.sign_data + clusters,
                     triangles.min(plan.cap) * BUILD_BYTES_PER_TRIANGLE,
                 )
                 .map(|()| plan)
@@ -522,20 +522,23 @@ impl Engine {
     }
 
     /// The triangles `indices` of the mesh (all of them if `None`) as one scene on the device,
-    /// `admit` asked first with its bytes.
+    /// with its winding `clusters` if asked, `admit` asked first with its bytes.
     fn upload_mesh_part<E: From<Error>>(
         &self,
         mesh: &Mesh,
         offset: DVec3,
         indexed: bool,
         indices: Option<&[u32]>,
+        clusters: bool,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
         let count = indices.map_or(mesh.triangles.len(), <[u32]>::len);
         let triangle = |k: usize| indices.map_or(k, |indices| indices[k] as usize);
         let corners = |k: usize| mesh.shifted_corners(triangle(k), offset);
         if !indexed {
-            return crate::gpu::scene::upload_triangles(&self.gpu, count, &corners, admit);
+            return crate::gpu::scene::upload_triangles(
+                &self.gpu, count, &corners, clusters, admit,
+            );
         }
         let (vertices, corner_ids) = part_vertices(mesh, offset, indices);
         crate::gpu::scene::upload_indexed_triangles(
@@ -544,6 +547,7 @@ impl Engine {
             &corners,
             &|k| corner_ids.as_ref().map_or(mesh.triangles[k], |ids| ids[k]),
             vertices,
+            clusters,
             admit,
         )
     }
@@ -654,25 +658,28 @@ impl Engine {
         )
     }
 
-    /// For a one-shot job (the CLI's query or grid), once `mesh` is uploaded: build the sign
-    /// data the device needs to answer its rows of `fields` signed by `sign` alone and, where
-    /// it can, release the host's copy of the mesh. Kept where the host takes part: a mesh in
-    /// parts, or sign data the device cannot hold (a grid the device cannot sample is
-    /// answered from host-made rows on the same device path). On a CPU adapter the first
-    /// dispatch, whose shader compilation takes tens of MiB when the driver's cache is cold,
-    /// comes when everything else is resident (docs/PERF.md, issue 14). `mesh` must then be
-    /// queried with that sign and fields only.
-    pub(crate) fn release_host_mesh(
+    /// Upload `mesh` for a one-shot job (the CLI's query or grid) whose one query signs by
+    /// `sign` and computes `fields`: with the winding clusters only if it signs by winding
+    /// number; with the sign data the device needs to answer alone built now; and with the
+    /// host's copy of the mesh released where the device does answer alone. Kept where the
+    /// host takes part: a mesh in parts, or sign data the device cannot hold (a grid the device
+    /// cannot sample is answered from host-made rows on the same device path). On a CPU
+    /// adapter the first dispatch, whose shader compilation takes tens of MiB when the
+    /// driver's cache is cold, comes when everything else is resident (docs/PERF.md, issue
+    /// 14). The mesh must then be queried with that sign and fields only.
+    pub(crate) fn upload_mesh_for_job(
         &self,
-        mesh: &mut GpuMesh,
+        mesh: Mesh,
         sign: Sign,
         fields: Fields,
-    ) -> Result<()> {
+    ) -> Result<GpuMesh> {
         let sign = applied_sign(sign, fields);
-        if mesh.parts.len() == 1 && self.device_sign(mesh, sign)?.is_some() {
+        let mut mesh =
+            self.upload_mesh_with(mesh, sign == Sign::Winding, |_| Ok::<(), Error>(()))?;
+        if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
             mesh.mesh = Mesh::default();
         }
-        Ok(())
+        Ok(mesh)
     }
 
     /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in
@@ -683,7 +690,11 @@ impl Engine {
         }
         Ok(match sign {
             Sign::None => Some(DeviceSign::None),
-            Sign::Winding => mesh.winding_buffer(self)?.map(DeviceSign::Winding),
+            Sign::Winding => mesh.parts[0]
+                .scene
+                .clusters
+                .as_ref()
+                .map(DeviceSign::Winding),
             Sign::Pseudonormal => mesh
                 .pseudonormal_buffer(self)?
                 .map(DeviceSign::Pseudonormal),

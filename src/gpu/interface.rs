@@ -32,7 +32,7 @@ pub enum Slot {
     /// A resident scene's records and hierarchy as texels (`Context::texture_texels`), a texture:
     /// the walks' hot loads are texel fetches (on llvmpipe a storage load is a loop over lanes).
     Texels = 5,
-    /// A mesh's sign data: its winding-number hierarchy (`winding::WindingTree::gpu_words`) or
+    /// A mesh's sign data: the winding-number clusters over its hierarchy (`GpuScene::clusters`) or
     /// its pseudonormal table (`mesh::Pseudonormals::gpu_words`).
     SignData = 6,
     /// The variable-size parts of shape records: convex hull faces (`layout::ShapeData`).

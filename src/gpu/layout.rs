@@ -325,6 +325,9 @@ pub struct SceneBindings {
     pub oriented: bool,
     /// An oriented scene's triangles are indexed (`indexed_triangles`), not packed.
     pub indexed: bool,
+    /// An oriented scene's winding-number clusters, twelve words a node (`winding_clusters`), where
+    /// asked; empty otherwise.
+    pub clusters: Vec<u32>,
 }
 
 impl SceneBindings {
@@ -372,6 +375,7 @@ impl SceneLayout {
                 data,
                 oriented,
                 indexed: false,
+                clusters: Vec::new(),
             }
         } else {
             if shapes.is_empty() {
@@ -384,6 +388,7 @@ impl SceneLayout {
                 data,
                 oriented,
                 indexed: false,
+                clusters: Vec::new(),
             }
         }
     }
@@ -429,9 +434,12 @@ fn packed_triangles_by(count: usize, record: &(dyn Fn(usize) -> GpuShape + Sync)
 /// shifted): the bytes `scene_layout` would give for their triangle shapes (tested), built
 /// straight from the corners on all cores, without the shapes, records and copies in between
 /// (for a mesh of millions of triangles those were most of the build's time and memory).
+/// With `clusters`, the bindings carry the winding-number clusters over the hierarchy
+/// ([`TriangleHierarchy::build`]).
 pub fn triangle_bindings(
     count: usize,
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    clusters: bool,
 ) -> SceneBindings {
     let triangle = |i: usize| {
         let [a, b, c] = corners(i);
@@ -441,7 +449,7 @@ pub fn triangle_bindings(
         let shapes: Vec<Shape> = (0..count).map(triangle).collect();
         return scene_layout(&shapes, true).into_bindings();
     }
-    let hierarchy = TriangleHierarchy::build(count, corners);
+    let hierarchy = TriangleHierarchy::build(count, corners, clusters);
     let order = &hierarchy.order;
     let records = packed_triangles_by(count, &|slot| GpuShape {
         index: order[slot],
@@ -459,26 +467,46 @@ pub fn indexed_triangle_bindings(
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
     corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
     vertices: &[[f32; 3]],
+    clusters: bool,
 ) -> SceneBindings {
     if count <= LINEAR_SCAN_PER_KIND {
-        return triangle_bindings(count, corners);
+        return triangle_bindings(count, corners, clusters);
     }
-    let hierarchy = TriangleHierarchy::build(count, corners);
+    let hierarchy = TriangleHierarchy::build(count, corners, clusters);
     let records = indexed_triangles(&hierarchy.order, corners, corner_ids);
     let mut bindings = hierarchy.into_bindings(records, true);
     bindings.nodes.extend(vertex_texels(vertices));
     bindings
 }
 
-/// A triangle scene's oriented hierarchy, packed, and the leaf order of its triangles.
-struct TriangleHierarchy {
-    packed: bvh::PackedNodes,
-    node_count: u32,
-    order: Vec<u32>,
+/// A triangle scene's oriented hierarchy, packed, the leaf order of its triangles and, where
+/// asked, its children's clusters.
+pub(crate) struct TriangleHierarchy {
+    pub(crate) packed: bvh::PackedNodes,
+    pub(crate) node_count: u32,
+    pub(crate) order: Vec<u32>,
+    /// Per node, its left then right child's winding cluster (`winding_clusters`); empty
+    /// unless asked.
+    pub(crate) clusters: Vec<[f32; 3]>,
 }
 
 impl TriangleHierarchy {
-    fn build(count: usize, corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync)) -> TriangleHierarchy {
+    /// The hierarchy of `count` triangles, `corners(i)` giving triangle i's; `None` for a
+    /// scene small enough to be scanned linearly (`LINEAR_SCAN_PER_KIND`). With `clusters`, each
+    /// child's winding-number cluster too (winding_walk.wgsl).
+    pub(crate) fn for_triangles(
+        count: usize,
+        corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+        clusters: bool,
+    ) -> Option<TriangleHierarchy> {
+        (count > LINEAR_SCAN_PER_KIND).then(|| TriangleHierarchy::build(count, corners, clusters))
+    }
+
+    fn build(
+        count: usize,
+        corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+        clusters: bool,
+    ) -> TriangleHierarchy {
         let item = |i: usize| {
             let [a, b, c] = corners(i);
             bvh::Item {
@@ -488,10 +516,16 @@ impl TriangleHierarchy {
         };
         let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
         built.orient(&|members: &[u32]| fit_triangles_box(members, corners));
+        let clusters = if clusters {
+            winding_clusters(&built, corners)
+        } else {
+            Vec::new()
+        };
         TriangleHierarchy {
             packed: bvh::pack_oriented(&built.nodes),
             node_count: built.nodes.len() as u32,
             order: built.order,
+            clusters,
         }
     }
 
@@ -512,8 +546,66 @@ impl TriangleHierarchy {
             data: ShapeData::default().into_bytes(),
             oriented: true,
             indexed,
+            clusters: bytemuck::allocation::cast_vec(self.clusters),
         }
     }
+}
+
+/// Per node of `built` (root first), its left then right child's winding-number cluster
+/// (Barill et al. 2018) as two vectors: the area-weighted centroid of the child's triangles
+/// (its box's centre if they have no area) and their dipole Σ ½ (b − a) × (c − a), the far
+/// field of their winding number; summed in f64 up the hierarchy and rounded once. The walk
+/// (winding_walk.wgsl) bounds the cluster by the child's box.
+fn winding_clusters(
+    built: &bvh::Bvh,
+    corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+) -> Vec<[f32; 3]> {
+    /// A child's sums: dipole, area-weighted centroid times the area, and area.
+    type Sums = (DVec3, DVec3, f64);
+    fn add(x: Sums, y: Sums) -> Sums {
+        (x.0 + y.0, x.1 + y.1, x.2 + y.2)
+    }
+    fn subtree(
+        built: &bvh::Bvh,
+        corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+        node: usize,
+        out: &mut [[f32; 3]],
+    ) -> Sums {
+        let mut total = (DVec3::ZERO, DVec3::ZERO, 0.0);
+        for side in 0..2 {
+            let child = built.nodes[node].children[side];
+            let sums = if child.count & ((1 << bvh::LEAF_KIND_SHIFT) - 1) > 0 {
+                let (start, end) = built.spans[node][side];
+                built.order[start..end]
+                    .iter()
+                    .fold((DVec3::ZERO, DVec3::ZERO, 0.0), |sums, &t| {
+                        let [a, b, c] = corners(t as usize);
+                        let dipole = (b - a).cross(c - a) * 0.5;
+                        let area = dipole.length();
+                        add(sums, (dipole, (a + b + c) * (area / 3.0), area))
+                    })
+            } else {
+                subtree(built, corners, child.first as usize, out)
+            };
+            let (dipole, weighted, area) = sums;
+            // An oriented child's `min` holds its box's centre (`Bvh::orient`).
+            let [x, y, z] = child.min.map(f64::from);
+            let centroid = if area > 0.0 {
+                weighted * (1.0 / area)
+            } else {
+                DVec3::new(x, y, z)
+            };
+            out[4 * node + 2 * side] = centroid.to_f32();
+            out[4 * node + 2 * side + 1] = dipole.to_f32();
+            total = add(total, sums);
+        }
+        total
+    }
+    let mut out = vec![[0f32; 3]; 4 * built.nodes.len()];
+    if !built.nodes.is_empty() {
+        subtree(built, corners, 0, &mut out);
+    }
+    out
 }
 
 /// Words a triangle's indexed record takes: its corners' vertex indices and its unit normal.

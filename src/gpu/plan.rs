@@ -35,7 +35,8 @@ pub(crate) enum Job<'a> {
 pub(crate) enum DeviceSign<'a> {
     /// Not at all (unsigned, or signed on the host).
     None,
-    /// By winding number, in a pass after the nearest triangles (`WindingTree::gpu_words`).
+    /// By winding number, in a pass after the nearest triangles, from the clusters over the
+    /// scene's own hierarchy (`GpuScene::clusters`).
     Winding(&'a wgpu::Buffer),
     /// By the pseudonormal of the nearest feature, as each row is answered
     /// (`Pseudonormals::gpu_words`).
@@ -202,10 +203,8 @@ impl Job<'_> {
                 let winding = matches!(sign, DeviceSign::Winding(_));
                 if winding {
                     // Every row of the chunk, once the nearest pass has answered them.
-                    let signs = PipelineKey {
-                        grid_samples: grid.is_some(),
-                        ..key(Entry::WindingSigns, None)
-                    };
+                    // It reads the scene's triangles, however they are stored.
+                    let signs = triangles(Entry::WindingSigns);
                     passes.push(pass(signs, Rounds::Once)?);
                 }
                 Plan {

@@ -35,6 +35,9 @@ pub struct GpuScene {
     /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about three
     /// quarters of the bytes of packed records, a dependent texel fetch more per triangle test.
     pub(crate) indexed: bool,
+    /// An oriented scene's winding-number clusters (`layout::TriangleHierarchy`), where its
+    /// upload asked for them: the sign data of `winding_walk.wgsl`.
+    pub(crate) clusters: Option<wgpu::Buffer>,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
     texel_bytes: u64,
@@ -46,7 +49,8 @@ impl GpuScene {
     }
     /// Bytes it holds on the device.
     pub fn device_bytes(&self) -> u64 {
-        self.shapes.size() + self.ranges.size() + self.texel_bytes + self.data.size()
+        let clusters = self.clusters.as_ref().map_or(0, wgpu::Buffer::size);
+        self.shapes.size() + self.ranges.size() + self.texel_bytes + self.data.size() + clusters
     }
     pub fn is_empty(&self) -> bool {
         self.count == 0
@@ -95,15 +99,17 @@ pub(crate) fn upload<E: From<Error>>(
     upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)
 }
 
-/// A scene of `count` triangles (`layout::triangle_bindings`) on the device.
+/// A scene of `count` triangles (`layout::triangle_bindings`) on the device, with its
+/// winding-number `clusters` if asked.
 pub(crate) fn upload_triangles<E: From<Error>>(
     gpu: &Context,
     count: usize,
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+    clusters: bool,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
-    let bindings = layout::triangle_bindings(count, corners);
+    let bindings = layout::triangle_bindings(count, corners, clusters);
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
 }
@@ -115,10 +121,12 @@ pub(crate) fn upload_indexed_triangles<E: From<Error>>(
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
     corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
     vertices: Vec<[f32; 3]>,
+    clusters: bool,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
-    let bindings = layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices);
+    let bindings =
+        layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices, clusters);
     drop(vertices);
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
@@ -160,6 +168,7 @@ fn upload_bindings<E: From<Error>>(
         mut ranges,
         mut nodes,
         data,
+        clusters,
         ..
     } = bindings;
     let SplitRecords {
@@ -188,13 +197,20 @@ fn upload_bindings<E: From<Error>>(
         .into());
     }
     let ranges_bytes = std::mem::size_of_val(ranges.as_slice()) as u64;
-    let cell_bytes = cells.as_ref().map_or(0, |words| 4 * words.len() as u64);
+    // The shape data's binding holds the cell lists, or its own bytes unless hull faces are
+    // texels (the binding is then a shared stand-in).
+    let data_bytes = match &cells {
+        Some(words) => 4 * words.len() as u64,
+        None if hull_faces => 0,
+        None => data.len() as u64,
+    };
     let cell_lists = cells.is_some();
-    admit(record_bytes + ranges_bytes + texel_bytes + cell_bytes)?;
+    let cluster_bytes = 4 * clusters.len() as u64;
+    admit(record_bytes + ranges_bytes + texel_bytes + data_bytes + cluster_bytes)?;
     // Each host copy shrinks as its buffer or texture fills (`storage_buffer_words`,
     // `texture_texels`): on CPU adapters they are host memory too, and the two copies of a
     // large mesh were its peak.
-    let (shapes_buffer, ranges, texels, data) = gpu.checked(|| {
+    let (shapes_buffer, ranges, texels, data, clusters) = gpu.checked(|| {
         (
             gpu.storage_buffer_tail("scene records", &mut stored, from),
             gpu.device
@@ -220,6 +236,7 @@ fn upload_bindings<E: From<Error>>(
                 None if hull_faces => gpu.unused_shape_data.clone(),
                 None => gpu.storage_buffer("scene shape data", &data),
             },
+            (!clusters.is_empty()).then(|| gpu.storage_buffer_words("winding clusters", clusters)),
         )
     })?;
     Ok(GpuScene {
@@ -233,6 +250,7 @@ fn upload_bindings<E: From<Error>>(
         linear_kinds,
         oriented,
         indexed,
+        clusters,
         cell_lists,
         texel_bytes,
     })

@@ -77,6 +77,7 @@ fn build_mesh_tables(mesh: &Mesh) {
     std::hint::black_box(crate::gpu::layout::triangle_bindings(
         mesh.triangles.len(),
         &|t| mesh.shifted_corners(t, offset),
+        true,
     ));
 }
 
