@@ -48,7 +48,8 @@ pub(crate) struct TargetInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub triangles: Option<usize>,
     /// Device memory it holds against `--max-resident-mb` (for a mesh, its winding-number
-    /// hierarchy's share too, reserved on upload).
+    /// clusters, built with its hierarchy, and its pseudonormal table's share, reserved on
+    /// upload).
     pub device_bytes: u64,
 }
 
