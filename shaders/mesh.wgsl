@@ -69,3 +69,20 @@ fn winding_signs(
     }
     sign_row(output_row(row), sign_winding_number(load_point(row), true));
 }
+
+// This part's winding number at each row's point, as the row's distance (FIELDS is the
+// distance alone), at parts_accuracy(): a mesh in parts is signed by the sum of its parts'
+// (GpuMesh, as WindingTree::is_inside decides over the same parts).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn winding_numbers(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if !row_in_chunk(row) {
+        return;
+    }
+    let p = load_point(row);
+    set_hit_distance(output_row(row), winding_number(p, is_finite_vec3(p), parts_accuracy()));
+}

@@ -117,3 +117,24 @@ fn winding_signs_subgroup(
         sign_row(output_row(row), w);
     }
 }
+
+// winding_numbers (mesh.wgsl) by whole subgroups.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn winding_numbers_subgroup(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+    @builtin(subgroup_invocation_id) subgroup_lane: u32,
+) {
+    lane = subgroup_lane;
+    let row = row_of(group, groups, local);
+    let in_range = row_in_chunk(row);
+    var p = vec3<f32>(0.0);
+    if in_range {
+        p = load_point(row);
+    }
+    let w = winding_number(p, in_range && is_finite_vec3(p), parts_accuracy());
+    if in_range {
+        set_hit_distance(output_row(row), w);
+    }
+}

@@ -124,6 +124,13 @@ fn winding_number(p: vec3<f32>, wanted: bool, accuracy: f32) -> f32 {
     return total;
 }
 
+// The accuracy of `winding_numbers` (a mesh in parts): 0 coarse, 1 fine.
+override FINE_WINDING: u32 = 0u;
+
+fn parts_accuracy() -> f32 {
+    return select(WINDING_COARSE_ACCURACY, WINDING_ACCURACY, FINE_WINDING != 0u);
+}
+
 // The winding number that signs p, as WindingTree::is_inside decides: at
 // WINDING_COARSE_ACCURACY, and again at WINDING_ACCURACY for the lanes whose coarse number is
 // within WINDING_SIGN_MARGIN of ½ (or NaN).

@@ -40,28 +40,52 @@ struct Cluster {
 /// are the children of the hierarchy a mesh's scene gets on the device
 /// (`layout::TriangleHierarchy`, built the same way from the same shifted corners), with the
 /// centroids and dipoles the device has (rounded to f32) and their boxes decoded as the device
-/// decodes them, so both take the same clusters whole.
+/// decodes them, so both take the same clusters whole. A mesh in parts has a hierarchy per
+/// part, as on the device, and its winding number is the sum of theirs.
 pub struct WindingTree {
+    /// The mesh's triangles in the hierarchies' leaf order, part after part.
     order: Vec<u32>,
-    /// Per node, its two clusters; empty for a mesh too small for a hierarchy (summed directly).
+    /// Per node, its two clusters, part after part.
     nodes: Vec<[Cluster; 2]>,
+    /// Where a walk starts: each part's root node's two clusters, or for a part too small for
+    /// a hierarchy all its triangles as one cluster, always summed term by term.
+    roots: Vec<Cluster>,
 }
 
 impl WindingTree {
+    /// The hierarchy of the whole mesh, as a mesh of one part has it on the device.
     pub fn new(mesh: &Mesh) -> WindingTree {
+        let all: Vec<u32> = (0..mesh.triangles.len() as u32).collect();
+        WindingTree::in_parts(mesh, &[all])
+    }
+
+    /// The hierarchies of a mesh's `parts`, each listing its triangles as the device's part
+    /// does (ascending).
+    pub fn in_parts(mesh: &Mesh, parts: &[Vec<u32>]) -> WindingTree {
         let offset = mesh.centre();
-        let corners = |t: usize| mesh.shifted_corners(t, offset);
-        let count = mesh.triangles.len();
-        let Some(hierarchy) = TriangleHierarchy::for_triangles(count, &corners, true) else {
-            return WindingTree {
-                order: (0..count as u32).collect(),
-                nodes: Vec::new(),
-            };
+        let mut tree = WindingTree {
+            order: Vec::new(),
+            nodes: Vec::new(),
+            roots: Vec::new(),
         };
-        let words = &hierarchy.packed.words;
-        let half_scale = hierarchy.packed.half_scale;
-        let nodes = (0..hierarchy.node_count as usize)
-            .map(|n| {
+        for part in parts {
+            let corners = |k: usize| mesh.shifted_corners(part[k] as usize, offset);
+            let (first_slot, first_node) = (tree.order.len() as u32, tree.nodes.len() as u32);
+            let Some(hierarchy) = TriangleHierarchy::for_triangles(part.len(), &corners, true)
+            else {
+                tree.roots.push(Cluster {
+                    first: first_slot,
+                    count: part.len() as u32,
+                    dipole: DVec3::ZERO,
+                    centre: DVec3::ZERO,
+                    radius: f64::INFINITY,
+                });
+                tree.order.extend_from_slice(part);
+                continue;
+            };
+            let words = &hierarchy.packed.words;
+            let half_scale = hierarchy.packed.half_scale;
+            tree.nodes.extend((0..hierarchy.node_count as usize).map(|n| {
                 [0, 1].map(|side| {
                     let [x, y, z, reference] = words[4 * n + side];
                     let box_centre = DVec3::new(
@@ -78,21 +102,24 @@ impl WindingTree {
                     // As child_half_extents decodes them: normal f16s times the scale, in f32.
                     let half = [packed[0] & 0xffff, packed[0] >> 16, packed[1]]
                         .map(|bits| (f16::from_bits(bits as u16).to_f32() * half_scale) as f64);
+                    let count = reference & ((1 << LEAF_COUNT_BITS) - 1);
+                    let first = reference >> LEAF_COUNT_BITS;
                     Cluster {
-                        first: reference >> LEAF_COUNT_BITS,
-                        count: reference & ((1 << LEAF_COUNT_BITS) - 1),
+                        first: first + if count > 0 { first_slot } else { first_node },
+                        count,
                         dipole: vector(1),
                         centre: centroid + offset,
                         radius: (centroid - box_centre).length()
                             + DVec3::new(half[0], half[1], half[2]).length(),
                     }
                 })
-            })
-            .collect();
-        WindingTree {
-            order: hierarchy.order,
-            nodes,
+            }));
+            tree.order
+                .extend(hierarchy.order.iter().map(|&k| part[k as usize]));
+            tree.roots
+                .extend_from_slice(&tree.nodes[first_node as usize]);
         }
+        tree
     }
 
     /// The winding number at `p`: clusters within `ACCURACY` radii term by term, the others as
@@ -113,15 +140,8 @@ impl WindingTree {
 
     /// The winding number at `p` with clusters taken whole past `accuracy` radii.
     pub fn winding_number_within(&self, mesh: &Mesh, p: DVec3, accuracy: f64) -> f64 {
-        let Some(root) = self.nodes.first() else {
-            return self
-                .order
-                .iter()
-                .map(|&t| triangle_winding_number(mesh.corners(t as usize), p))
-                .sum();
-        };
         let mut total = 0.0;
-        let mut stack: Vec<Cluster> = root.to_vec();
+        let mut stack = self.roots.clone();
         while let Some(cluster) = stack.pop() {
             let r = cluster.centre - p;
             let distance = r.length();

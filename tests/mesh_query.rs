@@ -465,6 +465,44 @@ fn device_winding_signs_equal_the_host_hierarchy() {
     }
 }
 
+/// A mesh in parts signs by winding number on the device too: each part's clusters are walked
+/// there and their numbers summed, decided as the f64 twin over the same parts decides
+/// (`GpuMesh::host_winding`); both kernels give the same bits, packed and indexed records alike.
+#[test]
+fn meshes_in_parts_sign_by_winding_number_on_the_device_as_their_twin() {
+    let bunny = shared("stanford-bunny.obj");
+    let grid = Grid::new(&bunny, [20; 3], GridRegion::Pad(0.1)).unwrap();
+    let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
+    for records in [MeshRecords::Packed, MeshRecords::Indexed] {
+        let engines = subgroup_and_portable_engines_with(EngineOptions {
+            max_binding_bytes: Some(64 << 10),
+            mesh_records: records,
+            ..Default::default()
+        });
+        let [(hits, gpu), (portable, _)] = engines.each_ref().map(|e| {
+            let gpu = e.upload_mesh(bunny.clone()).unwrap();
+            (e.query_mesh(&gpu, &points, Sign::Winding).unwrap(), gpu)
+        });
+        let what = format!("bunny in {} parts, {records:?}", gpu.part_count());
+        assert!(gpu.part_count() >= 4, "{what}");
+        assert_same_hits(&hits, &portable, &what);
+        let twin = gpu.host_winding();
+        let (mut inside, mut compared) = (0, 0);
+        for (p, hit) in points.iter().zip(&hits) {
+            let p = DVec3::new(p[0], p[1], p[2]);
+            if hit.distance == 0.0 || (twin.winding_number(&bunny, p) - 0.5).abs() < 1e-4 {
+                continue;
+            }
+            compared += 1;
+            let expected = twin.is_inside(&bunny, p);
+            inside += usize::from(expected);
+            assert_eq!(hit.distance < 0.0, expected, "{what} at {p:?}: {hit:?}");
+        }
+        assert!(compared > grid.len() * 9 / 10, "{what}: {compared} compared");
+        assert!(inside > 500, "{what}: {inside} inside");
+    }
+}
+
 /// The service admits a mesh by the device bytes its upload asks for before any is allocated:
 /// the mesh must hold just that once its sign data is built, its winding clusters included,
 /// however its records are stored and whether or not it has a hierarchy.
@@ -1068,6 +1106,12 @@ fn device_winding_signs_near_one_half_are_the_fine_numbers() {
     for engine in [subgroup, portable, split] {
         let gpu = engine.upload_mesh(mesh.clone()).unwrap();
         let hits = engine.query_mesh(&gpu, &points, Sign::Winding).unwrap();
+        // A mesh in parts sums its parts' numbers: the fine ones of its own twin.
+        let twin = gpu.host_winding();
+        let fine: Vec<f64> = points
+            .iter()
+            .map(|p| twin.winding_number(&mesh, DVec3::new(p[0], p[1], p[2])))
+            .collect();
         let wrong: Vec<String> = points
             .iter()
             .zip(&fine)

@@ -321,9 +321,16 @@ impl GpuMesh {
         Ok(Some(self.device_normals.get_or_init(|| buffer)))
     }
 
-    fn host_winding(&self) -> &WindingTree {
-        self.host_winding
-            .get_or_init(|| WindingTree::new(&self.mesh))
+    /// The f64 twin of its winding clusters on the device (hierarchies of the same parts),
+    /// which signs by winding number where the device does not; built on first use.
+    pub fn host_winding(&self) -> &WindingTree {
+        self.host_winding.get_or_init(|| match self.parts.as_slice() {
+            [_] => WindingTree::new(&self.mesh),
+            parts => {
+                let parts: Vec<Vec<u32>> = parts.iter().map(|p| p.triangles.clone()).collect();
+                WindingTree::in_parts(&self.mesh, &parts)
+            }
+        })
     }
 
     /// Mark the rows inside by winding number on the host, as the device does: the distance's
@@ -429,11 +436,16 @@ impl Engine {
         } else {
             // Admitted by the bound before anything is built: the parts' sizes are known only
             // once each is.
-            admit(mesh_device_estimate(&mesh, indexed))?;
+            let cluster_estimate = if clusters {
+                cluster_bytes(mesh.triangles.len())
+            } else {
+                0
+            };
+            admit(mesh_device_estimate(&mesh, indexed) + cluster_estimate)?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
                 let scene =
-                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), false, |_| {
+                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), clusters, |_| {
                         Ok::<(), Error>(())
                     })?;
                 parts.push(MeshPart {
@@ -495,7 +507,7 @@ impl Engine {
         let check = |indexed: bool| {
             let plan = self.mesh_layout(mesh, indexed);
             let triangles = mesh.triangles.len() as u64;
-            let clusters = if clusters && plan.one_part {
+            let clusters = if clusters {
                 cluster_bytes(mesh.triangles.len())
             } else {
                 0
@@ -800,11 +812,101 @@ impl Engine {
                 })?;
             }
             if sign == Sign::Winding {
-                mesh.mark_inside_on_host(&block, &mut best);
+                if mesh.parts.iter().all(|part| part.scene.clusters.is_some()) {
+                    self.mark_inside_on_device(mesh, &block, &mut best)?;
+                } else {
+                    mesh.mark_inside_on_host(&block, &mut best);
+                }
             }
             mesh.finish(&block, &mut best, sign);
             pack_hits(fields, &best, &mut packed);
             sink.take(range.start, PackedRows::new(fields, &packed))?;
+        }
+        Ok(())
+    }
+
+    /// Mark the rows of `block` inside by the sum of the parts' winding numbers, walked on the
+    /// device, as the host's `WindingTree::is_inside` decides over the same parts: the coarse
+    /// sum, and the fine one for the rows whose coarse sum lies within `SIGN_MARGIN` of ½. The
+    /// distance's sign bit is set (−0 on the surface); a row whose walk outgrew its stack in
+    /// any part becomes an overflow row, as on the device.
+    fn mark_inside_on_device(
+        &self,
+        mesh: &GpuMesh,
+        block: &[[f64; 3]],
+        best: &mut [GpuHit],
+    ) -> Result<()> {
+        use crate::winding::SIGN_MARGIN;
+        let rows: Vec<u32> = (0..block.len() as u32)
+            .filter(|&i| best[i as usize].shape >= 0)
+            .collect();
+        let mut total = vec![0f64; block.len()];
+        self.add_part_winding_numbers(mesh, block, &rows, false, &mut total)?;
+        let unsure: Vec<u32> = rows
+            .iter()
+            .copied()
+            .filter(|&i| !((total[i as usize] - 0.5).abs() > SIGN_MARGIN))
+            .collect();
+        for &i in &unsure {
+            total[i as usize] = 0.0;
+        }
+        self.add_part_winding_numbers(mesh, block, &unsure, true, &mut total)?;
+        for &i in &rows {
+            let (w, hit) = (total[i as usize], &mut best[i as usize]);
+            if w.is_nan() {
+                *hit = GpuHit {
+                    shape: crate::fields::TRAVERSAL_OVERFLOW,
+                    ..GpuHit::default()
+                };
+            } else if w > 0.5 {
+                hit.distance = -hit.distance;
+            }
+        }
+        Ok(())
+    }
+
+    /// Add every part's winding number at rows `rows` of `block` (coarse, or `fine`) to
+    /// `total`, walked on the device over the part's clusters.
+    fn add_part_winding_numbers(
+        &self,
+        mesh: &GpuMesh,
+        block: &[[f64; 3]],
+        rows: &[u32],
+        fine: bool,
+        total: &mut [f64],
+    ) -> Result<()> {
+        use crate::fields::DISTANCE;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let fields = Fields::from_bits(Family::Hits, DISTANCE);
+        for part in &mesh.parts {
+            let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                let points = rows[range].iter().map(|&i| block[i as usize]);
+                write_query_points(points, mesh.offset, out);
+                Ok(())
+            };
+            let mut add = |at: usize, answers: PackedRows<'_>| {
+                for (&i, &w) in rows[at..].iter().zip(answers.words()) {
+                    total[i as usize] += f32::from_bits(w) as f64;
+                }
+                Ok(())
+            };
+            let job = crate::gpu::plan::Job::WindingNumbers {
+                scene: &part.scene,
+                fine,
+            };
+            crate::gpu::stream::run(
+                &self.gpu,
+                &self.slots,
+                &job.plan(&self.gpu, fields)?,
+                rows.len(),
+                Some(&mut source),
+                None,
+                crate::Mode::Surface,
+                fields,
+                &mut add,
+            )?;
         }
         Ok(())
     }

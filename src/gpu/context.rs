@@ -149,6 +149,8 @@ pub(crate) struct PipelineKey {
     pub grid_samples: bool,
     /// `ONE_SHAPE`: the scene is one shape of `kind`, without a hierarchy.
     pub one_shape: bool,
+    /// `FINE_WINDING`: `winding_numbers` at the fine accuracy.
+    pub fine_winding: bool,
 }
 
 impl Kernels {
@@ -172,6 +174,7 @@ impl Kernels {
             pseudonormal_signs,
             grid_samples,
             one_shape,
+            fine_winding,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -190,6 +193,7 @@ impl Kernels {
                     Override::OneShape => u32::from(one_shape),
                     Override::PointTexels => u32::from(self.point_texels),
                     Override::StackLimit => self.stack_limit,
+                    Override::FineWinding => u32::from(fine_winding),
                 };
                 (o.name(), f64::from(value))
             })

@@ -181,11 +181,15 @@ pub enum Entry {
     WindingSigns,
     /// `WindingSigns` by whole subgroups (`mesh_subgroup.wgsl`).
     WindingSignsSubgroup,
+    /// Winding numbers of one part of a mesh in parts at a chunk's points (`mesh.wgsl`).
+    WindingNumbers,
+    /// `WindingNumbers` by whole subgroups (`mesh_subgroup.wgsl`).
+    WindingNumbersSubgroup,
     SegmentPairs,
 }
 
 impl Entry {
-    pub const ALL: [Entry; 8] = [
+    pub const ALL: [Entry; 10] = [
         Entry::Paired,
         Entry::Nearest,
         Entry::NearestSubgroup,
@@ -193,6 +197,8 @@ impl Entry {
         Entry::NearestTriangleSubgroup,
         Entry::WindingSigns,
         Entry::WindingSignsSubgroup,
+        Entry::WindingNumbers,
+        Entry::WindingNumbersSubgroup,
         Entry::SegmentPairs,
     ];
 
@@ -205,6 +211,8 @@ impl Entry {
             Entry::NearestTriangleSubgroup => "nearest_triangle_subgroup",
             Entry::WindingSigns => "winding_signs",
             Entry::WindingSignsSubgroup => "winding_signs_subgroup",
+            Entry::WindingNumbers => "winding_numbers",
+            Entry::WindingNumbersSubgroup => "winding_numbers_subgroup",
             Entry::SegmentPairs => "segment_pairs",
         }
     }
@@ -215,6 +223,7 @@ impl Entry {
             (Entry::Nearest, true) => Entry::NearestSubgroup,
             (Entry::NearestTriangle, true) => Entry::NearestTriangleSubgroup,
             (Entry::WindingSigns, true) => Entry::WindingSignsSubgroup,
+            (Entry::WindingNumbers, true) => Entry::WindingNumbersSubgroup,
             (entry, _) => entry,
         }
     }
@@ -225,8 +234,10 @@ impl Entry {
             Entry::Paired | Entry::Nearest => "query",
             Entry::NearestSubgroup => "query_subgroup",
             Entry::SegmentPairs => "segments",
-            Entry::NearestTriangle | Entry::WindingSigns => "mesh",
-            Entry::NearestTriangleSubgroup | Entry::WindingSignsSubgroup => "mesh_subgroup",
+            Entry::NearestTriangle | Entry::WindingSigns | Entry::WindingNumbers => "mesh",
+            Entry::NearestTriangleSubgroup
+            | Entry::WindingSignsSubgroup
+            | Entry::WindingNumbersSubgroup => "mesh_subgroup",
         }
     }
 
@@ -234,7 +245,10 @@ impl Entry {
     pub fn needs_subgroups(self) -> bool {
         matches!(
             self,
-            Entry::NearestSubgroup | Entry::NearestTriangleSubgroup | Entry::WindingSignsSubgroup
+            Entry::NearestSubgroup
+                | Entry::NearestTriangleSubgroup
+                | Entry::WindingSignsSubgroup
+                | Entry::WindingNumbersSubgroup
         )
     }
 }
@@ -275,10 +289,13 @@ pub enum Override {
     PointTexels,
     /// The entries a walk's stack may hold, at most `bvh::STACK_SIZE` (fewer in tests).
     StackLimit,
+    /// The accuracy of `winding_numbers`: 0 coarse, 1 fine (`winding::COARSE_ACCURACY`,
+    /// `winding::ACCURACY`).
+    FineWinding,
 }
 
 impl Override {
-    pub const ALL: [Override; 10] = [
+    pub const ALL: [Override; 11] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -289,6 +306,7 @@ impl Override {
         Override::OneShape,
         Override::PointTexels,
         Override::StackLimit,
+        Override::FineWinding,
     ];
 
     pub fn name(self) -> &'static str {
@@ -303,6 +321,7 @@ impl Override {
             Override::OneShape => "ONE_SHAPE",
             Override::PointTexels => "POINT_TEXELS",
             Override::StackLimit => "STACK_LIMIT",
+            Override::FineWinding => "FINE_WINDING",
         }
     }
 }

@@ -28,6 +28,9 @@ pub(crate) enum Job<'a> {
     },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
+    /// The winding number of one part of a mesh in parts (its scene, with its clusters) at
+    /// each point, as the row's distance: coarse, or `fine`.
+    WindingNumbers { scene: &'a GpuScene, fine: bool },
 }
 
 /// How the device signs a mesh's answers, with the sign data it reads.
@@ -126,6 +129,19 @@ pub(crate) struct Plan<'a> {
     pub shape_texels: bool,
 }
 
+impl GpuScene {
+    /// The shape slots' contents for this resident scene.
+    fn resident_buffers(&self) -> ShapeBuffers<'_> {
+        ShapeBuffers::Resident {
+            records: &self.shapes,
+            kind_ranges: &self.ranges,
+            texels: &self.texels,
+            data: &self.data,
+            count: self.count,
+        }
+    }
+}
+
 impl Plan<'_> {
     pub(crate) fn streams_shapes(&self) -> bool {
         matches!(self.shapes, ShapeBuffers::PerRow { .. })
@@ -155,6 +171,7 @@ impl Job<'_> {
             pseudonormal_signs: false,
             grid_samples: false,
             one_shape: false,
+            fine_winding: false,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -180,6 +197,24 @@ impl Job<'_> {
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: gpu.point_texels,
+            },
+            Job::WindingNumbers { scene, fine } => Plan {
+                passes: vec![pass(
+                    PipelineKey {
+                        indexed_triangles: scene.indexed,
+                        fine_winding: *fine,
+                        ..key(Entry::WindingNumbers, None)
+                    },
+                    Rounds::Once,
+                )?],
+                shapes: scene.resident_buffers(),
+                sign_data: scene.clusters.as_ref(),
+                grid: None,
+                keeps_shapes: false,
+                shape_texels: false,
+                reorders_points: gpu
+                    .reorder_queries
+                    .load(std::sync::atomic::Ordering::Relaxed),
             },
             Job::Nearest { scene, sign, grid } => {
                 let triangles = |entry| PipelineKey {
@@ -209,13 +244,7 @@ impl Job<'_> {
                 }
                 Plan {
                     passes,
-                    shapes: ShapeBuffers::Resident {
-                        records: &scene.shapes,
-                        kind_ranges: &scene.ranges,
-                        texels: &scene.texels,
-                        data: &scene.data,
-                        count: scene.count,
-                    },
+                    shapes: scene.resident_buffers(),
                     sign_data: sign.data(),
                     grid: *grid,
                     keeps_shapes: scene.oriented || winding,
