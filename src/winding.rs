@@ -85,35 +85,36 @@ impl WindingTree {
             };
             let words = &hierarchy.packed.words;
             let half_scale = hierarchy.packed.half_scale;
-            tree.nodes.extend((0..hierarchy.node_count as usize).map(|n| {
-                [0, 1].map(|side| {
-                    let [x, y, z, reference] = words[4 * n + side];
-                    let box_centre = DVec3::new(
-                        f32::from_bits(x) as f64,
-                        f32::from_bits(y) as f64,
-                        f32::from_bits(z) as f64,
-                    );
-                    let vector = |k: usize| {
-                        let [x, y, z] = hierarchy.clusters[4 * n + 2 * side + k].map(f64::from);
-                        DVec3::new(x, y, z)
-                    };
-                    let centroid = vector(0);
-                    let packed = words[4 * n + 2 + side];
-                    // As child_half_extents decodes them: normal f16s times the scale, in f32.
-                    let half = [packed[0] & 0xffff, packed[0] >> 16, packed[1]]
-                        .map(|bits| (f16::from_bits(bits as u16).to_f32() * half_scale) as f64);
-                    let count = reference & ((1 << LEAF_COUNT_BITS) - 1);
-                    let first = reference >> LEAF_COUNT_BITS;
-                    Cluster {
-                        first: first + if count > 0 { first_slot } else { first_node },
-                        count,
-                        dipole: vector(1),
-                        centre: centroid + offset,
-                        radius: (centroid - box_centre).length()
-                            + DVec3::new(half[0], half[1], half[2]).length(),
-                    }
-                })
-            }));
+            tree.nodes
+                .extend((0..hierarchy.node_count as usize).map(|n| {
+                    [0, 1].map(|side| {
+                        let [x, y, z, reference] = words[4 * n + side];
+                        let box_centre = DVec3::new(
+                            f32::from_bits(x) as f64,
+                            f32::from_bits(y) as f64,
+                            f32::from_bits(z) as f64,
+                        );
+                        let vector = |k: usize| {
+                            let [x, y, z] = hierarchy.clusters[4 * n + 2 * side + k].map(f64::from);
+                            DVec3::new(x, y, z)
+                        };
+                        let centroid = vector(0);
+                        let packed = words[4 * n + 2 + side];
+                        // As child_half_extents decodes them: normal f16s times the scale, in f32.
+                        let half = [packed[0] & 0xffff, packed[0] >> 16, packed[1]]
+                            .map(|bits| (f16::from_bits(bits as u16).to_f32() * half_scale) as f64);
+                        let count = reference & ((1 << LEAF_COUNT_BITS) - 1);
+                        let first = reference >> LEAF_COUNT_BITS;
+                        Cluster {
+                            first: first + if count > 0 { first_slot } else { first_node },
+                            count,
+                            dipole: vector(1),
+                            centre: centroid + offset,
+                            radius: (centroid - box_centre).length()
+                                + DVec3::new(half[0], half[1], half[2]).length(),
+                        }
+                    })
+                }));
             tree.order
                 .extend(hierarchy.order.iter().map(|&k| part[k as usize]));
             tree.roots

@@ -498,7 +498,10 @@ fn meshes_in_parts_sign_by_winding_number_on_the_device_as_their_twin() {
             inside += usize::from(expected);
             assert_eq!(hit.distance < 0.0, expected, "{what} at {p:?}: {hit:?}");
         }
-        assert!(compared > grid.len() * 9 / 10, "{what}: {compared} compared");
+        assert!(
+            compared > grid.len() * 9 / 10,
+            "{what}: {compared} compared"
+        );
         assert!(inside > 500, "{what}: {inside} inside");
     }
 }

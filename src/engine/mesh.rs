@@ -324,13 +324,14 @@ impl GpuMesh {
     /// The f64 twin of its winding clusters on the device (hierarchies of the same parts),
     /// which signs by winding number where the device does not; built on first use.
     pub fn host_winding(&self) -> &WindingTree {
-        self.host_winding.get_or_init(|| match self.parts.as_slice() {
-            [_] => WindingTree::new(&self.mesh),
-            parts => {
-                let parts: Vec<Vec<u32>> = parts.iter().map(|p| p.triangles.clone()).collect();
-                WindingTree::in_parts(&self.mesh, &parts)
-            }
-        })
+        self.host_winding
+            .get_or_init(|| match self.parts.as_slice() {
+                [_] => WindingTree::new(&self.mesh),
+                parts => {
+                    let parts: Vec<Vec<u32>> = parts.iter().map(|p| p.triangles.clone()).collect();
+                    WindingTree::in_parts(&self.mesh, &parts)
+                }
+            })
     }
 
     /// Mark the rows inside by winding number on the host, as the device does: the distance's
@@ -444,10 +445,14 @@ impl Engine {
             admit(mesh_device_estimate(&mesh, indexed) + cluster_estimate)?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
-                let scene =
-                    self.upload_mesh_part(&mesh, offset, indexed, Some(&indices), clusters, |_| {
-                        Ok::<(), Error>(())
-                    })?;
+                let scene = self.upload_mesh_part(
+                    &mesh,
+                    offset,
+                    indexed,
+                    Some(&indices),
+                    clusters,
+                    |_| Ok::<(), Error>(()),
+                )?;
                 parts.push(MeshPart {
                     scene,
                     bounds: mesh.triangles_bounds(indices.iter().copied()),
@@ -845,7 +850,10 @@ impl Engine {
         let unsure: Vec<u32> = rows
             .iter()
             .copied()
-            .filter(|&i| !((total[i as usize] - 0.5).abs() > SIGN_MARGIN))
+            // NaN (a walk that outgrew its stack) included: the fine walk tells.
+            .filter(|&i| {
+                (total[i as usize] - 0.5).abs() <= SIGN_MARGIN || total[i as usize].is_nan()
+            })
             .collect();
         for &i in &unsure {
             total[i as usize] = 0.0;
