@@ -565,41 +565,68 @@ fn winding_clusters(
     fn add(x: Sums, y: Sums) -> Sums {
         (x.0 + y.0, x.1 + y.1, x.2 + y.2)
     }
+    /// The clusters of the subtree rooted at `node`, whose nodes are `node ..` (a node's left
+    /// subtree follows it, then its right one: `out` holds theirs, four vectors a node); the
+    /// two sides of a large subtree on two threads.
     fn subtree(
         built: &bvh::Bvh,
         corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
         node: usize,
         out: &mut [[f32; 3]],
     ) -> Sums {
-        let mut total = (DVec3::ZERO, DVec3::ZERO, 0.0);
-        for side in 0..2 {
-            let child = built.nodes[node].children[side];
-            let sums = if child.count & ((1 << bvh::LEAF_KIND_SHIFT) - 1) > 0 {
-                let (start, end) = built.spans[node][side];
-                built.order[start..end]
-                    .iter()
-                    .fold((DVec3::ZERO, DVec3::ZERO, 0.0), |sums, &t| {
-                        let [a, b, c] = corners(t as usize);
-                        let dipole = (b - a).cross(c - a) * 0.5;
-                        let area = dipole.length();
-                        add(sums, (dipole, (a + b + c) * (area / 3.0), area))
-                    })
+        let (own, below) = out.split_at_mut(4);
+        let children = built.nodes[node].children;
+        let is_leaf = |side: usize| children[side].count & ((1 << bvh::LEAF_KIND_SHIFT) - 1) > 0;
+        let leaf = |side: usize| {
+            let (start, end) = built.spans[node][side];
+            built.order[start..end]
+                .iter()
+                .fold((DVec3::ZERO, DVec3::ZERO, 0.0), |sums, &t| {
+                    let [a, b, c] = corners(t as usize);
+                    let dipole = (b - a).cross(c - a) * 0.5;
+                    let area = dipole.length();
+                    add(sums, (dipole, (a + b + c) * (area / 3.0), area))
+                })
+        };
+        // The right subtree's nodes start where the left one's end.
+        let right_at = if is_leaf(1) {
+            below.len()
+        } else {
+            4 * (children[1].first as usize - node - 1)
+        };
+        let (left_nodes, right_nodes) = below.split_at_mut(right_at);
+        let mut left = move || {
+            if is_leaf(0) {
+                leaf(0)
             } else {
-                subtree(built, corners, child.first as usize, out)
-            };
-            let (dipole, weighted, area) = sums;
+                subtree(built, corners, children[0].first as usize, left_nodes)
+            }
+        };
+        let mut right = move || {
+            if is_leaf(1) {
+                leaf(1)
+            } else {
+                subtree(built, corners, children[1].first as usize, right_nodes)
+            }
+        };
+        let (start, end) = (built.spans[node][0].0, built.spans[node][1].1);
+        let sums = if end - start >= PARALLEL_CLUSTER_TRIANGLES {
+            rayon::join(left, right)
+        } else {
+            (left(), right())
+        };
+        for (side, (dipole, weighted, area)) in [sums.0, sums.1].into_iter().enumerate() {
             // An oriented child's `min` holds its box's centre (`Bvh::orient`).
-            let [x, y, z] = child.min.map(f64::from);
+            let [x, y, z] = children[side].min.map(f64::from);
             let centroid = if area > 0.0 {
                 weighted * (1.0 / area)
             } else {
                 DVec3::new(x, y, z)
             };
-            out[4 * node + 2 * side] = centroid.to_f32();
-            out[4 * node + 2 * side + 1] = dipole.to_f32();
-            total = add(total, sums);
+            own[2 * side] = centroid.to_f32();
+            own[2 * side + 1] = dipole.to_f32();
         }
-        total
+        add(sums.0, sums.1)
     }
     let mut out = vec![[0f32; 3]; 4 * built.nodes.len()];
     if !built.nodes.is_empty() {
@@ -607,6 +634,9 @@ fn winding_clusters(
     }
     out
 }
+
+/// Subtrees of at least this many triangles have their clusters summed on two threads.
+const PARALLEL_CLUSTER_TRIANGLES: usize = 16 * 1024;
 
 /// Words a triangle's indexed record takes: its corners' vertex indices and its unit normal.
 const INDEXED_RECORD_WORDS: usize = 6;
