@@ -56,12 +56,12 @@ impl WindingTree {
     /// The hierarchy of the whole mesh, as a mesh of one part has it on the device.
     pub fn new(mesh: &Mesh) -> WindingTree {
         let all: Vec<u32> = (0..mesh.triangles.len() as u32).collect();
-        WindingTree::in_parts(mesh, &[all])
+        WindingTree::in_parts(mesh, &[&all])
     }
 
     /// The hierarchies of a mesh's `parts`, each listing its triangles as the device's part
     /// does (ascending).
-    pub fn in_parts(mesh: &Mesh, parts: &[Vec<u32>]) -> WindingTree {
+    pub fn in_parts(mesh: &Mesh, parts: &[&[u32]]) -> WindingTree {
         let offset = mesh.centre();
         let mut tree = WindingTree {
             order: Vec::new(),

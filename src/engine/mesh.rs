@@ -73,10 +73,14 @@ fn sign_data_bytes(mesh: &Mesh, indexed: bool) -> u64 {
     Pseudonormals::max_gpu_bytes(mesh.triangles.len(), mesh.vertices.len(), !indexed)
 }
 
-/// The most bytes a one-part mesh's winding clusters take on the device: twelve words a node,
-/// fewer nodes than triangles.
-fn cluster_bytes(triangles: usize) -> u64 {
-    48 * triangles as u64
+/// The most bytes a mesh's winding clusters take on the device if it has them: twelve words a
+/// node, fewer nodes than triangles.
+fn cluster_bytes(mesh: &Mesh, clusters: bool) -> u64 {
+    if clusters {
+        48 * mesh.triangles.len() as u64
+    } else {
+        0
+    }
 }
 
 /// Chunks of rows a many-part mesh answers per block: every part runs over the block in turn.
@@ -328,7 +332,7 @@ impl GpuMesh {
             .get_or_init(|| match self.parts.as_slice() {
                 [_] => WindingTree::new(&self.mesh),
                 parts => {
-                    let parts: Vec<Vec<u32>> = parts.iter().map(|p| p.triangles.clone()).collect();
+                    let parts: Vec<&[u32]> = parts.iter().map(|p| p.triangles.as_slice()).collect();
                     WindingTree::in_parts(&self.mesh, &parts)
                 }
             })
@@ -437,12 +441,7 @@ impl Engine {
         } else {
             // Admitted by the bound before anything is built: the parts' sizes are known only
             // once each is.
-            let cluster_estimate = if clusters {
-                cluster_bytes(mesh.triangles.len())
-            } else {
-                0
-            };
-            admit(mesh_device_estimate(&mesh, indexed) + cluster_estimate)?;
+            admit(mesh_device_estimate(&mesh, indexed) + cluster_bytes(&mesh, clusters))?;
             let mut parts = Vec::new();
             for indices in spatial_parts(&mesh, cap as usize) {
                 let scene = self.upload_mesh_part(
@@ -512,15 +511,12 @@ impl Engine {
         let check = |indexed: bool| {
             let plan = self.mesh_layout(mesh, indexed);
             let triangles = mesh.triangles.len() as u64;
-            let clusters = if clusters {
-                cluster_bytes(mesh.triangles.len())
-            } else {
-                0
-            };
             self.gpu
                 .check_memory(
                     &format!("a mesh of {triangles} triangles"),
-                    mesh_device_estimate(mesh, indexed) + plan.sign_data + clusters,
+                    mesh_device_estimate(mesh, indexed)
+                        + plan.sign_data
+                        + cluster_bytes(mesh, clusters),
                     triangles.min(plan.cap) * BUILD_BYTES_PER_TRIANGLE,
                 )
                 .map(|()| plan)
