@@ -186,6 +186,30 @@ fn broken_meshes_name_the_file_and_the_problem() {
         &write(&dir, "empty.obj", b"v 0 0 0\nv 1 0 0\n"),
         &["no triangles"],
     );
+    // Indices whose arithmetic overflows in tobj (a panic the OBJ fuzzer found) are refused
+    // as the file is read, naming the line: 0, a relative index before the first element, one
+    // past u32; forward references stay tobj's to judge (they may be declared later).
+    for (name, text, needles) in [
+        (
+            "zero.obj",
+            &b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 0\n"[..],
+            ["line 4", "position index 0"],
+        ),
+        (
+            "before.obj",
+            b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2/-1 3\n",
+            ["line 4", "texture coordinate index -1"],
+        ),
+        (
+            "far.obj",
+            b"v 0 0 0\nv 1 0 0\nv 0 1 0\nl 1 2//9999999999\n",
+            ["line 4", "normal index 9999999999"],
+        ),
+    ] {
+        assert_bad(&write(&dir, name, text), &needles);
+    }
+    let forward = write(&dir, "forward.obj", b"f 1 2 3\nv 0 0 0\nv 1 0 0\nv 0 1 0\n");
+    assert_eq!(load_mesh(&forward).unwrap().triangles.len(), 1);
     assert_bad(
         &write(&dir, "garbage.obj", b"v 0 zero 0\nf 1 2 3\n"),
         &["OBJ"],

@@ -71,8 +71,12 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
         ..Default::default()
     };
     // Materials are irrelevant here: a missing .mtl must not fail the load.
-    let (models, _) = tobj::load_obj_buf(reader, &options, |_| Ok(Default::default()))
-        .map_err(|e| format!("not a valid OBJ file: {e}"))?;
+    let mut checked = ObjIndexCheck::new(reader);
+    let loaded = tobj::load_obj_buf(&mut checked, &options, |_| Ok(Default::default()));
+    let (models, _) = loaded.map_err(|e| match checked.problem.take() {
+        Some(problem) => format!("not a valid OBJ file: {problem}"),
+        None => format!("not a valid OBJ file: {e}"),
+    })?;
     let mut vertices = Vec::new();
     let mut triangles = Vec::new();
     for model in models {
@@ -89,6 +93,111 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
         }
     }
     Ok((vertices.into(), triangles))
+}
+
+/// An OBJ reader that refuses, as tobj reads it line by line, the element indices whose
+/// arithmetic in tobj overflows (a panic where overflow is checked, fuzz/artifacts/obj): 0, a
+/// relative index reaching before the first element, and an absolute one past `u32`, which no
+/// mesh here holds. Other absolute indices out of range are tobj's to refuse: they may refer to
+/// elements declared later in the object.
+struct ObjIndexCheck<'a, R> {
+    inner: &'a mut R,
+    line: Vec<u8>,
+    at: usize,
+    number: usize,
+    /// Positions, texture coordinates and normals declared so far.
+    declared: [usize; 3],
+    /// Why the file was refused, once it was.
+    problem: Option<String>,
+}
+
+impl<'a, R: std::io::BufRead> ObjIndexCheck<'a, R> {
+    fn new(inner: &'a mut R) -> Self {
+        ObjIndexCheck {
+            inner,
+            line: Vec::new(),
+            at: 0,
+            number: 0,
+            declared: [0; 3],
+            problem: None,
+        }
+    }
+
+    /// Count the line's elements, or say which index of it is out of range.
+    fn check_line(&mut self) -> std::result::Result<(), String> {
+        let Ok(text) = std::str::from_utf8(&self.line) else {
+            return Ok(()); // tobj refuses it.
+        };
+        let mut words = text.split_whitespace();
+        match words.next() {
+            Some("v") => self.declared[0] += 1,
+            Some("vt") => self.declared[1] += 1,
+            Some("vn") => self.declared[2] += 1,
+            Some("f" | "l" | "p") => {
+                for word in words {
+                    for (k, index) in word.split('/').enumerate().take(3) {
+                        // What does not parse, tobj refuses.
+                        let Ok(index) = index.parse::<isize>() else {
+                            continue;
+                        };
+                        let declared = self.declared[k];
+                        let reachable = if index < 0 {
+                            declared
+                        } else {
+                            u32::MAX as usize
+                        };
+                        if index == 0 || index.unsigned_abs() > reachable {
+                            let element = ["position", "texture coordinate", "normal"][k];
+                            return Err(format!(
+                                "line {}: {element} index {index} out of range ({declared} \
+                                 declared before it)",
+                                self.number
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for ObjIndexCheck<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::BufRead;
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for ObjIndexCheck<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.at == self.line.len() && self.problem.is_none() {
+            self.line.clear();
+            self.at = 0;
+            if self.inner.read_until(b'\n', &mut self.line)? > 0 {
+                self.number += 1;
+                if let Err(problem) = self.check_line() {
+                    self.problem = Some(problem);
+                }
+            }
+        }
+        if let Some(problem) = &self.problem {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                problem.clone(),
+            ));
+        }
+        Ok(&self.line[self.at..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.at += n;
+    }
 }
 
 /// Bytes of a binary STL's header (80 free bytes and the triangle count) and of one triangle
