@@ -325,8 +325,8 @@ pub struct SceneBindings {
     pub oriented: bool,
     /// An oriented scene's triangles are indexed (`indexed_triangles`), not packed.
     pub indexed: bool,
-    /// An oriented scene's winding-number clusters, twelve words a node (`winding_clusters`), where
-    /// asked; empty otherwise.
+    /// An oriented scene's winding-number clusters, twelve words a node (`winding_clusters`),
+    /// where asked; empty otherwise.
     pub clusters: Vec<u32>,
 }
 
