@@ -33,9 +33,8 @@ fn load_triangle_pair(slot: u32, both: bool) -> array<vec4<f32>, 6> {
 // Node `node`'s two clusters (winding_walk.wgsl): words 12 node .. + 12 of the sign data.
 fn load_clusters(node: u32) -> array<Cluster, 2> {
     let at = 3u * node;
-    let v = array<vec4<f32>, 3>(bitcast<vec4<f32>>(sign_data[at]), bitcast<vec4<f32>>(sign_data[at + 1u]),
-        bitcast<vec4<f32>>(sign_data[at + 2u]));
-    return array<Cluster, 2>(Cluster(v[0].xyz, vec3<f32>(v[0].w, v[1].xy)), Cluster(vec3<f32>(v[1].zw, v[2].x), v[2].yzw));
+    return node_clusters(array<vec4<f32>, 3>(bitcast<vec4<f32>>(sign_data[at]), bitcast<vec4<f32>>(sign_data[at + 1u]),
+        bitcast<vec4<f32>>(sign_data[at + 2u])));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

@@ -64,8 +64,7 @@ fn load_indexed_triangle_pair(slot: u32) -> array<vec4<f32>, 6> {
 fn load_clusters(node: u32) -> array<Cluster, 2> {
     let at = 12u * node + lane;
     let w = lanes_16(sign_word(at), sign_word(at + 8u));
-    let v = array<vec4<f32>, 3>(bitcast<vec4<f32>>(w[0]), bitcast<vec4<f32>>(w[1]), bitcast<vec4<f32>>(w[2]));
-    return array<Cluster, 2>(Cluster(v[0].xyz, vec3<f32>(v[0].w, v[1].xy)), Cluster(vec3<f32>(v[1].zw, v[2].x), v[2].yzw));
+    return node_clusters(array<vec4<f32>, 3>(bitcast<vec4<f32>>(w[0]), bitcast<vec4<f32>>(w[1]), bitcast<vec4<f32>>(w[2])));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

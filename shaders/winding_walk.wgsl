@@ -19,6 +19,11 @@ struct Cluster {
     dipole: vec3<f32>,
 }
 
+// A node's two clusters from its twelve words of `sign_data`.
+fn node_clusters(v: array<vec4<f32>, 3>) -> array<Cluster, 2> {
+    return array<Cluster, 2>(Cluster(v[0].xyz, vec3<f32>(v[0].w, v[1].xy)), Cluster(vec3<f32>(v[1].zw, v[2].x), v[2].yzw));
+}
+
 const INV_2PI: f32 = 0.15915494309189535;
 
 // A node whose clusters some lanes still need, and whether this lane does.

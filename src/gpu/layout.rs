@@ -435,7 +435,7 @@ fn packed_triangles_by(count: usize, record: &(dyn Fn(usize) -> GpuShape + Sync)
 /// straight from the corners on all cores, without the shapes, records and copies in between
 /// (for a mesh of millions of triangles those were most of the build's time and memory).
 /// With `clusters`, the bindings carry the winding-number clusters over the hierarchy
-/// ([`TriangleHierarchy::build`]).
+/// ([`TriangleHierarchy::for_triangles`]).
 pub fn triangle_bindings(
     count: usize,
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
@@ -445,11 +445,10 @@ pub fn triangle_bindings(
         let [a, b, c] = corners(i);
         Shape::Triangle { a, b, c }
     };
-    if count <= LINEAR_SCAN_PER_KIND {
+    let Some(hierarchy) = TriangleHierarchy::for_triangles(count, corners, clusters) else {
         let shapes: Vec<Shape> = (0..count).map(triangle).collect();
         return scene_layout(&shapes, true).into_bindings();
-    }
-    let hierarchy = TriangleHierarchy::build(count, corners, clusters);
+    };
     let order = &hierarchy.order;
     let records = packed_triangles_by(count, &|slot| GpuShape {
         index: order[slot],
@@ -469,10 +468,9 @@ pub fn indexed_triangle_bindings(
     vertices: &[[f32; 3]],
     clusters: bool,
 ) -> SceneBindings {
-    if count <= LINEAR_SCAN_PER_KIND {
+    let Some(hierarchy) = TriangleHierarchy::for_triangles(count, corners, clusters) else {
         return triangle_bindings(count, corners, clusters);
-    }
-    let hierarchy = TriangleHierarchy::build(count, corners, clusters);
+    };
     let records = indexed_triangles(&hierarchy.order, corners, corner_ids);
     let mut bindings = hierarchy.into_bindings(records, true);
     bindings.nodes.extend(vertex_texels(vertices));
