@@ -5,17 +5,21 @@
 //! 128³ grid `closest sdf --res 128` samples (the same padded box, corners inclusive, C order).
 //! Distances are cross-checked before any time counts. Median of 3 runs.
 //!
-//! `cargo bench --bench meshes`; CLOSEST_BENCH_POINTS, CLOSEST_BENCH_GRID (samples an axis)
-//! and CLOSEST_BENCH_REPEATS override; CLOSEST_BENCH_PORTABLE=1 runs the portable kernels
-//! (`EngineOptions::portable_kernels`). Open3D and Warp run from `scripts/peers_mesh.py`.
+//! A sample of every GPU answer is also checked against a brute-force f64 distance.
+//!
+//! `cargo bench --bench meshes`; CLOSEST_BENCH_POINTS, CLOSEST_BENCH_GRID (samples an axis; 0
+//! skips the grids), CLOSEST_BENCH_REPEATS and CLOSEST_BENCH_MESHES (comma-separated paths)
+//! override; CLOSEST_BENCH_PARRY=0 leaves parry3d out (its columns read "–");
+//! CLOSEST_BENCH_PORTABLE=1 runs the portable kernels (`EngineOptions::portable_kernels`).
+//! Open3D and Warp run from `scripts/peers_mesh.py`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use closest::Engine;
 use closest::fields::{DISTANCE, Family, Fields};
 use closest::io::load_mesh;
-use closest::mesh::{Mesh, Sign};
+use closest::mesh::{Mesh, Sign, closest_feature};
 use closest::sdf::{Grid, GridRegion};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;
@@ -25,7 +29,7 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{bench_engine, env_count, v};
+use common::{bench_engine, env_count, env_flag, v};
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -55,7 +59,14 @@ fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
 /// One table row: the GPU and parry3d on the same rows around `mesh`. The GPU's columns: every
 /// field unsigned and pseudonormal-signed (`query_mesh`), and the signed distance only
 /// (`query_mesh_fields`, 12 bytes up and 4 down a row; a grid's `Engine::sdf`, 4 down).
-fn compare(engine: &Engine, name: &str, mesh: &Mesh, rows: Rows<'_>, repeats: usize) {
+fn compare(
+    engine: &Engine,
+    name: &str,
+    mesh: &Mesh,
+    rows: Rows<'_>,
+    repeats: usize,
+    with_parry: bool,
+) {
     let points = match rows {
         Rows::Points(points) | Rows::Grid(_, points) => points,
     };
@@ -88,10 +99,58 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, rows: Rows<'_>, repeats: us
         Rows::Grid(grid, _) => engine.sdf(&gpu, grid, Sign::Pseudonormal).expect("sdf"),
     });
 
+    check_sample(name, mesh, points, &distances);
+    let parry_time = with_parry.then(|| parry_signed_time(name, mesh, points, &distances, repeats));
+    let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;
+    let peer = |t: Option<Duration>, f: &dyn Fn(f64) -> f64| {
+        t.map_or("–".to_string(), |t| format!("{:.3}", f(rate(t))))
+    };
+    println!(
+        "{name:>20} {:>10} {:>10.3} {:>12.3} {:>12.3} {:>14} {:>10} {:>10}",
+        mesh.triangles.len(),
+        rate(unsigned_time),
+        rate(signed_time),
+        rate(distance_time),
+        peer(parry_time, &|p| p),
+        peer(parry_time, &|p| rate(signed_time) / p),
+        peer(parry_time, &|p| rate(distance_time) / p),
+    );
+}
+
+/// 200 rows of `distances` against the brute-force f64 distance to every triangle: a
+/// wrong-but-fast kernel cannot post a figure.
+fn check_sample(name: &str, mesh: &Mesh, points: &[[f64; 3]], distances: &[f32]) {
+    let (lo, hi) = mesh.bounds();
+    let rows: Vec<usize> = (0..points.len())
+        .step_by((points.len() / 200).max(1))
+        .collect();
+    rows.into_par_iter().for_each(|row| {
+        let p = closest::DVec3::from_array(points[row]);
+        let truth = (0..mesh.triangles.len())
+            .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
+            .fold(f64::INFINITY, f64::min);
+        let scale = p.max_abs().max(lo.max_abs()).max(hi.max_abs());
+        let got = distances[row].abs() as f64;
+        assert!(
+            (got - truth).abs() <= closest::tolerance(scale),
+            "{name}: row {row}: the GPU's {got} against the f64 brute force {truth}"
+        );
+    });
+}
+
+/// parry3d's signed distances (`TriMesh` with `ORIENTED` pseudo-normals) on all cores: its
+/// median time, after checking it answers the same question as the GPU.
+fn parry_signed_time(
+    name: &str,
+    mesh: &Mesh,
+    points: &[[f64; 3]],
+    distances: &[f32],
+    repeats: usize,
+) -> Duration {
     let vertices = mesh.vertices.iter().map(v).collect();
     let trimesh = TriMesh::with_flags(vertices, mesh.triangles.clone(), TriMeshFlags::ORIENTED)
         .expect("parry builds the mesh");
-    let mut signed = vec![0f32; count];
+    let mut signed = vec![0f32; points.len()];
     let (parry_time, ()) = timed(repeats, || {
         signed
             .par_iter_mut()
@@ -119,35 +178,38 @@ fn compare(engine: &Engine, name: &str, mesh: &Mesh, rows: Rows<'_>, repeats: us
         disagree == 0,
         "{name}: parry3d and the GPU disagree on {disagree} distances"
     );
-    let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;
-    println!(
-        "{name:>20} {:>10} {:>10.3} {:>12.3} {:>12.3} {:>14.3} {:>10.2} {:>10.2}",
-        mesh.triangles.len(),
-        rate(unsigned_time),
-        rate(signed_time),
-        rate(distance_time),
-        rate(parry_time),
-        rate(signed_time) / rate(parry_time),
-        rate(distance_time) / rate(parry_time)
-    );
+    parry_time
 }
 
 fn main() {
     let engine = bench_engine();
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
-    let grid = env_count("CLOSEST_BENCH_GRID", 128).max(2);
+    let grid = env_count("CLOSEST_BENCH_GRID", 128);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);
+    let with_parry =
+        std::env::var("CLOSEST_BENCH_PARRY").map_or(true, |_| env_flag("CLOSEST_BENCH_PARRY"));
     println!(
         "adapter: {}; kernels: {}; Morton order: {}; median of {repeats}; M queries/s",
         engine.describe(),
         engine.scene_kernels(),
         engine.reorders_queries()
     );
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
-    let meshes: Vec<(&str, Mesh)> = ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]
-        .into_iter()
-        .map(|name| {
-            let mesh = load_mesh(&dir.join(name)).expect("the shared meshes load");
+    let paths: Vec<PathBuf> = match std::env::var("CLOSEST_BENCH_MESHES") {
+        Ok(list) => list.split(',').map(PathBuf::from).collect(),
+        Err(_) => {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
+            ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]
+                .map(|name| dir.join(name))
+                .to_vec()
+        }
+    };
+    let meshes: Vec<(String, Mesh)> = paths
+        .iter()
+        .map(|path| {
+            let mesh = load_mesh(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let name = path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into());
             (name, mesh)
         })
         .collect();
@@ -169,13 +231,30 @@ fn main() {
     for (name, mesh) in &meshes {
         let (lo, hi) = mesh.bounds();
         let points = closest::bench::padded_box_points(lo, hi, rows);
-        compare(&engine, name, mesh, Rows::Points(&points), repeats);
+        compare(
+            &engine,
+            name,
+            mesh,
+            Rows::Points(&points),
+            repeats,
+            with_parry,
+        );
+    }
+    if grid < 2 {
+        return;
     }
     println!("the {grid}³ grid of `closest sdf --res {grid}`:");
     header();
     for (name, mesh) in &meshes {
         let grid = Grid::new(mesh, [grid; 3], GridRegion::Pad(0.1)).expect("a grid");
         let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
-        compare(&engine, name, mesh, Rows::Grid(&grid, &points), repeats);
+        compare(
+            &engine,
+            name,
+            mesh,
+            Rows::Grid(&grid, &points),
+            repeats,
+            with_parry,
+        );
     }
 }

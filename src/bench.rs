@@ -175,6 +175,38 @@ pub fn reference_time(shapes: &[Shape], points: &[[f32; 3]], repeats: usize) -> 
     .expect("the reference cannot fail")
 }
 
+/// Rows checked against the f64 reference in every timed job, so that a wrong-but-fast kernel
+/// cannot post a figure.
+const CHECKED_ROWS: usize = 1000;
+
+/// Every `rows / CHECKED_ROWS`-th answer of a job against the f64 reference (nearest of
+/// `shapes`, solid): the first row whose distance lies beyond SPEC §3's bound, if any.
+pub fn check_sample(
+    shapes: &[Shape],
+    points: &[[f32; 3]],
+    distance: impl Fn(usize) -> f32,
+) -> Result<()> {
+    let step = (points.len() / CHECKED_ROWS).max(1);
+    for row in (0..points.len()).step_by(step) {
+        let p = DVec3::new(
+            points[row][0] as f64,
+            points[row][1] as f64,
+            points[row][2] as f64,
+        );
+        let truth = reference::nearest(shapes, p, Mode::Solid);
+        let scale = p.max_abs().max(truth.point.max_abs());
+        let got = distance(row) as f64;
+        let error = (got - truth.distance).abs();
+        if error.is_nan() || error > crate::tolerance(scale) {
+            return Err(Error::Gpu(format!(
+                "wrong answer at row {row}: {got} against the f64 reference {}",
+                truth.distance
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Print the throughput table.
 pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Write) -> Result<()> {
     let points = sample_points(rows);
@@ -248,6 +280,8 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
                 },
             )
         })?;
+        check_sample(shapes, &points, |row| hits[row].distance)?;
+        check_sample(shapes, &points, |row| distances[row])?;
         let cpu = reference_time(shapes, &points, repeats);
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
@@ -414,6 +448,7 @@ pub fn run_scene_table(
                     &mut crate::gpu::hits_into_slice(&mut hits),
                 )
             })?;
+            check_sample(&shapes, &points, |row| hits[row].distance)?;
             Ok(rows as f64 / t.as_secs_f64() / 1e6)
         };
         let scene = engine.upload_scene(&shapes)?;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Packs what report.sh needs on a GPU machine that has neither Rust nor a Vulkan loader (the
+# device tool's machines, docs/PERF.md "A hardware GPU"): the stripped release executables,
+# Debian's libvulkan.so.1 and the shared meshes, into target/gpukit.tar.gz (under the device
+# tool's 64 MiB carry). On the GPU machine: `bash scripts/bench/gpu_run.sh [--quick]`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+loader=/usr/lib/x86_64-linux-gnu/libvulkan.so.1
+[ -e "$loader" ] || { echo "gpu_kit.sh: no $loader: apt-get install -y libvulkan1" >&2; exit 3; }
+bash scripts/bench/report.sh --build-only
+kit=target/gpukit
+rm -rf "$kit" "$kit.tar.gz"
+mkdir -p "$kit/bin" "$kit/lib" "$kit/meshes"
+for b in closest meshes scenes serve_load; do
+    strip -o "$kit/bin/$b" "target/report/bin/$b"
+done
+cp -L "$loader" "$kit/lib/libvulkan.so.1"
+cp ../shared/data/meshes/{fandisk.obj,stanford-bunny.obj,igea.ply} "$kit/meshes/"
+git rev-parse --short HEAD >"$kit/COMMIT"
+[ -z "$(git status --porcelain --untracked-files=no)" ] || echo "+ (uncommitted changes)" >>"$kit/COMMIT"
+tar -C target -czf "$kit.tar.gz" gpukit
+ls -la "$kit.tar.gz"
