@@ -99,6 +99,18 @@ fn compare(
         Rows::Grid(grid, _) => engine.sdf(&gpu, grid, Sign::Pseudonormal).expect("sdf"),
     });
 
+    // Where the distance-only job's time went: the host filling inputs, waiting on the
+    // device, draining results, submitting (`Engine::last_timing`, the last run).
+    let split = engine.last_timing();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let split = format!(
+        "    ({name}, signed distance only: fill {:.1} ms, wait {:.1} ms, drain {:.1} ms, submit {:.1} ms, {} chunks)",
+        ms(split.fill),
+        ms(split.wait),
+        ms(split.drain),
+        ms(split.submit),
+        split.chunks
+    );
     check_sample(name, mesh, points, &distances);
     let parry_time = with_parry.then(|| parry_signed_time(name, mesh, points, &distances, repeats));
     let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;
@@ -115,6 +127,7 @@ fn compare(
         peer(parry_time, &|p| rate(signed_time) / p),
         peer(parry_time, &|p| rate(distance_time) / p),
     );
+    println!("{split}");
 }
 
 /// 200 rows of `distances` against the brute-force f64 distance to every triangle: a

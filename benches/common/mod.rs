@@ -18,10 +18,13 @@ pub fn env_flag(name: &str) -> bool {
 }
 
 /// The default adapter's engine, held to the portable kernels when CLOSEST_BENCH_PORTABLE is
-/// on (`EngineOptions::portable_kernels`).
+/// on (`EngineOptions::portable_kernels`), with CLOSEST_BENCH_CHUNK_ROWS rows a chunk if set.
 pub fn bench_engine() -> closest::Engine {
     closest::Engine::new(&closest::EngineOptions {
         portable_kernels: env_flag("CLOSEST_BENCH_PORTABLE"),
+        chunk_rows: std::env::var("CLOSEST_BENCH_CHUNK_ROWS")
+            .ok()
+            .and_then(|s| s.parse().ok()),
         ..Default::default()
     })
     .expect("a GPU adapter (or lavapipe)")

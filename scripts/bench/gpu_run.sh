@@ -2,7 +2,9 @@
 # report.sh on a GPU machine from target/gpukit.tar.gz (scripts/bench/gpu_kit.sh): unpacks it,
 # points the Vulkan loader it carries at the NVIDIA driver's ICD where the machine has no
 # manifest of its own (its GLX ICD does not load in a container; the EGL library does), and
-# runs the report with the kit's executables. Arguments go to report.sh.
+# runs the report with the kit's executables. Arguments go to report.sh; or
+# `gpu_run.sh --exec CMD ARGS...` runs CMD in the same environment, with $KIT the kit's folder
+# (its executables in $KIT/bin, meshes in $KIT/meshes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tar -C target -xzf target/gpukit.tar.gz
@@ -16,6 +18,11 @@ if [ -z "${VK_ICD_FILENAMES:-}" ]; then
             "$nvidia" >"$kit/nvidia_icd.json"
         export VK_ICD_FILENAMES="$kit/nvidia_icd.json"
     fi
+fi
+export KIT="$kit"
+if [ "${1:-}" = --exec ]; then
+    shift
+    exec "$@"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 CLOSEST_COMMIT="$(head -1 "$kit/COMMIT")" bash scripts/bench/report.sh --prebuilt "$kit/bin" \
