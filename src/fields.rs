@@ -341,8 +341,16 @@ impl<'a> PackedRows<'a> {
         let stride = self.fields.row_words();
         let offset = self.fields.offset_words(bit);
         out.reserve(self.len() * f.width);
-        for row in self.words.chunks_exact(stride) {
-            out.extend_from_slice(&row[offset..offset + f.width]);
+        // One copy when the field is the whole row; else a word at a time for the common
+        // one-word fields (a call per row costs more than the copy: docs/PERF.md, H200).
+        match (stride == f.width, f.width) {
+            (true, _) => out.extend_from_slice(self.words),
+            (false, 1) => out.extend(self.words.chunks_exact(stride).map(|row| row[offset])),
+            _ => {
+                for row in self.words.chunks_exact(stride) {
+                    out.extend_from_slice(&row[offset..offset + f.width]);
+                }
+            }
         }
     }
 }

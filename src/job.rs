@@ -12,7 +12,7 @@ use crate::engine::GpuMesh;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
 use crate::gpu::GpuShape;
-use crate::gpu::{RowSource, write_query_points};
+use crate::gpu::{RowSource, write_query_points, write_query_points_iter};
 use crate::io::load_mesh;
 use crate::io::output::PendingFile;
 use crate::io::points::{SEGMENTS, SPHERES};
@@ -186,7 +186,7 @@ fn file_points(file: &mut PointFile) -> impl RowSource + '_ {
     let mut rows = Vec::new();
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         file.read_rows(range, &mut rows)?;
-        write_query_points(rows.iter().copied(), DVec3::ZERO, out);
+        write_query_points(&rows, DVec3::ZERO, out);
         Ok(())
     }
 }
@@ -344,7 +344,7 @@ pub fn run_contacts(
             // Rows are numbered from 0 as in the array.
             check_radius(first + k, s[3], &file)?;
         }
-        write_query_points(spheres.iter().map(|s| [s[0], s[1], s[2]]), DVec3::ZERO, out);
+        write_query_points_iter(spheres.iter().map(|s| [s[0], s[1], s[2]]), DVec3::ZERO, out);
         Ok(())
     };
     let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());

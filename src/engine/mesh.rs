@@ -5,7 +5,7 @@ use super::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
-use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points};
+use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points, write_query_points_iter};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};
 use crate::winding::WindingTree;
@@ -395,6 +395,29 @@ fn f64_points_from_slice(
     }
 }
 
+/// Where a mesh query's points come from: a slice, read in place, or a caller's rows.
+enum MeshPoints<'a, 'b> {
+    Slice(&'a [[f64; 3]]),
+    Rows(&'a mut PointRows<'b>),
+}
+
+impl MeshPoints<'_, '_> {
+    /// Rows `range`: borrowed from the slice, or filled into `scratch`.
+    fn rows<'s>(
+        &'s mut self,
+        range: std::ops::Range<usize>,
+        scratch: &'s mut Vec<[f64; 3]>,
+    ) -> Result<&'s [[f64; 3]]> {
+        match self {
+            MeshPoints::Slice(points) => Ok(&points[range]),
+            MeshPoints::Rows(fill) => {
+                fill(range, scratch)?;
+                Ok(scratch)
+            }
+        }
+    }
+}
+
 impl Engine {
     /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device, ready for
     /// queries of any sign.
@@ -573,16 +596,14 @@ impl Engine {
         sign: Sign,
     ) -> Result<Vec<GpuHit>> {
         let mut out = vec![GpuHit::default(); points.len()];
-        self.query_mesh_stream(
-            mesh,
-            points.len(),
-            &mut f64_points_from_slice(points),
-            sign,
-            &mut |first: usize, hits: &[GpuHit]| {
-                out[first..first + hits.len()].copy_from_slice(hits);
-                Ok(())
-            },
-        )?;
+        let all = Fields::all(Family::Hits);
+        let mut sink = |first: usize, rows: PackedRows<'_>| {
+            let hits = rows.as_hits().expect("every hit field");
+            out[first..first + hits.len()].copy_from_slice(hits);
+            Ok(())
+        };
+        let rows = points.len();
+        self.query_mesh_points(mesh, rows, MeshPoints::Slice(points), sign, all, &mut sink)?;
         Ok(out)
     }
 
@@ -614,8 +635,8 @@ impl Engine {
         fields: Fields,
     ) -> Result<Columns> {
         Columns::collect(fields, points.len(), |sink| {
-            let mut source = f64_points_from_slice(points);
-            self.query_mesh_fields_stream(mesh, points.len(), &mut source, sign, fields, sink)
+            let rows = points.len();
+            self.query_mesh_points(mesh, rows, MeshPoints::Slice(points), sign, fields, sink)
         })
     }
 
@@ -631,11 +652,31 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
+        self.query_mesh_points(mesh, rows, MeshPoints::Rows(points), sign, fields, sink)
+    }
+
+    fn query_mesh_points(
+        &self,
+        mesh: &GpuMesh,
+        rows: usize,
+        mut points: MeshPoints<'_, '_>,
+        sign: Sign,
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
         use crate::fields::{DISTANCE, POINT};
         let sign = applied_sign(sign, fields);
         let (Some(device_sign), [part]) = (self.device_sign(mesh, sign)?, mesh.parts.as_slice())
         else {
-            return self.query_mesh_parts_stream(mesh, rows, points, sign, fields, sink);
+            return match points {
+                MeshPoints::Slice(slice) => {
+                    let mut source = f64_points_from_slice(slice);
+                    self.query_mesh_parts_stream(mesh, rows, &mut source, sign, fields, sink)
+                }
+                MeshPoints::Rows(source) => {
+                    self.query_mesh_parts_stream(mesh, rows, source, sign, fields, sink)
+                }
+            };
         };
         // The device answers and signs each row; per row the host converts its point to f32
         // and shifts the closest point back to world coordinates in f64, nothing else.
@@ -646,8 +687,7 @@ impl Engine {
         let offset = mesh.offset;
         let mut chunk = Vec::new();
         let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-            points(range, &mut chunk)?;
-            write_query_points(chunk.iter().copied(), offset, out);
+            write_query_points(points.rows(range, &mut chunk)?, offset, out);
             Ok(())
         };
         let mut shifted = Vec::new();
@@ -887,7 +927,7 @@ impl Engine {
         for part in &mesh.parts {
             let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
                 let points = rows[range].iter().map(|&i| block[i as usize]);
-                write_query_points(points, mesh.offset, out);
+                write_query_points_iter(points, mesh.offset, out);
                 Ok(())
             };
             let mut add = |at: usize, answers: PackedRows<'_>| {
@@ -930,7 +970,7 @@ impl Engine {
         }
         let mut source = |rows: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
             let points = asked[rows].iter().map(|&i| block[i as usize]);
-            write_query_points(points, mesh.offset, out);
+            write_query_points_iter(points, mesh.offset, out);
             Ok(())
         };
         let mut keep = |at: usize, answers: PackedRows<'_>| {

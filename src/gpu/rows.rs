@@ -38,18 +38,53 @@ pub fn query_point(p: [f64; 3], offset: DVec3) -> [f32; 3] {
     [p[0] - offset.x, p[1] - offset.y, p[2] - offset.z].map(|x| x as f32)
 }
 
-/// Writes f64 points into a chunk's point buffer through [`query_point`].
-pub fn write_query_points(
+/// Writes f64 points into a chunk's point buffer through [`query_point`]: converted on all
+/// cores into a scratch buffer, then copied into the mapped buffer at once (writing one f32
+/// at a time into write-combined memory held a hardware GPU's mesh queries to a third of
+/// their rate: docs/PERF.md, H200).
+pub fn write_query_points(points: &[[f64; 3]], offset: DVec3, mut out: wgpu::WriteOnly<'_, [u8]>) {
+    use rayon::prelude::*;
+    const PIECE_ROWS: usize = 16 * 1024;
+    let mut converted = vec![[0f32; 3]; points.len()];
+    let convert = |(to, from): (&mut [[f32; 3]], &[[f64; 3]])| {
+        for (to, &from) in to.iter_mut().zip(from) {
+            *to = query_point(from, offset);
+        }
+    };
+    if points.len() > PIECE_ROWS {
+        converted
+            .par_chunks_mut(PIECE_ROWS)
+            .zip(points.par_chunks(PIECE_ROWS))
+            .for_each(convert);
+    } else {
+        convert((&mut converted, points));
+    }
+    out.copy_from_slice(bytemuck::cast_slice(&converted));
+}
+
+/// [`write_query_points`] for points gathered by an iterator (rows of a block picked by
+/// index), converted in pieces on one core.
+pub fn write_query_points_iter(
     points: impl Iterator<Item = [f64; 3]>,
     offset: DVec3,
-    out: wgpu::WriteOnly<'_, [u8]>,
+    mut out: wgpu::WriteOnly<'_, [u8]>,
 ) {
-    let (values, _) = out.into_chunks::<4>();
-    values.write_iter(
-        points
-            .flat_map(|p| query_point(p, offset))
-            .map(f32::to_le_bytes),
-    );
+    let mut converted: Vec<[f32; 3]> = Vec::with_capacity(4096);
+    let mut written = 0;
+    let mut flush = |converted: &mut Vec<[f32; 3]>| {
+        let bytes: &[u8] = bytemuck::cast_slice(converted);
+        out.slice(written..written + bytes.len())
+            .copy_from_slice(bytes);
+        written += bytes.len();
+        converted.clear();
+    };
+    for p in points {
+        converted.push(query_point(p, offset));
+        if converted.len() == converted.capacity() {
+            flush(&mut converted);
+        }
+    }
+    flush(&mut converted);
 }
 
 /// Points from a host slice: a plain copy into the mapped buffer.
