@@ -18,6 +18,7 @@ pub mod sdf;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod shape;
+pub mod sync;
 pub mod winding;
 
 pub use contacts::Contact;

@@ -140,35 +140,7 @@ enum Command {
         preview: Option<PathBuf>,
     },
     /// The query service (SPEC §7): scenes and meshes resident on the device, over HTTP.
-    Serve {
-        /// Address to listen on; beyond loopback a --token-file is required.
-        #[arg(long, default_value = "127.0.0.1:7341")]
-        listen: std::net::SocketAddr,
-        /// File holding the bearer token every request but GET /v1/health must carry.
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-        /// Largest request body, in MiB (larger ones get 413 before they are read whole).
-        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-        max_request_mb: u64,
-        /// Most rows in one shared dispatch of concurrent queries on a target.
-        #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1..))]
-        batch_rows: u64,
-        /// Longest a query waits for others to share its dispatch, in milliseconds.
-        #[arg(long, default_value_t = 2)]
-        batch_delay_ms: u64,
-        /// Queries waiting for a dispatch beyond which new ones get 503 with Retry-After.
-        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
-        max_queue: u64,
-        /// Device memory the resident targets may take, in MiB (a PUT beyond it gets 507).
-        #[arg(long, default_value_t = 4096)]
-        max_resident_mb: u64,
-        /// Longest a request may take, upload and answer included (then 408).
-        #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
-        request_timeout_s: u64,
-        /// Most samples one SDF grid request may ask for (4 bytes each in the answer).
-        #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u64).range(8..))]
-        max_grid_samples: u64,
-    },
+    Serve(closest::serve::ServeArgs),
     /// Throughput table: GPU adapter vs the CPU reference.
     Bench {
         /// Points per shape type.
@@ -373,48 +345,10 @@ fn run(cli: Cli) -> Result<(), Error> {
                 run_contacts(&shapes, &spheres, &out, fields, engine, progress)
             })
         }
-        Command::Serve {
-            listen,
-            token_file,
-            max_request_mb,
-            batch_rows,
-            batch_delay_ms,
-            max_queue,
-            max_resident_mb,
-            request_timeout_s,
-            max_grid_samples,
-        } => {
-            let token = match token_file {
-                Some(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
-                        path: path.clone(),
-                        source,
-                    })?;
-                    let token = text.trim().to_string();
-                    if token.is_empty() {
-                        return Err(Error::BadFile {
-                            file: path.display().to_string(),
-                            problem: "the token file is empty".into(),
-                        });
-                    }
-                    Some(token)
-                }
-                None => None,
-            };
-            let config = closest::serve::Config {
-                listen,
-                token,
-                max_request_bytes: (max_request_mb as usize).saturating_mul(1 << 20),
-                batch_rows: batch_rows as usize,
-                batch_delay: std::time::Duration::from_millis(batch_delay_ms),
-                max_queue: max_queue as usize,
-                max_resident_bytes: max_resident_mb.saturating_mul(1 << 20),
-                request_timeout: std::time::Duration::from_secs(request_timeout_s),
-                max_grid_samples: max_grid_samples as usize,
-            };
-            config.check()?;
+        Command::Serve(args) => {
+            let config = args.config()?;
             let engine = Engine::new(&options)?;
-            closest::serve::run(engine, config, |address| {
+            closest::serve::run(engine, options, config, |address| {
                 eprintln!("closest: listening on http://{address}");
             })
         }

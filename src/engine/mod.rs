@@ -110,7 +110,23 @@ impl Engine {
     }
     /// Where the last job's time went (host fill, waiting on the device, host drain).
     pub fn last_timing(&self) -> JobTiming {
-        *self.gpu.timing.lock().unwrap()
+        *crate::sync::lock(&self.gpu.timing)
+    }
+
+    /// Whether the device is lost (a driver reset, a GPU fallen off the bus): nothing more runs
+    /// on this engine; a new one must be opened.
+    pub fn is_lost(&self) -> bool {
+        self.gpu.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Destroy the device, as a driver reset would: for the service's fault tests only.
+    #[doc(hidden)]
+    pub fn lose_device_for_tests(&self) {
+        self.gpu.device.destroy();
+        // The callback may come later; the engine is lost from now on.
+        self.gpu
+            .lost
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// One line naming the adapter, for summaries.

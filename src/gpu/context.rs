@@ -160,7 +160,7 @@ impl Kernels {
         device: &wgpu::Device,
         key: PipelineKey,
     ) -> Result<wgpu::ComputePipeline> {
-        let mut cache = self.pipelines.lock().unwrap();
+        let mut cache = crate::sync::lock(&self.pipelines);
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
@@ -266,6 +266,8 @@ pub(crate) struct Context {
     pub(crate) max_texels: u64,
     /// Errors wgpu reports outside an error scope, and device loss.
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
+    /// Set by the device-lost callback: nothing more can run on this device.
+    pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Context {
@@ -310,13 +312,14 @@ impl Context {
         let device_errors = Arc::new(Mutex::new(Vec::new()));
         let sink = device_errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            sink.lock().unwrap().push(e.to_string());
+            crate::sync::lock(&sink).push(e.to_string());
         }));
         let sink = device_errors.clone();
+        let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lost_flag = lost.clone();
         device.set_device_lost_callback(move |reason, message| {
-            sink.lock()
-                .unwrap()
-                .push(format!("device lost ({reason:?}): {message}"));
+            lost_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            crate::sync::lock(&sink).push(format!("device lost ({reason:?}): {message}"));
         });
 
         let max_texels = max_texels(&limits);
@@ -403,6 +406,7 @@ impl Context {
             unused_shape_data,
             unused_texels,
             device_errors,
+            lost,
         })
     }
 
@@ -571,7 +575,7 @@ impl Context {
 
     /// Errors reported outside a scope since the last call (device loss included).
     pub(crate) fn take_device_error(&self) -> Result<()> {
-        let mut errors = self.device_errors.lock().unwrap();
+        let mut errors = crate::sync::lock(&self.device_errors);
         if errors.is_empty() {
             Ok(())
         } else {

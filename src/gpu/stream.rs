@@ -95,7 +95,7 @@ impl Upload {
             source.fill(range, view.slice(..))?;
         }
         self.host().unmap();
-        gpu.timing.lock().unwrap().fill += started.elapsed();
+        crate::sync::lock(&gpu.timing).fill += started.elapsed();
         Ok(())
     }
 
@@ -118,7 +118,7 @@ fn wait_map(
 ) -> Result<()> {
     let started = std::time::Instant::now();
     let result = wait_map_untimed(gpu, rx);
-    gpu.timing.lock().unwrap().wait += started.elapsed();
+    crate::sync::lock(&gpu.timing).wait += started.elapsed();
     result
 }
 
@@ -166,7 +166,7 @@ fn submitter(gpu: &Context, orders: mpsc::Receiver<Order>) {
     for order in orders {
         let started = std::time::Instant::now();
         let index = gpu.queue.submit([order.commands]);
-        timing.lock().unwrap().submit += started.elapsed();
+        crate::sync::lock(timing).submit += started.elapsed();
         for map in order.maps {
             let done = map.done;
             map.buffer
@@ -303,7 +303,7 @@ impl Slot {
             }
         };
         self.readable().unmap();
-        let mut timing = gpu.timing.lock().unwrap();
+        let mut timing = crate::sync::lock(&gpu.timing);
         timing.drain += started.elapsed();
         timing.chunks += 1;
         result
@@ -335,7 +335,7 @@ pub(crate) fn run(
         return Ok(());
     }
     gpu.take_device_error()?;
-    *gpu.timing.lock().unwrap() = JobTiming::default();
+    *crate::sync::lock(&gpu.timing) = JobTiming::default();
     let chunks: Vec<Range<usize>> = match plan.grid {
         Some(grid) => grid.chunks(gpu.chunk_rows),
         None => (0..rows)
@@ -344,7 +344,13 @@ pub(crate) fn run(
             .collect(),
     };
     let chunk = chunks.iter().map(Range::len).max().unwrap_or(0);
-    let mut slots = slots.0.lock().unwrap();
+    // A job that panicked holding the slots may have left one mid-flight: start afresh.
+    let mut slots = slots.0.lock().unwrap_or_else(|poisoned| {
+        slots.0.clear_poison();
+        let mut slots = poisoned.into_inner();
+        slots.clear();
+        slots
+    });
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
         slots.clear();
         let capacity = gpu.chunk_rows.min(rows.max(chunk));

@@ -1,14 +1,18 @@
-//! One batching worker per resident target: concurrent queries that agree on what they ask
+//! One batching task per resident target: concurrent queries that agree on what they ask
 //! (operation, mode or sign, fields) are coalesced into shared dispatches of up to
 //! `batch_rows` rows, waiting at most `batch_delay` for company, and each request gets its own
 //! rows back. Rows are answered independently of their neighbours (the engine's answers do
 //! not depend on row order or chunking, which its tests check), so a batched answer is bit for
-//! bit the one the request gets alone. The worker is the only code that queries the target.
+//! bit the one the request gets alone. A target's task is the only code that queries it; the
+//! tasks are async (no thread each) and run their engine calls on a pool of `--workers`
+//! blocking threads shared by every target. A panic in an engine call is that batch's 500:
+//! the task, the pool and the queue count go on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::DVec3;
 use crate::engine::GpuMesh;
@@ -35,7 +39,7 @@ pub(crate) enum Op {
 
 impl Op {
     /// Values per input row.
-    fn width(self) -> usize {
+    pub fn width(self) -> usize {
         match self {
             Op::Contacts => 4,
             Op::SceneQuery(_) | Op::MeshQuery(_) => 3,
@@ -43,13 +47,33 @@ impl Op {
     }
 }
 
+/// A fault a test asks for (`closest serve --test-hooks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The engine call of the request's batch panics.
+    Panic,
+    /// The device is lost before the request's batch runs.
+    LoseDevice,
+}
+
 /// One request's rows (f64 as received, `op.width()` values a row) and where its answer goes.
 pub(crate) struct Job {
     pub op: Op,
     pub fields: Fields,
     pub rows: Vec<f64>,
+    pub fault: Option<Fault>,
+    pub queued: Instant,
     /// The answer, or the engine's error (shared by every request of the dispatch).
-    pub reply: tokio::sync::oneshot::Sender<Result<Columns, Arc<crate::Error>>>,
+    pub reply: tokio::sync::oneshot::Sender<Result<Answer, Arc<crate::Error>>>,
+}
+
+/// A request's rows answered, and where its time went.
+pub(crate) struct Answer {
+    pub columns: Columns,
+    /// From the request's arrival at the worker to its batch's start.
+    pub queue_wait: Duration,
+    /// The engine call of its batch.
+    pub device: Duration,
 }
 
 impl Job {
@@ -65,52 +89,73 @@ pub(crate) struct Batching {
     pub delay: Duration,
 }
 
-/// Start the worker of `target`; it ends when the returned sender (and its clones) are dropped,
-/// after answering what was queued.
+/// What every target's task shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub batching: Batching,
+    /// Requests waiting for a batch (503 past `--max-queue`).
+    pub waiting: Arc<AtomicUsize>,
+    pub metrics: Arc<Metrics>,
+    /// Permits to run an engine call: the `--workers` pool.
+    pub pool: Arc<Semaphore>,
+    /// Told when an engine call finds the device lost.
+    pub device_lost: Arc<tokio::sync::Notify>,
+}
+
+/// Start the task of `target`; it ends when the returned sender is dropped, after answering
+/// what was queued. Must be called within the service's runtime.
 pub(crate) fn start(
     engine: Arc<Engine>,
     target: Arc<Target>,
-    batching: Batching,
-    waiting: Arc<AtomicUsize>,
-    metrics: Arc<Metrics>,
-) -> mpsc::Sender<Job> {
-    let (sender, jobs) = mpsc::channel::<Job>();
-    std::thread::spawn(move || {
-        while let Ok(first) = jobs.recv() {
+    shared: Shared,
+) -> mpsc::UnboundedSender<Job> {
+    let (sender, mut jobs) = mpsc::unbounded_channel::<Job>();
+    tokio::spawn(async move {
+        while let Some(first) = jobs.recv().await {
             let mut batch = vec![first];
             let mut rows = batch[0].row_count();
-            let deadline = Instant::now() + batching.delay;
-            while rows < batching.rows {
-                let next = match jobs.try_recv() {
-                    Ok(job) => Some(job),
-                    Err(_) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            None
-                        } else {
-                            jobs.recv_timeout(left).ok()
-                        }
+            let deadline = tokio::time::Instant::now() + shared.batching.delay;
+            while rows < shared.batching.rows {
+                match tokio::time::timeout_at(deadline, jobs.recv()).await {
+                    Ok(Some(job)) => {
+                        rows += job.row_count();
+                        batch.push(job);
                     }
-                };
-                let Some(job) = next else { break };
-                rows += job.row_count();
-                batch.push(job);
+                    _ => break,
+                }
             }
-            waiting.fetch_sub(batch.len(), Ordering::Relaxed);
-            // Each run of equal requests shares dispatches; their order is kept.
-            while !batch.is_empty() {
-                let key = (batch[0].op, batch[0].fields);
-                let (group, rest): (Vec<Job>, Vec<Job>) =
-                    batch.into_iter().partition(|j| (j.op, j.fields) == key);
-                batch = rest;
-                run_group(&engine, &target, group, &metrics);
-            }
+            shared.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
+            let Ok(permit) = shared.pool.clone().acquire_owned().await else {
+                return;
+            };
+            let (engine, target, metrics) =
+                (engine.clone(), target.clone(), shared.metrics.clone());
+            let lost = shared.device_lost.clone();
+            let ran = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                // Each run of equal requests shares dispatches; their order is kept.
+                while !batch.is_empty() {
+                    let key = (batch[0].op, batch[0].fields);
+                    let (group, rest): (Vec<Job>, Vec<Job>) =
+                        batch.into_iter().partition(|j| (j.op, j.fields) == key);
+                    batch = rest;
+                    run_group(&engine, &target, group, &metrics);
+                }
+                if engine.is_lost() {
+                    lost.notify_one();
+                }
+            })
+            .await;
+            // `run_group` catches the engine's panics; anything else is a bug of ours, and
+            // the requests it held have been answered 500 by their dropped reply channels.
+            drop(ran);
         }
     });
     sender
 }
 
-/// Answer `group` (equal operations and fields) in one engine call and split the answer.
+/// Answer `group` (equal operations and fields) in one engine call and split the answer. A
+/// panic in the call is every request's 500 (the engine's locks outlive it: `crate::sync`).
 fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metrics) {
     let (op, fields) = (group[0].op, group[0].fields);
     let counts: Vec<usize> = group.iter().map(Job::row_count).collect();
@@ -120,11 +165,35 @@ fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metric
     for job in &group {
         values.extend_from_slice(&job.rows);
     }
-    let answer = answer(engine, target, op, fields, &values).map_err(Arc::new);
+    let faults: Vec<Fault> = group.iter().filter_map(|j| j.fault).collect();
+    let started = Instant::now();
+    let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if faults.contains(&Fault::LoseDevice) {
+            engine.lose_device_for_tests();
+        }
+        if faults.contains(&Fault::Panic) {
+            panic!("test hook: a panic in the engine call");
+        }
+        answer(engine, target, op, fields, &values)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(crate::Error::Gpu(format!("the query panicked: {what}")))
+    })
+    .map_err(Arc::new);
+    let device = started.elapsed();
     let mut first = 0;
     for (job, count) in group.into_iter().zip(counts) {
         let reply = match &answer {
-            Ok(columns) => Ok(rows_of(columns, first, count)),
+            Ok(columns) => Ok(Answer {
+                columns: rows_of(columns, first, count),
+                queue_wait: started.saturating_duration_since(job.queued),
+                device,
+            }),
             Err(e) => Err(e.clone()),
         };
         first += count;

@@ -2,25 +2,94 @@
 //! limit is refused before any of the body is read, a chunked body as soon as it passes the
 //! limit. `.npy` bodies are converted to rows chunk by chunk (the raw body is never held
 //! whole); formats that need all their bytes (scene JSON, `.npz`, whose index is at the end)
-//! are gathered first.
+//! are gathered first. The bytes of every body being read count against `--max-inflight-mb`
+//! (all requests together) until the request is answered: past it, 503.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 use futures_util::StreamExt;
 
-use super::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use crate::io::npy::{Dtype, read_header};
 
-/// A body being read, with the bytes seen so far counted against the limit.
+/// The bytes of request bodies held at once, all requests together.
+pub(crate) struct Inflight {
+    held: AtomicUsize,
+    limit: usize,
+}
+
+impl Inflight {
+    pub fn new(limit: usize) -> Inflight {
+        Inflight {
+            held: AtomicUsize::new(0),
+            limit,
+        }
+    }
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+}
+
+/// One request's share of [`Inflight`], given back when dropped (with the request's answer).
+pub(crate) struct Reservation {
+    inflight: Arc<Inflight>,
+    bytes: usize,
+}
+
+impl Reservation {
+    pub fn new(inflight: &Arc<Inflight>) -> Reservation {
+        Reservation {
+            inflight: inflight.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes held (at least those read).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Hold `bytes` more; 503 when that takes the total past the limit.
+    fn grow(&mut self, bytes: usize) -> ApiResult<()> {
+        let before = self.inflight.held.fetch_add(bytes, Ordering::Relaxed);
+        self.bytes += bytes;
+        if before.saturating_add(bytes) > self.inflight.limit {
+            return Err(ApiError::unavailable(format!(
+                "the server holds {before} bytes of request bodies, and this one would take \
+                 it past --max-inflight-mb ({} bytes): retry later",
+                self.inflight.limit
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.inflight.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// A body being read, with the bytes seen so far counted against the limits.
 pub(crate) struct BodyReader {
     stream: axum::body::BodyDataStream,
     limit: usize,
     read: usize,
+    reservation: Reservation,
 }
 
 impl BodyReader {
-    /// 413 at once when the declared `Content-Length` is over `limit`.
-    pub(crate) fn new(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<BodyReader> {
+    /// 413 at once when the declared `Content-Length` is over `limit`; 503 when it would take
+    /// the bodies held past `--max-inflight-mb`.
+    pub(crate) fn new(
+        headers: &HeaderMap,
+        body: Body,
+        limit: usize,
+        inflight: &Arc<Inflight>,
+    ) -> ApiResult<BodyReader> {
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -28,10 +97,13 @@ impl BodyReader {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large(limit));
         }
+        let mut reservation = Reservation::new(inflight);
+        reservation.grow(declared.unwrap_or(0) as usize)?;
         Ok(BodyReader {
             stream: body.into_data_stream(),
             limit,
             read: 0,
+            reservation,
         })
     }
 
@@ -41,28 +113,32 @@ impl BodyReader {
             None => Ok(None),
             Some(Err(e)) => Err(ApiError::bad(format!("the body could not be read: {e}"))),
             Some(Ok(bytes)) => {
-                self.read += bytes.len();
+                self.read = self.read.saturating_add(bytes.len());
                 if self.read > self.limit {
                     return Err(too_large(self.limit));
+                }
+                // Beyond what was declared (a chunked body has declared nothing).
+                if self.read > self.reservation.bytes {
+                    self.reservation.grow(self.read - self.reservation.bytes)?;
                 }
                 Ok(Some(bytes))
             }
         }
     }
 
-    /// The whole body, for formats that need all of it.
-    pub(crate) async fn whole(mut self) -> ApiResult<Vec<u8>> {
+    /// The whole body, for formats that need all of it, and its share of the bodies held.
+    pub(crate) async fn whole(mut self) -> ApiResult<(Vec<u8>, Reservation)> {
         let mut all = Vec::new();
         while let Some(bytes) = self.chunk().await? {
             all.extend_from_slice(&bytes);
         }
-        Ok(all)
+        Ok((all, self.reservation))
     }
 
     /// The rows of an `.npy` body of shape (N, *tail), float32 or float64, as f64, converted
     /// as the body arrives: 415 when it is not an `.npy`, 400 when its shape, dtype or length
     /// is wrong.
-    pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<Vec<f64>> {
+    pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<(Vec<f64>, Reservation)> {
         let mut pending = Vec::new();
         let header_end = loop {
             if let Some(end) = npy_header_end(&pending) {
@@ -81,7 +157,7 @@ impl BodyReader {
         while let Some(bytes) = self.chunk().await? {
             rows.feed(&bytes);
         }
-        rows.finish()
+        Ok((rows.finish()?, self.reservation))
     }
 }
 
@@ -90,7 +166,17 @@ pub(crate) fn npy_rows_in_memory(bytes: &[u8], tail: &[usize]) -> ApiResult<Vec<
     let end = npy_header_end(bytes)
         .unwrap_or(bytes.len())
         .min(bytes.len());
-    let mut rows = NpyRows::start(&bytes[..end], tail, bytes.len())?;
+    // An array can hold no more than the bytes there are: past them it is malformed (400).
+    let mut rows = NpyRows::start(&bytes[..end], tail, bytes.len()).map_err(|mut e| {
+        if e.status == StatusCode::PAYLOAD_TOO_LARGE {
+            e.status = StatusCode::BAD_REQUEST;
+            e.message = format!(
+                "body: its header declares more data than the {} bytes it holds",
+                bytes.len()
+            );
+        }
+        e
+    })?;
     rows.feed(&bytes[end..]);
     rows.finish()
 }
@@ -146,11 +232,30 @@ impl NpyRows {
                 header.shape
             )));
         }
+        // Every declared size in checked arithmetic: a header may declare anything.
         let expected = header
             .shape
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| ApiError::bad(format!("body: shape {:?} overflows", header.shape)))?;
+            .filter(|n| n.checked_mul(dtype.size()).is_some())
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "body: shape {:?} of {}-byte values declares more bytes than can exist",
+                    header.shape,
+                    dtype.size()
+                ))
+            })?;
+        if expected * dtype.size() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "body: shape {:?} of {}-byte values is larger than --max-request-mb allows \
+                     ({limit} bytes)",
+                    header.shape,
+                    dtype.size()
+                ),
+            ));
+        }
         Ok(NpyRows {
             dtype,
             expected,
@@ -193,6 +298,8 @@ impl NpyRows {
 
     fn finish(self) -> ApiResult<Vec<f64>> {
         let size = self.dtype.size();
+        // `expected * size` was checked against the limit in `start`; every read byte was
+        // counted against it too, so none of these sums overflows.
         let held = self.values.len() * size + self.extra + self.carry.len();
         if held != self.expected * size {
             return Err(ApiError::bad(format!(
@@ -234,6 +341,36 @@ mod tests {
             rows.feed(&body[end..cut]);
             rows.feed(&body[cut..]);
             assert_eq!(rows.finish().unwrap(), values, "cut at {cut}");
+        }
+    }
+
+    /// The header of the issue's attack: 768614336404564651 × 3 values of 8 bytes, whose
+    /// byte count wraps to 8 in u64; with 8 bytes of data it was taken as one value.
+    #[test]
+    fn a_declared_size_that_overflows_is_refused() {
+        for (shape, descr) in [
+            ("(768614336404564651, 3)", "<f8"),
+            ("(1537228672809129302, 3)", "<f4"),
+            ("(6148914691236517206, 3)", "<f8"),
+            ("(18446744073709551615, 3)", "<f4"),
+            ("(100000000, 3)", "<f4"),
+        ] {
+            let body = npy(shape, &[0u8; 8], descr);
+            let end = npy_header_end(&body).unwrap();
+            let error = match NpyRows::start(&body[..end], &[3], 1 << 20) {
+                Err(e) => e,
+                Ok(_) => panic!("{shape} {descr} was taken"),
+            };
+            // Past the byte count's range: malformed; within it but past the limit: too large.
+            let (status, needle) = if shape.starts_with("(100000000") {
+                (StatusCode::PAYLOAD_TOO_LARGE, "--max-request-mb")
+            } else {
+                (StatusCode::BAD_REQUEST, "more bytes than can exist")
+            };
+            assert_eq!(error.status, status, "{shape}");
+            assert!(error.message.contains(needle), "{}", error.message);
+            // In an archive's array too, never taken.
+            assert!(npy_rows_in_memory(&body, &[3]).is_err(), "{shape}");
         }
     }
 

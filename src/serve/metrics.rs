@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
+
+use crate::sync::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds of the latency histogram, in seconds.
@@ -55,32 +57,24 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     pub fn request(&self, route: &str, status: u16, seconds: f64) {
-        *self
-            .requests
-            .lock()
-            .unwrap()
+        *lock(&self.requests)
             .entry((route.to_string(), status))
             .or_default() += 1;
-        self.latency
-            .lock()
-            .unwrap()
-            .observe(&LATENCY_BUCKETS, seconds);
+        lock(&self.latency).observe(&LATENCY_BUCKETS, seconds);
     }
 
     /// A shared dispatch of `rows` rows.
     pub fn batch(&self, rows: usize) {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.rows.fetch_add(rows as u64, Ordering::Relaxed);
-        self.batch_rows
-            .lock()
-            .unwrap()
-            .observe(&BATCH_BUCKETS, rows as f64);
+        lock(&self.batch_rows).observe(&BATCH_BUCKETS, rows as f64);
     }
 
-    pub fn render(&self, queue_depth: usize) -> String {
+    /// The text of `/metrics`, with the service's gauges (name, value) after the counters.
+    pub fn render(&self, queue_depth: usize, gauges: &[(&str, u64)]) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# TYPE closest_requests_total counter");
-        for ((route, status), n) in self.requests.lock().unwrap().iter() {
+        for ((route, status), n) in lock(&self.requests).iter() {
             let _ = writeln!(
                 out,
                 "closest_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
@@ -100,14 +94,12 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE closest_queue_depth gauge");
         let _ = writeln!(out, "closest_queue_depth {queue_depth}");
-        self.batch_rows
-            .lock()
-            .unwrap()
-            .write(&mut out, "closest_batch_rows", &BATCH_BUCKETS);
-        self.latency
-            .lock()
-            .unwrap()
-            .write(&mut out, "closest_request_seconds", &LATENCY_BUCKETS);
+        for (name, value) in gauges {
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {value}");
+        }
+        lock(&self.batch_rows).write(&mut out, "closest_batch_rows", &BATCH_BUCKETS);
+        lock(&self.latency).write(&mut out, "closest_request_seconds", &LATENCY_BUCKETS);
         out
     }
 }

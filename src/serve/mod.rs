@@ -6,19 +6,23 @@
 mod api;
 mod batch;
 mod body;
+mod config;
+mod error;
+mod listener;
 mod metrics;
+mod middleware;
+mod private_files;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware as layers;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
@@ -26,41 +30,15 @@ use crate::fields::{Columns, Family, Fields};
 use crate::io::{ColumnSpec, Values, field_column, npz_in_memory};
 use crate::mesh::Sign;
 use crate::sdf::{Grid, GridRegion};
-use crate::{Engine, Mode};
-use batch::{Batching, Job, Op, Target};
-use body::BodyReader;
+use crate::sync::{read, write};
+use crate::{Engine, EngineOptions, Mode};
+use batch::{Answer, Batching, Fault, Job, Op, Shared, Target};
+use body::{BodyReader, Inflight};
+pub use config::{Config, LogFormat, ServeArgs};
+use error::{ApiError, ApiResult};
 use metrics::Metrics;
-
-/// How the service runs (`closest serve`'s options).
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub listen: SocketAddr,
-    /// Every request but `GET /v1/health` must bear it (`Authorization: Bearer TOKEN`).
-    pub token: Option<String>,
-    pub max_request_bytes: usize,
-    pub batch_rows: usize,
-    pub batch_delay: Duration,
-    /// Requests waiting for a batch beyond which new ones get 503.
-    pub max_queue: usize,
-    pub max_resident_bytes: u64,
-    /// A request not answered by then (a stalled upload included) gets 408.
-    pub request_timeout: Duration,
-    /// The most samples one SDF grid may ask for (its answer is 4 bytes a sample).
-    pub max_grid_samples: usize,
-}
-
-impl Config {
-    /// Refuse to listen beyond loopback without a token (SPEC §7).
-    pub fn check(&self) -> crate::Result<()> {
-        if !self.listen.ip().is_loopback() && self.token.is_none() {
-            return Err(Error::Usage(format!(
-                "--listen {} is not a loopback address: give --token-file, or listen on 127.0.0.1",
-                self.listen
-            )));
-        }
-        Ok(())
-    }
-}
+use middleware::{Access, TEST_FAULT};
+use private_files::{PrivateDir, PrivateFile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
@@ -77,14 +55,23 @@ impl Kind {
     }
 }
 
-/// A target resident on the device, with its batching worker. Requests hold it while they
+/// What a target was made from, to upload it again on a new device: a scene's shapes (a
+/// resident mesh keeps its host copy itself, `GpuMesh::mesh`).
+#[derive(Clone)]
+enum Source {
+    Scene(Arc<Vec<crate::shape::Shape>>),
+    Mesh,
+}
+
+/// A target resident on the device, with its batching task. Requests hold it while they
 /// run, so a DELETE or a replacement lets them finish on it.
 struct Resident {
     target: Arc<Target>,
+    source: Source,
     /// Shapes or triangles.
     size: usize,
     bytes: u64,
-    jobs: std::sync::mpsc::Sender<Job>,
+    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
 }
 
 impl Resident {
@@ -97,80 +84,56 @@ impl Resident {
     }
 }
 
+/// What `GET /v1/health/ready` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Readiness {
+    /// `--targets` still loading.
+    Loading = 0,
+    Ready = 1,
+    /// The device was lost; a new one is being opened and the targets uploaded again.
+    Reopening = 2,
+    /// Opening a new device failed: queries get 503.
+    DeviceFailed = 3,
+}
+
 struct AppState {
-    engine: Arc<Engine>,
+    engine: RwLock<Arc<Engine>>,
+    options: EngineOptions,
     config: Config,
     targets: RwLock<HashMap<(Kind, String), Arc<Resident>>>,
     metrics: Arc<Metrics>,
-    waiting: Arc<AtomicUsize>,
+    shared: Shared,
+    inflight: Arc<Inflight>,
+    connections: Arc<listener::ConnectionCount>,
+    readiness: AtomicU8,
+    draining: Arc<AtomicBool>,
+    /// Targets being uploaded, counted against `--max-targets` with the resident ones.
+    installing: AtomicUsize,
+    private: PrivateDir,
     /// `/openapi.json`'s text.
     openapi: String,
 }
 
-/// A failed request: its status and message, sent as `{"error": MESSAGE}`.
-#[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            message: message.into(),
-        }
-    }
-    fn bad(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, message)
-    }
-}
-
-impl From<&Error> for ApiError {
-    fn from(e: &Error) -> ApiError {
-        let status = match e.exit_code() {
-            _ if matches!(e, Error::OutOfMemory(_)) => StatusCode::INSUFFICIENT_STORAGE,
-            2 => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> ApiError {
-        ApiError::from(&e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.message }).to_string();
-        let mut response = (self.status, body).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
-    }
-}
-
-type ApiResult<T> = Result<T, ApiError>;
-
-/// Serve until SIGTERM or SIGINT; then stop accepting, finish what is in flight and return.
-/// `ready` hears the bound address (port 0 picks a free one).
-pub fn run(engine: Engine, config: Config, ready: impl FnOnce(SocketAddr)) -> crate::Result<()> {
+/// Serve until SIGTERM or SIGINT; then stop accepting, finish what is in flight within
+/// `--drain-timeout-s` and return. `ready` hears the bound address (port 0 picks a free one);
+/// `options` open the device again if it is lost.
+pub fn run(
+    engine: Engine,
+    options: EngineOptions,
+    config: Config,
+    ready: impl FnOnce(SocketAddr),
+) -> crate::Result<()> {
     config.check()?;
+    start_access_log(config.log_format);
+    // Async tasks on a few threads; engine calls, uploads and file writes on a bounded pool.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.workers.clamp(2, 8))
+        .max_blocking_threads(config.workers + 8)
         .enable_all()
         .build()
         .map_err(|e| Error::Gpu(format!("cannot start the server's runtime: {e}")))?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", config.listen)))?;
@@ -178,20 +141,204 @@ pub fn run(engine: Engine, config: Config, ready: impl FnOnce(SocketAddr)) -> cr
             .local_addr()
             .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", config.listen)))?;
         let (routes, description) = api();
+        let metrics = Arc::new(Metrics::default());
         let state = Arc::new(AppState {
-            engine: Arc::new(engine),
-            config,
+            engine: RwLock::new(Arc::new(engine)),
+            options,
             targets: RwLock::new(HashMap::new()),
-            metrics: Arc::new(Metrics::default()),
-            waiting: Arc::new(AtomicUsize::new(0)),
+            shared: Shared {
+                batching: Batching {
+                    rows: config.batch_rows,
+                    delay: config.batch_delay,
+                },
+                waiting: Arc::new(AtomicUsize::new(0)),
+                metrics: metrics.clone(),
+                pool: Arc::new(tokio::sync::Semaphore::new(config.workers)),
+                device_lost: Arc::new(tokio::sync::Notify::new()),
+            },
+            metrics,
+            inflight: Arc::new(Inflight::new(config.max_inflight_bytes)),
+            connections: Arc::new(listener::ConnectionCount::default()),
+            readiness: AtomicU8::new(if config.targets.is_empty() {
+                Readiness::Ready
+            } else {
+                Readiness::Loading
+            } as u8),
+            draining: Arc::new(AtomicBool::new(false)),
+            installing: AtomicUsize::new(0),
+            private: PrivateDir::new()?,
             openapi: description.to_pretty_json().unwrap_or_default(),
+            config,
         });
         ready(address);
-        axum::serve(listener, router(routes, state))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(|e| Error::Gpu(format!("the server stopped: {e}")))
-    })
+        let (failed, failure) = tokio::sync::oneshot::channel();
+        tokio::spawn(preload(state.clone(), failed));
+        tokio::spawn(reopen_lost_devices(state.clone()));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<Error>();
+        let shutdown = async {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                Ok(error) = failure => { let _ = stop.send(error); }
+            }
+        };
+        listener::serve(
+            listener,
+            router(routes, state.clone()),
+            state.config.limits,
+            state.connections.clone(),
+            state.draining.clone(),
+            shutdown,
+        )
+        .await;
+        match stopped.await {
+            Ok(error) => Err(error),
+            Err(_) => Ok(()),
+        }
+    });
+    // An engine call past the drain timeout is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    outcome
+}
+
+/// One access-log line per request on stderr (`--log-format`); nothing else is logged.
+fn start_access_log(format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO);
+    // A second server in the same process (tests) keeps the first one's subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(false).try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+impl AppState {
+    fn engine(&self) -> Arc<Engine> {
+        read(&self.engine).clone()
+    }
+    fn readiness(&self) -> Readiness {
+        match self.readiness.load(Ordering::SeqCst) {
+            0 => Readiness::Loading,
+            1 => Readiness::Ready,
+            2 => Readiness::Reopening,
+            _ => Readiness::DeviceFailed,
+        }
+    }
+    fn set_readiness(&self, readiness: Readiness) {
+        self.readiness.store(readiness as u8, Ordering::SeqCst);
+    }
+    /// 503 while the device is being reopened or could not be.
+    fn check_device(&self) -> ApiResult<()> {
+        match self.readiness() {
+            Readiness::Reopening => Err(ApiError::unavailable(
+                "the device was lost and is being opened again: retry shortly",
+            )),
+            Readiness::DeviceFailed => Err(ApiError::unavailable(
+                "the device was lost and could not be opened again",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `--targets FILE`: each target uploaded before the service says ready; the first that
+/// fails stops the server (exit 2, its name and problem said).
+async fn preload(state: Arc<AppState>, failed: tokio::sync::oneshot::Sender<Error>) {
+    for spec in state.config.targets.clone() {
+        let loaded = match (&spec.mesh, &spec.scene) {
+            (Some(path), _) => {
+                let path = path.clone();
+                let engine = state.engine();
+                let key = (Kind::Mesh, spec.name.clone());
+                state
+                    .install(key, move |admit| {
+                        let mesh = crate::io::load_mesh(&path)?;
+                        upload_mesh(&engine, mesh, admit)
+                    })
+                    .await
+            }
+            (None, Some(path)) => {
+                let shapes = std::fs::read_to_string(path)
+                    .map_err(|source| Error::Read {
+                        path: path.clone(),
+                        source,
+                    })
+                    .and_then(|text| crate::io::parse_scene(&text, &path.display().to_string()));
+                match shapes {
+                    Ok(shapes) => {
+                        let engine = state.engine();
+                        let key = (Kind::Scene, spec.name.clone());
+                        state
+                            .install(key, move |admit| upload_scene(&engine, shapes, admit))
+                            .await
+                    }
+                    Err(e) => Err(ApiError::from(e)),
+                }
+            }
+            (None, None) => unreachable!("checked when the file was read"),
+        };
+        if let Err(e) = loaded {
+            let _ = failed.send(Error::Usage(format!(
+                "--targets: `{}`: {}",
+                spec.name, e.message
+            )));
+            return;
+        }
+    }
+    state.set_readiness(Readiness::Ready);
+}
+
+/// When an engine call finds the device lost: open a new one and upload every resident
+/// target to it again, `ready` answering 503 meanwhile (and after, if it cannot be done).
+async fn reopen_lost_devices(state: Arc<AppState>) {
+    loop {
+        state.shared.device_lost.notified().await;
+        if !state.engine().is_lost() {
+            continue;
+        }
+        let before = state.readiness();
+        state.set_readiness(Readiness::Reopening);
+        let worker = state.clone();
+        let reopened = tokio::task::spawn_blocking(move || -> crate::Result<()> {
+            let engine = Arc::new(Engine::new(&worker.options)?);
+            let mut fresh = Vec::new();
+            for (key, resident) in read(&worker.targets).iter() {
+                let target = match (&resident.source, resident.target.as_ref()) {
+                    (Source::Scene(shapes), _) => {
+                        Target::Scene(Box::new(engine.upload_scene(shapes)?))
+                    }
+                    (Source::Mesh, Target::Mesh(mesh)) => {
+                        Target::Mesh(Box::new(engine.upload_mesh(mesh.mesh().clone())?))
+                    }
+                    (Source::Mesh, Target::Scene(_)) => unreachable!("a mesh's source"),
+                };
+                fresh.push((key.clone(), resident.clone(), target));
+            }
+            *write(&worker.engine) = engine.clone();
+            let mut targets = write(&worker.targets);
+            for (key, old, target) in fresh {
+                let target = Arc::new(target);
+                let jobs = batch::start(engine.clone(), target.clone(), worker.shared.clone());
+                let resident = Resident {
+                    target,
+                    source: old.source.clone(),
+                    size: old.size,
+                    bytes: old.bytes,
+                    jobs,
+                };
+                targets.insert(key, Arc::new(resident));
+            }
+            Ok(())
+        })
+        .await;
+        let readiness = match reopened {
+            Ok(Ok(())) if before == Readiness::Loading => Readiness::Loading,
+            Ok(Ok(())) => Readiness::Ready,
+            _ => Readiness::DeviceFailed,
+        };
+        state.set_readiness(readiness);
+    }
 }
 
 async fn shutdown_signal() {
@@ -221,6 +368,8 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
     use utoipa_axum::{router::OpenApiRouter, routes};
     OpenApiRouter::with_openapi(api::ApiDoc::openapi())
         .routes(routes!(health))
+        .routes(routes!(health_live))
+        .routes(routes!(health_ready))
         .routes(routes!(metrics_text))
         .routes(routes!(openapi_json))
         .routes(routes!(list_targets))
@@ -238,104 +387,65 @@ fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
 /// `routes` (from [`api`]) with the middleware every request passes through.
 fn router(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
     routes
-        .layer(middleware::from_fn_with_state(state.clone(), authorize))
-        .layer(middleware::from_fn_with_state(state.clone(), json_errors))
-        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .layer(layers::from_fn_with_state(state.clone(), middleware::guard))
+        .layer(layers::from_fn_with_state(
+            state.clone(),
+            middleware::json_errors,
+        ))
+        .layer(layers::from_fn_with_state(
+            state.clone(),
+            middleware::observe,
+        ))
         // Bodies are read by `body::BodyReader`, which enforces --max-request-mb itself.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
-/// Every request but the health check bears the token, when there is one; compared in
-/// constant time.
-async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let open = request.method() == Method::GET && request.uri().path() == "/v1/health";
-    if let (Some(token), false) = (&state.config.token, open) {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "missing or wrong bearer token")
-                .into_response();
-        }
-    }
-    next.run(request).await
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    // The length is not secret; the contents are compared without an early exit.
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Every error is JSON `{"error": MESSAGE}` (SPEC §7), also those axum answers itself (a body
-/// over the limit, an unknown route or method, a malformed query string).
-async fn json_errors(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v == "application/json");
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
-    }
-    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-        format!(
-            "the body is larger than --max-request-mb allows ({} bytes)",
-            state.config.max_request_bytes
-        )
+/// `/v1/health/ready`'s answer: 200 when the device works, the preloaded targets are
+/// resident and the server is not draining; else 503 saying which.
+fn readiness_response(state: &AppState) -> Response {
+    let status = match (state.draining.load(Ordering::SeqCst), state.readiness()) {
+        (true, _) => "draining",
+        (false, Readiness::Ready) => "ok",
+        (false, Readiness::Loading) => "loading targets",
+        (false, Readiness::Reopening) => "reopening the device",
+        (false, Readiness::DeviceFailed) => "device lost",
+    };
+    let health = api::Health {
+        status: status.into(),
+        adapter: state.engine().describe(),
+    };
+    let code = if status == "ok" {
+        StatusCode::OK
     } else {
-        let text = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap_or_default();
-        let text = String::from_utf8_lossy(&text).trim().to_string();
-        if text.is_empty() {
-            status.canonical_reason().unwrap_or("error").to_string()
-        } else {
-            text
-        }
+        StatusCode::SERVICE_UNAVAILABLE
     };
-    ApiError::new(status, message).into_response()
-}
-
-/// Count requests by route and status, and time them.
-async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |p| p.as_str())
-        .to_string();
-    let route = format!("{} {route}", request.method());
-    let started = Instant::now();
-    let limit = state.config.request_timeout;
-    let response = match tokio::time::timeout(limit, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request took longer than --request-timeout-s ({} s)",
-                limit.as_secs_f64()
-            ),
-        )
-        .into_response(),
-    };
-    state.metrics.request(
-        &route,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
-    response
+    json(code, &health)
 }
 
 #[utoipa::path(get, path = "/v1/health", tag = "service",
-    responses((status = 200, description = "The server answers", body = api::Health)))]
+    responses((status = 200, description = "Ready (as /v1/health/ready)", body = api::Health),
+        (status = 503, description = "Not ready: loading targets, reopening the device, \
+            device lost, or draining", body = api::Health)))]
 async fn health(State(state): State<Arc<AppState>>) -> Response {
+    readiness_response(&state)
+}
+
+#[utoipa::path(get, path = "/v1/health/ready", tag = "service",
+    responses((status = 200, description = "The device works, the preloaded targets are \
+            resident, not draining", body = api::Health),
+        (status = 503, description = "Not ready: loading targets, reopening the device, \
+            device lost, or draining", body = api::Health)))]
+async fn health_ready(State(state): State<Arc<AppState>>) -> Response {
+    readiness_response(&state)
+}
+
+#[utoipa::path(get, path = "/v1/health/live", tag = "service",
+    responses((status = 200, description = "The process answers", body = api::Health)))]
+async fn health_live(State(state): State<Arc<AppState>>) -> Response {
     let health = api::Health {
         status: "ok".into(),
-        adapter: state.engine.describe(),
+        adapter: state.engine().describe(),
     };
     json(StatusCode::OK, &health)
 }
@@ -346,7 +456,28 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
             batch sizes, queue depth, latency", body = String, content_type = "text/plain"),
         api::ReadErrors))]
 async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
-    let text = state.metrics.render(state.waiting.load(Ordering::Relaxed));
+    let resident: u64 = read(&state.targets).values().map(|r| r.bytes).sum();
+    let targets = read(&state.targets).len() as u64;
+    let connections = &state.connections;
+    let gauges = [
+        ("closest_resident_bytes", resident),
+        ("closest_resident_targets", targets),
+        ("closest_inflight_body_bytes", state.inflight.held() as u64),
+        (
+            "closest_open_connections",
+            connections.open.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "closest_refused_connections_total",
+            connections.refused.load(Ordering::Relaxed),
+        ),
+        (
+            "closest_busy_workers",
+            (state.config.workers - state.shared.pool.available_permits()) as u64,
+        ),
+    ];
+    let waiting = state.shared.waiting.load(Ordering::Relaxed);
+    let text = state.metrics.render(waiting, &gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -372,7 +503,7 @@ fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
         (status = 200, description = "The resident targets by name", body = Vec<api::TargetInfo>),
         api::ReadErrors))]
 async fn list_targets(State(state): State<Arc<AppState>>) -> Response {
-    let targets = state.targets.read().unwrap();
+    let targets = read(&state.targets);
     let mut list: Vec<api::TargetInfo> = targets
         .iter()
         .map(|((kind, name), r)| api::TargetInfo {
@@ -389,9 +520,8 @@ async fn list_targets(State(state): State<Arc<AppState>>) -> Response {
 
 impl AppState {
     fn resident(&self, kind: Kind, name: &str) -> ApiResult<Arc<Resident>> {
-        self.targets
-            .read()
-            .unwrap()
+        self.check_device()?;
+        read(&self.targets)
             .get(&(kind, name.to_string()))
             .cloned()
             .ok_or_else(|| {
@@ -430,55 +560,63 @@ impl AppState {
         Ok(())
     }
 
+    /// 507 when one more target would pass `--max-targets` (a replacement is not one more);
+    /// else a claim on a place, given back when dropped.
+    fn claim_place(self: &Arc<Self>, key: &(Kind, String)) -> ApiResult<PlaceClaim> {
+        let claim = PlaceClaim(self.clone());
+        let installing = self.installing.fetch_add(1, Ordering::SeqCst);
+        let targets = read(&self.targets);
+        let resident = targets.len() - usize::from(targets.contains_key(key));
+        if resident + installing >= self.config.max_targets {
+            return Err(ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "{resident} targets are resident and {installing} more being uploaded: \
+                     --max-targets allows {}; DELETE a target first",
+                    self.config.max_targets
+                ),
+            ));
+        }
+        Ok(claim)
+    }
+
     /// Upload with `upload` (given the admission check, run before anything is allocated on
-    /// the device) and make the target resident as `name` (checked by the handler before the
-    /// body was read): 201, or 200 when it replaces one.
+    /// the device) and make the target resident as `key` (its name checked by the caller):
+    /// 201, or 200 when it replaces one.
     async fn install(
         self: &Arc<Self>,
-        kind: Kind,
-        name: String,
-        upload: impl FnOnce(&dyn Fn(u64) -> ApiResult<()>) -> ApiResult<(Target, usize)>
+        key: (Kind, String),
+        upload: impl FnOnce(&dyn Fn(u64) -> ApiResult<()>) -> ApiResult<(Target, Source, usize)>
         + Send
         + 'static,
     ) -> ApiResult<Response> {
-        let key = (kind, name.clone());
+        self.check_device()?;
+        let _place = self.claim_place(&key)?;
         let state = self.clone();
         let admit_key = key.clone();
-        let (target, size) = tokio::task::spawn_blocking(move || {
-            upload(&|bytes| state.admit(&state.targets.read().unwrap(), &admit_key, bytes))
+        let (target, source, size) = tokio::task::spawn_blocking(move || {
+            upload(&|bytes| state.admit(&read(&state.targets), &admit_key, bytes))
         })
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the upload failed: {e}"),
-            )
-        })??;
+        .map_err(|e| ApiError::internal(format!("the upload failed: {e}")))??;
         let bytes = match &target {
             Target::Scene(scene) => scene.device_bytes(),
             Target::Mesh(mesh) => mesh.device_bytes(),
         };
-        let mut targets = self.targets.write().unwrap();
+        let engine = self.engine();
+        let mut targets = write(&self.targets);
         // Checked again: another upload may have been admitted meanwhile.
         self.admit(&targets, &key, bytes)?;
         let target = Arc::new(target);
-        let batching = Batching {
-            rows: self.config.batch_rows,
-            delay: self.config.batch_delay,
-        };
-        let jobs = batch::start(
-            self.engine.clone(),
-            target.clone(),
-            batching,
-            self.waiting.clone(),
-            self.metrics.clone(),
-        );
+        let jobs = batch::start(engine, target.clone(), self.shared.clone());
         let resident = Arc::new(Resident {
             target,
+            source,
             size,
             bytes,
             jobs,
         });
+        let (kind, name) = key.clone();
         let replaced = targets.insert(key, resident).is_some();
         let status = if replaced {
             StatusCode::OK
@@ -498,12 +636,7 @@ impl AppState {
     }
 
     fn remove(&self, kind: Kind, name: &str) -> ApiResult<Response> {
-        match self
-            .targets
-            .write()
-            .unwrap()
-            .remove(&(kind, name.to_string()))
-        {
+        match write(&self.targets).remove(&(kind, name.to_string())) {
             Some(_) => Ok(StatusCode::NO_CONTENT.into_response()),
             None => Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -512,53 +645,127 @@ impl AppState {
         }
     }
 
-    /// The body, read as it arrives within --max-request-mb.
+    /// The body, read as it arrives within --max-request-mb and --max-inflight-mb.
     fn body(&self, headers: &HeaderMap, body: Body) -> ApiResult<BodyReader> {
-        BodyReader::new(headers, body, self.config.max_request_bytes)
+        BodyReader::new(headers, body, self.config.max_request_bytes, &self.inflight)
     }
 
-    /// Queue `rows` for `resident`'s worker and wait for the answer; 503 when the queue is
-    /// full.
+    /// Queue `rows` for `resident`'s task and wait for the answer; 503 when the queue is
+    /// full. Rows that are not a whole number of the operation's width never reach a batch.
     async fn submit(
         &self,
         resident: &Resident,
         op: Op,
         fields: Fields,
         rows: Vec<f64>,
-    ) -> ApiResult<Columns> {
-        let waiting = self.waiting.fetch_add(1, Ordering::Relaxed);
+        fault: Option<Fault>,
+    ) -> ApiResult<Answer> {
+        if !rows.len().is_multiple_of(op.width()) {
+            return Err(ApiError::bad(format!(
+                "body: {} values are not a whole number of rows of {}",
+                rows.len(),
+                op.width()
+            )));
+        }
+        let waiting = self.shared.waiting.fetch_add(1, Ordering::Relaxed);
         if waiting >= self.config.max_queue {
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "{waiting} requests are waiting (--max-queue {}): retry later",
-                    self.config.max_queue
-                ),
-            ));
+            self.shared.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(ApiError::unavailable(format!(
+                "{waiting} requests are waiting (--max-queue {}): retry later",
+                self.config.max_queue
+            )));
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job {
             op,
             fields,
             rows,
+            fault,
+            queued: std::time::Instant::now(),
             reply,
         };
         if resident.jobs.send(job).is_err() {
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the target's worker stopped",
-            ));
+            self.shared.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(ApiError::internal("the target's worker stopped"));
         }
         match answer.await {
-            Ok(result) => result.map_err(|e| ApiError::from(e.as_ref())),
-            Err(_) => Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the target's worker stopped",
-            )),
+            Ok(result) => result.map_err(|e| {
+                if self.engine().is_lost() || matches!(self.readiness(), Readiness::Reopening) {
+                    ApiError::unavailable(format!(
+                        "the device was lost and is being opened again: retry shortly ({e})"
+                    ))
+                } else {
+                    ApiError::from(e.as_ref())
+                }
+            }),
+            Err(_) => Err(ApiError::internal("the target's worker stopped")),
         }
     }
+
+    /// The fault a test asks for (`--test-hooks` only).
+    fn fault(&self, headers: &HeaderMap) -> Option<Fault> {
+        if !self.config.test_hooks {
+            return None;
+        }
+        match headers.get(TEST_FAULT)?.to_str().ok()? {
+            "panic-worker" => Some(Fault::Panic),
+            "lose-device" => Some(Fault::LoseDevice),
+            _ => None,
+        }
+    }
+}
+
+/// A place among `--max-targets` held by an upload in progress.
+struct PlaceClaim(Arc<AppState>);
+
+impl Drop for PlaceClaim {
+    fn drop(&mut self) {
+        self.0.installing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn upload_scene(
+    engine: &Engine,
+    shapes: Vec<crate::shape::Shape>,
+    admit: &dyn Fn(u64) -> ApiResult<()>,
+) -> ApiResult<(Target, Source, usize)> {
+    let scene = engine.upload_scene_admitted(&shapes, admit)?;
+    let size = shapes.len();
+    Ok((
+        Target::Scene(Box::new(scene)),
+        Source::Scene(Arc::new(shapes)),
+        size,
+    ))
+}
+
+fn upload_mesh(
+    engine: &Engine,
+    mesh: crate::mesh::Mesh,
+    admit: &dyn Fn(u64) -> ApiResult<()>,
+) -> ApiResult<(Target, Source, usize)> {
+    let triangles = mesh.triangles.len();
+    let mesh = engine.upload_mesh_admitted(mesh, admit)?;
+    Ok((Target::Mesh(Box::new(mesh)), Source::Mesh, triangles))
+}
+
+/// A response with what the access log should say of it.
+fn logged(mut response: Response, access: Access) -> Response {
+    response.extensions_mut().insert(access);
+    response
+}
+
+/// An answer's columns as the `.npz` the CLI writes, logged with its target and times.
+fn answer_response(answer: Answer, target: &str, rows: usize, bytes_in: usize) -> Response {
+    logged(
+        npz_response(&answer.columns),
+        Access {
+            target: Some(target.to_string()),
+            rows: Some(rows),
+            bytes_in: Some(bytes_in as u64),
+            queue_wait: Some(answer.queue_wait),
+            device: Some(answer.device),
+        },
+    )
 }
 
 fn check_name(name: &str) -> ApiResult<()> {
@@ -592,7 +799,7 @@ async fn put_scene(
     body: Body,
 ) -> ApiResult<Response> {
     check_name(&name)?;
-    let body = state.body(&headers, body)?.whole().await?;
+    let (body, _held) = state.body(&headers, body)?.whole().await?;
     let text = String::from_utf8(body).map_err(|_| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -600,11 +807,10 @@ async fn put_scene(
         )
     })?;
     let shapes = crate::io::parse_scene(&text, "body")?;
-    let engine = state.engine.clone();
+    let engine = state.engine();
     state
-        .install(Kind::Scene, name, move |admit| {
-            let scene = engine.upload_scene_admitted(&shapes, admit)?;
-            Ok((Target::Scene(Box::new(scene)), shapes.len()))
+        .install((Kind::Scene, name), move |admit| {
+            upload_scene(&engine, shapes, admit)
         })
         .await
 }
@@ -633,45 +839,26 @@ async fn put_mesh(
             "format: `{format}`: give ?format=obj, stl or ply"
         )));
     }
-    let file = body_to_file(state.body(&headers, body)?, &format).await?;
-    let engine = state.engine.clone();
+    let file = body_to_file(&state.private, state.body(&headers, body)?, &format).await?;
+    let engine = state.engine();
     state
-        .install(Kind::Mesh, name, move |admit| {
-            let mesh = mesh_from_file(file)?;
-            let triangles = mesh.triangles.len();
-            let mesh = engine.upload_mesh_admitted(mesh, admit)?;
-            Ok((Target::Mesh(Box::new(mesh)), triangles))
+        .install((Kind::Mesh, name), move |admit| {
+            upload_mesh(&engine, mesh_from_file(file)?, admit)
         })
         .await
 }
 
-/// A mesh body written to a private temporary file as it arrives (the mesh readers take
-/// files); removed when dropped.
-struct BodyFile(std::path::PathBuf);
-
-impl Drop for BodyFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-async fn body_to_file(mut body: BodyReader, format: &str) -> ApiResult<BodyFile> {
+/// A mesh body written to a private file as it arrives (the mesh readers take files);
+/// removed when the handle drops, whatever happens to the request.
+async fn body_to_file(
+    private: &PrivateDir,
+    mut body: BodyReader,
+    format: &str,
+) -> ApiResult<PrivateFile> {
     use tokio::io::AsyncWriteExt;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let file = BodyFile(std::env::temp_dir().join(format!(
-        "closest-serve-{}-{}.{format}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )));
-    let cannot_write = |e: std::io::Error| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot store the body: {e}"),
-        )
-    };
-    let mut out = tokio::fs::File::create(&file.0)
-        .await
-        .map_err(cannot_write)?;
+    let (file, mut out) = private.create(format).await?;
+    let cannot_write =
+        |e: std::io::Error| ApiError::internal(format!("cannot store the body: {e}"));
     while let Some(bytes) = body.chunk().await? {
         out.write_all(&bytes).await.map_err(cannot_write)?;
     }
@@ -680,9 +867,9 @@ async fn body_to_file(mut body: BodyReader, format: &str) -> ApiResult<BodyFile>
 }
 
 /// The mesh in `file`, its errors naming it `body`.
-fn mesh_from_file(file: BodyFile) -> crate::Result<crate::mesh::Mesh> {
-    let mesh = crate::io::load_mesh(&file.0);
-    let shown = file.0.display().to_string();
+fn mesh_from_file(file: PrivateFile) -> crate::Result<crate::mesh::Mesh> {
+    let mesh = crate::io::load_mesh(file.path());
+    let shown = file.path().display().to_string();
     mesh.map_err(|e| match e {
         Error::BadFile { problem, .. } => Error::BadFile {
             file: "body".into(),
@@ -740,15 +927,35 @@ async fn scene_query(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let resident = state.resident(Kind::Scene, &name)?;
     let mode = parse_mode(params.mode.as_deref())?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
-    let rows = state.body(&headers, body)?.npy_rows(&[3]).await?;
-    resident.check_answerable(rows.len())?;
-    let columns = state
-        .submit(&resident, Op::SceneQuery(mode), fields, rows)
-        .await?;
-    Ok(npz_response(&columns))
+    let op = Op::SceneQuery(mode);
+    query_target(&state, (Kind::Scene, name), &headers, body, op, fields).await
+}
+
+/// A query of a resident target: its `.npy` rows read, checked and batched; its `.npz`.
+async fn query_target(
+    state: &Arc<AppState>,
+    (kind, name): (Kind, String),
+    headers: &HeaderMap,
+    body: Body,
+    op: Op,
+    fields: Fields,
+) -> ApiResult<Response> {
+    let resident = state.resident(kind, &name)?;
+    let (rows, held) = state.body(headers, body)?.npy_rows(&[op.width()]).await?;
+    if op == Op::Contacts {
+        for (row, sphere) in rows.chunks_exact(4).enumerate() {
+            crate::contacts::check_radius(row, sphere[3], "body")?;
+        }
+    }
+    if kind == Kind::Scene {
+        resident.check_answerable(rows.len())?;
+    }
+    let count = rows.len() / op.width();
+    let fault = state.fault(headers);
+    let answer = state.submit(&resident, op, fields, rows, fault).await?;
+    Ok(answer_response(answer, &name, count, held.bytes()))
 }
 
 #[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
@@ -766,15 +973,16 @@ async fn scene_contacts(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let resident = state.resident(Kind::Scene, &name)?;
     let fields = parse_fields(Family::Contacts, params.fields.as_deref())?;
-    let rows = state.body(&headers, body)?.npy_rows(&[4]).await?;
-    for (row, sphere) in rows.chunks_exact(4).enumerate() {
-        crate::contacts::check_radius(row, sphere[3], "body")?;
-    }
-    resident.check_answerable(rows.len())?;
-    let columns = state.submit(&resident, Op::Contacts, fields, rows).await?;
-    Ok(npz_response(&columns))
+    query_target(
+        &state,
+        (Kind::Scene, name),
+        &headers,
+        body,
+        Op::Contacts,
+        fields,
+    )
+    .await
 }
 
 fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
@@ -796,14 +1004,10 @@ async fn mesh_query(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let resident = state.resident(Kind::Mesh, &name)?;
     let sign = parse_sign(params.sign.as_deref(), Sign::None)?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
-    let rows = state.body(&headers, body)?.npy_rows(&[3]).await?;
-    let columns = state
-        .submit(&resident, Op::MeshQuery(sign), fields, rows)
-        .await?;
-    Ok(npz_response(&columns))
+    let op = Op::MeshQuery(sign);
+    query_target(&state, (Kind::Mesh, name), &headers, body, op, fields).await
 }
 
 fn numbers(option: &str, text: &str) -> ApiResult<Vec<f64>> {
@@ -862,7 +1066,7 @@ async fn mesh_sdf(
         (None, pad) => GridRegion::Pad(pad.unwrap_or(0.1)),
     };
     let sign = parse_sign(params.sign.as_deref(), Sign::Pseudonormal)?;
-    let engine = state.engine.clone();
+    let engine = state.engine();
     let target = resident.target.clone();
     let (grid, values) = blocking(move || {
         let Target::Mesh(mesh) = target.as_ref() else {
@@ -894,7 +1098,7 @@ async fn archive_body(
     body: Body,
     holds: &str,
 ) -> ApiResult<zip::ZipArchive<std::io::Cursor<Vec<u8>>>> {
-    let body = state.body(headers, body)?.whole().await?;
+    let (body, _held) = state.body(headers, body)?.whole().await?;
     zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -966,7 +1170,7 @@ async fn segments(
     };
     let a: Vec<_> = a.chunks_exact(6).map(segment).collect();
     let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
-    let engine = state.engine.clone();
+    let engine = state.engine();
     let columns = blocking(move || engine.segment_pairs_fields(&a, &b, fields)).await?;
     Ok(npz_response(&columns))
 }
@@ -999,7 +1203,7 @@ async fn paired(
         .chunks_exact(3)
         .map(|p| crate::gpu::query_point([p[0], p[1], p[2]], crate::DVec3::ZERO))
         .collect();
-    let engine = state.engine.clone();
+    let engine = state.engine();
     let columns =
         blocking(move || engine.query_paired_fields(&shapes, &points, mode, fields)).await?;
     Ok(npz_response(&columns))

@@ -1,0 +1,248 @@
+//! `closest serve`'s options (SPEC §7) and the service's configuration made of them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// `closest serve`'s command line.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on; beyond loopback a --token-file is required.
+    #[arg(long, default_value = "127.0.0.1:7341")]
+    pub listen: SocketAddr,
+    /// File holding the bearer token every request but the health checks must carry.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// File holding the token PUT and DELETE must carry instead (queries keep --token-file's).
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Without a token, a Host this server also answers besides loopback names (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Largest request body, in MiB (larger ones get 413 before they are read whole).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_request_mb: u64,
+    /// Request bodies held in memory at once, in MiB, all requests together (past it, 503).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_inflight_mb: u64,
+    /// Most rows in one shared dispatch of concurrent queries on a target.
+    #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_rows: u64,
+    /// Longest a query waits for others to share its dispatch, in milliseconds.
+    #[arg(long, default_value_t = 2)]
+    pub batch_delay_ms: u64,
+    /// Queries waiting for a dispatch beyond which new ones get 503 with Retry-After.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queue: u64,
+    /// Device memory the resident targets may take, in MiB (a PUT beyond it gets 507).
+    #[arg(long, default_value_t = 4096)]
+    pub max_resident_mb: u64,
+    /// Most resident targets (a PUT of one more gets 507).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_targets: u64,
+    /// Threads that run queries on the device, shared by all targets (default: the CPU's
+    /// threads, at most 8).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub workers: Option<u64>,
+    /// Longest a request may take, upload and answer included (then 408).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_s: u64,
+    /// A connection that has not sent a whole request head this long after it opened (or
+    /// after the head's first byte) is closed.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_s: u64,
+    /// A keep-alive connection with no traffic this long is closed.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_s: u64,
+    /// Open connections at most; more are closed as they arrive.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// On SIGTERM or SIGINT, the longest the requests in flight may take to finish; then the
+    /// connections left are closed and the server exits 0.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout_s: u64,
+    /// Most samples one SDF grid request may ask for (4 bytes each in the answer).
+    #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u64).range(8..))]
+    pub max_grid_samples: u64,
+    /// Targets to load before the service reports ready: TOML, one `[[target]]` table each
+    /// with `name` and a `mesh` or `scene` path (relative to the file).
+    #[arg(long)]
+    pub targets: Option<PathBuf>,
+    /// The access log's lines on stderr: text or json.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Test hooks (`X-Closest-Test-Fault` request header: `panic-handler`, `panic-worker`,
+    /// `lose-device`), for the fault-isolation tests only.
+    #[arg(long, hide = true)]
+    pub test_hooks: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// How the service runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// Every request but the health checks must bear it (`Authorization: Bearer TOKEN`).
+    pub token: Option<String>,
+    /// PUT and DELETE must bear this one instead, when given.
+    pub admin_token: Option<String>,
+    /// Host names served without a token besides loopback ones (lower case, no port).
+    pub allow_hosts: Vec<String>,
+    pub max_request_bytes: usize,
+    pub max_inflight_bytes: usize,
+    pub batch_rows: usize,
+    pub batch_delay: Duration,
+    /// Requests waiting for a batch beyond which new ones get 503.
+    pub max_queue: usize,
+    pub max_resident_bytes: u64,
+    pub max_targets: usize,
+    pub workers: usize,
+    /// A request not answered by then (a stalled upload included) gets 408.
+    pub request_timeout: Duration,
+    pub limits: super::listener::Limits,
+    /// The most samples one SDF grid may ask for (its answer is 4 bytes a sample).
+    pub max_grid_samples: usize,
+    pub targets: Vec<TargetSpec>,
+    pub log_format: LogFormat,
+    pub test_hooks: bool,
+}
+
+/// A target of `--targets FILE`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    pub name: String,
+    pub mesh: Option<PathBuf>,
+    pub scene: Option<PathBuf>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetsFile {
+    #[serde(default)]
+    target: Vec<TargetSpec>,
+}
+
+/// A token file's one line.
+fn read_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(Error::BadFile {
+            file: path.display().to_string(),
+            problem: "the token file is empty".into(),
+        });
+    }
+    Ok(token)
+}
+
+/// `--targets FILE`: every entry named, with one path, relative to the file's folder.
+fn read_targets(path: &Path) -> Result<Vec<TargetSpec>> {
+    let bad = |problem: String| Error::BadFile {
+        file: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: TargetsFile = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut names = std::collections::HashSet::new();
+    file.target
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut spec)| {
+            super::check_name(&spec.name).map_err(|e| bad(format!("target {k}: {}", e.message)))?;
+            if !names.insert(spec.name.clone()) {
+                return Err(bad(format!("target {k}: `{}` is named twice", spec.name)));
+            }
+            match (&mut spec.mesh, &mut spec.scene) {
+                (Some(p), None) | (None, Some(p)) => *p = folder.join(&*p),
+                _ => {
+                    return Err(bad(format!(
+                        "target {k} (`{}`): give one of `mesh` or `scene`",
+                        spec.name
+                    )));
+                }
+            }
+            Ok(spec)
+        })
+        .collect()
+}
+
+impl ServeArgs {
+    /// The configuration, with the files it names read; refuses to listen beyond loopback
+    /// without a token (SPEC §7).
+    pub fn config(&self) -> Result<Config> {
+        let token = self.token_file.as_deref().map(read_token).transpose()?;
+        let admin_token = self
+            .admin_token_file
+            .as_deref()
+            .map(read_token)
+            .transpose()?;
+        let targets = match &self.targets {
+            Some(path) => read_targets(path)?,
+            None => Vec::new(),
+        };
+        let mb = |n: u64| (n as usize).saturating_mul(1 << 20);
+        let workers = self.workers.map_or_else(
+            || std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            |n| n as usize,
+        );
+        let config = Config {
+            listen: self.listen,
+            token,
+            admin_token,
+            allow_hosts: self
+                .allow_hosts
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .collect(),
+            max_request_bytes: mb(self.max_request_mb),
+            max_inflight_bytes: mb(self.max_inflight_mb),
+            batch_rows: self.batch_rows as usize,
+            batch_delay: Duration::from_millis(self.batch_delay_ms),
+            max_queue: self.max_queue as usize,
+            max_resident_bytes: self.max_resident_mb.saturating_mul(1 << 20),
+            max_targets: self.max_targets as usize,
+            workers,
+            request_timeout: Duration::from_secs(self.request_timeout_s),
+            limits: super::listener::Limits {
+                header_timeout: Duration::from_secs(self.header_timeout_s),
+                idle_timeout: Duration::from_secs(self.idle_timeout_s),
+                max_connections: self.max_connections as usize,
+                drain_timeout: Duration::from_secs(self.drain_timeout_s),
+            },
+            max_grid_samples: self.max_grid_samples as usize,
+            targets,
+            log_format: self.log_format,
+            test_hooks: self.test_hooks,
+        };
+        config.check()?;
+        Ok(config)
+    }
+}
+
+impl Config {
+    /// Refuse to listen beyond loopback without a token (SPEC §7).
+    pub fn check(&self) -> Result<()> {
+        if !self.listen.ip().is_loopback() && self.token.is_none() {
+            return Err(Error::Usage(format!(
+                "--listen {} is not a loopback address: give --token-file, or listen on 127.0.0.1",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,262 @@
+//! The accept loop and each connection's clock (SPEC §7, hostile and faulty clients): at most
+//! `--max-connections` at once (more are closed as they arrive), a request head that must
+//! arrive within `--header-timeout-s` of the connection or of its first byte, keep-alive
+//! connections closed after `--idle-timeout-s` without traffic, and a drain on SIGTERM that
+//! ends within `--drain-timeout-s` whatever the clients do.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+/// The clocks and caps of connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    pub drain_timeout: Duration,
+}
+
+/// Open connections, for `/metrics`.
+#[derive(Default)]
+pub(crate) struct ConnectionCount {
+    pub open: AtomicUsize,
+    pub refused: AtomicU64,
+}
+
+/// Accept connections and serve `app` on them until `shutdown` resolves; then stop accepting,
+/// tell every connection to finish its request in flight and close, and return once they
+/// have or `drain_timeout` has passed (the rest are dropped, which closes them). `draining`
+/// is set as the drain starts (`/v1/health/ready` answers 503 from then on).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    count: Arc<ConnectionCount>,
+    draining: Arc<AtomicBool>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let (close, closing) = watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    // Out of file descriptors and the like: the next accept may succeed.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                if count.open.load(Ordering::Relaxed) >= limits.max_connections {
+                    count.refused.fetch_add(1, Ordering::Relaxed);
+                    drop(stream);
+                    continue;
+                }
+                count.open.fetch_add(1, Ordering::Relaxed);
+                let (app, closing, count) = (app.clone(), closing.clone(), count.clone());
+                connections.spawn(async move {
+                    connection(stream, peer, app, limits, closing).await;
+                    count.open.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            // Reap finished connections as they end.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    draining.store(true, Ordering::SeqCst);
+    drop(listener);
+    let _ = close.send(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(limits.drain_timeout, drained).await;
+    // Dropping the set aborts what is left.
+    connections.abort_all();
+}
+
+/// Milliseconds since the connection began, as its clocks keep them.
+struct Clock {
+    start: Instant,
+    /// When bytes last moved either way.
+    last_io: AtomicU64,
+    /// When the head now awaited began: the connection's start, or the first byte after the
+    /// last answer; `u64::MAX` while a request is being answered.
+    head_since: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            start: Instant::now(),
+            last_io: AtomicU64::new(0),
+            head_since: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+    fn read(&self, bytes: usize) {
+        let now = self.now();
+        self.last_io.store(now, Ordering::Relaxed);
+        // The first byte of a new head starts its clock.
+        if bytes > 0 && self.in_flight.load(Ordering::Relaxed) == 0 {
+            let _ =
+                self.head_since
+                    .compare_exchange(IDLE, now, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+    fn wrote(&self) {
+        self.last_io.store(self.now(), Ordering::Relaxed);
+    }
+    fn request_began(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.head_since.store(ANSWERING, Ordering::Relaxed);
+    }
+    fn request_ended(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.head_since.store(IDLE, Ordering::Relaxed);
+        }
+        self.wrote();
+    }
+    /// Why the connection must close now, if it must.
+    fn expired(&self, limits: &Limits) -> Option<&'static str> {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let now = self.now();
+        let since = |t: u64| Duration::from_millis(now.saturating_sub(t));
+        match self.head_since.load(Ordering::Relaxed) {
+            IDLE | ANSWERING => (since(self.last_io.load(Ordering::Relaxed)) > limits.idle_timeout)
+                .then_some("idle"),
+            began => (since(began) > limits.header_timeout).then_some("header"),
+        }
+    }
+}
+
+/// `head_since` between requests, before the next head's first byte.
+const IDLE: u64 = u64::MAX - 1;
+/// `head_since` while a request is answered.
+const ANSWERING: u64 = u64::MAX;
+
+/// The socket, telling the clock when bytes move.
+struct ClockedStream {
+    stream: TcpStream,
+    clock: Arc<Clock>,
+}
+
+impl AsyncRead for ClockedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = poll {
+            self.clock.read(buf.filled().len() - before);
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for ClockedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.stream).poll_write(cx, data);
+        if let Poll::Ready(Ok(_)) = poll {
+            self.clock.wrote();
+        }
+        poll
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// The peer of a request's connection (request extension, for the access log).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer(pub SocketAddr);
+
+/// Serve one connection until it ends, its clock runs out, or the drain closes it.
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    limits: Limits,
+    mut closing: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let clock = Arc::new(Clock::new());
+    let io = TokioIo::new(ClockedStream {
+        stream,
+        clock: clock.clone(),
+    });
+    let service_clock = clock.clone();
+    let service =
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let (app, clock) = (app.clone(), service_clock.clone());
+            clock.request_began();
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(Peer(peer));
+            async move {
+                let response = app.oneshot(request).await;
+                clock.request_ended();
+                response
+            }
+        });
+    let connection = hyper::server::conn::http1::Builder::new()
+        // Our clock does it, for the first byte of every head (hyper's would start as soon
+        // as a keep-alive connection waits, closing it at the header timeout, not the idle).
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    tokio::pin!(connection);
+    let tick = (limits.header_timeout.min(limits.idle_timeout) / 4)
+        .clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let mut ticks = tokio::time::interval(tick);
+    let mut told_to_close = false;
+    loop {
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            _ = ticks.tick() => {
+                // Dropping the connection closes the socket.
+                if clock.expired(&limits).is_some() {
+                    return;
+                }
+                // Draining: a connection between requests (or inside a head) is closed now;
+                // one answering a request finishes it first.
+                if told_to_close && clock.in_flight.load(Ordering::Relaxed) == 0 {
+                    return;
+                }
+            }
+            _ = closing.changed(), if !told_to_close => {
+                told_to_close = true;
+                connection.as_mut().graceful_shutdown();
+                if clock.in_flight.load(Ordering::Relaxed) == 0 {
+                    return;
+                }
+            }
+        }
+    }
+}

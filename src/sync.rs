@@ -1,0 +1,31 @@
+//! Locks that outlive a panic: a request that panics while holding one (a bug, or a driver
+//! fault) must cost that request only (SPEC §7), so the next holder takes the lock over
+//! instead of failing on its poison. Every value kept under these locks is whole between
+//! statements (caches, counters); the one that is not, the stream's slots, is reset by its
+//! holder when it finds the lock poisoned (`gpu::stream::run`).
+
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `mutex`, locked, taken over from a holder that panicked.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| {
+        mutex.clear_poison();
+        poisoned.into_inner()
+    })
+}
+
+/// `lock`'s counterpart for reading an `RwLock`.
+pub fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| {
+        lock.clear_poison();
+        poisoned.into_inner()
+    })
+}
+
+/// `lock`'s counterpart for writing an `RwLock`.
+pub fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|poisoned| {
+        lock.clear_poison();
+        poisoned.into_inner()
+    })
+}
