@@ -65,3 +65,29 @@ fn every_kept_fuzz_input_is_answered_without_a_panic() {
         }
     }
 }
+
+/// The service's body parsers (`closest::serve::fuzz_body`, the `body` fuzz target): every kept
+/// input answered without a panic, the `seed-` bodies taken and the `attack-` ones refused.
+#[test]
+fn every_kept_body_input_is_answered_without_a_panic() {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let corpus = inputs(&fuzz.join("corpus").join("body"));
+    let crashes = inputs(&fuzz.join("artifacts").join("body"));
+    assert!(
+        corpus.len() >= 6,
+        "the body corpus is missing ({} files)",
+        corpus.len()
+    );
+    for path in corpus.iter().chain(&crashes) {
+        let data = std::fs::read(path).expect("a readable corpus file");
+        let taken = std::panic::catch_unwind(|| closest::serve::fuzz_body(&data))
+            .unwrap_or_else(|_| panic!("body: {} panicked", path.display()));
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.starts_with("seed-") {
+            assert!(taken, "body: {name} was refused");
+        }
+        if name.starts_with("attack-") {
+            assert!(!taken, "body: {name} was taken");
+        }
+    }
+}

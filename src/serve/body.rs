@@ -139,25 +139,55 @@ impl BodyReader {
     /// as the body arrives: 415 when it is not an `.npy`, 400 when its shape, dtype or length
     /// is wrong.
     pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<(Vec<f64>, Reservation)> {
-        let mut pending = Vec::new();
-        let header_end = loop {
-            if let Some(end) = npy_header_end(&pending) {
-                if pending.len() >= end {
-                    break end;
-                }
-            }
-            match self.chunk().await? {
-                Some(bytes) => pending.extend_from_slice(&bytes),
-                // Too short for a header: read_header names the problem.
-                None => break pending.len(),
-            }
-        };
-        let mut rows = NpyRows::start(&pending[..header_end], tail, self.limit)?;
-        rows.feed(&pending[header_end..]);
+        let mut stream = NpyStream::new(tail, self.limit);
         while let Some(bytes) = self.chunk().await? {
-            rows.feed(&bytes);
+            stream.feed(&bytes)?;
         }
-        Ok((rows.finish()?, self.reservation))
+        Ok((stream.finish()?, self.reservation))
+    }
+}
+
+/// An `.npy` read piece by piece as it arrives: its header gathered first (within the limit
+/// the pieces are counted against), then its values converted as they come.
+pub(crate) struct NpyStream<'a> {
+    tail: &'a [usize],
+    limit: usize,
+    pending: Vec<u8>,
+    rows: Option<NpyRows>,
+}
+
+impl<'a> NpyStream<'a> {
+    pub fn new(tail: &'a [usize], limit: usize) -> NpyStream<'a> {
+        NpyStream {
+            tail,
+            limit,
+            pending: Vec::new(),
+            rows: None,
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) -> ApiResult<()> {
+        if let Some(rows) = &mut self.rows {
+            rows.feed(bytes);
+            return Ok(());
+        }
+        self.pending.extend_from_slice(bytes);
+        if let Some(end) = npy_header_end(&self.pending).filter(|&end| self.pending.len() >= end) {
+            let mut rows = NpyRows::start(&self.pending[..end], self.tail, self.limit)?;
+            rows.feed(&self.pending[end..]);
+            self.pending = Vec::new();
+            self.rows = Some(rows);
+        }
+        Ok(())
+    }
+
+    /// The values, 400 when their count is not what the header says.
+    pub fn finish(self) -> ApiResult<Vec<f64>> {
+        match self.rows {
+            Some(rows) => rows.finish(),
+            // Too short for a header: `read_header` names the problem.
+            None => NpyRows::start(&self.pending, self.tail, self.limit)?.finish(),
+        }
     }
 }
 
@@ -179,6 +209,58 @@ pub(crate) fn npy_rows_in_memory(bytes: &[u8], tail: &[usize]) -> ApiResult<Vec<
     })?;
     rows.feed(&bytes[end..]);
     rows.finish()
+}
+
+/// The service's body parsers as the `body` fuzz target (`fuzz/fuzz_targets/body.rs`) and its
+/// stable replay (`tests/fuzz_corpus.rs`) drive them: the first byte picks the parser, the
+/// rest is the body. An `.npy` stream is fed in pieces of a size the second byte picks (so
+/// that values and the header are cut anywhere), an `.npz` archive's arrays as the segments
+/// and paired routes read them, a scene as the PUT reads it. Any body may be refused; a
+/// panic, a hang or an allocation out of proportion to it is a defect. Returns whether the
+/// body was taken.
+#[doc(hidden)]
+pub fn fuzz_body(data: &[u8]) -> bool {
+    const LIMIT: usize = 1 << 20;
+    let Some((&parser, body)) = data.split_first() else {
+        return false;
+    };
+    match parser % 3 {
+        0 => {
+            let Some((&piece, body)) = body.split_first() else {
+                return false;
+            };
+            let mut stream = NpyStream::new(&[3], LIMIT);
+            let fed = body
+                .chunks(usize::from(piece) + 1)
+                .try_for_each(|bytes| stream.feed(bytes));
+            fed.and_then(|()| stream.finish()).is_ok()
+        }
+        1 => {
+            let Ok(mut archive) = zip::ZipArchive::new(std::io::Cursor::new(body)) else {
+                return false;
+            };
+            let mut taken = false;
+            for (name, tail) in [
+                ("a.npy", &[2, 3][..]),
+                ("b.npy", &[2, 3]),
+                ("points.npy", &[3]),
+            ] {
+                let Ok(mut entry) = archive.by_name(name) else {
+                    continue;
+                };
+                let mut bytes = Vec::new();
+                // Bounded by the body's own bytes, whatever the entry declares.
+                let mut bounded = std::io::Read::take(&mut entry, LIMIT as u64);
+                if std::io::Read::read_to_end(&mut bounded, &mut bytes).is_ok() {
+                    taken |= npy_rows_in_memory(&bytes, tail).is_ok();
+                }
+            }
+            taken
+        }
+        _ => {
+            std::str::from_utf8(body).is_ok_and(|text| crate::io::parse_scene(text, "body").is_ok())
+        }
+    }
 }
 
 fn too_large(limit: usize) -> ApiError {

@@ -33,6 +33,7 @@ use crate::sdf::{Grid, GridRegion};
 use crate::sync::{read, write};
 use crate::{Engine, EngineOptions, Mode};
 use batch::{Answer, Batching, Fault, Job, Op, Shared, Target};
+pub use body::fuzz_body;
 use body::{BodyReader, Inflight};
 pub use config::{Config, LogFormat, ServeArgs};
 use error::{ApiError, ApiResult};

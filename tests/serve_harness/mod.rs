@@ -22,13 +22,21 @@ pub fn meshes() -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub address: String,
+    /// Every line it has written to stderr (its access log among them).
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
     pub fn start(args: &[&str]) -> Server {
+        Server::start_with(args, &[])
+    }
+
+    /// With `env` set for the server's process.
+    pub fn start_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .expect("the closest binary runs");
@@ -43,8 +51,18 @@ impl Server {
             }
         };
         // Keep draining its messages so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, address }
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Server {
+            child,
+            address,
+            log,
+        }
     }
 
     pub fn request(
@@ -133,8 +151,14 @@ pub fn request(
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
+    // The Host is the address unless the test names its own.
+    let host = headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        .then_some(String::new())
+        .unwrap_or_else(|| format!("Host: {address}\r\n"));
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\n{host}Connection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (name, value) in headers {

@@ -1,0 +1,673 @@
+//! `closest serve` against hostile and faulty clients (SPEC §7): one client never harms
+//! another. Each test starts its own server on a loopback port and stops it; every loop is
+//! bounded in count and time.
+
+mod serve_harness;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serve_harness::*;
+
+const SCENE: &[u8] = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1},
+    {"type": "box", "center": [2, 0, 0], "half_extents": [0.5, 0.4, 0.3], "rotation": [0.1, 0.2, 0.3, 0.9]}]}"#;
+
+/// A connection that sends part of a request head and then nothing.
+fn half_open(address: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ")
+        .unwrap();
+    stream
+}
+
+/// Whether the server closed `stream` within `limit` (a read that ends, not one that waits).
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut byte = [0u8; 64];
+    loop {
+        match stream.read(&mut byte) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The issue's attack: a `.npy` whose declared byte count wraps to 8 in 64 bits, with 8
+/// bytes of data, sent among concurrent batched queries; and other malformed bodies beside it.
+#[test]
+fn malformed_bodies_never_reach_another_clients_batch() {
+    let server = Server::start(&["--batch-delay-ms", "200"]);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    let path = "/v1/scenes/s/query?fields=distance,shape";
+    let bodies: Vec<Vec<u8>> = (0..6)
+        .map(|k| points_npy(&points(5000, 40 + k, -3.0, 3.0)))
+        .collect();
+    let alone: Vec<Vec<u8>> = bodies.iter().map(|b| server.post(path, b).body).collect();
+    let mut wrapping = npy_bytes("<f8", &[768_614_336_404_564_651, 3], &[0u8; 8]);
+    let attacks: Vec<(Vec<u8>, u16)> = vec![
+        (std::mem::take(&mut wrapping), 400),
+        (npy_bytes("<f4", &[5, 3], &[0u8; 4 * 14]), 400),
+        (npy_bytes("<f4", &[5, 3], &[0u8; 4 * 16]), 400),
+        (npy_bytes("<f4", &[4, 2], &[0u8; 4 * 8]), 400),
+        (npy_bytes("<f4", &[100_000_000, 3], &[0u8; 8]), 413),
+        (b"\x93NUMPY\x01\x00\xff\xff{'descr'".to_vec(), 415),
+    ];
+    for round in 0..3 {
+        let address = server.address.clone();
+        let clients: Vec<_> = bodies
+            .iter()
+            .cloned()
+            .map(|body| {
+                let address = address.clone();
+                std::thread::spawn(move || request(&address, "POST", path, &[], &body))
+            })
+            .collect();
+        let attackers: Vec<_> = attacks
+            .iter()
+            .cloned()
+            .map(|(body, status)| {
+                let address = address.clone();
+                std::thread::spawn(move || (request(&address, "POST", path, &[], &body), status))
+            })
+            .collect();
+        for (k, client) in clients.into_iter().enumerate() {
+            let reply = client.join().unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            assert!(
+                reply.body == alone[k],
+                "round {round}, client {k}: a malformed body beside it changed its answer"
+            );
+        }
+        for attacker in attackers {
+            let (reply, status) = attacker.join().unwrap();
+            assert_eq!(reply.status, status, "{}", reply.text());
+        }
+    }
+    assert_eq!(metric(&server, "closest_queue_depth"), 0.0);
+}
+
+#[test]
+fn half_open_and_idle_connections_are_closed_by_their_timeouts() {
+    let server = Server::start(&["--header-timeout-s", "1", "--idle-timeout-s", "2"]);
+    let started = Instant::now();
+    let mut stalled: Vec<TcpStream> = (0..50).map(|_| half_open(&server.address)).collect();
+    // Meanwhile others are served.
+    assert_eq!(server.get("/v1/health").status, 200);
+    for stream in &mut stalled {
+        assert!(
+            closed_within(stream, Duration::from_secs(10)),
+            "a half-open connection stayed"
+        );
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(6),
+        "the header timeout of 1 s closed them after {waited:?}"
+    );
+    // A silent new connection is closed by the header timeout too.
+    let mut silent = TcpStream::connect(&server.address).unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(10)));
+    // A keep-alive connection: served twice, then closed after 2 s without traffic, not
+    // after the header timeout of 1 s.
+    let mut alive = TcpStream::connect(&server.address).unwrap();
+    for _ in 0..2 {
+        alive
+            .write_all(b"GET /v1/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 1024];
+        alive
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let n = alive.read(&mut answer).unwrap();
+        assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    }
+    let idle_from = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    alive
+        .write_all(b"GET /v1/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("still open past the header timeout");
+    let mut answer = [0u8; 1024];
+    let n = alive.read(&mut answer).unwrap();
+    assert!(answer[..n].starts_with(b"HTTP/1.1 200"));
+    let idle_from = idle_from.max(Instant::now());
+    assert!(closed_within(&mut alive, Duration::from_secs(10)));
+    assert!(idle_from.elapsed() >= Duration::from_millis(1800));
+}
+
+#[test]
+fn sigterm_ends_within_the_drain_timeout_whatever_clients_do() {
+    let mut server = Server::start(&["--drain-timeout-s", "2", "--header-timeout-s", "60"]);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    let stalled: Vec<TcpStream> = (0..200).map(|_| half_open(&server.address)).collect();
+    // An upload that stalls mid-body: a request in flight that never finishes by itself.
+    let mut uploading = TcpStream::connect(&server.address).unwrap();
+    uploading
+        .write_all(
+            b"PUT /v1/scenes/t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{\"sha",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    server.terminate();
+    assert_eq!(server.wait(), Some(0));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "SIGTERM took {took:?} with a drain timeout of 2 s"
+    );
+    drop(stalled);
+}
+
+#[test]
+fn ready_answers_503_while_draining() {
+    let mut server = Server::start(&["--drain-timeout-s", "10"]);
+    assert_eq!(server.get("/v1/health/ready").status, 200);
+    // A keep-alive connection held open with a request in flight (a stalled upload) keeps
+    // the server draining; a second kept-alive connection asks if it is ready.
+    let mut asking = TcpStream::connect(&server.address).unwrap();
+    asking
+        .write_all(b"GET /v1/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut answer = [0u8; 2048];
+    asking
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = asking.read(&mut answer).unwrap();
+    let mut uploading = TcpStream::connect(&server.address).unwrap();
+    uploading
+        .write_all(b"PUT /v1/scenes/t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    server.terminate();
+    std::thread::sleep(Duration::from_millis(300));
+    // The kept-alive connection was idle, so the drain closed it; the stalled upload holds
+    // the server open meanwhile. A new connection is refused: the listener is gone.
+    assert!(closed_within(&mut asking, Duration::from_secs(5)));
+    assert!(TcpStream::connect(&server.address).is_err());
+    drop(uploading);
+    assert_eq!(server.wait(), Some(0));
+}
+
+#[test]
+fn a_foreign_host_is_refused_without_a_token() {
+    let server = Server::start(&["--allow-host", "closest.internal"]);
+    for host in [
+        "evil.example",
+        "evil.example:7341",
+        "127.0.0.1.evil.example",
+        "10.1.2.3",
+    ] {
+        server
+            .request("GET", "/v1/health", &[("Host", host)], &[])
+            .assert_error(421, &["not served", "--allow-host"]);
+    }
+    for host in [
+        "localhost",
+        "127.0.0.1:9",
+        "[::1]:80",
+        "closest.internal",
+        "Closest.Internal:1",
+    ] {
+        let reply = server.request("GET", "/v1/health", &[("Host", host)], &[]);
+        assert_eq!(reply.status, 200, "{host}: {}", reply.text());
+    }
+    // With a token the token is the guard: any Host that bears it is served.
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let guarded = Server::start(&["--token-file", token.to_str().unwrap()]);
+    let reply = guarded.request(
+        "GET",
+        "/v1/targets",
+        &[
+            ("Host", "closest.example.org"),
+            ("Authorization", "Bearer s3cret"),
+        ],
+        &[],
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+#[test]
+fn made_up_methods_and_paths_do_not_grow_the_metrics() {
+    let server = Server::start(&[]);
+    let label_sets = |server: &Server| {
+        server
+            .get("/metrics")
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("closest_requests_total{"))
+            .count()
+    };
+    let send = |k: usize| {
+        let method = format!("M{:05}", k * 7919 % 100_000);
+        let path = format!("/x{k}/{}", k * 31);
+        let reply = server.request(&method, &path, &[], &[]);
+        assert!(reply.status >= 400, "{method} {path}: {}", reply.status);
+    };
+    for k in 0..5 {
+        send(k);
+    }
+    // The first look at /metrics counts itself from then on.
+    label_sets(&server);
+    let before = label_sets(&server);
+    for k in 5..305 {
+        send(k);
+    }
+    assert_eq!(
+        label_sets(&server),
+        before,
+        "300 made-up requests added label sets"
+    );
+    let text = server.get("/metrics").text();
+    assert!(text.contains("route=\"other\""), "{text}");
+    assert!(!text.contains("M0"), "a made-up method became a label");
+}
+
+/// Threads of the server process (Linux).
+fn threads(server: &Server) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn many_targets_share_a_bounded_pool_of_threads() {
+    let server = Server::start(&["--workers", "2", "--max-targets", "300"]);
+    let scene = |k: usize| {
+        format!(r#"{{"shapes": [{{"type": "sphere", "center": [{k}, 0, 0], "radius": 1}}]}}"#)
+    };
+    for k in 0..300 {
+        let reply = server.put(&format!("/v1/scenes/s{k}"), scene(k).as_bytes());
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    // One past the cap is refused; a replacement is not one more.
+    server
+        .put("/v1/scenes/one-more", scene(0).as_bytes())
+        .assert_error(507, &["--max-targets"]);
+    assert_eq!(server.put("/v1/scenes/s7", scene(7).as_bytes()).status, 200);
+    // Every target answers, from the shared pool.
+    let body = points_npy(&[[0.0, 0.0, 0.0]]);
+    for k in (0..300).step_by(37) {
+        let reply = server.post(&format!("/v1/scenes/s{k}/query?fields=distance"), &body);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let count = threads(&server);
+    assert!(count <= 64, "{count} threads for 300 targets");
+}
+
+#[test]
+fn a_panic_in_one_request_costs_that_request_only() {
+    let server = Server::start(&["--test-hooks", "--batch-delay-ms", "20"]);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    let path = "/v1/scenes/s/query?fields=distance,shape";
+    let body = points_npy(&points(2000, 7, -3.0, 3.0));
+    let lone = server.post(path, &body);
+    assert_eq!(lone.status, 200);
+    for (fault, needle) in [
+        ("panic-worker", "panicked"),
+        ("panic-handler", "a panic in the server"),
+    ] {
+        for _ in 0..3 {
+            server
+                .request("POST", path, &[("X-Closest-Test-Fault", fault)], &body)
+                .assert_error(500, &[needle]);
+            let next = server.post(path, &body);
+            assert_eq!(next.status, 200, "after {fault}: {}", next.text());
+            assert!(next.body == lone.body, "after {fault}: a different answer");
+        }
+    }
+    assert_eq!(metric(&server, "closest_queue_depth"), 0.0);
+    assert_eq!(server.get("/v1/health/ready").status, 200);
+    // Without --test-hooks the header does nothing.
+    let plain = Server::start(&[]);
+    assert_eq!(plain.put("/v1/scenes/s", SCENE).status, 201);
+    let reply = plain.request(
+        "POST",
+        path,
+        &[("X-Closest-Test-Fault", "panic-worker")],
+        &body,
+    );
+    assert_eq!(reply.status, 200);
+}
+
+#[test]
+fn a_lost_device_is_reopened_and_the_targets_uploaded_again() {
+    let server = Server::start(&["--test-hooks"]);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
+    assert_eq!(server.put("/v1/meshes/b?format=obj", &bunny).status, 201);
+    let scene_path = "/v1/scenes/s/query?fields=distance,shape";
+    let mesh_path = "/v1/meshes/b/query?sign=pseudonormal";
+    let scene_body = points_npy(&points(1000, 3, -3.0, 3.0));
+    let mesh_body = points_npy(&points(1000, 4, -0.12, 0.2));
+    let scene_before = server.post(scene_path, &scene_body);
+    let mesh_before = server.post(mesh_path, &mesh_body);
+    let lost = server.request(
+        "POST",
+        scene_path,
+        &[("X-Closest-Test-Fault", "lose-device")],
+        &scene_body,
+    );
+    assert!(lost.status == 503 || lost.status == 500, "{}", lost.text());
+    // Ready tells the truth meanwhile, and is ready again once the targets are back.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = server.get("/v1/health/ready");
+        if ready.status == 200 {
+            break;
+        }
+        assert_eq!(ready.status, 503, "{}", ready.text());
+        let query = server.post(scene_path, &scene_body);
+        assert!(
+            query.status == 503 || query.status == 200,
+            "{}",
+            query.text()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the device was not reopened in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let scene_after = server.post(scene_path, &scene_body);
+    let mesh_after = server.post(mesh_path, &mesh_body);
+    assert_eq!(scene_after.status, 200, "{}", scene_after.text());
+    assert!(
+        scene_after.body == scene_before.body,
+        "the scene answers differently"
+    );
+    assert!(
+        mesh_after.body == mesh_before.body,
+        "the mesh answers differently"
+    );
+    let targets = server.get("/v1/targets").json();
+    assert_eq!(targets.as_array().unwrap().len(), 2, "{targets}");
+}
+
+#[test]
+fn connections_and_bodies_held_at_once_are_capped() {
+    let server = Server::start(&["--max-connections", "4", "--max-inflight-mb", "1"]);
+    let held: Vec<TcpStream> = (0..4).map(|_| half_open(&server.address)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // A fifth is closed as it arrives.
+    let mut fifth = TcpStream::connect(&server.address).unwrap();
+    let _ = fifth.write_all(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(closed_within(&mut fifth, Duration::from_secs(5)));
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(metric(&server, "closest_refused_connections_total"), 1.0);
+    // Bodies: a declared 2 MiB (under --max-request-mb) passes --max-inflight-mb 1: 503.
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    stream
+        .write_all(b"PUT /v1/scenes/big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2097152\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let reply = read_reply(stream);
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert!(
+        reply.text().contains("--max-inflight-mb"),
+        "{}",
+        reply.text()
+    );
+    assert_eq!(
+        reply.headers.get("retry-after").map(String::as_str),
+        Some("1")
+    );
+    // Nothing stays held.
+    assert_eq!(metric(&server, "closest_inflight_body_bytes"), 0.0);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+}
+
+#[test]
+fn requests_are_logged_with_their_id_and_never_a_token() {
+    let dir = tempdir();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "very-secret-token\n").unwrap();
+    let server = Server::start(&[
+        "--token-file",
+        token.to_str().unwrap(),
+        "--log-format",
+        "json",
+    ]);
+    let auth = ("Authorization", "Bearer very-secret-token");
+    let reply = server.request(
+        "PUT",
+        "/v1/scenes/s",
+        &[auth, ("X-Request-Id", "abc-123")],
+        SCENE,
+    );
+    assert_eq!(reply.status, 201);
+    assert_eq!(
+        reply.headers.get("x-request-id").map(String::as_str),
+        Some("abc-123")
+    );
+    let body = points_npy(&points(10, 1, -1.0, 1.0));
+    let query = server.request("POST", "/v1/scenes/s/query", &[auth], &body);
+    let made = query
+        .headers
+        .get("x-request-id")
+        .cloned()
+        .expect("an id made");
+    assert!(made.len() >= 8);
+    // A hostile id is replaced, not echoed.
+    let odd = server.request(
+        "GET",
+        "/v1/targets",
+        &[auth, ("X-Request-Id", "a b\"c")],
+        &[],
+    );
+    assert_ne!(
+        odd.headers.get("x-request-id").map(String::as_str),
+        Some("a b\"c")
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let lines = server.log.lock().unwrap().clone();
+        if lines.iter().filter(|l| l.contains("request_id")).count() >= 3
+            || Instant::now() > deadline
+        {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for line in &lines {
+        assert!(
+            !line.contains("very-secret-token"),
+            "a token in the log: {line}"
+        );
+    }
+    let entries: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let put = entries
+        .iter()
+        .find(|e| e["request_id"] == "abc-123")
+        .expect("the PUT's line");
+    assert_eq!(put["status"], 201);
+    assert_eq!(put["method"], "PUT");
+    let post = entries
+        .iter()
+        .find(|e| e["request_id"] == made.as_str())
+        .expect("the query's line");
+    assert_eq!(post["target"], "s");
+    assert_eq!(post["rows"], 10);
+    assert_eq!(post["route"], "POST /v1/scenes/{name}/query");
+    for field in [
+        "bytes_in",
+        "bytes_out",
+        "queue_wait_ms",
+        "device_ms",
+        "ms",
+        "timestamp",
+    ] {
+        assert!(!post[field].is_null(), "no {field} in {post}");
+    }
+}
+
+#[test]
+fn uploaded_files_are_private_and_removed_on_every_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempdir();
+    let server = Server::start_with(&[], &[("TMPDIR", tmp.path().as_os_str())]);
+    let ours = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("closest-serve-")
+            })
+            .collect()
+    };
+    let dirs = ours();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let private = &dirs[0];
+    assert_eq!(
+        std::fs::metadata(private).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    // An upload that stalls mid-body: its file is there, 0600, while the body comes.
+    let fandisk = std::fs::read(meshes().join("fandisk.obj")).unwrap();
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    let head = format!(
+        "PUT /v1/meshes/f?format=obj HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        fandisk.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&fandisk[..fandisk.len() / 2]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let file = loop {
+        let files: Vec<_> = std::fs::read_dir(private)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        if let Some(file) = files.first() {
+            break file.clone();
+        }
+        assert!(Instant::now() < deadline, "no file while the body arrives");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The client goes away: the file goes too.
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "an abandoned upload's file stayed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A bad mesh and a good one: no file left either way.
+    server
+        .put("/v1/meshes/bad?format=obj", b"v 0 0 0\nf 1 2 3\n")
+        .assert_error(400, &[]);
+    assert_eq!(server.put("/v1/meshes/f?format=obj", &fandisk).status, 201);
+    assert_eq!(std::fs::read_dir(private).unwrap().count(), 0);
+    let mut server = server;
+    server.terminate();
+    assert_eq!(server.wait(), Some(0));
+    assert!(
+        !private.exists(),
+        "the private directory outlived the server"
+    );
+}
+
+#[test]
+fn targets_preload_before_ready_and_admin_tokens_guard_changes() {
+    let dir = tempdir();
+    let scene = dir.path().join("scene.json");
+    std::fs::write(&scene, SCENE).unwrap();
+    std::fs::copy(meshes().join("fandisk.obj"), dir.path().join("fandisk.obj")).unwrap();
+    let targets = dir.path().join("targets.toml");
+    std::fs::write(
+        &targets,
+        "[[target]]\nname = \"f\"\nmesh = \"fandisk.obj\"\n\n[[target]]\nname = \"s\"\nscene = \"scene.json\"\n",
+    )
+    .unwrap();
+    let admin = dir.path().join("admin");
+    std::fs::write(&admin, "admin-secret").unwrap();
+    let server = Server::start(&[
+        "--targets",
+        targets.to_str().unwrap(),
+        "--admin-token-file",
+        admin.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.get("/v1/health/ready").status != 200 {
+        assert_eq!(server.get("/v1/health/live").status, 200);
+        assert!(Instant::now() < deadline, "not ready in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let listed = server.get("/v1/targets").json();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    // Queries need no token here; changes need the admin one.
+    let body = points_npy(&[[0.0, 0.0, 5.0]]);
+    assert_eq!(server.post("/v1/scenes/s/query", &body).status, 200);
+    server
+        .put("/v1/scenes/t", SCENE)
+        .assert_error(401, &["--admin-token-file"]);
+    server
+        .request("DELETE", "/v1/scenes/s", &[], &[])
+        .assert_error(401, &[]);
+    let auth = [("Authorization", "Bearer admin-secret")];
+    assert_eq!(
+        server.request("PUT", "/v1/scenes/t", &auth, SCENE).status,
+        201
+    );
+    assert_eq!(
+        server.request("DELETE", "/v1/scenes/s", &auth, &[]).status,
+        204
+    );
+    // A targets file naming a missing mesh stops the server: exit 2, the target named.
+    std::fs::write(
+        &targets,
+        "[[target]]\nname = \"gone\"\nmesh = \"nowhere.obj\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--targets",
+            targets.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("gone") && stderr.contains("nowhere.obj"),
+        "{stderr}"
+    );
+    // A malformed one is refused before listening.
+    std::fs::write(&targets, "[[target]]\nname = \"x\"\n").unwrap();
+    let out = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--targets",
+            targets.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give one of `mesh` or `scene`"));
+}
