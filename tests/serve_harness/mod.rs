@@ -152,11 +152,11 @@ pub fn request(
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     // The Host is the address unless the test names its own.
-    let host = headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
-        .then_some(String::new())
-        .unwrap_or_else(|| format!("Host: {address}\r\n"));
+    let host = if headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        String::new()
+    } else {
+        format!("Host: {address}\r\n")
+    };
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\n{host}Connection: close\r\nContent-Length: {}\r\n",
         body.len()
