@@ -4,11 +4,13 @@
 //! queries; rows/s, p50/p99 latency, and the rate of one in-process call on all the points.
 //! Every served answer must equal the in-process one bit for bit, and a sample of those must
 //! lie within SPEC §3's bound of a brute-force f64 distance, before any figure is printed.
-//! `--idle N` keeps N half-open connections (a header never finished) open beside the load.
-//! Bounded: each configuration stops after 120 s whatever.
+//! `--idle N` runs every configuration twice, alone and then with N half-open connections (a
+//! request head never finished) held open beside it, the server's header timeout raised so
+//! that they stay. Bounded: each configuration stops after 120 s whatever.
 //!
 //! `cargo run --release --example serve_load -- [--server target/release/closest]
-//!  [--mesh M] [--clients 1,8,64] [--rows 1000,100000] [--requests 640] [--idle 0]`
+//!  [--mesh M] [--clients 1,8,64] [--rows 1000,100000] [--requests 640] [--idle 0]
+//!  [--server-arg ARG]...`
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -31,6 +33,7 @@ struct Options {
     rows: Vec<usize>,
     requests: usize,
     idle: usize,
+    server_args: Vec<String>,
 }
 
 fn list(value: &str) -> Vec<usize> {
@@ -49,6 +52,7 @@ fn options() -> Options {
         rows: vec![1_000, 100_000],
         requests: 640,
         idle: 0,
+        server_args: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -62,6 +66,7 @@ fn options() -> Options {
             "--rows" => options.rows = list(&value),
             "--requests" => options.requests = value.parse().expect("--requests: a count"),
             "--idle" => options.idle = value.parse().expect("--idle: a count"),
+            "--server-arg" => options.server_args.push(value),
             _ => panic!("unknown flag {flag}"),
         }
     }
@@ -78,9 +83,10 @@ impl Drop for Server {
     }
 }
 
-fn start_server(path: &Path) -> (Server, String) {
+fn start_server(path: &Path, args: &[String]) -> (Server, String) {
     let mut child = Command::new(path)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e} (cargo build --release first)", path.display()));
@@ -219,7 +225,15 @@ fn main() -> closest::Result<()> {
     let engine = Engine::new(&EngineOptions::default())?;
     let mesh = load_mesh(&options.mesh)?;
     let (lo, hi) = mesh.bounds();
-    let (server, address) = start_server(&options.server);
+    let mut server_args = options.server_args.clone();
+    if options.idle > 0 {
+        server_args.extend(["--header-timeout-s".into(), "3600".into()]);
+        server_args.extend([
+            "--max-connections".into(),
+            (options.idle + 1024).to_string(),
+        ]);
+    }
+    let (server, address) = start_server(&options.server, &server_args);
     let format = options
         .mesh
         .extension()
@@ -237,18 +251,17 @@ fn main() -> closest::Result<()> {
         "PUT: {status} {}",
         String::from_utf8_lossy(&body)
     );
-    let idle = half_open(&address, options.idle);
     let local = engine.upload_mesh(mesh.clone())?;
     println!(
-        "{}; {}; {} half-open connections beside the load; server and clients on one machine",
+        "{}; {}; server and clients on one machine",
         engine.describe(),
         options.mesh.display(),
-        idle.len()
     );
     println!(
-        "{:>9} {:>8} {:>9} {:>14} {:>8} {:>8} {:>18} {:>10}",
+        "{:>9} {:>8} {:>6} {:>9} {:>14} {:>8} {:>8} {:>18} {:>10}",
         "rows/req",
         "clients",
+        "idle",
         "requests",
         "served rows/s",
         "p50 ms",
@@ -256,6 +269,11 @@ fn main() -> closest::Result<()> {
         "in-process rows/s",
         "served/in"
     );
+    let idle_counts: Vec<usize> = if options.idle > 0 {
+        vec![0, options.idle]
+    } else {
+        vec![0]
+    };
     let distance_only = Fields::from_bits(Family::Hits, DISTANCE);
     for &rows in &options.rows {
         let requests = options.requests.max(1);
@@ -298,7 +316,13 @@ fn main() -> closest::Result<()> {
         // The server builds its pipelines on its first query: outside the timings too.
         let (status, answer) = request(&mut connect(&address), "POST", ROUTE, &bodies[0]);
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-        for &clients in &options.clients {
+        for (&clients, &idle_count) in options
+            .clients
+            .iter()
+            .flat_map(|c| idle_counts.iter().map(move |i| (c, i)))
+        {
+            let idle = half_open(&address, idle_count);
+            std::thread::sleep(Duration::from_millis(200));
             let deadline = Instant::now() + TIME_LIMIT;
             let started = Instant::now();
             let latencies: Vec<Vec<f64>> = std::thread::scope(|scope| {
@@ -336,15 +360,16 @@ fn main() -> closest::Result<()> {
             all.sort_by(f64::total_cmp);
             let served = (all.len() * rows) as f64 / seconds;
             println!(
-                "{rows:>9} {clients:>8} {:>9} {served:>14.0} {:>8.2} {:>8.2} {in_process:>18.0} {:>10.2}",
+                "{rows:>9} {clients:>8} {:>6} {:>9} {served:>14.0} {:>8.2} {:>8.2} {in_process:>18.0} {:>10.2}",
+                idle.len(),
                 all.len(),
                 percentile(&all, 0.5) * 1e3,
                 percentile(&all, 0.99) * 1e3,
                 served / in_process
             );
+            drop(idle);
         }
     }
-    drop(idle);
     drop(server);
     Ok(())
 }

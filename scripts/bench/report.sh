@@ -129,6 +129,9 @@ mesh_job "${mesh_rows[0]}" 1 "${grids[0]}"
 grid_jobs "${grids[0]}"
 job serve "$bin_dir/serve_load" --server "$bin_dir/closest" --mesh "$meshes/stanford-bunny.obj" \
     --clients 64 --rows "$serve_rows" --requests "$($smoke && echo 64 || echo 640)"
+# p99 of 16 clients alone and beside 500 half-open connections (issue 42's goal: within 1.5×).
+job serve-idle "$bin_dir/serve_load" --server "$bin_dir/closest" --mesh "$meshes/stanford-bunny.obj" \
+    --clients 16 --rows 1000 --requests "$($smoke && echo 64 || echo 1600)" --idle 500
 for rows in "${mesh_rows[@]:1}"; do
     mesh_job "$rows" 0 0
 done
@@ -182,9 +185,8 @@ driver=$(grep -F -m1 "${adapter%% (*}" "$work/info.out" 2>/dev/null | awk -F'|' 
         wall=$(sed -n 's/^wall //p' "$f")
         echo "| \`closest sdf\` $name, whole job (wall) | | ${wall:-failed} |"
     done
-    awk '$1 ~ /^[0-9]+$/ && NF == 8 {
-        printf "| service, %s clients × %s-point requests: rows/s, p50/p99 ms, served/in-process | %s | %s, %s/%s, %s× |\n", $2, $1, $1 * $3, $4, $5, $6, $8 }' \
-        "$work/serve.out" 2>/dev/null || true
+    cat "$work/serve.out" "$work/serve-idle.out" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 9 {
+        printf "| service, %s clients × %s-point requests, %s half-open beside: rows/s, p50/p99 ms, served/in-process | %s | %s, %s/%s, %s× |\n", $2, $1, $3, $1 * $4, $5, $6, $7, $9 }' || true
     awk '/^python/ { printf "| Python `mesh.query`, distance only (M/s) | %s | %s |\n", $2, $3 }' \
         "$work/python.out" 2>/dev/null || true
     if [ ${#failed[@]} -gt 0 ]; then
