@@ -134,9 +134,25 @@ pub fn any_perpendicular(axis: DVec3) -> DVec3 {
     axis.cross(helper).normalize_or_zero()
 }
 
+/// Below this fraction of the magnitude it was computed from, an offset from an axis is
+/// rounding noise, whose direction may be anything (along the axis itself for a point on the
+/// diagonal (1, 1, 0)): the point is on the axis, and every radial direction is closest. The
+/// kernels use the same constant (the WGSL prelude's `ON_AXIS`), so twin and kernel decide
+/// alike; treating a point this near the axis as on it moves an answer by at most this
+/// fraction of the point's size, a tenth of SPEC §3's bound.
+pub const ON_AXIS: f64 = 1.0 / (1u64 << 20) as f64;
+
+/// Whether an offset of length `offset` from an axis, computed from magnitudes up to
+/// `scale`, is rounding noise ([`ON_AXIS`]).
+pub fn is_on_axis(offset: f64, scale: f64) -> bool {
+    offset <= ON_AXIS * scale
+}
+
 /// A point seen from a unit axis through the origin (cylinders, cones, tori): its height `t`
 /// along the axis, its offset `radial` from it, that offset's length `rho` and unit direction
-/// `dir`. Twin: `axial` in shaders/shared/math.wgsl.
+/// `dir`; a point within [`ON_AXIS`] of the axis (relative to its own size) is on it, with
+/// `radial` and `rho` zero and `dir` the fixed perpendicular. Twin: `axial` in
+/// shaders/shared/math.wgsl.
 pub struct Axial {
     pub t: f64,
     pub radial: DVec3,
@@ -152,16 +168,19 @@ pub fn axial(p: DVec3, axis: DVec3) -> Axial {
     let radial = first - axis * first.dot(axis);
     let rho = radial.length();
     // On the axis every radial direction is closest: take the fixed perpendicular.
-    let dir = if rho > 0.0 {
-        radial / rho
-    } else {
-        any_perpendicular(axis)
-    };
+    if is_on_axis(rho, p.length()) {
+        return Axial {
+            t,
+            radial: DVec3::ZERO,
+            rho: 0.0,
+            dir: any_perpendicular(axis),
+        };
+    }
     Axial {
         t,
         radial,
         rho,
-        dir,
+        dir: radial / rho,
     }
 }
 

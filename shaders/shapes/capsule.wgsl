@@ -16,9 +16,10 @@ fn project_capsule(p: vec3<f32>, d: vec3<f32>, radius: f32) -> Projection {
         offset = offset - d * (along / dd);
     }
     let len = length(offset);
-    // On the axis every direction around it is closest: take the fixed perpendicular.
+    // On the axis (within ON_AXIS of the magnitudes it came from: `is_on_axis`) every
+    // direction around it is closest: take the fixed perpendicular.
     var dir = any_perpendicular(d);
-    if len > 0.0 {
+    if !is_on_axis(len, length(p) + length(on_axis)) {
         dir = offset / len;
     }
     return Projection(on_axis + dir * radius, length(p - on_axis) < radius, select(vec3<f32>(0.0), dir, radius > 0.0));

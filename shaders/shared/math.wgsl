@@ -41,12 +41,19 @@ fn axial(p: vec3<f32>, axis: vec3<f32>) -> Axial {
     let first = p - axis * t;
     let radial = first - axis * dot(first, axis);
     let rho = length(radial);
-    // On the axis every radial direction is closest: take the fixed perpendicular.
-    var dir = any_perpendicular(axis);
-    if rho > 0.0 {
-        dir = radial / rho;
+    // Within ON_AXIS of the axis (relative to the point's size) the offset is rounding noise,
+    // its direction anything: on the axis every radial direction is closest, take the fixed
+    // perpendicular (twin: src/math.rs, `axial` and `ON_AXIS`).
+    if is_on_axis(rho, length(p)) {
+        return Axial(t, vec3<f32>(0.0), 0.0, any_perpendicular(axis));
     }
-    return Axial(t, radial, rho, dir);
+    return Axial(t, radial, rho, radial / rho);
+}
+
+// Whether an offset of length `offset` from an axis, computed from magnitudes up to `scale`,
+// is rounding noise (twin: `is_on_axis` in src/math.rs).
+fn is_on_axis(offset: f32, scale: f32) -> bool {
+    return offset <= ON_AXIS * scale;
 }
 
 // v rotated by the unit quaternion q = (x, y, z, w).

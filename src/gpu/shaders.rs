@@ -88,6 +88,7 @@ pub fn prelude() -> String {
     out += &format!("const ANY_KIND: u32 = {}u;\n", ANY_KIND);
     out += &format!("const KIND_COUNT: u32 = {}u;\n", ShapeKind::ALL.len());
     out += &format!("const STACK_SIZE: u32 = {}u;\n", crate::bvh::STACK_SIZE);
+    out += &format!("const ON_AXIS: f32 = {:?};\n", crate::math::ON_AXIS as f32);
     out += &format!(
         "const TEXEL_ROW_BITS: u32 = {}u;\nconst TEXEL_LAYER_ROW_BITS: u32 = {}u;\n",
         super::layout::TEXEL_ROW_BITS,

@@ -1,5 +1,5 @@
 use super::Projection;
-use crate::math::{DVec3, any_perpendicular};
+use crate::math::{DVec3, any_perpendicular, is_on_axis};
 
 /// Segment from the local origin to `d` swept by a ball of `radius`.
 pub fn project_capsule(p: DVec3, d: DVec3, radius: f64) -> Projection {
@@ -20,11 +20,12 @@ pub fn project_capsule(p: DVec3, d: DVec3, radius: f64) -> Projection {
         offset = offset - d * (along / dd);
     }
     let len = offset.length();
-    // On the axis every direction around it is closest: take the fixed perpendicular.
-    let dir = if len > 0.0 {
-        offset / len
-    } else {
+    // On the axis (within ON_AXIS of the magnitudes it came from: `is_on_axis`) every
+    // direction around it is closest: take the fixed perpendicular.
+    let dir = if is_on_axis(len, p.length() + on_axis.length()) {
         any_perpendicular(d)
+    } else {
+        offset / len
     };
     Projection {
         point: on_axis + dir * radius,

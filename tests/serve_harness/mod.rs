@@ -152,7 +152,10 @@ pub fn request(
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     // The Host is the address unless the test names its own.
-    let host = if headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+    let host = if headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
         String::new()
     } else {
         format!("Host: {address}\r\n")
