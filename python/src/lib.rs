@@ -50,6 +50,22 @@ fn input_error(message: String) -> PyErr {
     InputError::new_err(message)
 }
 
+/// Runs an entry point's body so that a panic in it (a bug of ours) becomes `GpuError` naming
+/// the call, an ordinary `Exception`, instead of pyo3's `PanicException`, which `except
+/// Exception` does not catch and which left Dask's workers hanging.
+fn guarded<T>(call: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(GpuError::new_err(format!(
+            "{call}: internal error (please report it): {what}"
+        )))
+    })
+}
+
 /// Rows of a float array read from Python: in place when it is float32 or float64 and
 /// C-contiguous (float64 rows are converted chunk by chunk on the way to the device).
 enum Rows<'a> {
@@ -64,12 +80,13 @@ enum Borrowed<'py> {
 }
 
 impl Borrowed<'_> {
-    fn rows(&self) -> Rows<'_> {
-        // Both were checked C-contiguous.
-        match self {
-            Borrowed::F32(a) => Rows::F32(a.as_slice().expect("C-contiguous")),
-            Borrowed::F64(a) => Rows::F64(a.as_slice().expect("C-contiguous")),
-        }
+    fn rows(&self) -> PyResult<Rows<'_>> {
+        // Both were made C-contiguous and aligned by `float_rows`.
+        let unreadable = |e| GpuError::new_err(format!("the array cannot be read in place: {e}"));
+        Ok(match self {
+            Borrowed::F32(a) => Rows::F32(a.as_slice().map_err(unreadable)?),
+            Borrowed::F64(a) => Rows::F64(a.as_slice().map_err(unreadable)?),
+        })
     }
 }
 
@@ -96,18 +113,47 @@ fn shape_text(tail: &[usize]) -> String {
     format!("(N, {})", dims.join(", "))
 }
 
-/// `name` as rows of `tail` float32/float64 values: a C-contiguous numpy array of shape
-/// (N, *tail), else an `InputError` naming the argument.
+/// `name` as rows of `tail` float values: anything `numpy.asarray` takes with a floating dtype
+/// (SPEC §6: lists, tuples, strided or read-only or unaligned or byte-swapped arrays, float16,
+/// objects with `__array__` or `__dlpack__`) of shape (N, *tail). float32 and float64 arrays
+/// that are C-contiguous, aligned and native-endian are read in place; any other is copied
+/// once by `numpy.require` (float16 to float32, exactly; wider floats to float64). Else an
+/// `InputError` naming the argument.
 fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyResult<Borrowed<'py>> {
     let want = shape_text(tail);
-    let Ok(array) = obj.cast::<PyUntypedArray>() else {
-        let type_name = obj.get_type().name()?;
-        return Err(input_error(format!(
-            "{name}: expected a numpy array of shape {want} and dtype float32 or float64, got \
-             {type_name} (wrap it with numpy.asarray(..., dtype=numpy.float32))"
-        )));
+    let py = obj.py();
+    let numpy = py.import("numpy")?;
+    let array = if obj.cast::<PyUntypedArray>().is_ok() {
+        obj.clone()
+    } else if obj.hasattr("__dlpack__")? && !obj.hasattr("__array__")? {
+        numpy
+            .call_method1("from_dlpack", (obj,))
+            .map_err(|e| input_error(format!("{name}: cannot be read through __dlpack__: {e}")))?
+    } else {
+        numpy.call_method1("asarray", (obj,)).map_err(|e| {
+            let type_name = obj
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_string(), |n| n.to_string());
+            input_error(format!(
+                "{name}: expected an array of shape {want} with a floating dtype, got \
+                 {type_name}, which numpy.asarray cannot read: {e}"
+            ))
+        })?
     };
-    let shape = array.shape();
+    // An empty list is numpy's shape (0,): zero rows.
+    let array = match array.cast::<PyUntypedArray>() {
+        Ok(a) if a.shape() == [0] => {
+            let mut shape = vec![0usize];
+            shape.extend_from_slice(tail);
+            array.call_method1("reshape", (shape,))?
+        }
+        _ => array,
+    };
+    let untyped = array
+        .cast::<PyUntypedArray>()
+        .map_err(|_| input_error(format!("{name}: numpy.asarray did not give an array")))?;
+    let shape = untyped.shape();
     if shape.len() != tail.len() + 1 || shape[1..] != *tail {
         return Err(input_error(format!(
             "{name}: expected an array of shape {want}, got ({})",
@@ -118,28 +164,28 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
                 .join(", ")
         )));
     }
-    let py = obj.py();
-    let dtype = array.dtype();
-    let borrowed = if dtype.is_equiv_to(&numpy::dtype::<f32>(py)) {
-        Borrowed::F32(obj.extract()?)
-    } else if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
-        Borrowed::F64(obj.extract()?)
-    } else {
+    let dtype = untyped.dtype();
+    if dtype.kind() != b'f' {
         return Err(input_error(format!(
-            "{name}: expected dtype float32 or float64, got {dtype}"
-        )));
-    };
-    if !array.is_c_contiguous() {
-        return Err(input_error(format!(
-            "{name}: the array is not C-contiguous (a strided view); pass \
-             numpy.ascontiguousarray({name})"
+            "{name}: expected a floating dtype (float16, float32 or float64), got {dtype}"
         )));
     }
-    Ok(borrowed)
+    let target = if dtype.itemsize() >= 8 {
+        "float64"
+    } else {
+        "float32"
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("dtype", target)?;
+    kwargs.set_item("requirements", "CA")?;
+    let ready = numpy.call_method("require", (&array,), Some(&kwargs))?;
+    Ok(if target == "float32" {
+        Borrowed::F32(ready.extract()?)
+    } else {
+        Borrowed::F64(ready.extract()?)
+    })
 }
 
-/// Query points as the scene kernels read them (f32), written straight into the device's
-/// buffers.
 fn point_source<'a>(points: &'a Rows<'a>) -> impl RowSource + 'a {
     move |range: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
         match points {
@@ -147,8 +193,8 @@ fn point_source<'a>(points: &'a Rows<'a>) -> impl RowSource + 'a {
                 out.copy_from_slice(bytemuck::cast_slice(&v[range.start * 3..range.end * 3]))
             }
             Rows::F64(v) => {
-                let rows = v[range.start * 3..range.end * 3].chunks_exact(3);
-                write_query_points(rows.map(|p| [p[0], p[1], p[2]]), DVec3::ZERO, out);
+                let rows: &[[f64; 3]] = bytemuck::cast_slice(&v[range.start * 3..range.end * 3]);
+                write_query_points(rows, DVec3::ZERO, out);
             }
         }
         Ok(())
@@ -291,61 +337,67 @@ impl Engine {
         portable_kernels: bool,
         mesh_records: &str,
     ) -> PyResult<Engine> {
-        let mesh_records = closest::MeshRecords::parse(mesh_records).map_err(py_error)?;
-        let options = closest::EngineOptions {
-            adapter,
-            portable_kernels,
-            mesh_records,
-            ..Default::default()
-        };
-        let inner = py
-            .detach(|| closest::Engine::new(&options))
-            .map_err(py_error)?;
-        Ok(Engine {
-            inner: Arc::new(inner),
+        guarded("Engine()", || {
+            let mesh_records = closest::MeshRecords::parse(mesh_records).map_err(py_error)?;
+            let options = closest::EngineOptions {
+                adapter,
+                portable_kernels,
+                mesh_records,
+                ..Default::default()
+            };
+            let inner = py
+                .detach(|| closest::Engine::new(&options))
+                .map_err(py_error)?;
+            Ok(Engine {
+                inner: Arc::new(inner),
+            })
         })
     }
 
     /// {"adapter", "backend", "device_type", "limits": {...}}
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let info = self.inner.adapter_info();
-        let l = self.inner.limits();
-        let limits = PyDict::new(py);
-        limits.set_item(
-            "max_storage_buffer_binding_size",
-            l.max_storage_buffer_binding_size,
-        )?;
-        limits.set_item("max_buffer_size", l.max_buffer_size)?;
-        limits.set_item(
-            "max_compute_workgroups_per_dimension",
-            l.max_compute_workgroups_per_dimension,
-        )?;
-        limits.set_item("rows_per_chunk", self.inner.chunk_rows())?;
-        limits.set_item("subgroup_kernels", self.inner.subgroup_kernels())?;
-        let dict = PyDict::new(py);
-        dict.set_item("adapter", &info.name)?;
-        dict.set_item("backend", format!("{:?}", info.backend).to_lowercase())?;
-        dict.set_item(
-            "device_type",
-            format!("{:?}", info.device_type).to_lowercase(),
-        )?;
-        dict.set_item("limits", limits)?;
-        Ok(dict)
+        guarded("Engine.info", || {
+            let info = self.inner.adapter_info();
+            let l = self.inner.limits();
+            let limits = PyDict::new(py);
+            limits.set_item(
+                "max_storage_buffer_binding_size",
+                l.max_storage_buffer_binding_size,
+            )?;
+            limits.set_item("max_buffer_size", l.max_buffer_size)?;
+            limits.set_item(
+                "max_compute_workgroups_per_dimension",
+                l.max_compute_workgroups_per_dimension,
+            )?;
+            limits.set_item("rows_per_chunk", self.inner.chunk_rows())?;
+            limits.set_item("subgroup_kernels", self.inner.subgroup_kernels())?;
+            let dict = PyDict::new(py);
+            dict.set_item("adapter", &info.name)?;
+            dict.set_item("backend", format!("{:?}", info.backend).to_lowercase())?;
+            dict.set_item(
+                "device_type",
+                format!("{:?}", info.device_type).to_lowercase(),
+            )?;
+            dict.set_item("limits", limits)?;
+            Ok(dict)
+        })
     }
 
     /// Upload a scene once (BVH built here): a list of shape dicts, or a scene .json path.
     fn scene(&self, py: Python<'_>, shapes: &Bound<'_, PyAny>) -> PyResult<Scene> {
-        let shapes = parse_shapes(shapes)?;
-        let engine = self.inner.clone();
-        let count = shapes.len();
-        let scene = py
-            .detach(|| engine.upload_scene(&shapes))
-            .map_err(py_error)?;
-        Ok(Scene {
-            engine,
-            scene,
-            count,
+        guarded("Engine.scene", || {
+            let shapes = parse_shapes(shapes)?;
+            let engine = self.inner.clone();
+            let count = shapes.len();
+            let scene = py
+                .detach(|| engine.upload_scene(&shapes))
+                .map_err(py_error)?;
+            Ok(Scene {
+                engine,
+                scene,
+                count,
+            })
         })
     }
 
@@ -359,24 +411,26 @@ impl Engine {
         vertices: Option<&Bound<'_, PyAny>>,
         triangles: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<MeshTarget> {
-        let mesh = match (path, vertices, triangles) {
-            (Some(path), None, None) => py
-                .detach(|| closest::io::load_mesh(&path))
-                .map_err(py_error)?,
-            (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
-            _ => {
-                return Err(input_error(
-                    "mesh: pass a path, or both vertices= and triangles=".into(),
-                ));
-            }
-        };
-        let engine = self.inner.clone();
-        let triangles = mesh.triangles.len();
-        let mesh = py.detach(|| engine.upload_mesh(mesh)).map_err(py_error)?;
-        Ok(MeshTarget {
-            engine,
-            mesh,
-            triangles,
+        guarded("Engine.mesh", || {
+            let mesh = match (path, vertices, triangles) {
+                (Some(path), None, None) => py
+                    .detach(|| closest::io::load_mesh(&path))
+                    .map_err(py_error)?,
+                (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
+                _ => {
+                    return Err(input_error(
+                        "mesh: pass a path, or both vertices= and triangles=".into(),
+                    ));
+                }
+            };
+            let engine = self.inner.clone();
+            let triangles = mesh.triangles.len();
+            let mesh = py.detach(|| engine.upload_mesh(mesh)).map_err(py_error)?;
+            Ok(MeshTarget {
+                engine,
+                mesh,
+                triangles,
+            })
         })
     }
 
@@ -390,27 +444,29 @@ impl Engine {
         mode: &str,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let shapes = parse_shapes(shapes)?;
-        let borrowed = float_rows(points, "points", &[3])?;
-        let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
-        let points = borrowed.rows();
-        let rows = points.len(3);
-        if rows != shapes.len() {
-            return Err(input_error(format!(
-                "query_paired needs one shape per point: {} shapes, {rows} points",
-                shapes.len()
-            )));
-        }
-        let engine = &self.inner;
-        let columns = py
-            .detach(|| {
-                Columns::collect(fields, rows, |sink| {
-                    let mut source = point_source(&points);
-                    engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, sink)
+        guarded("Engine.query_paired", || {
+            let shapes = parse_shapes(shapes)?;
+            let borrowed = float_rows(points, "points", &[3])?;
+            let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+            let points = borrowed.rows()?;
+            let rows = points.len(3);
+            if rows != shapes.len() {
+                return Err(input_error(format!(
+                    "query_paired needs one shape per point: {} shapes, {rows} points",
+                    shapes.len()
+                )));
+            }
+            let engine = &self.inner;
+            let columns = py
+                .detach(|| {
+                    Columns::collect(fields, rows, |sink| {
+                        let mut source = point_source(&points);
+                        engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, sink)
+                    })
                 })
-            })
-            .map_err(py_error)?;
-        columns_to_dict(py, columns)
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 
     /// Closest points between segment a[i] and segment b[i]; each (N, 2, 3).
@@ -422,48 +478,50 @@ impl Engine {
         b: &Bound<'py, PyAny>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (a, b) = (float_rows(a, "a", &[2, 3])?, float_rows(b, "b", &[2, 3])?);
-        let fields = parse_fields(Family::Segments, fields)?;
-        let (a, b) = (a.rows(), b.rows());
-        let rows = a.len(6);
-        if b.len(6) != rows {
-            return Err(input_error(format!(
-                "segment_pairs: a has {rows} segments but b has {}: segment i of a pairs with \
+        guarded("Engine.segment_pairs", || {
+            let (a, b) = (float_rows(a, "a", &[2, 3])?, float_rows(b, "b", &[2, 3])?);
+            let fields = parse_fields(Family::Segments, fields)?;
+            let (a, b) = (a.rows()?, b.rows()?);
+            let rows = a.len(6);
+            if b.len(6) != rows {
+                return Err(input_error(format!(
+                    "segment_pairs: a has {rows} segments but b has {}: segment i of a pairs with \
                  segment i of b",
-                b.len(6)
-            )));
-        }
-        let segment = |rows: &Rows<'_>, i: usize| {
-            let r = rows.row::<6>(i);
-            [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
-        };
-        let engine = &self.inner;
-        let columns = py
-            .detach(|| {
-                Columns::collect(fields, rows, |sink| {
-                    let mut source =
-                        |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-                            let (records, _) = out
+                    b.len(6)
+                )));
+            }
+            let segment = |rows: &Rows<'_>, i: usize| {
+                let r = rows.row::<6>(i);
+                [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
+            };
+            let engine = &self.inner;
+            let columns = py
+                .detach(|| {
+                    Columns::collect(fields, rows, |sink| {
+                        let mut source =
+                            |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                                let (records, _) = out
                                 .into_chunks::<{ std::mem::size_of::<closest::gpu::GpuShape>() }>();
-                            records.write_iter(range.map(|i| {
-                                bytemuck::cast(closest::gpu::GpuShape::from_segment_pair(
-                                    segment(&a, i),
-                                    segment(&b, i),
-                                ))
-                            }));
-                            Ok(())
-                        };
-                    engine.segment_pairs_fields_stream(rows, &mut source, fields, sink)
+                                records.write_iter(range.map(|i| {
+                                    bytemuck::cast(closest::gpu::GpuShape::from_segment_pair(
+                                        segment(&a, i),
+                                        segment(&b, i),
+                                    ))
+                                }));
+                                Ok(())
+                            };
+                        engine.segment_pairs_fields_stream(rows, &mut source, fields, sink)
+                    })
                 })
-            })
-            .map_err(py_error)?;
-        columns_to_dict(py, columns)
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 }
 
 fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -> PyResult<Mesh> {
     let borrowed = float_rows(vertices, "vertices", &[3])?;
-    let rows = borrowed.rows();
+    let rows = borrowed.rows()?;
     let vertices: Vec<DVec3> = (0..rows.len(3))
         .map(|i| {
             let [x, y, z] = rows.row::<3>(i);
@@ -522,23 +580,32 @@ impl Scene {
         mode: &str,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let borrowed = float_rows(points, "points", &[3])?;
-        let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
-        let points = borrowed.rows();
-        let rows = points.len(3);
-        if self.count == 0 && rows > 0 {
-            return Err(input_error("shapes: the scene has no shapes".into()));
-        }
-        let (engine, scene) = (&self.engine, &self.scene);
-        let columns = py
-            .detach(|| {
-                Columns::collect(fields, rows, |sink| {
-                    let mut source = point_source(&points);
-                    engine.query_scene_fields_stream(scene, rows, &mut source, mode, fields, sink)
+        guarded("Scene.query", || {
+            let borrowed = float_rows(points, "points", &[3])?;
+            let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+            let points = borrowed.rows()?;
+            let rows = points.len(3);
+            if self.count == 0 && rows > 0 {
+                return Err(input_error("shapes: the scene has no shapes".into()));
+            }
+            let (engine, scene) = (&self.engine, &self.scene);
+            let columns = py
+                .detach(|| {
+                    Columns::collect(fields, rows, |sink| {
+                        let mut source = point_source(&points);
+                        engine.query_scene_fields_stream(
+                            scene,
+                            rows,
+                            &mut source,
+                            mode,
+                            fields,
+                            sink,
+                        )
+                    })
                 })
-            })
-            .map_err(py_error)?;
-        columns_to_dict(py, columns)
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 
     /// Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal", "shape"}.
@@ -549,32 +616,34 @@ impl Scene {
         spheres: &Bound<'py, PyAny>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let borrowed = float_rows(spheres, "spheres", &[4])?;
-        let fields = parse_fields(Family::Contacts, fields)?;
-        let rows = borrowed.rows();
-        if self.count == 0 && rows.len(4) > 0 {
-            return Err(input_error("shapes: the scene has no shapes".into()));
-        }
-        // float32 rows are read in place; float64 ones converted.
-        let converted: Vec<[f32; 4]>;
-        let spheres: &[[f32; 4]] = match rows {
-            Rows::F32(values) => bytemuck::cast_slice(values),
-            Rows::F64(_) => {
-                converted = (0..rows.len(4))
-                    .map(|i| {
-                        let [x, y, z, r] = rows.row::<4>(i);
-                        let [x, y, z] = query_point([x, y, z], DVec3::ZERO);
-                        [x, y, z, r as f32]
-                    })
-                    .collect();
-                &converted
+        guarded("Scene.contacts", || {
+            let borrowed = float_rows(spheres, "spheres", &[4])?;
+            let fields = parse_fields(Family::Contacts, fields)?;
+            let rows = borrowed.rows()?;
+            if self.count == 0 && rows.len(4) > 0 {
+                return Err(input_error("shapes: the scene has no shapes".into()));
             }
-        };
-        let (engine, scene) = (&self.engine, &self.scene);
-        let columns = py
-            .detach(|| engine.sphere_contacts_fields(scene, spheres, fields))
-            .map_err(py_error)?;
-        columns_to_dict(py, columns)
+            // float32 rows are read in place; float64 ones converted.
+            let converted: Vec<[f32; 4]>;
+            let spheres: &[[f32; 4]] = match rows {
+                Rows::F32(values) => bytemuck::cast_slice(values),
+                Rows::F64(_) => {
+                    converted = (0..rows.len(4))
+                        .map(|i| {
+                            let [x, y, z, r] = rows.row::<4>(i);
+                            let [x, y, z] = query_point([x, y, z], DVec3::ZERO);
+                            [x, y, z, r as f32]
+                        })
+                        .collect();
+                    &converted
+                }
+            };
+            let (engine, scene) = (&self.engine, &self.scene);
+            let columns = py
+                .detach(|| engine.sphere_contacts_fields(scene, spheres, fields))
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 }
 
@@ -611,24 +680,27 @@ impl MeshTarget {
         sign: Option<&str>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let borrowed = float_rows(points, "points", &[3])?;
-        let (sign, fields) = (parse_sign(sign)?, parse_fields(Family::Hits, fields)?);
-        let points = borrowed.rows();
-        let rows = points.len(3);
-        let (engine, mesh) = (&self.engine, &self.mesh);
-        let columns = py
-            .detach(|| {
-                Columns::collect(fields, rows, |sink| {
-                    let mut fill = |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
-                        chunk.clear();
-                        chunk.extend(range.map(|i| points.row::<3>(i)));
-                        Ok(())
-                    };
-                    engine.query_mesh_fields_stream(mesh, rows, &mut fill, sign, fields, sink)
+        guarded("Mesh.query", || {
+            let borrowed = float_rows(points, "points", &[3])?;
+            let (sign, fields) = (parse_sign(sign)?, parse_fields(Family::Hits, fields)?);
+            let points = borrowed.rows()?;
+            let rows = points.len(3);
+            let (engine, mesh) = (&self.engine, &self.mesh);
+            let columns = py
+                .detach(|| {
+                    Columns::collect(fields, rows, |sink| {
+                        let mut fill =
+                            |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
+                                chunk.clear();
+                                chunk.extend(range.map(|i| points.row::<3>(i)));
+                                Ok(())
+                            };
+                        engine.query_mesh_fields_stream(mesh, rows, &mut fill, sign, fields, sink)
+                    })
                 })
-            })
-            .map_err(py_error)?;
-        columns_to_dict(py, columns)
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 
     /// Signed-distance grid: {"sdf" (NX, NY, NZ) float32, "origin" (3,), "spacing" (3,)}.
@@ -641,53 +713,57 @@ impl MeshTarget {
         bounds: Option<[f64; 6]>,
         sign: Option<&str>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
-            [n; 3]
-        } else {
-            res.extract().map_err(|_| {
-                input_error(
-                    "res: expected a whole number of samples an axis, or (NX, NY, NZ)".into(),
-                )
-            })?
-        };
-        let region = match bounds {
-            Some(b) => GridRegion::Bounds(b),
-            None => GridRegion::Pad(pad),
-        };
-        let sign = parse_sign(sign)?;
-        let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
-        let (engine, mesh) = (&self.engine, &self.mesh);
-        let values = py
-            .detach(|| engine.sdf(mesh, &grid, sign))
-            .map_err(py_error)?;
-        let dict = PyDict::new(py);
-        let sdf = values.into_pyarray(py).into_any();
-        dict.set_item(
-            "sdf",
-            sdf.call_method1("reshape", ((res[0], res[1], res[2]),))?,
-        )?;
-        let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
-        dict.set_item("origin", v(grid.origin))?;
-        dict.set_item("spacing", v(grid.spacing))?;
-        Ok(dict)
+        guarded("Mesh.sdf", || {
+            let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
+                [n; 3]
+            } else {
+                res.extract().map_err(|_| {
+                    input_error(
+                        "res: expected a whole number of samples an axis, or (NX, NY, NZ)".into(),
+                    )
+                })?
+            };
+            let region = match bounds {
+                Some(b) => GridRegion::Bounds(b),
+                None => GridRegion::Pad(pad),
+            };
+            let sign = parse_sign(sign)?;
+            let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
+            let (engine, mesh) = (&self.engine, &self.mesh);
+            let values = py
+                .detach(|| engine.sdf(mesh, &grid, sign))
+                .map_err(py_error)?;
+            let dict = PyDict::new(py);
+            let sdf = values.into_pyarray(py).into_any();
+            dict.set_item(
+                "sdf",
+                sdf.call_method1("reshape", ((res[0], res[1], res[2]),))?,
+            )?;
+            let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
+            dict.set_item("origin", v(grid.origin))?;
+            dict.set_item("spacing", v(grid.spacing))?;
+            Ok(dict)
+        })
     }
 }
 
 /// Every adapter wgpu sees, best first: [{"name", "backend", "device_type"}].
 #[pyfunction]
 fn adapters(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
-    let list = PyList::empty(py);
-    for a in py.detach(closest::gpu::list_adapters) {
-        let d = PyDict::new(py);
-        d.set_item("name", &a.info.name)?;
-        d.set_item("backend", format!("{:?}", a.info.backend).to_lowercase())?;
-        d.set_item(
-            "device_type",
-            format!("{:?}", a.info.device_type).to_lowercase(),
-        )?;
-        list.append(d)?;
-    }
-    Ok(list)
+    guarded("closest.adapters", || {
+        let list = PyList::empty(py);
+        for a in py.detach(closest::gpu::list_adapters) {
+            let d = PyDict::new(py);
+            d.set_item("name", &a.info.name)?;
+            d.set_item("backend", format!("{:?}", a.info.backend).to_lowercase())?;
+            d.set_item(
+                "device_type",
+                format!("{:?}", a.info.device_type).to_lowercase(),
+            )?;
+            list.append(d)?;
+        }
+        Ok(list)
+    })
 }
 
 #[pymodule]

@@ -29,12 +29,13 @@ def raises(call, *needles):
 
 
 def test_bad_points(scene):
-    raises(lambda: scene.query([[0, 0, 0]]), "points", "numpy array", "list")
+    # SPEC §6: anything numpy.asarray takes with a floating dtype; a list of ints is not.
+    raises(lambda: scene.query([[0, 0, 0]]), "points", "floating", "int64")
+    raises(lambda: scene.query([[0, 0], [1]]), "points", "numpy.asarray")
     raises(lambda: scene.query(np.zeros((4, 2), np.float32)), "points", "(N, 3)", "(4, 2)")
     raises(lambda: scene.query(np.zeros((4,), np.float32)), "points", "(N, 3)")
     raises(lambda: scene.query(np.zeros((4, 3), np.int64)), "points", "float32", "int64")
-    raises(lambda: scene.query(np.zeros((4, 6), np.float32)[:, ::2]), "points", "C-contiguous")
-    raises(lambda: scene.query(np.zeros((4, 3), np.float16)), "points", "float16")
+    raises(lambda: scene.query(np.zeros((4, 3), np.complex64)), "points", "complex64")
     raises(lambda: scene.contacts(np.zeros((2, 3), np.float32)), "spheres", "(N, 4)")
     spheres = np.zeros((3, 4), np.float32)
     spheres[2, 3] = -1
@@ -117,12 +118,10 @@ def test_any_array_is_answered_or_refused_with_input_error(scene, dtype, shape, 
         array = np.asfortranarray(array)
     if strided and array.ndim >= 1 and array.shape[0] > 1:
         array = array[::2]
-    valid = (
-        array.dtype in (np.float32, np.float64)
-        and array.ndim == 2
-        and array.shape[1] == 3
-        and array.flags.c_contiguous
-    )
+    # Strided and Fortran-ordered arrays and float16 are copied once and answered (SPEC §6).
+    # An empty 1-D array (numpy's reading of []) is zero rows.
+    valid = array.dtype.kind == "f" and (
+        (array.ndim == 2 and array.shape[1] == 3) or array.shape == (0,))
     if valid:
         result = scene.query(array)
         assert result["distance"].shape == (array.shape[0],)

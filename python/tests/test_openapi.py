@@ -28,7 +28,8 @@ def test_openapi_describes_every_route(cli):
             api = json.load(response)
     routes = {(method.upper(), path) for path, item in api["paths"].items() for method in item}
     assert routes == {
-        ("GET", "/v1/health"), ("GET", "/metrics"), ("GET", "/openapi.json"),
+        ("GET", "/v1/health"), ("GET", "/v1/health/live"), ("GET", "/v1/health/ready"),
+        ("GET", "/metrics"), ("GET", "/openapi.json"),
         ("GET", "/v1/targets"),
         ("PUT", "/v1/scenes/{name}"), ("DELETE", "/v1/scenes/{name}"),
         ("PUT", "/v1/meshes/{name}"), ("DELETE", "/v1/meshes/{name}"),

@@ -1,0 +1,137 @@
+"""Any array SPEC §6 names is taken (issue 43): lists, tuples, strided, Fortran-ordered,
+read-only, unaligned, byte-swapped arrays, float16/32/64, `__array__` and `__dlpack__`
+objects. Each answers as the plain float32 array of the same values does (float64 rows as the
+plain float64 array), and nothing reaches a Rust panic."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import closest
+from conftest import MESHES, SHAPES
+
+
+@pytest.fixture(scope="module")
+def scene(engine):
+    return engine.scene(SHAPES)
+
+
+@pytest.fixture(scope="module")
+def mesh(engine):
+    return engine.mesh(str(MESHES / "fandisk.obj"))
+
+
+class ArrayLike:
+    """An object numpy reads through `__array__` only."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array if dtype is None else self.array.astype(dtype)
+
+
+class DLPackOnly:
+    """An object that offers its buffer through `__dlpack__` only (as a torch CPU tensor does
+    besides `__array__`)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def unaligned(array):
+    """The same values, C-contiguous, at an odd address (as Dask hands chunks to workers)."""
+    raw = b"\0" + array.tobytes()
+    return np.frombuffer(raw, array.dtype, offset=1).reshape(array.shape)
+
+
+def byte_swapped(array):
+    return array.astype(array.dtype.newbyteorder(">" if array.dtype.byteorder != ">" else "<"))
+
+
+def read_only(array):
+    copy = array.copy()
+    copy.flags.writeable = False
+    return copy
+
+
+def strided(array):
+    wide = np.zeros((array.shape[0], array.shape[1] * 2), array.dtype)
+    wide[:, ::2] = array
+    return wide[:, ::2]
+
+
+KINDS = {
+    "list": lambda a: a.tolist(),
+    "tuple": lambda a: tuple(tuple(row) for row in a.tolist()),
+    "strided": strided,
+    "fortran": np.asfortranarray,
+    "read-only": read_only,
+    "unaligned": unaligned,
+    "byte-swapped": byte_swapped,
+    "__array__": ArrayLike,
+    "__dlpack__": DLPackOnly,
+}
+
+
+def plain(values, dtype):
+    """The plain array an input of `dtype` answers as: float16 widens to float32 exactly;
+    lists and tuples of Python floats are float64."""
+    return np.ascontiguousarray(values, np.float64 if dtype == np.float64 else np.float32)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(sorted(KINDS)), dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+       rows=st.integers(0, 40), seed=st.integers(0, 1000), target=st.sampled_from(["scene", "mesh"]))
+def test_every_array_kind_answers_as_the_plain_array(scene, mesh, kind, dtype, rows, seed, target):
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(-6, 6, (rows, 3)).astype(dtype)
+    given_array = KINDS[kind](values)
+    # Lists and tuples of Python floats are float64 to numpy, whatever they came from.
+    as_dtype = np.float64 if kind in ("list", "tuple") else dtype
+    expected_input = plain(values.astype(np.float64) if as_dtype == np.float64 else values, as_dtype)
+    if target == "scene":
+        got = scene.query(given_array)
+        want = scene.query(expected_input)
+    else:
+        got = mesh.query(given_array, sign="pseudonormal")
+        want = mesh.query(expected_input, sign="pseudonormal")
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{kind} {np.dtype(dtype)} {name}")
+
+
+def test_the_issues_unaligned_buffer_is_answered(mesh):
+    p = np.random.default_rng(3).uniform(-0.5, 0.5, (100, 3)).astype(np.float32)
+    odd = np.frombuffer(b"\0" + p.tobytes(), np.float32, offset=1).reshape(-1, 3)
+    assert not odd.flags.aligned
+    np.testing.assert_array_equal(mesh.query(odd, sign="winding")["distance"],
+                                  mesh.query(p, sign="winding")["distance"])
+
+
+def test_every_entry_point_takes_the_array_kinds(engine, scene):
+    spheres = np.array([[0, 0, 0, 0.5], [3, 0, 0, 1]], np.float32)
+    want = scene.contacts(spheres)
+    for kind in ("list", "unaligned", "byte-swapped", "strided"):
+        got = scene.contacts(KINDS[kind](spheres))
+        np.testing.assert_allclose(got["depth"], want["depth"], rtol=0, atol=1e-6)
+    a = np.array([[[0, 0, 0], [1, 0, 0]]], np.float64)
+    b = np.array([[[0, 1, 0], [1, 1, 1]]], np.float64)
+    want = engine.segment_pairs(a, b)
+    got = engine.segment_pairs(unaligned(a), byte_swapped(b))
+    np.testing.assert_array_equal(got["distance"], want["distance"])
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
+    triangles = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    tetra = engine.mesh(vertices=byte_swapped(vertices), triangles=triangles)
+    assert len(tetra) == 4
+
+
+def test_a_panic_becomes_gpu_error_naming_the_call():
+    # GpuError is an ordinary Exception, so `except Exception` (Dask's workers) catches it.
+    assert issubclass(closest.GpuError, Exception)
