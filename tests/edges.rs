@@ -261,26 +261,26 @@ fn points_on_axes_and_at_centres_are_answered_exactly() {
                     problems.push(format!("d = 0 but q = {q:?} is not p"));
                 }
             } else {
-                if !(again[i].distance.abs() as f64 <= tol) {
+                if again[i].distance.abs() as f64 > tol || again[i].distance.is_nan() {
                     problems.push(format!(
                         "q = {q:?} is {} off the surface",
                         again[i].distance
                     ));
                 }
-                if !(((*p - q).length() - d.abs()).abs() <= tol) {
+                if (((*p - q).length() - d.abs()).abs() > tol) || d.is_nan() {
                     problems.push(format!("|p - q| = {} but d = {d}", (*p - q).length()));
                 }
                 let nearest_sample = surface_samples(shape)
                     .iter()
                     .map(|s| (*s - *p).length())
                     .fold(f64::INFINITY, f64::min);
-                if !(d.abs() <= nearest_sample + tol) {
+                if d.abs() > nearest_sample + tol || d.is_nan() {
                     problems.push(format!(
                         "a surface sample is {nearest_sample} away, nearer than |d| = {}",
                         d.abs()
                     ));
                 }
-                if !((n.length() - 1.0).abs() <= 1e-4) {
+                if (n.length() - 1.0).abs() > 1e-4 || n.length().is_nan() {
                     problems.push(format!("normal {n:?} is not unit"));
                 }
             }
