@@ -18,20 +18,23 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+// The exceptions live in `closest` (re-exported there), so that they pickle by that name and
+// a worker's error reaches a Dask client as the same class.
+
 create_exception!(
-    _closest,
+    closest,
     InputError,
     PyValueError,
     "Bad input: an argument, array row, shape index or field named in the message."
 );
 create_exception!(
-    _closest,
+    closest,
     AdapterError,
     PyRuntimeError,
     "No usable GPU adapter (the message says how to install Mesa's lavapipe)."
 );
 create_exception!(
-    _closest,
+    closest,
     GpuError,
     PyRuntimeError,
     "The device failed (a validation error, out of memory, or a lost device), or the job needs more memory than the machine has."

@@ -135,3 +135,12 @@ def test_every_entry_point_takes_the_array_kinds(engine, scene):
 def test_a_panic_becomes_gpu_error_naming_the_call():
     # GpuError is an ordinary Exception, so `except Exception` (Dask's workers) catches it.
     assert issubclass(closest.GpuError, Exception)
+
+
+def test_errors_pickle_as_themselves():
+    # A worker's error reaches a Dask client as the same class (they live in `closest`).
+    import pickle
+    for cls in (closest.InputError, closest.GpuError, closest.AdapterError):
+        assert cls.__module__ == "closest"
+        again = pickle.loads(pickle.dumps(cls("why")))
+        assert type(again) is cls and str(again) == "why"

@@ -93,3 +93,72 @@ def test_bad_dask_input_raises_input_error():
         closest.dask.query(SHAPES, points, sign="winding")
     with pytest.raises(closest.InputError, match="target"):
         closest.dask.query(42, points)
+
+
+# Dask never hangs (issue 43): each test below is bounded in time by its own `timeout`, and a
+# failed task raises in the client with the worker's message.
+BOUND = 120
+
+
+def _unaligned_read_only(block):
+    """The block's values at an odd address, read-only: what a worker may get for a chunk
+    moved between processes."""
+    raw = b"\0" + np.ascontiguousarray(block).tobytes()
+    out = np.frombuffer(raw, block.dtype, offset=1).reshape(block.shape)
+    assert not out.flags.aligned and not out.flags.writeable
+    return out
+
+
+def test_unaligned_read_only_chunks_are_answered(client, engine):
+    rng = np.random.default_rng(11)
+    values = rng.uniform(-0.2, 0.2, (40_000, 3)).astype(np.float32)
+    points = dask.array.from_array(values, chunks=(5_000, 3)).map_blocks(
+        _unaligned_read_only, dtype=np.float32)
+    mesh_path = str(MESHES / "stanford-bunny.obj")
+    result = closest.dask.query(mesh_path, points, sign="winding", fields="distance")
+    got = client.compute(result["distance"]).result(timeout=BOUND)
+    want = engine.mesh(mesh_path).query(values, sign="winding", fields="distance")["distance"]
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_target_missing_on_the_workers_raises_in_the_client(client, tmp_path):
+    points = dask.array.zeros((1_000, 3), chunks=250, dtype=np.float32)
+    missing = str(tmp_path / "nowhere" / "gone.obj")
+    result = closest.dask.query(missing, points, fields="distance")
+    with pytest.raises(closest.InputError, match="gone.obj"):
+        client.compute(result["distance"]).result(timeout=BOUND)
+
+
+def _slow_block(block):
+    import time
+    time.sleep(0.3)
+    return block
+
+
+def test_a_worker_killed_mid_job_leaves_the_job_finished_or_raising(engine):
+    import os
+    import signal
+    import time
+    rng = np.random.default_rng(5)
+    values = rng.uniform(-0.2, 0.2, (24_000, 3)).astype(np.float32)
+    mesh_path = str(MESHES / "stanford-bunny.obj")
+    want = engine.mesh(mesh_path).query(values, sign="pseudonormal", fields="distance")["distance"]
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None, silence_logs=50,
+    ) as cluster, Client(cluster, timeout="60s") as own:
+        points = dask.array.from_array(values, chunks=(1_000, 3)).map_blocks(
+            _slow_block, dtype=np.float32)
+        result = closest.dask.query(mesh_path, points, sign="pseudonormal", fields="distance")
+        future = own.compute(result["distance"])
+        time.sleep(2.0)
+        pids = own.run(os.getpid)
+        victim = sorted(pids.values())[0]
+        os.kill(victim, signal.SIGKILL)
+        started = time.monotonic()
+        try:
+            got = future.result(timeout=BOUND)
+        except Exception as e:  # raising is allowed; hanging is not
+            assert time.monotonic() - started < BOUND, e
+        else:
+            assert got.tobytes() == want.tobytes()
