@@ -11,6 +11,7 @@
 
 mod common;
 
+use closest::math::quaternion_axes;
 use closest::reference;
 use closest::shape::Shape;
 use closest::{DVec3, Mode};
@@ -125,6 +126,52 @@ fn surface_samples(shape: &Shape) -> Vec<DVec3> {
                 ));
             }
         }
+        Shape::Box {
+            center,
+            half_extents: h,
+            rotation,
+        } => {
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            let h = [h.x, h.y, h.z];
+            let e = [ex, ey, ez];
+            // Each face as a grid: axis k fixed at ±h[k], the other two swept.
+            for k in 0..3 {
+                let (i, j) = ((k + 1) % 3, (k + 2) % 3);
+                for sign in [-1.0, 1.0] {
+                    for a in 0..=m {
+                        for b in 0..=m {
+                            let u = -1.0 + 2.0 * a as f64 / m as f64;
+                            let v = -1.0 + 2.0 * b as f64 / m as f64;
+                            out.push(
+                                center
+                                    + e[k] * (sign * h[k])
+                                    + e[i] * (u * h[i])
+                                    + e[j] * (v * h[j]),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Shape::Ellipsoid {
+            center,
+            radii,
+            rotation,
+        } => {
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            for j in 0..=2 * m {
+                let polar = std::f64::consts::PI * j as f64 / (2 * m) as f64;
+                for k in 0..2 * n {
+                    let a = std::f64::consts::TAU * k as f64 / (2 * n) as f64;
+                    out.push(
+                        center
+                            + ex * (radii.x * a.cos() * polar.sin())
+                            + ey * (radii.y * a.sin() * polar.sin())
+                            + ez * (radii.z * polar.cos()),
+                    );
+                }
+            }
+        }
         _ => unreachable!("no sampler for {shape:?}"),
     }
     out
@@ -175,6 +222,45 @@ fn cases() -> Vec<(Shape, DVec3, String)> {
             offset,
             "sphere at its centre".into(),
         ));
+    }
+    // Boxes on their medial planes (equidistant from two opposite faces) and ellipsoids at
+    // their centres and on their axes, rotated and not, near the origin and 10^4 away.
+    for offset in [DVec3::ZERO, DVec3::new(1e4, -2e4, 3e4) * (1.0 / 3.0)] {
+        for rotation in [
+            [0.0, 0.0, 0.0, 1.0],
+            [0.1, 0.2, 0.3, 0.9],
+            [0.0, 0.0, 0.38268343, 0.92387953],
+        ] {
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            let boxed = Shape::Box {
+                center: offset,
+                half_extents: DVec3::new(1.0, 0.5, 0.5),
+                rotation,
+            };
+            let ellipsoid = Shape::Ellipsoid {
+                center: offset,
+                radii: DVec3::new(1.5, 0.5, 0.5),
+                rotation,
+            };
+            for k in -8..=8 {
+                let t = k as f64 * 0.25;
+                for (what, p) in [
+                    (
+                        "on the medial plane x = 0",
+                        offset + ey * (t * 0.25) + ez * (t * 0.1),
+                    ),
+                    (
+                        "on the diagonal medial plane y = z",
+                        offset + ex * (t * 0.3) + (ey + ez) * (t * 0.15),
+                    ),
+                    ("on the x axis", offset + ex * t),
+                    ("on the y axis", offset + ey * t),
+                ] {
+                    out.push((boxed.clone(), p, format!("box {what} at {t}")));
+                    out.push((ellipsoid.clone(), p, format!("ellipsoid {what} at {t}")));
+                }
+            }
+        }
     }
     // The examples, as written there.
     let diagonal = DVec3::new(1.0, 1.0, 0.0).normalize_or_zero();
