@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python package's mesh query rate (report.sh): MESH, ROWS points uniform over its box
+"""The Python package's mesh query rate (report.sh): MESH (an .obj), ROWS points uniform over its box
 padded by 0.1 of its largest extent (float32), signed by pseudonormal, distance only; median
 of 3 calls after a warm-up. A sample of the answers is checked against a brute-force f64
 distance first, so a wrong answer posts no figure. Prints `python ROWS M/s`.
@@ -41,11 +41,28 @@ def brute_force(vertices, triangles, p):
     return np.sqrt(((q - p) ** 2).sum(1)).min()
 
 
+def read_obj(path):
+    """Vertices and triangles of an OBJ file (v and f lines; polygons fanned), for the
+    brute-force check: independent of the engine's own reader."""
+    vertices, triangles = [], []
+    for line in open(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "v":
+            vertices.append([float(x) for x in parts[1:4]])
+        elif parts[0] == "f":
+            ids = [int(p.split("/")[0]) for p in parts[1:]]
+            ids = [i - 1 if i > 0 else len(vertices) + i for i in ids]
+            triangles.extend([ids[0], ids[k], ids[k + 1]] for k in range(1, len(ids) - 1))
+    return np.array(vertices, np.float64), np.array(triangles, np.int64)
+
+
 def main():
     path, rows = sys.argv[1], int(sys.argv[2])
     engine = closest.Engine()
     mesh = engine.mesh(path)
-    vertices, triangles = mesh.vertices, mesh.triangles
+    vertices, triangles = read_obj(path)
     lo, hi = vertices.min(0), vertices.max(0)
     pad = (hi - lo).max() * 0.1
     points = np.random.default_rng(1).uniform(lo - pad, hi + pad, (rows, 3)).astype(np.float32)

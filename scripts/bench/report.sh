@@ -138,10 +138,18 @@ done
 for res in "${grids[@]:1}"; do
     grid_jobs "$res"
 done
-if python3 -c 'import closest, numpy' 2>/dev/null; then
-    job python python3 scripts/bench/python_rate.py "$meshes/stanford-bunny.obj" "$python_rows"
+# The package as `source scripts/python_env.sh` installs it, else whatever python3 imports.
+python=""
+for candidate in "${PYTHON:-}" target/py-venv/bin/python target/py-test/bin/python python3; do
+    if [ -n "$candidate" ] && "$candidate" -c 'import closest, numpy' 2>/dev/null; then
+        python=$candidate
+        break
+    fi
+done
+if [ -n "$python" ]; then
+    job python "$python" scripts/bench/python_rate.py "$meshes/stanford-bunny.obj" "$python_rows"
 else
-    echo "## python: skipped (no 'closest' package importable by python3 here)" | tee -a "$log"
+    echo "## python: skipped (no 'closest' package importable here: source scripts/python_env.sh)" | tee -a "$log"
 fi
 
 # The table, from the jobs' outputs.
