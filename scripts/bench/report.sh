@@ -7,6 +7,8 @@
 #   bash scripts/bench/report.sh [--quick] [--prebuilt DIR] [--meshes DIR] [--out DIR]
 #
 #   --quick      smaller jobs (10^6 rows, 128³ only, 1,000-point service requests)
+#   On a CPU adapter (lavapipe) the full report runs 4·10^6 primitives, the 10^7-point mesh
+#   job once, 64 requests of 10^5 points and the 512³ grid with pseudonormal signs only.
 #   --prebuilt   take closest, meshes, scenes and serve_load from DIR instead of building
 #                (a GPU machine without Rust; scripts/bench/gpu_kit.sh makes DIR)
 #   --meshes     the shared meshes (default ../shared/data/meshes); torus-2m.ply is added
@@ -14,11 +16,13 @@
 #   --out        where report-COMMIT.md and report-COMMIT.log go (default target/report)
 #   --build-only build the executables into target/report/bin and stop
 #   --smoke      tiny jobs, to try the script itself (its figures mean nothing)
+#   --table-from LOG   no jobs: the table again from a raw log this script wrote
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 quick=false
 smoke=false
+table_from=""
 build_only=false
 bin_dir=""
 meshes=../shared/data/meshes
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=true ;;
     --build-only) build_only=true ;;
     --smoke) smoke=true ;;
+    --table-from) table_from=$2; shift ;;
     --prebuilt) bin_dir=$2; shift ;;
     --meshes) meshes=$2; shift ;;
     --out) out=$2; shift ;;
@@ -39,7 +44,7 @@ for m in fandisk.obj stanford-bunny.obj igea.ply; do
     [ -f "$meshes/$m" ] || { echo "report.sh: --meshes: no $meshes/$m" >&2; exit 2; }
 done
 
-if [ -z "$bin_dir" ]; then
+if [ -z "$bin_dir" ] && [ -z "$table_from" ]; then
     cargo build --release --locked --bin closest --example serve_load
     bin_dir=target/report/bin
     mkdir -p "$bin_dir"
@@ -54,8 +59,9 @@ for line in sys.stdin:
         while read -r name path; do cp "$path" "$bin_dir/$name"; done
 fi
 $build_only && exit 0
+[ -z "$table_from" ] || [ -f "$table_from" ] || { echo "report.sh: --table-from: no $table_from" >&2; exit 2; }
 for b in closest meshes scenes serve_load; do
-    [ -x "$bin_dir/$b" ] || { echo "report.sh: no executable $bin_dir/$b" >&2; exit 2; }
+    [ -n "$table_from" ] || [ -x "$bin_dir/$b" ] || { echo "report.sh: no executable $bin_dir/$b" >&2; exit 2; }
 done
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
     XDG_RUNTIME_DIR="$(mktemp -d)"
@@ -66,10 +72,11 @@ commit=${CLOSEST_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknow
 mkdir -p "$out"
 log="$out/report-$commit.log"
 table="$out/report-$commit.md"
-: >"$log"
+[ -n "$table_from" ] || : >"$log"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+serve_requests_large=640; mesh_large_repeats=3; grid_large_signs="pseudonormal winding"
 if $smoke; then
     primitive_rows=20000; scene_rows=20000; mesh_rows=(20000 40000); grids=(16 24)
     serve_rows=1000; python_rows=20000
@@ -78,7 +85,7 @@ elif $quick; then
     serve_rows=1000; python_rows=1000000
 else
     primitive_rows=10000000; scene_rows=4000000; mesh_rows=(1000000 10000000); grids=(128 512)
-    serve_rows=1000,100000; python_rows=10000000
+    serve_rows=100000; python_rows=10000000
 fi
 mesh_list="$meshes/fandisk.obj,$meshes/stanford-bunny.obj,$meshes/igea.ply"
 [ -f "$meshes/torus-2m.ply" ] && mesh_list="$mesh_list,$meshes/torus-2m.ply"
@@ -106,18 +113,25 @@ job() {
     fi
 }
 
+if [ -z "$table_from" ]; then
 job info "$bin_dir/closest" info
+# On a CPU adapter (lavapipe) the device is the host's own cores: smaller jobs, so that the
+# whole report stays within 20 minutes there (docs/PERF.md, the lavapipe baseline).
+if grep -q '^chosen: .*Cpu)' "$work/info.out" && ! $smoke && ! $quick; then
+    primitive_rows=4000000; serve_requests_large=64; mesh_large_repeats=1; grid_large_signs=pseudonormal
+fi
 job primitives "$bin_dir/closest" bench --points "$primitive_rows" --repeats 3
 job scenes "$bin_dir/closest" bench --scenes --points "$scene_rows" --repeats 3
 # Cheapest first, so that a machine taken back early still leaves the most figures.
 mesh_job() {
-    local rows=$1 parry=$2 grid=$3
+    local rows=$1 parry=$2 grid=$3 repeats=${4:-3}
     job "meshes-$rows" env CLOSEST_BENCH_POINTS="$rows" CLOSEST_BENCH_PARRY="$parry" \
-        CLOSEST_BENCH_GRID="$grid" CLOSEST_BENCH_MESHES="$mesh_list" "$bin_dir/meshes"
+        CLOSEST_BENCH_GRID="$grid" CLOSEST_BENCH_MESHES="$mesh_list" \
+        CLOSEST_BENCH_REPEATS="$repeats" "$bin_dir/meshes"
 }
 grid_jobs() {
-    local res=$1 sign
-    for sign in pseudonormal winding; do
+    local res=$1 signs=${2:-pseudonormal winding} sign
+    for sign in $signs; do
         job "sdf-igea-$res-$sign" timed_wall "$bin_dir/closest" sdf "$meshes/igea.ply" \
             --res "$res" --sign "$sign" --out "$work/grid.npz"
         rm -f "$work/grid.npz"
@@ -128,15 +142,19 @@ grid_jobs() {
 mesh_job "${mesh_rows[0]}" 1 "${grids[0]}"
 grid_jobs "${grids[0]}"
 job serve "$bin_dir/serve_load" --server "$bin_dir/closest" --mesh "$meshes/stanford-bunny.obj" \
-    --clients 64 --rows "$serve_rows" --requests "$($smoke && echo 64 || echo 640)"
+    --clients 64 --rows 1000 --requests "$($smoke && echo 64 || echo 640)"
+if [ "$serve_rows" != 1000 ]; then
+    job serve-large "$bin_dir/serve_load" --server "$bin_dir/closest" \
+        --mesh "$meshes/stanford-bunny.obj" --clients 64 --rows 100000 --requests "$serve_requests_large"
+fi
 # p99 of 16 clients alone and beside 500 half-open connections (issue 42's goal: within 1.5×).
 job serve-idle "$bin_dir/serve_load" --server "$bin_dir/closest" --mesh "$meshes/stanford-bunny.obj" \
     --clients 16 --rows 1000 --requests "$($smoke && echo 64 || echo 1600)" --idle 500
 for rows in "${mesh_rows[@]:1}"; do
-    mesh_job "$rows" 0 0
+    mesh_job "$rows" 0 0 "$mesh_large_repeats"
 done
 for res in "${grids[@]:1}"; do
-    grid_jobs "$res"
+    grid_jobs "$res" "$grid_large_signs"
 done
 # The package as `source scripts/python_env.sh` installs it, else whatever python3 imports.
 python=""
@@ -150,6 +168,11 @@ if [ -n "$python" ]; then
     job python "$python" scripts/bench/python_rate.py "$meshes/stanford-bunny.obj" "$python_rows"
 else
     echo "## python: skipped (no 'closest' package importable here: source scripts/python_env.sh)" | tee -a "$log"
+fi
+
+else
+    # Each job's output is the text under its "## name" heading.
+    awk -v dir="$work" '/^## / { name = $2; sub(/:$/, "", name); next } name { print > (dir "/" name ".out") }' "$table_from"
 fi
 
 # The table, from the jobs' outputs.
@@ -193,7 +216,7 @@ driver=$(grep -F -m1 "${adapter%% (*}" "$work/info.out" 2>/dev/null | awk -F'|' 
         wall=$(sed -n 's/^wall //p' "$f")
         echo "| \`closest sdf\` $name, whole job (wall) | | ${wall:-failed} |"
     done
-    cat "$work/serve.out" "$work/serve-idle.out" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 9 {
+    cat "$work/serve.out" "$work/serve-large.out" "$work/serve-idle.out" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 9 {
         printf "| service, %s clients × %s-point requests, %s half-open beside: rows/s, p50/p99 ms, served/in-process | %s | %s, %s/%s, %s× |\n", $2, $1, $3, $1 * $4, $5, $6, $7, $9 }' || true
     awk '/^python/ { printf "| Python `mesh.query`, distance only (M/s) | %s | %s |\n", $2, $3 }' \
         "$work/python.out" 2>/dev/null || true

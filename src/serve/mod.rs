@@ -142,35 +142,8 @@ pub fn run(
             .local_addr()
             .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", config.listen)))?;
         let (routes, description) = api();
-        let metrics = Arc::new(Metrics::default());
-        let state = Arc::new(AppState {
-            engine: RwLock::new(Arc::new(engine)),
-            options,
-            targets: RwLock::new(HashMap::new()),
-            shared: Shared {
-                batching: Batching {
-                    rows: config.batch_rows,
-                    delay: config.batch_delay,
-                },
-                waiting: Arc::new(AtomicUsize::new(0)),
-                metrics: metrics.clone(),
-                pool: Arc::new(tokio::sync::Semaphore::new(config.workers)),
-                device_lost: Arc::new(tokio::sync::Notify::new()),
-            },
-            metrics,
-            inflight: Arc::new(Inflight::new(config.max_inflight_bytes)),
-            connections: Arc::new(listener::ConnectionCount::default()),
-            readiness: AtomicU8::new(if config.targets.is_empty() {
-                Readiness::Ready
-            } else {
-                Readiness::Loading
-            } as u8),
-            draining: Arc::new(AtomicBool::new(false)),
-            installing: AtomicUsize::new(0),
-            private: PrivateDir::new()?,
-            openapi: description.to_pretty_json().unwrap_or_default(),
-            config,
-        });
+        let openapi = description.to_pretty_json().unwrap_or_default();
+        let state = AppState::new(engine, options, config, openapi)?;
         ready(address);
         let (failed, failure) = tokio::sync::oneshot::channel();
         tokio::spawn(preload(state.clone(), failed));
@@ -215,6 +188,43 @@ fn start_access_log(format: LogFormat) {
 }
 
 impl AppState {
+    fn new(
+        engine: Engine,
+        options: EngineOptions,
+        config: Config,
+        openapi: String,
+    ) -> crate::Result<Arc<AppState>> {
+        let metrics = Arc::new(Metrics::default());
+        Ok(Arc::new(AppState {
+            engine: RwLock::new(Arc::new(engine)),
+            options,
+            targets: RwLock::new(HashMap::new()),
+            shared: Shared {
+                batching: Batching {
+                    rows: config.batch_rows,
+                    delay: config.batch_delay,
+                },
+                waiting: Arc::new(AtomicUsize::new(0)),
+                metrics: metrics.clone(),
+                pool: Arc::new(tokio::sync::Semaphore::new(config.workers)),
+                device_lost: Arc::new(tokio::sync::Notify::new()),
+            },
+            metrics,
+            inflight: Arc::new(Inflight::new(config.max_inflight_bytes)),
+            connections: Arc::new(listener::ConnectionCount::default()),
+            readiness: AtomicU8::new(if config.targets.is_empty() {
+                Readiness::Ready
+            } else {
+                Readiness::Loading
+            } as u8),
+            draining: Arc::new(AtomicBool::new(false)),
+            installing: AtomicUsize::new(0),
+            private: PrivateDir::new()?,
+            openapi,
+            config,
+        }))
+    }
+
     fn engine(&self) -> Arc<Engine> {
         read(&self.engine).clone()
     }
@@ -1246,4 +1256,38 @@ fn npz_response(columns: &Columns) -> Response {
 
 fn npz_bytes(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// What `ready` says in each state: 200 only when ready and not draining (a drain closes
+    /// idle connections at once, so over HTTP the 503 is seen only by a request that races it).
+    #[test]
+    fn ready_tells_the_truth_in_every_state() {
+        let config = Args::parse_from(["serve"]).serve.config().unwrap();
+        let engine = Engine::new(&EngineOptions::default()).expect("an adapter (lavapipe)");
+        let state = AppState::new(engine, EngineOptions::default(), config, String::new()).unwrap();
+        let status = |state: &AppState| readiness_response(state).status().as_u16();
+        assert_eq!(status(&state), 200);
+        for readiness in [
+            Readiness::Loading,
+            Readiness::Reopening,
+            Readiness::DeviceFailed,
+        ] {
+            state.set_readiness(readiness);
+            assert_eq!(status(&state), 503, "{readiness:?}");
+        }
+        state.set_readiness(Readiness::Ready);
+        state.draining.store(true, Ordering::SeqCst);
+        assert_eq!(status(&state), 503, "draining");
+    }
 }
