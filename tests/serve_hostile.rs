@@ -634,40 +634,23 @@ fn targets_preload_before_ready_and_admin_tokens_guard_changes() {
         server.request("DELETE", "/v1/scenes/s", &auth, &[]).status,
         204
     );
-    // A targets file naming a missing mesh stops the server: exit 2, the target named.
-    std::fs::write(
-        &targets,
-        "[[target]]\nname = \"gone\"\nmesh = \"nowhere.obj\"\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--targets",
-            targets.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A targets file naming a missing mesh stops the server: exit 2, the target named; a
+    // malformed one is refused before listening.
+    let refused = |text: &str| {
+        std::fs::write(&targets, text).unwrap();
+        let out = std::process::Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--targets"])
+            .arg(&targets)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let stderr = refused("[[target]]\nname = \"gone\"\nmesh = \"nowhere.obj\"\n");
     assert!(
         stderr.contains("gone") && stderr.contains("nowhere.obj"),
         "{stderr}"
     );
-    // A malformed one is refused before listening.
-    std::fs::write(&targets, "[[target]]\nname = \"x\"\n").unwrap();
-    let out = std::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--targets",
-            targets.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("give one of `mesh` or `scene`"));
+    let out = refused("[[target]]\nname = \"x\"\n");
+    assert!(out.contains("give one of `mesh` or `scene`"), "{out}");
 }

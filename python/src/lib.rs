@@ -58,11 +58,7 @@ fn input_error(message: String) -> PyErr {
 /// Exception` does not catch and which left Dask's workers hanging.
 fn guarded<T>(call: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let what = closest::sync::panic_message(&*panic);
         Err(GpuError::new_err(format!(
             "{call}: internal error (please report it): {what}"
         )))

@@ -177,11 +177,7 @@ fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metric
         answer(engine, target, op, fields, &values)
     }))
     .unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let what = crate::sync::panic_message(&*panic);
         Err(crate::Error::Gpu(format!("the query panicked: {what}")))
     })
     .map_err(Arc::new);

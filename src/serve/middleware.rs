@@ -95,11 +95,7 @@ pub(crate) async fn observe(
     let mut response = match tokio::time::timeout(limit, answer).await {
         Ok(Ok(response)) => response,
         Ok(Err(panic)) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let what = crate::sync::panic_message(&*panic);
             ApiError::internal(format!("the request failed: a panic in the server: {what}"))
                 .into_response()
         }
