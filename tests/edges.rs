@@ -172,6 +172,33 @@ fn surface_samples(shape: &Shape) -> Vec<DVec3> {
                 }
             }
         }
+        Shape::Wedge {
+            center,
+            half_extents: h,
+            rotation,
+        } => {
+            // The prism (±hx, −hy, −hz), (±hx, −hy, +hz), (±hx, +hy, +hz): its bottom, back
+            // and slope as grids across x, its two ends as triangles.
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            let at = |x: f64, y: f64, z: f64| center + ex * x + ey * y + ez * z;
+            for a in 0..=m {
+                let x = -h.x + 2.0 * h.x * a as f64 / m as f64;
+                for b in 0..=m {
+                    let t = b as f64 / m as f64;
+                    out.push(at(x, -h.y, -h.z + 2.0 * h.z * t));
+                    out.push(at(x, -h.y + 2.0 * h.y * t, h.z));
+                    out.push(at(x, -h.y + 2.0 * h.y * t, -h.z + 2.0 * h.z * t));
+                }
+            }
+            for x in [-h.x, h.x] {
+                for a in 0..=m {
+                    for b in 0..=(m - a) {
+                        let (u, v) = (a as f64 / m as f64, b as f64 / m as f64);
+                        out.push(at(x, -h.y + 2.0 * h.y * v, -h.z + 2.0 * h.z * (u + v)));
+                    }
+                }
+            }
+        }
         _ => unreachable!("no sampler for {shape:?}"),
     }
     out
@@ -242,8 +269,31 @@ fn cases() -> Vec<(Shape, DVec3, String)> {
                 radii: DVec3::new(1.5, 0.5, 0.5),
                 rotation,
             };
+            let wedge = Shape::Wedge {
+                center: offset,
+                half_extents: DVec3::new(0.5, 0.5, 1.0),
+                rotation,
+            };
             for k in -8..=8 {
                 let t = k as f64 * 0.25;
+                // The wedge's medial planes: x = 0 (between its ends) and the plane that
+                // bisects its bottom and back (y + hy = hz − z, inside).
+                for (what, p) in [
+                    (
+                        "on the medial plane x = 0",
+                        offset + ey * (t * 0.2) + ez * (t * 0.3),
+                    ),
+                    (
+                        "on the bisector of bottom and back",
+                        offset
+                            + ex * (t * 0.2)
+                            + ey * (-0.5 + 0.25 + t.abs() * 0.1)
+                            + ez * (1.0 - 0.25 - t.abs() * 0.1),
+                    ),
+                    ("on the x axis", offset + ex * t),
+                ] {
+                    out.push((wedge.clone(), p, format!("wedge {what} at {t}")));
+                }
                 for (what, p) in [
                     (
                         "on the medial plane x = 0",
@@ -420,4 +470,31 @@ fn the_twins_answer_points_on_axes_exactly() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The samplers themselves: every sample lies on its shape's surface (by the twin; a sampler
+/// and a twin that disagree mean one of them is wrong, and the checks above would be void).
+#[test]
+fn the_surface_samplers_sample_the_surface() {
+    let mut seen = Vec::new();
+    for (shape, _, label) in cases() {
+        let key = format!("{shape:?}");
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let tol = 1e-9 * shape.scale().max(1.0);
+        let off = surface_samples(&shape)
+            .iter()
+            .map(|s| {
+                reference::query_shape(&shape, 0, *s, Mode::Surface)
+                    .distance
+                    .abs()
+            })
+            .fold(0.0, f64::max);
+        assert!(
+            off <= tol,
+            "{label}: a sample {off:e} off the surface of {shape:?}"
+        );
+    }
 }
