@@ -326,6 +326,45 @@ fn a_panic_in_one_request_costs_that_request_only() {
             assert!(next.body == lone.body, "after {fault}: a different answer");
         }
     }
+    // A panicking request batched with others (a long batch delay gathers them): its own
+    // 500 only; the others get their lone answers.
+    let batched = Server::start(&["--test-hooks", "--batch-delay-ms", "1000"]);
+    assert_eq!(batched.put("/v1/scenes/s", SCENE).status, 201);
+    let bodies: Vec<Vec<u8>> = (0..4)
+        .map(|k| points_npy(&points(500, 20 + k, -3.0, 3.0)))
+        .collect();
+    let alone: Vec<Vec<u8>> = bodies.iter().map(|b| batched.post(path, b).body).collect();
+    let batches_before = metric(&batched, "closest_batches_total");
+    let clients: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(k, body)| {
+            let address = batched.address.clone();
+            std::thread::spawn(move || {
+                let fault: &[(&str, &str)] = if k == 2 {
+                    &[("X-Closest-Test-Fault", "panic-worker")]
+                } else {
+                    &[]
+                };
+                request(&address, "POST", path, fault, &body)
+            })
+        })
+        .collect();
+    for (k, client) in clients.into_iter().enumerate() {
+        let reply = client.join().unwrap();
+        if k == 2 {
+            reply.assert_error(500, &["panicked"]);
+        } else {
+            assert_eq!(reply.status, 200, "client {k}: {}", reply.text());
+            assert!(reply.body == alone[k], "client {k}: a different answer");
+        }
+    }
+    // They were batched: one shared call that failed, then one call each.
+    assert_eq!(
+        metric(&batched, "closest_batches_total") - batches_before,
+        5.0
+    );
     assert_eq!(metric(&server, "closest_queue_depth"), 0.0);
     assert_eq!(server.get("/v1/health/ready").status, 200);
     // Without --test-hooks the header does nothing.

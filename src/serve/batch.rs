@@ -155,8 +155,26 @@ pub(crate) fn start(
 }
 
 /// Answer `group` (equal operations and fields) in one engine call and split the answer. A
-/// panic in the call is every request's 500 (the engine's locks outlive it: `crate::sync`).
+/// shared call that fails or panics (the engine's locks outlive it: `crate::sync`) is tried
+/// again one request at a time, so that one request's fault is its own 500 only (SPEC §7);
+/// a lost device fails them all.
 fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metrics) {
+    if let Err(group) = try_shared(engine, target, group, metrics) {
+        for job in group {
+            // A lone request is always answered (`try_shared` gives back only groups).
+            let _ = try_shared(engine, target, vec![job], metrics);
+        }
+    }
+}
+
+/// One engine call for `group`: `Ok` once every request is answered from it, `Err(group)`
+/// when it failed and the group has more than one request (they are then not answered).
+fn try_shared(
+    engine: &Engine,
+    target: &Target,
+    group: Vec<Job>,
+    metrics: &Metrics,
+) -> std::result::Result<(), Vec<Job>> {
     let (op, fields) = (group[0].op, group[0].fields);
     let counts: Vec<usize> = group.iter().map(Job::row_count).collect();
     let total: usize = counts.iter().sum();
@@ -182,6 +200,9 @@ fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metric
     })
     .map_err(Arc::new);
     let device = started.elapsed();
+    if answer.is_err() && group.len() > 1 && !engine.is_lost() {
+        return Err(group);
+    }
     let mut first = 0;
     for (job, count) in group.into_iter().zip(counts) {
         let reply = match &answer {
@@ -196,6 +217,7 @@ fn run_group(engine: &Engine, target: &Target, group: Vec<Job>, metrics: &Metric
         // A client that went away no longer listens; nothing else to do.
         let _ = job.reply.send(reply);
     }
+    Ok(())
 }
 
 fn answer(
