@@ -169,19 +169,10 @@ fn connect(address: &str) -> BufReader<TcpStream> {
     BufReader::new(socket)
 }
 
-/// A `.npy` (v1.0) of float32 rows of 3.
+/// A `.npy` of float32 rows of 3.
 fn npy(points: &[[f32; 3]]) -> Vec<u8> {
-    let mut header = format!(
-        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, 3), }}",
-        points.len()
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
+    let mut out = Vec::new();
+    closest::io::npy::write_header(&mut out, "<f4", &[points.len(), 3]).expect("in memory");
     out.extend_from_slice(bytemuck::cast_slice(points));
     out
 }
@@ -192,8 +183,9 @@ fn distances(npz: &[u8]) -> Vec<u32> {
     let mut entry = archive.by_name("distance.npy").expect("a distance column");
     let mut bytes = Vec::new();
     entry.read_to_end(&mut bytes).expect("read the column");
-    let header = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    bytemuck::pod_collect_to_vec(&bytes[10 + header..])
+    let mut data = &bytes[..];
+    closest::io::npy::read_header(&mut data).expect("an .npy column");
+    bytemuck::pod_collect_to_vec(data)
 }
 
 /// Brute-force f64 distance from `p` to the mesh: the independent check of a sample.

@@ -62,6 +62,18 @@ SHAPES = [
 ]
 
 
+@pytest.fixture(scope="session")
+def scene(engine):
+    """SHAPES resident (the bad-input and array-kind tests)."""
+    return engine.scene(SHAPES)
+
+
+@pytest.fixture(scope="session")
+def mesh(engine):
+    """fandisk resident."""
+    return engine.mesh(str(MESHES / "fandisk.obj"))
+
+
 def random_points(n, seed=1, spread=6.0, dtype=np.float32):
     rng = np.random.default_rng(seed)
     points = rng.uniform(-spread, spread, (n, 3)).astype(dtype)

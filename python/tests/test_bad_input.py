@@ -7,17 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import closest
-from conftest import MESHES, SHAPES
-
-
-@pytest.fixture(scope="module")
-def scene(engine):
-    return engine.scene(SHAPES)
-
-
-@pytest.fixture(scope="module")
-def mesh(engine):
-    return engine.mesh(str(MESHES / "fandisk.obj"))
+from conftest import SHAPES
 
 
 def raises(call, *needles):
