@@ -211,9 +211,14 @@ pub fn quaternion_axes(q: [f64; 4]) -> [DVec3; 3] {
 
 // Geometry both the engine (packing, mesh tables) and the f64 reference use.
 
-/// Twice the area below which a triangle counts as degenerate, relative to its longest edge².
-/// Below it the triangle is answered by its edges, which moves the answer by at most its width.
-pub const DEGENERATE_RELATIVE_AREA: f64 = 1e-14;
+/// Twice the area below which a triangle counts as degenerate, relative to its longest edge²
+/// (i.e. its width relative to its longest edge). Below it the triangle is answered by its
+/// edges, which moves the answer by at most its width; above it the f64 normal's direction is
+/// off by at most f64's epsilon over this ratio (the edges carry a rounding error relative to
+/// their length). 1e-8, about √ε, keeps both below 1e-8 of the triangle's size: at 1e-14 a
+/// triangle made collinear at 10^4 from the origin (so only rounding makes it 1e-12 wide) got a
+/// normal 10^-4 off and answers 10^-4 off its plane (tests/edges.rs).
+pub const DEGENERATE_RELATIVE_AREA: f64 = 1e-8;
 
 /// Unit normal (right-handed a→b→c) computed in f64 on the host, so the GPU never forms an
 /// ill-conditioned cross product in f32; zero for a degenerate triangle.

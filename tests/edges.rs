@@ -11,6 +11,7 @@
 
 mod common;
 
+use closest::hull::ConvexHull;
 use closest::math::quaternion_axes;
 use closest::reference;
 use closest::shape::Shape;
@@ -199,16 +200,293 @@ fn surface_samples(shape: &Shape) -> Vec<DVec3> {
                 }
             }
         }
-        _ => unreachable!("no sampler for {shape:?}"),
+        Shape::Aabb { min, max } => {
+            let corners = (0..8).map(|k| {
+                DVec3::new(
+                    if k & 1 == 0 { min.x } else { max.x },
+                    if k & 2 == 0 { min.y } else { max.y },
+                    if k & 4 == 0 { min.z } else { max.z },
+                )
+            });
+            out.extend(hull_face_samples(&corners.collect::<Vec<_>>(), m));
+        }
+        Shape::CornerWedge {
+            center,
+            half_extents: h,
+            rotation,
+        } => out.extend(hull_face_samples(
+            &corner_wedge_vertices(center, h, rotation),
+            m,
+        )),
+        Shape::ConvexHull(ref hull) => {
+            for f in &hull.faces {
+                out.extend(triangle_samples(f.a, f.b, f.c, m));
+            }
+        }
+        Shape::Triangle { a, b, c } => out.extend(triangle_samples(a, b, c, 2 * m)),
+        Shape::Segment { a, b } => {
+            out.extend((0..=16 * m).map(|j| a + (b - a) * (j as f64 / (16 * m) as f64)))
+        }
+        // The infinite kinds: sampled over ±LONG about their anchor, which every case's
+        // points stay near.
+        Shape::Line { a, b } => {
+            let dir = (b - a).normalize_or_zero();
+            out.extend((-LONG_STEPS..=LONG_STEPS).map(|j| a + dir * (j as f64 * LONG_STEP)))
+        }
+        Shape::Ray { origin, direction } => {
+            let dir = direction.normalize_or_zero();
+            out.extend((0..=LONG_STEPS).map(|j| origin + dir * (j as f64 * LONG_STEP)))
+        }
+        Shape::Plane { normal, offset } => {
+            let (e1, e2) = frame(normal);
+            let anchor = normal * offset;
+            for a in -LONG_STEPS / 8..=LONG_STEPS / 8 {
+                for b in -LONG_STEPS / 8..=LONG_STEPS / 8 {
+                    out.push(anchor + (e1 * a as f64 + e2 * b as f64) * (8.0 * LONG_STEP));
+                }
+            }
+        }
     }
     out
 }
 
-/// The adversarial cases: each axial kind on every axis, near the origin and 10^4 away, with
-/// points on its axis (inside, at the ends, beyond both) and at its centre.
-fn cases() -> Vec<(Shape, DVec3, String)> {
+/// Half the sampled length of lines, rays and planes, in steps of `LONG_STEP`.
+const LONG_STEPS: i32 = 4000;
+const LONG_STEP: f64 = 0.0025;
+
+/// A barycentric grid of `m + 1` points a side over triangle abc (degenerate ones included).
+fn triangle_samples(a: DVec3, b: DVec3, c: DVec3, m: usize) -> Vec<DVec3> {
     let mut out = Vec::new();
-    for offset in [DVec3::ZERO, DVec3::new(1e4, -2e4, 3e4) * (1.0 / 3.0)] {
+    for i in 0..=m {
+        for j in 0..=(m - i) {
+            let (u, v) = (i as f64 / m as f64, j as f64 / m as f64);
+            out.push(a + (b - a) * u + (c - a) * v);
+        }
+    }
+    out
+}
+
+/// Samples over the faces of the convex hull of `vertices` (hulls built by `closest::hull`
+/// from parry's quickhull, not by the kernels' own face tests).
+fn hull_face_samples(vertices: &[DVec3], m: usize) -> Vec<DVec3> {
+    let hull = ConvexHull::new(vertices.to_vec()).expect("hull of the corners");
+    hull.faces
+        .iter()
+        .flat_map(|f| triangle_samples(f.a, f.b, f.c, m))
+        .collect()
+}
+
+/// The corner wedge's five corners in world space, from SPEC §1's definition: the base
+/// (±hx, −hy, ±hz) and the apex (+hx, +hy, −hz).
+fn corner_wedge_vertices(center: DVec3, h: DVec3, rotation: [f64; 4]) -> Vec<DVec3> {
+    let [ex, ey, ez] = quaternion_axes(rotation);
+    let at = |x: f64, y: f64, z: f64| center + ex * x + ey * y + ez * z;
+    vec![
+        at(-h.x, -h.y, -h.z),
+        at(h.x, -h.y, -h.z),
+        at(-h.x, -h.y, h.z),
+        at(h.x, -h.y, h.z),
+        at(h.x, h.y, -h.z),
+    ]
+}
+
+/// Points at a polytope's features and beyond them: every vertex, edge midpoint and face
+/// centroid, on it, halfway to the centre, and out at 1.5× and 3× from the centre; and the
+/// centre itself, where the faces tie.
+fn feature_points(hull: &ConvexHull) -> Vec<(DVec3, String)> {
+    let centre = hull.anchor;
+    let mut features: Vec<(DVec3, &str)> = Vec::new();
+    for f in &hull.faces {
+        features.push(((f.a + f.b + f.c) / 3.0, "face centroid"));
+        for (u, v) in [(f.a, f.b), (f.b, f.c), (f.c, f.a)] {
+            features.push(((u + v) / 2.0, "edge midpoint"));
+        }
+    }
+    for v in hull.vertices() {
+        features.push((v, "vertex"));
+    }
+    let mut out = vec![(centre, "the centre".to_string())];
+    for (f, what) in features {
+        for s in [1.0, 0.5, 1.5, 3.0] {
+            out.push((centre + (f - centre) * s, format!("{s}× out to a {what}")));
+        }
+    }
+    out
+}
+
+/// Every adversarial case: the axial kinds, then the flat ones.
+fn cases() -> Vec<(Shape, DVec3, String)> {
+    let mut out = axial_cases();
+    out.extend(flat_cases());
+    out
+}
+
+/// The two places every family is tried: near the origin and 10^4 away.
+fn offsets() -> [DVec3; 2] {
+    [DVec3::ZERO, DVec3::new(1e4, -2e4, 3e4) * (1.0 / 3.0)]
+}
+
+/// The flat and polyhedral kinds on every axis (as their normal or direction), near the origin
+/// and 10^4 away: triangles (and degenerate ones) at their vertices, edges, centroid, above
+/// and beside them and on their edges' extensions; segments, lines and rays on themselves,
+/// beyond their ends and beside them (and degenerate ones); planes on and off; aabbs, corner
+/// wedges and hulls at every vertex, edge and face, inside and out, and at their centres.
+fn flat_cases() -> Vec<(Shape, DVec3, String)> {
+    let mut out = Vec::new();
+    let mut add = |shape: &Shape, points: Vec<(DVec3, String)>| {
+        for (p, what) in points {
+            out.push((shape.clone(), p, format!("{} {what}", shape.kind().name())));
+        }
+    };
+    for offset in offsets() {
+        for axis in axes() {
+            let (e1, e2) = frame(axis);
+            // Triangles with normal `axis`, and degenerate ones.
+            let (a, b, c) = (
+                offset + e1,
+                offset + e2 * 1.2 - e1 * 0.3,
+                offset - e1 * 0.8 - e2 * 0.5,
+            );
+            for (triangle, what) in [
+                ((a, b, c), "proper"),
+                ((a, b, (a + b) / 2.0), "collinear"),
+                ((a, a, c), "with two corners equal"),
+                ((a, a, a), "a point"),
+                ((a, b, (a + b) / 2.0 + axis * 1e-7), "sliver"),
+            ] {
+                let (a, b, c) = triangle;
+                let centroid = (a + b + c) / 3.0;
+                let mut points = vec![(centroid, format!("{what}: the centroid"))];
+                for (u, v) in [(a, b), (b, c), (c, a)] {
+                    for t in [-1.0, -0.5, 0.0, 0.5, 1.5, 2.0] {
+                        points.push((u + (v - u) * t, format!("{what}: on edge line at {t}")));
+                    }
+                    let mid = (u + v) / 2.0;
+                    points.push((
+                        mid + (mid - centroid) * 0.7,
+                        format!("{what}: beside an edge"),
+                    ));
+                    points.push((u + (u - centroid), format!("{what}: beyond a vertex")));
+                }
+                for s in [0.5, -0.5] {
+                    for (q, at) in [
+                        (centroid, "centroid"),
+                        (a, "vertex"),
+                        ((a + b) / 2.0, "edge"),
+                    ] {
+                        points.push((q + axis * s, format!("{what}: {s} above its {at}")));
+                    }
+                }
+                add(&Shape::Triangle { a, b, c }, points);
+            }
+            // Segments, lines and rays along `axis`, and degenerate ones.
+            let along = |a: DVec3| -> Vec<(DVec3, String)> {
+                let mut points = Vec::new();
+                for k in -8..=8 {
+                    let t = k as f64 * 0.25;
+                    points.push((a + axis * t, format!("on its line at {t}")));
+                    points.push((a + axis * t + e1 * 0.5, format!("beside it at {t}")));
+                    points.push((a + axis * t - e2 * 1e-7, format!("1e-7 off it at {t}")));
+                }
+                points
+            };
+            for (a, b) in [(offset - axis, offset + axis), (offset, offset)] {
+                add(&Shape::Segment { a, b }, along(offset));
+                add(&Shape::Line { a, b }, along(offset));
+            }
+            for direction in [axis, DVec3::ZERO] {
+                add(
+                    &Shape::Ray {
+                        origin: offset,
+                        direction,
+                    },
+                    along(offset),
+                );
+            }
+            // The plane through `offset` with normal `axis`.
+            let plane = Shape::Plane {
+                normal: axis,
+                offset: offset.dot(axis),
+            };
+            let mut points = Vec::new();
+            for s in [-1.0, -1e-7, 0.0, 1e-7, 1.0] {
+                for t in [-2.0, 0.0, 0.7] {
+                    points.push((
+                        offset + axis * s + e1 * t - e2 * (t * 0.5),
+                        format!("{s} off the plane at {t}"),
+                    ));
+                }
+            }
+            add(&plane, points);
+        }
+        // Aabbs (a flat one among them), corner wedges and hulls, rotated and not.
+        for (min, max) in [
+            (DVec3::new(-1.0, -0.5, -0.5), DVec3::new(1.0, 0.5, 0.5)),
+            (DVec3::new(-1.0, -0.5, 0.0), DVec3::new(1.0, 0.5, 0.0)),
+        ] {
+            let corners: Vec<DVec3> = (0..8)
+                .map(|k| {
+                    offset
+                        + DVec3::new(
+                            if k & 1 == 0 { min.x } else { max.x },
+                            if k & 2 == 0 { min.y } else { max.y },
+                            if k & 4 == 0 { min.z } else { max.z },
+                        )
+                })
+                .collect();
+            let hull = ConvexHull::new(corners).expect("box hull");
+            add(
+                &Shape::Aabb {
+                    min: offset + min,
+                    max: offset + max,
+                },
+                feature_points(&hull),
+            );
+        }
+        for rotation in [
+            [0.0, 0.0, 0.0, 1.0],
+            [0.1, 0.2, 0.3, 0.9],
+            [0.0, 0.0, 0.38268343, 0.92387953],
+        ] {
+            let rotation = normalized(rotation);
+            let h = DVec3::new(1.0, 0.5, 2.0);
+            let corners = corner_wedge_vertices(offset, h, rotation);
+            let hull = ConvexHull::new(corners).expect("corner wedge hull");
+            add(
+                &Shape::CornerWedge {
+                    center: offset,
+                    half_extents: h,
+                    rotation,
+                },
+                feature_points(&hull),
+            );
+            // A hull of a rotated, irregular polytope: an octahedron stretched and turned,
+            // with a cap cut off.
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            let mut vertices = Vec::new();
+            for (axis, r) in [(ex, 1.3), (ey, 0.6), (ez, 0.9)] {
+                vertices.push(offset + axis * r);
+                vertices.push(offset - axis * r);
+            }
+            vertices.push(offset + (ex + ey + ez) * 0.45);
+            let hull = ConvexHull::new(vertices).expect("polytope hull");
+            add(&Shape::ConvexHull(hull.clone()), feature_points(&hull));
+        }
+    }
+    out
+}
+
+/// `q` as a unit quaternion (the shapes store theirs normalised, as the loader does).
+fn normalized(q: [f64; 4]) -> [f64; 4] {
+    let n = q.iter().map(|x| x * x).sum::<f64>().sqrt();
+    q.map(|x| x / n)
+}
+
+/// The axial cases: each axial kind on every axis, near the origin and 10^4 away, with
+/// points on its axis (inside, at the ends, beyond both) and at its centre.
+fn axial_cases() -> Vec<(Shape, DVec3, String)> {
+    let mut out = Vec::new();
+    for offset in offsets() {
         for axis in axes() {
             let length = 2.0;
             let a = offset - axis * (length / 2.0);
@@ -252,7 +530,7 @@ fn cases() -> Vec<(Shape, DVec3, String)> {
     }
     // Boxes on their medial planes (equidistant from two opposite faces) and ellipsoids at
     // their centres and on their axes, rotated and not, near the origin and 10^4 away.
-    for offset in [DVec3::ZERO, DVec3::new(1e4, -2e4, 3e4) * (1.0 / 3.0)] {
+    for offset in offsets() {
         for rotation in [
             [0.0, 0.0, 0.0, 1.0],
             [0.1, 0.2, 0.3, 0.9],
@@ -416,8 +694,15 @@ fn points_on_axes_and_at_centres_are_answered_exactly() {
                         d.abs()
                     ));
                 }
-                if (n.length() - 1.0).abs() > 1e-4 || n.length().is_nan() {
+                // Unit, or zero on a curve or degenerate shape (SPEC §2); off the surface,
+                // the gradient (p − q)/d.
+                let unit = (n.length() - 1.0).abs() <= 1e-4;
+                let may_be_zero = !shape.kind().is_solid() && d.abs() <= tol;
+                if !(unit || may_be_zero && n == DVec3::ZERO) {
                     problems.push(format!("normal {n:?} is not unit"));
+                }
+                if d.abs() > 100.0 * tol && ((*p - q) / d - n).length() > 1e-3 {
+                    problems.push(format!("normal {n:?} is not (p - q)/d"));
                 }
             }
             let expected = reference::query_shape(shape, i, *p, mode);

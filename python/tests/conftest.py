@@ -15,6 +15,13 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 MESHES = REPO.parent / "shared" / "data" / "meshes"
 
 
+def pytest_configure(config):
+    # The "hostile inputs" group (docs/ARCHITECTURE.md): `pytest -m hostile` runs it alone.
+    config.addinivalue_line(
+        "markers", "hostile: arrays, shapes and workers a user or a cluster can get wrong"
+    )
+
+
 @pytest.fixture(scope="session")
 def engine():
     try:

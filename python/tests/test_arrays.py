@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import closest
 
+pytestmark = pytest.mark.hostile
+
 
 class ArrayLike:
     """An object numpy reads through `__array__` only."""

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 import closest
 from conftest import SHAPES
 
+pytestmark = pytest.mark.hostile
+
 
 def raises(call, *needles):
     with pytest.raises(closest.InputError) as info:

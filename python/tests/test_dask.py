@@ -83,6 +83,7 @@ def test_mesh_and_scene_jobs_equal_the_single_process_answers(client, points_zar
     assert len(per_target) == 2 and all(n <= 2 for n in per_target.values())
 
 
+@pytest.mark.hostile
 def test_bad_dask_input_raises_input_error():
     points = dask.array.zeros((10, 3), chunks=5, dtype=np.float32)
     with pytest.raises(closest.InputError, match="fields"):
@@ -109,6 +110,7 @@ def _unaligned_read_only(block):
     return out
 
 
+@pytest.mark.hostile
 def test_unaligned_read_only_chunks_are_answered(client, engine):
     rng = np.random.default_rng(11)
     values = rng.uniform(-0.2, 0.2, (40_000, 3)).astype(np.float32)
@@ -121,6 +123,7 @@ def test_unaligned_read_only_chunks_are_answered(client, engine):
     assert got.tobytes() == want.tobytes()
 
 
+@pytest.mark.hostile
 def test_a_target_missing_on_the_workers_raises_in_the_client(client, tmp_path):
     points = dask.array.zeros((1_000, 3), chunks=250, dtype=np.float32)
     missing = str(tmp_path / "nowhere" / "gone.obj")
@@ -135,6 +138,7 @@ def _slow_block(block):
     return block
 
 
+@pytest.mark.hostile
 def test_a_worker_killed_mid_job_leaves_the_job_finished_or_raising(engine):
     import os
     import signal
