@@ -1,6 +1,9 @@
-//! Ties and degenerate points of the axial kinds (issue 43): points on the axis of cylinders,
-//! cones, tori and capsules whose axes are not coordinate axes, and at the centres of spheres,
-//! ellipsoids and tori, near the origin and 10^4 away. Each answer is checked twice: against
+//! Ties and degenerate points of every kind (issue 43), near the origin and 10^4 away: points
+//! on the axis of cylinders (Roblox parts' among them), cones, tori and capsules whose axes are
+//! not coordinate axes; at the centres of spheres, ellipsoids and tori; on the medial planes of
+//! boxes and wedges; at the vertices, edges, faces and centres of aabbs, corner wedges and
+//! hulls; on, beside and beyond triangles, segments, lines and rays (degenerate ones too) and
+//! planes. Each answer is checked twice: against
 //! the f64 twin (`common::check_hit`), and by what needs no twin, so that a blind spot the
 //! twin shares with its kernel still fails:
 //! - the returned point lies on the shape: asked again (surface mode), its distance is 0;
@@ -476,6 +479,22 @@ fn flat_cases() -> Vec<(Shape, DVec3, String)> {
     out
 }
 
+/// A Roblox cylinder part (SPEC §1) centred at `center`, its axis (the part's X) along `axis`,
+/// 2 long and 1.4 across, as the scene loader builds it from its size and CFrame.
+fn part_cylinder(center: DVec3, axis: DVec3) -> Shape {
+    let (e1, e2) = frame(axis);
+    let columns = [axis, e1, e2];
+    let mut cframe = vec![center.x, center.y, center.z];
+    for row in 0..3 {
+        cframe.extend(columns.iter().map(|c| c.to_array()[row]));
+    }
+    let json = serde_json::json!({"shapes": [
+        {"type": "part", "shape": "Cylinder", "size": [2.0, 1.4, 1.4], "cframe": cframe}
+    ]});
+    let mut shapes = closest::io::parse_scene(&json.to_string(), "part.json").expect("part");
+    shapes.remove(0)
+}
+
 /// `q` as a unit quaternion (the shapes store theirs normalised, as the loader does).
 fn normalized(q: [f64; 4]) -> [f64; 4] {
     let n = q.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -507,7 +526,7 @@ fn axial_cases() -> Vec<(Shape, DVec3, String)> {
                     minor_radius: 0.3,
                 },
             ];
-            for shape in shapes {
+            for shape in shapes.into_iter().chain([part_cylinder(offset, axis)]) {
                 for k in -12..=12 {
                     let t = k as f64 * 0.25;
                     let p = offset + axis * t;

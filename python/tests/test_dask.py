@@ -21,7 +21,7 @@ def client():
     # Loopback only, started and stopped here; bounded by the test's own timeouts.
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, silence_logs=40,
+        dashboard_address="127.0.0.1:0", silence_logs=40,
     ) as cluster, Client(cluster, timeout="60s") as client:
         yield client
 
@@ -149,7 +149,7 @@ def test_a_worker_killed_mid_job_leaves_the_job_finished_or_raising(engine):
     want = engine.mesh(mesh_path).query(values, sign="pseudonormal", fields="distance")["distance"]
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None, silence_logs=50,
+        dashboard_address="127.0.0.1:0", silence_logs=50,
     ) as cluster, Client(cluster, timeout="60s") as own:
         points = dask.array.from_array(values, chunks=(1_000, 3)).map_blocks(
             _slow_block, dtype=np.float32)
