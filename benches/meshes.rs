@@ -11,7 +11,7 @@
 //! skips the grids), CLOSEST_BENCH_REPEATS and CLOSEST_BENCH_MESHES (comma-separated paths)
 //! override; CLOSEST_BENCH_PARRY=0 leaves parry3d out (its columns read "–");
 //! CLOSEST_BENCH_PORTABLE=1 runs the portable kernels (`EngineOptions::portable_kernels`).
-//! Open3D and Warp run from `scripts/peers_mesh.py`.
+//! Open3D and Warp run from `scripts/bench/peers_mesh.py`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

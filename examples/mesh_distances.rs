@@ -1,4 +1,4 @@
-//! The Rust side of `python/bench/parity.py`: a distance-only mesh query of the points of a
+//! The Rust side of `scripts/bench/parity.py`: a distance-only mesh query of the points of a
 //! `.npy` file, held in memory, through the library (`Engine::query_mesh_fields`), as the
 //! Python package runs it. Prints the median of REPEATS runs in seconds and the distance sum.
 //!

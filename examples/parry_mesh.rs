@@ -1,4 +1,4 @@
-//! parry3d on one mesh and one points file, for `scripts/mesh_scaling.py`: the mesh read by
+//! parry3d on one mesh and one points file, for `scripts/bench/mesh_scaling.py`: the mesh read by
 //! our loader, parry3d's `TriMesh` built over it (its BVH), and every point projected on all
 //! cores (unsigned distance), each phase timed apart. Prints one line:
 //! `parry3d load L s, build B s, queries Q s, sum S` (S: the sum of the distances, to compare

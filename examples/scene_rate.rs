@@ -2,7 +2,7 @@
 //! A/B runs of the scene kernels: 1,000,000 points (ROWS overrides) against the bench's mixed
 //! scenes of 10^3, 10^4 and 10^5 shapes, median of 3, PORTABLE=1 for the portable kernels.
 //! With COUNTS=1 it also prints the mean of the three normal words over the rows, where
-//! docs/experiments/walk_counts.patch makes the subgroup kernel write its walk's step counts.
+//! the branch experiments/walk_counts makes the subgroup kernel write its walk's step counts.
 //! WALK_ONLY=1 answers by the BVH walk alone (no cell lists); DUMP=DIR writes each scene's
 //! hits to DIR/hits_COUNT.bin, for byte comparisons.
 //! SURFACE=1 queries in surface mode (the bench's is solid).

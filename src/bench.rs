@@ -110,7 +110,7 @@ pub fn sample_points(n: usize) -> Vec<[f32; 3]> {
 
 /// `n` deterministic points uniform over the box `lo`..`hi` padded by 0.1 of its largest
 /// extent on every side: the points of the mesh benchmarks (`benches/meshes.rs`,
-/// `examples/mesh_rate.rs`; `scripts/peers_mesh.py` draws its own over the same box).
+/// `examples/mesh_rate.rs`; `scripts/bench/peers_mesh.py` draws its own over the same box).
 pub fn padded_box_points(lo: DVec3, hi: DVec3, n: usize) -> Vec<[f64; 3]> {
     let extent = hi - lo;
     let pad = extent.x.max(extent.y).max(extent.z) * 0.1;

@@ -539,7 +539,7 @@ fn a_mesh_holds_the_device_bytes_it_was_admitted_with() {
     }
 }
 
-/// A torus of 2·u·v outward-wound triangles about Z (scripts/make_torus_mesh.py's).
+/// A torus of 2·u·v outward-wound triangles about Z (scripts/bench/make_torus_mesh.py's).
 fn torus(u: usize, v: usize, major: f64, minor: f64) -> Mesh {
     let mut vertices = Vec::with_capacity(u * v);
     for i in 0..u {

@@ -12,7 +12,7 @@
 #   --prebuilt   take closest, meshes, scenes and serve_load from DIR instead of building
 #                (a GPU machine without Rust; scripts/bench/gpu_kit.sh makes DIR)
 #   --meshes     the shared meshes (default ../shared/data/meshes); torus-2m.ply is added
-#                to the mesh rows when it is there (scripts/make_torus_mesh.py 1024 1024)
+#                to the mesh rows when it is there (scripts/bench/make_torus_mesh.py 1024 1024)
 #   --out        where report-COMMIT.md and report-COMMIT.log go (default target/report)
 #   --build-only build the executables into target/report/bin and stop
 #   --smoke      tiny jobs, to try the script itself (its figures mean nothing)

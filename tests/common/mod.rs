@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use closest::mesh::Mesh;
 use closest::reference::{self, Hit};
+use closest::shape::ShapeKind;
 use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode, Shape};
 
 /// The shared engine. Without an adapter this fails loudly: GPU tests never skip.
@@ -286,70 +287,85 @@ fn assert_no_failures(failures: &[String], rows: usize) {
     );
 }
 
-/// `count` shapes of thirteen kinds (planes, lines, rays and convex hulls among them) around
-/// the origin.
+/// `count` shapes of every kind in `ShapeKind::ALL` in turn, around the origin (an exhaustive
+/// match: a new kind does not compile until it has its arm here).
 pub fn mixed_scene(rng: &mut Rng, count: usize, spread: f64) -> Vec<Shape> {
     (0..count)
         .map(|i| {
             let c = rng.vec(-spread, spread);
             let s = rng.range(0.05, 1.0);
-            match i % 13 {
-                0 => Shape::Sphere {
+            match ShapeKind::ALL[i % ShapeKind::ALL.len()] {
+                ShapeKind::Sphere => Shape::Sphere {
                     center: c,
                     radius: s,
                 },
-                1 => Shape::Aabb {
+                ShapeKind::Aabb => Shape::Aabb {
                     min: c - DVec3::new(s, s, s),
                     max: c + DVec3::new(s, 2.0 * s, s),
                 },
-                2 => Shape::Box {
+                ShapeKind::Box => Shape::Box {
                     center: c,
                     half_extents: rng.vec(0.05, 1.0),
                     rotation: rng.quaternion(),
                 },
-                3 => Shape::Plane {
+                ShapeKind::Plane => Shape::Plane {
                     normal: rng.unit(),
                     offset: rng.range(-spread, spread) * 3.0,
                 },
-                4 => Shape::Segment {
+                ShapeKind::Segment => Shape::Segment {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                 },
-                5 => Shape::Line {
+                ShapeKind::Line => Shape::Line {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                 },
-                6 => Shape::Ray {
+                ShapeKind::Ray => Shape::Ray {
                     origin: c,
                     direction: rng.unit(),
                 },
-                7 => Shape::Triangle {
+                ShapeKind::Triangle => Shape::Triangle {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                     c: c + rng.vec(-1.0, 1.0),
                 },
-                8 => Shape::Capsule {
+                ShapeKind::Capsule => Shape::Capsule {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                     radius: s,
                 },
-                9 => Shape::Cone {
+                ShapeKind::Cylinder => Shape::Cylinder {
                     a: c,
                     b: c + rng.vec(-1.0, 1.0),
                     radius: s,
                 },
-                10 => Shape::Torus {
+                ShapeKind::Wedge => Shape::Wedge {
+                    center: c,
+                    half_extents: rng.vec(0.05, 1.0),
+                    rotation: rng.quaternion(),
+                },
+                ShapeKind::CornerWedge => Shape::CornerWedge {
+                    center: c,
+                    half_extents: rng.vec(0.05, 1.0),
+                    rotation: rng.quaternion(),
+                },
+                ShapeKind::Cone => Shape::Cone {
+                    a: c,
+                    b: c + rng.vec(-1.0, 1.0),
+                    radius: s,
+                },
+                ShapeKind::Torus => Shape::Torus {
                     center: c,
                     axis: rng.unit(),
                     major_radius: s,
                     minor_radius: s * rng.range(0.1, 1.0),
                 },
-                11 => Shape::Ellipsoid {
+                ShapeKind::Ellipsoid => Shape::Ellipsoid {
                     center: c,
                     radii: rng.vec(0.05, 1.0),
                     rotation: rng.quaternion(),
                 },
-                _ => Shape::ConvexHull(
+                ShapeKind::ConvexHull => Shape::ConvexHull(
                     closest::hull::ConvexHull::new((0..6).map(|_| c + rng.vec(-s, s)).collect())
                         .expect("a hull"),
                 ),

@@ -7,7 +7,7 @@ to the first 1,000 signed answers, and the peak resident memory, of
 - Open3D: read_triangle_mesh, RaycastingScene.add_triangles, compute_signed_distance (the
   scene builds on its first query; peak RSS of a child process).
 
-Usage: python3 scripts/mesh_fixed_cost.py MESH [POINTS]   (make MESH with make_torus_mesh.py;
+Usage: python3 scripts/bench/mesh_fixed_cost.py MESH [POINTS]   (make MESH with make_torus_mesh.py;
        needs numpy and open3d in the venv of scripts/python_env.sh, GNU time, a release build)
 """
 import re
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLOSEST = ROOT / "target" / "release" / "closest"
 
 OPEN3D = """

@@ -4,7 +4,7 @@ correctly). The mesh from make_torus_mesh.py U V has its vertices on the torus (
 r, axis z), so its signed distance differs from the analytic one by at most the tessellation's
 sag, R·(1 − cos(π/U)) + r·(1 − cos(π/V)), plus SPEC §3's f32 bound 1e-5·scale.
 
-Usage: python3 scripts/check_torus.py OUT.npz POINTS.npy U V [--major R] [--minor r]
+Usage: python3 scripts/bench/check_torus.py OUT.npz POINTS.npy U V [--major R] [--minor r]
 Exits 1 naming the worst row if any row is farther off, or if a sign differs where |d|
 exceeds the bound.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How build time, memory and query rate grow with the triangle count (issue 14, item 4):
 1,000,000 points uniform in [-1.5, 1.5]³ against tori of about 10^5, 10^6 and 10^7 triangles
-(scripts/make_torus_mesh.py, binary STL), through three tools in one run, each in its own
+(scripts/bench/make_torus_mesh.py, binary STL), through three tools in one run, each in its own
 process (peak RSS by GNU time):
 
 - `closest query --mesh M --points P --sign none --fields distance` (the summary line's load,
@@ -14,7 +14,7 @@ process (peak RSS by GNU time):
 The sums of the three tools' distances are compared (relative 1e-5), so all answered alike.
 Prints a Markdown table for docs/PERF.md.
 
-Usage: python3 scripts/mesh_scaling.py [U×V ...]   (default 256x200 1024x512 2560x2048;
+Usage: python3 scripts/bench/mesh_scaling.py [U×V ...]   (default 256x200 1024x512 2560x2048;
        needs numpy and open3d in the venv of scripts/python_env.sh, GNU time, release builds of
        the binary and of the parry_mesh example; meshes are made in target/big if missing)
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLOSEST = ROOT / "target" / "release" / "closest"
 PARRY = ROOT / "target" / "release" / "examples" / "parry_mesh"
 BIG = ROOT / "target" / "big"

@@ -12,7 +12,7 @@ and checks that every peer's unsigned distance agrees with ours within 1e-4 of t
 With `--grid N` the points are instead an N³ SDF grid over the same padded box (corners
 inclusive, C order), and closest runs as `closest sdf M --res N --out G.npz`.
 
-Usage: python3 scripts/peers_mesh.py [POINTS | --grid N]
+Usage: python3 scripts/bench/peers_mesh.py [POINTS | --grid N]
        (needs: pip install numpy open3d warp-lang; Open3D needs Debian's libusb-1.0-0)
 """
 import re
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MESHES = ROOT.parent / "shared" / "data" / "meshes"
 CLOSEST = ROOT / "target" / "release" / "closest"
 

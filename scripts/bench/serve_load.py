@@ -7,7 +7,7 @@ connection) sends requests of 1,000 and 100,000 points; reports rows/s and p50/p
 and the rate of one in-process `Engine` call on all the points of the run. Bounded: each
 configuration sends a fixed number of requests and stops after 120 s whatever.
 
-Usage: python scripts/serve_load.py   (after `cargo build --release` and `pip install ./python`)
+Usage: python scripts/bench/serve_load.py   (after `cargo build --release` and `pip install ./python`)
 """
 
 import http.client
@@ -22,7 +22,7 @@ import numpy as np
 
 import closest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MESH = ROOT.parent / "shared" / "data" / "meshes" / "stanford-bunny.obj"
 SERVER = ROOT / "target" / "release" / "closest"
 TIME_LIMIT = 120.0

@@ -3,7 +3,7 @@
 the main axis, V around the tube, 2·U·V triangles wound outwards (a closed manifold), written
 as binary STL (a triangle soup, as CAD exports are) or binary little-endian PLY (indexed).
 
-    python3 scripts/make_torus_mesh.py U V OUT.stl|OUT.ply [--major R] [--minor r]
+    python3 scripts/bench/make_torus_mesh.py U V OUT.stl|OUT.ply [--major R] [--minor r]
 
 1024 1024 gives 2,097,152 triangles (a 100 MB STL), 4096 2048 gives 16,777,216 (839 MB).
 Written in slabs of rows, so memory stays at a few hundred MB however large the mesh.

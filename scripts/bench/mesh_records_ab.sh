@@ -1,11 +1,11 @@
 #!/bin/bash
 # Packed against indexed mesh records (docs/PERF.md, issue 14 third session): 128³ grids of the
 # shared meshes and 10^6 points against a 1M-triangle torus, alternating, three rounds.
-# Usage: bash scripts/mesh_records_ab.sh TORUS_1M.stl POINTS_1M.npy   (release build first;
-# `python3 scripts/make_torus_mesh.py 1024 512 TORUS_1M.stl` makes the torus)
+# Usage: bash scripts/bench/mesh_records_ab.sh TORUS_1M.stl POINTS_1M.npy   (release build first;
+# `python3 scripts/bench/make_torus_mesh.py 1024 512 TORUS_1M.stl` makes the torus)
 set -euo pipefail
 torus=$(realpath "$1") points=$(realpath "$2") out=$(mktemp -d)
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lavapipe.sh
 meshes=../shared/data/meshes
 for round in 1 2 3; do

@@ -7,7 +7,7 @@ compilation are outside it. Every peer's unsigned distances are checked against 
 row (within 1e-4 of the mesh's size; point-cloud-utils' signed distances are approximate, so
 their largest gap is printed, not asserted); sign disagreements are counted (open meshes differ by method near their holes).
 
-Usage: python python/bench/peers.py [POINTS] [--grid N]
+Usage: python scripts/bench/peers.py [POINTS] [--grid N]
   (needs: pip install ./python numpy open3d warp-lang point-cloud-utils;
    Open3D needs Debian's libusb-1.0-0 and libgomp1)
 """

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Resident memory of a command over time: prints "seconds RSS MiB" whenever it moves by more
 # than 20 MiB (sampled every 20 ms), and the command's stderr lines with their time.
-# Usage: scripts/rss_timeline.sh target/release/closest query --mesh M --points P --out O
+# Usage: scripts/bench/rss_timeline.sh target/release/closest query --mesh M --points P --out O
 start=$(date +%s.%N)
 elapsed() { echo "$(date +%s.%N) - $start" | bc | cut -c1-6; }
 "$@" 2> >(while IFS= read -r line; do echo "$(elapsed) ERR $line"; done) &

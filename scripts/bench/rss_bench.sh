@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Peak resident memory of `closest query` at 10^6, 10^7 and 10^8 points (a benchmark, not a
 # test): points are streamed in and results streamed out, so the peak should not grow with N.
-# Usage: bash scripts/rss_bench.sh [DIR] [COUNTS...]   (DIR holds the inputs and outputs:
+# Usage: bash scripts/bench/rss_bench.sh [DIR] [COUNTS...]   (DIR holds the inputs and outputs:
 # 1.2 GB in and 3.2 GB out at 10^8; default target/rss)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/lavapipe.sh
 command -v /usr/bin/time > /dev/null || apt-get install -y time  # GNU time, for the peak RSS
 dir=${1:-target/rss}

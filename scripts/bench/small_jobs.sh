@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Wall time of small CLI jobs (1,000 rows: the fixed cost of adapter, pipeline build and
 # output) for one or more `closest` binaries, alternated, ROUNDS rounds (default 3), medians.
-#   bash scripts/small_jobs.sh BINARY [BINARY ...]
+#   bash scripts/bench/small_jobs.sh BINARY [BINARY ...]
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 BINARY [BINARY ...]" >&2; exit 2; }
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 meshes=$here/../shared/data/meshes
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

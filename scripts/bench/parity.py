@@ -2,7 +2,7 @@
 points in memory, unsigned) on the bunny, from Python (`mesh.query(points,
 fields="distance")`) and through `examples/mesh_distances.rs`; medians of 5 runs, alternated.
 
-Usage: python python/bench/parity.py [POINTS]   (after `pip install ./python` and
+Usage: python scripts/bench/parity.py [POINTS]   (after `pip install ./python` and
 `cargo build --release --example mesh_distances`)
 """
 
