@@ -4,7 +4,7 @@
 #
 # lavapipe from Mesa 24 on branches around code that no lane of a subgroup runs, where Mesa
 # 22.3 (Debian 12's own) runs it masked: our kernels run 1.2–1.5× faster on the newer one
-# (docs/PERF.md, "Mesa 25's lavapipe"). On Debian 12 it comes from bookworm-backports, which
+# (docs/perf-history.md, "Mesa 25's lavapipe"). On Debian 12 it comes from bookworm-backports, which
 # is used for this one package only (`apt-get install -t bookworm-backports`).
 # `bash scripts/lavapipe.sh --upgrade` replaces an older lavapipe that is already installed.
 set -euo pipefail

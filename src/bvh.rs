@@ -18,7 +18,7 @@ const MEDIAN_DEPTH: usize = 32;
 pub const LEAF_SIZE: usize = 4;
 /// Triangles per leaf, at most, in triangle-only hierarchies (`mesh.wgsl`, which tests a
 /// leaf's triangles in a loop of their own: larger leaves, fewer node steps; measured in
-/// docs/PERF.md).
+/// docs/perf-history.md).
 pub const TRIANGLE_LEAF_SIZE: usize = 6;
 /// Where a leaf's kind sits in `GpuBvhChild::count` (above its shape count).
 pub const LEAF_KIND_SHIFT: u32 = 8;

@@ -342,7 +342,7 @@ impl<'a> PackedRows<'a> {
         let offset = self.fields.offset_words(bit);
         out.reserve(self.len() * f.width);
         // One copy when the field is the whole row; else a word at a time for the common
-        // one-word fields (a call per row costs more than the copy: docs/PERF.md, H200).
+        // one-word fields (a call per row costs more than the copy: docs/perf-history.md, H200).
         match (stride == f.width, f.width) {
             (true, _) => out.extend_from_slice(self.words),
             (false, 1) => out.extend(self.words.chunks_exact(stride).map(|row| row[offset])),

@@ -3,7 +3,7 @@
 //! glibc keeps memory that the build's threads freed in their arenas, and after each large
 //! free it raises its mmap threshold (up to 32 MiB), so later blocks of that size land in the
 //! arenas too and stay resident once freed. A 2M-triangle mesh's upload then came on top of
-//! ~60 MiB of memory already free (docs/PERF.md, issue 14).
+//! ~60 MiB of memory already free (docs/perf-history.md, issue 14).
 
 /// Hand the allocator's free memory back to the system (between the phases of a large build).
 pub fn return_free_memory() {

@@ -1,5 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+// The user guide's Rust examples run as doctests (`cargo test --doc`), so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/library.md")]
+pub struct GuideLibraryExamples;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/meshes.md")]
+pub struct GuideMeshExamples;
+
 pub mod bench;
 pub mod bvh;
 pub mod contacts;

@@ -15,7 +15,7 @@ pub struct Mesh {
 
 /// A mesh's vertex coordinates: in f32 where f32 holds every one exactly (binary STL always,
 /// PLY of floats, float32 arrays), half the bytes of f64 for the same values (a large mesh's
-/// host copy is a third of its peak memory on a CPU adapter, docs/PERF.md); in f64 otherwise.
+/// host copy is a third of its peak memory on a CPU adapter, docs/perf-history.md); in f64 otherwise.
 /// Every computation reads them as f64 (`get`).
 #[derive(Clone, Debug)]
 pub enum Vertices {
@@ -438,7 +438,7 @@ const NORMAL_BATCH: usize = 1 << 16;
 
 /// `Pseudonormals::gpu_words` takes the vertices in bands of an eighth of a large mesh's, and
 /// of at least this many (3 MiB of sums or half-edges), each band a pass over the mesh
-/// (docs/PERF.md, "bands").
+/// (docs/perf-history.md, "bands").
 const VERTEX_BAND_FLOOR: usize = 1 << 17;
 
 impl Pseudonormals {

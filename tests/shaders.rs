@@ -234,7 +234,7 @@ fn nearest_scans_every_shape_kind() {
     }
     // Never the switch inside those loops: compilers inline every call before they fold a
     // constant switch, and a switch of every kind inlined in every kind's loop made these
-    // pipelines take seconds to build on lavapipe (docs/PERF.md).
+    // pipelines take seconds to build on lavapipe (docs/perf-history.md).
     for scan in ["fn scan_every_kind(", "fn scan_leaf_every_kind("] {
         let body = &source[source.find(scan).unwrap()..];
         let body = &body[..body.find("\n}\n").unwrap()];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what report.sh needs on a GPU machine that has neither Rust nor a Vulkan loader (the
-# device tool's machines, docs/PERF.md "A hardware GPU"): the stripped release executables,
+# device tool's machines, docs/perf-history.md "A hardware GPU"): the stripped release executables,
 # Debian's libvulkan.so.1 and the shared meshes, into target/gpukit.tar.gz (under the device
 # tool's 64 MiB carry). On the GPU machine: `bash scripts/bench/gpu_run.sh [--quick]`.
 set -euo pipefail

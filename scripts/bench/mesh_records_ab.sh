@@ -1,5 +1,5 @@
 #!/bin/bash
-# Packed against indexed mesh records (docs/PERF.md, issue 14 third session): 128³ grids of the
+# Packed against indexed mesh records (docs/perf-history.md, issue 14 third session): 128³ grids of the
 # shared meshes and 10^6 points against a 1M-triangle torus, alternating, three rounds.
 # Usage: bash scripts/bench/mesh_records_ab.sh TORUS_1M.stl POINTS_1M.npy   (release build first;
 # `python3 scripts/bench/make_torus_mesh.py 1024 512 TORUS_1M.stl` makes the torus)

@@ -116,7 +116,7 @@ job() {
 if [ -z "$table_from" ]; then
 job info "$bin_dir/closest" info
 # On a CPU adapter (lavapipe) the device is the host's own cores: smaller jobs, so that the
-# whole report stays within 20 minutes there (docs/PERF.md, the lavapipe baseline).
+# whole report stays within 20 minutes there (docs/perf-history.md, the lavapipe baseline).
 if grep -q '^chosen: .*Cpu)' "$work/info.out" && ! $smoke && ! $quick; then
     primitive_rows=4000000; serve_requests_large=64; mesh_large_repeats=1; grid_large_signs=pseudonormal
 fi

@@ -62,7 +62,7 @@ const INDEXED_BYTES_PER_TRIANGLE: u64 = 48;
 
 /// Host bytes per triangle a scene's build holds at its peak: the sorted entries (32), the
 /// leaf order (8), nodes and spans, then the packed records beside the nodes (measured on the
-/// 2M-triangle torus: about 150 with 56-byte entries, about 80 since; docs/PERF.md). Kept
+/// 2M-triangle torus: about 150 with 56-byte entries, about 80 since; docs/perf-history.md). Kept
 /// high: it only decides whether a build is refused up front.
 const BUILD_BYTES_PER_TRIANGLE: u64 = 160;
 
@@ -718,7 +718,7 @@ impl Engine {
     /// host takes part: a mesh in parts, or sign data the device cannot hold (a grid the device
     /// cannot sample is answered from host-made rows on the same device path). On a CPU
     /// adapter the first dispatch, whose shader compilation takes tens of MiB when the
-    /// driver's cache is cold, comes when everything else is resident (docs/PERF.md, issue
+    /// driver's cache is cold, comes when everything else is resident (docs/perf-history.md, issue
     /// 14). The mesh must then be queried with that sign and fields only.
     pub(crate) fn upload_mesh_for_job(
         &self,

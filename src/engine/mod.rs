@@ -23,7 +23,7 @@ use crate::math::DVec3;
 use crate::shape::Shape;
 
 /// A job answers at least this many rows a shape before its scene gets cell lists: their
-/// build costs about as much as 50 rows a shape save on lavapipe (docs/PERF.md).
+/// build costs about as much as 50 rows a shape save on lavapipe (docs/perf-history.md).
 const CELL_LIST_ROWS_PER_SHAPE: usize = 100;
 
 /// The GPU closest-point engine: one device, its kernels built once, and the jobs of SPEC §2
@@ -55,7 +55,7 @@ impl Engine {
     /// Whether scene queries through a BVH are dispatched in Morton order within each chunk
     /// (results always come back in row order): by default on CPU adapters (lavapipe), where
     /// it makes the lanes coherent, and not on hardware GPUs, where the host's sort costs more
-    /// than the device saves (docs/PERF.md).
+    /// than the device saves (docs/perf-history.md).
     pub fn reorders_queries(&self) -> bool {
         self.gpu
             .reorder_queries

@@ -2,14 +2,14 @@
 //! grid around the scene's bounded shapes, every shape that can be the nearest (or tied with
 //! it) to a point in the cell, grouped by kind. A query in the grid tests its cell's list, in
 //! one tight loop per kind, instead of walking the BVH (whose node steps were three quarters
-//! of a scene query on lavapipe, docs/PERF.md); points outside the grid walk as before.
+//! of a scene query on lavapipe, docs/perf-history.md); points outside the grid walk as before.
 //!
 //! Why a list holds the answer: the unsigned distance to the nearest shape, D, is 1-Lipschitz
 //! (in both modes), so at any point of a cell D ≤ U = d(centre, s) + half the cell's diagonal
 //! for any shape s, and only shapes whose box lies within U of the cell can reach D. d(centre,
 //! s) is bounded by the farthest corner of s's box (s lies in it): boxes alone decide, so no
 //! shape's geometry is needed here (the exact distance listed no fewer shapes that mattered:
-//! docs/PERF.md). The
+//! docs/perf-history.md). The
 //! bounds are taken in f64 with `slack` added, which covers the f32 error of the kernel's
 //! distances and of its cell lookup, so every shape the walk could answer with (ties
 //! included) is listed, and the answers are the walk's bit for bit.

@@ -60,7 +60,7 @@ pub enum MeshRecords {
     /// On adapters whose device memory is the host's (CPU and integrated), indexed for meshes
     /// of [`MeshRecords::AUTO_INDEXED_TRIANGLES`] or more: every device byte is a host byte
     /// there, and indexed records keep a 2M-triangle job under 3× its STL file's size with
-    /// signs (docs/PERF.md). Otherwise packed (up to ~1.2× faster queries), unless the packed
+    /// signs (docs/perf-history.md). Otherwise packed (up to ~1.2× faster queries), unless the packed
     /// copy would not fit the memory there is and the indexed one would.
     #[default]
     Auto,
@@ -107,7 +107,7 @@ pub struct JobTiming {
 
 /// Rows per chunk when the limits allow it: big enough to amortise a submission, small enough
 /// that a chunk's results are still in cache when the host drains them (measured in
-/// docs/PERF.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
+/// docs/perf-history.md: 2^18 rows halves the drain time of 2^20 on lavapipe).
 const DEFAULT_CHUNK_ROWS: usize = 1 << 18;
 
 /// Storage buffers larger than this are uploaded piece by piece (`Context::storage_buffer_words`).
@@ -303,7 +303,7 @@ impl Context {
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             // Smaller memory blocks: a job's large buffers get allocations of their own either
             // way, and on CPU adapters the rest of a larger block is host memory held for
-            // nothing (~4 MiB of a 2M-triangle job's peak, docs/PERF.md).
+            // nothing (~4 MiB of a 2M-triangle job's peak, docs/perf-history.md).
             memory_hints: wgpu::MemoryHints::MemoryUsage,
             trace: wgpu::Trace::Off,
         }))
@@ -396,7 +396,7 @@ impl Context {
             chunk_rows,
             // The host's Morton sort pays where the device is the CPU (coherent lanes, and
             // the subgroup walks need them) and costs more than it saves on a hardware GPU,
-            // whose queries outrun it (docs/PERF.md: H100).
+            // whose queries outrun it (docs/perf-history.md: H100).
             reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),

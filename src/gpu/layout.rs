@@ -458,7 +458,7 @@ pub fn triangle_bindings(
 }
 
 /// [`triangle_bindings`] with indexed records (`indexed_triangles`): the same hierarchy, about
-/// three quarters of the bytes (docs/PERF.md). `corner_ids(i)` are triangle i's indices into `vertices`, the
+/// three quarters of the bytes (docs/perf-history.md). `corner_ids(i)` are triangle i's indices into `vertices`, the
 /// corners as `corners(i)` gives them rounded to f32. Scenes too small for a hierarchy are
 /// scanned linearly, packed, as by [`triangle_bindings`].
 pub fn indexed_triangle_bindings(
@@ -717,12 +717,12 @@ fn fit_triangles_box(
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
 /// leaf visit runs the code of every kind in the hierarchy on software adapters, so the break-even
-/// grows with the kinds (measured on lavapipe: about 50 shapes for four kinds, docs/PERF.md).
+/// grows with the kinds (measured on lavapipe: about 50 shapes for four kinds, docs/perf-history.md).
 const LINEAR_SCAN_PER_KIND: usize = 12;
 
 /// Children holding more triangles keep axis-aligned boxes: fitting is a pass over every
 /// corner below a child, so it would cost a pass over the mesh per level, and near the root an
-/// oriented box around a large curved patch is hardly tighter (docs/PERF.md).
+/// oriented box around a large curved patch is hardly tighter (docs/perf-history.md).
 const ORIENTED_MAX_TRIANGLES: usize = 256;
 
 /// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
@@ -755,7 +755,7 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
             .collect();
         // Meshes: boxes that follow the surface. An axis-aligned box around tiny tilted
         // triangles stands out of the surface by their size, so far more leaves qualify for a
-        // query point than hold its answer (docs/PERF.md).
+        // query point than hold its answer (docs/perf-history.md).
         let triangles: Option<Vec<[DVec3; 3]>> = bounded
             .iter()
             .map(|&(i, _)| match shapes[i] {

@@ -1,6 +1,6 @@
 //! Query coherence: a chunk's points are dispatched in Morton order, so neighbouring
 //! invocations walk the BVH along similar paths, and the results are put back in row order
-//! on the way out (measured in docs/PERF.md).
+//! on the way out (measured in docs/perf-history.md).
 
 use std::ops::Range;
 

@@ -41,7 +41,7 @@ pub fn query_point(p: [f64; 3], offset: DVec3) -> [f32; 3] {
 /// Writes f64 points into a chunk's point buffer through [`query_point`]: converted on all
 /// cores into a scratch buffer, then copied into the mapped buffer at once (writing one f32
 /// at a time into write-combined memory held a hardware GPU's mesh queries to a third of
-/// their rate: docs/PERF.md, H200).
+/// their rate: docs/perf-history.md, H200).
 pub fn write_query_points(points: &[[f64; 3]], offset: DVec3, mut out: wgpu::WriteOnly<'_, [u8]>) {
     use rayon::prelude::*;
     const PIECE_ROWS: usize = 16 * 1024;

@@ -212,7 +212,7 @@ pub fn generated_shapes() -> String {
 
 // The templates of `generated_shapes`. Software adapters run every case of a switch on
 // loaded data, and compilers inline every call before folding constant switches, so each
-// kind's loop calls its own projection (docs/PERF.md: pipeline builds).
+// kind's loop calls its own projection (docs/perf-history.md: pipeline builds).
 const PROJECT_KIND: &str = "
 fn project_point_{name}(s: Shape, p_world: vec3<f32>) -> Projection {
     var proj = project_{name}_record(s, p_world - s.anchor.xyz);
