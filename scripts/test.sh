@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, CI): installs lavapipe if no Vulkan driver exists, checks
-# formatting and lints, runs every Rust test, then stages the Python package (its extension
-# module comes from the same build) in a virtual environment and runs its tests (pytest). GPU
-# tests run on the default adapter and fail (never skip) when there is none.
+# formatting, builds the user guide (installing mdBook if missing), lints, runs every Rust
+# test, then stages the Python package (its extension module comes from the same build) in a
+# virtual environment and runs its tests (pytest). GPU tests run on the default adapter and
+# fail (never skip) when there is none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lavapipe.sh
@@ -19,6 +20,12 @@ if [ "${CI:-}" = true ]; then
     export CARGO_INCREMENTAL=0
 fi
 cargo fmt --all -- --check
+# The user guide (docs/): mdBook builds it into target/book; tests/docs.rs checks its links.
+if ! command -v mdbook >/dev/null 2>&1; then
+    echo "closest: installing mdBook for the user guide (cargo install mdbook, once)" >&2
+    cargo install mdbook --locked --version 0.5.4 --quiet
+fi
+mdbook build docs
 # One build for the lints, the Rust tests and the Python extension module. Our crates are
 # compiled by clippy-driver, as `cargo clippy --workspace --all-targets -- -D warnings` runs it
 # (RUSTC_WORKSPACE_WRAPPER, lint flags in CLIPPY_ARGS), but with code generation, so the lints
