@@ -23,6 +23,7 @@ pub mod math;
 pub mod mesh;
 pub mod reference;
 pub mod sdf;
+pub mod semantics;
 #[cfg(feature = "serve")]
 pub mod serve;
 pub mod shape;
@@ -35,48 +36,5 @@ pub use error::{Error, Result};
 pub use fields::{Columns, Family, Fields, PackedRows};
 pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit, MeshRecords};
 pub use math::DVec3;
+pub use semantics::{Mode, is_queryable, tolerance};
 pub use shape::{Shape, ShapeKind};
-
-/// Query mode (SPEC §2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Mode {
-    /// Inside a solid the point is its own closest point (d = 0); otherwise d ≥ 0 to the boundary.
-    #[default]
-    Solid = 0,
-    /// q is always on the boundary; d is negative inside solids and below planes.
-    Surface = 1,
-}
-
-impl Mode {
-    /// A mode by name (`solid`, `surface`); anything else is a usage error listing them.
-    pub fn parse(name: &str) -> Result<Mode> {
-        [Mode::Solid, Mode::Surface]
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "mode: unknown mode `{name}`; the valid ones are solid, surface"
-                ))
-            })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Solid => "solid",
-            Mode::Surface => "surface",
-        }
-    }
-}
-
-/// SPEC §3's bound: every GPU distance and closest point lies within this of the f64
-/// reference, for `scale` the largest absolute coordinate of the query point and the shape.
-pub fn tolerance(scale: f64) -> f64 {
-    1e-5 * scale.max(1e-3)
-}
-
-/// Whether a query point gets an answer: finite once converted to the GPU's f32 (SPEC §2's
-/// NaN/inf rule; coordinates beyond f32's range count as infinite).
-pub fn is_queryable(p: DVec3) -> bool {
-    p.is_finite() && p.max_abs() <= f32::MAX as f64
-}
