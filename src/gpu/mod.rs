@@ -9,19 +9,22 @@ mod cells;
 pub(crate) mod context;
 pub(crate) mod grid;
 pub mod interface;
+pub(crate) mod kernels;
 pub mod layout;
+pub mod options;
 mod order;
 pub(crate) mod plan;
 pub(crate) mod rows;
 pub(crate) mod scene;
 pub mod shaders;
 pub(crate) mod stream;
+pub(crate) mod texels;
 
 pub use crate::fields::{PackedSink, TRAVERSAL_OVERFLOW};
 pub use adapter::{AdapterSummary, list_adapters};
 pub(crate) use context::{Context, common_kind};
-pub use context::{EngineOptions, JobTiming, MeshRecords};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
+pub use options::{EngineOptions, JobTiming, MeshRecords};
 pub use order::morton_code;
 pub use rows::{
     RowSink, RowSource, hits_into_slice, points_from_slice, query_point, write_query_points,

@@ -2,9 +2,10 @@
 //! pipeline and its rounds) and what fills the bind group's slots. The streaming loop
 //! (`stream.rs`) carries out a plan knowing nothing of the job's kind.
 
-use super::context::{Context, PipelineKey};
+use super::context::Context;
 use super::grid::GridSamples;
 use super::interface::Entry;
+use super::kernels::PipelineKey;
 use super::layout::{SEED_ROUNDS, SEED_STRIDE};
 use super::scene::GpuScene;
 use crate::error::Result;

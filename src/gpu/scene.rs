@@ -187,7 +187,7 @@ fn upload_bindings<E: From<Error>>(
     }
     let texel_words = texel_records.len() + from + nodes.len();
     check_texels(count, texel_words, gpu.max_texels)?;
-    let texel_bytes = super::context::texel_texture_bytes(texel_words);
+    let texel_bytes = super::texels::texel_texture_bytes(texel_words);
     let (record_bytes, max) = (4 * (stored.len() - from) as u64, gpu.binding_bytes);
     if record_bytes > max {
         return Err(Error::Usage(format!(
@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn texture_bytes_are_whole_layers() {
-        use crate::gpu::context::texel_texture_bytes;
+        use crate::gpu::texels::texel_texture_bytes;
         // One texel at least; a short row; a layer of 64 rows of 4,096 texels, then two.
         assert_eq!(texel_texture_bytes(0), 16);
         assert_eq!(texel_texture_bytes(4 * 10), 160);

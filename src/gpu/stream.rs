@@ -5,13 +5,15 @@
 use std::ops::Range;
 use std::sync::{Mutex, mpsc};
 
-use super::context::{Context, JobTiming, copy_to_row_texture, point_texel_count, row_texture};
+use super::context::Context;
 use super::interface::Bindings;
 use super::layout::SEED_ROUNDS;
 use super::layout::{GpuShape, Params};
+use super::options::JobTiming;
 use super::order::Reorder;
 use super::plan::{Plan, ShapeBuffers};
 use super::rows::RowSource;
+use super::texels::{copy_to_row_texture, point_texel_count, row_texture};
 
 /// Chunks in flight at once (upload of one overlaps compute/readback of the other).
 const SLOTS: usize = 2;

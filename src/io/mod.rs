@@ -1,17 +1,18 @@
 //! File formats of SPEC §1 and §5: scene JSON, points (.npy / .csv), results (.npz / .csv).
 
+pub mod columns;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod mesh;
 pub mod npy;
+mod npz;
 pub mod output;
 pub mod points;
 pub mod scene;
 
+pub use columns::{ColumnSpec, ColumnType, Values, field_column, field_columns, field_values};
 pub use mesh::{MeshFormat, load_mesh, read_mesh};
-pub use output::{
-    ColumnSpec, ColumnType, OutputFile, Values, field_column, field_columns, field_values,
-    npz_in_memory,
-};
+pub use npz::npz_in_memory;
+pub use output::OutputFile;
 pub use points::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene, shapes_from_values};

@@ -1,0 +1,176 @@
+//! The kernels: one shader module each, composed and validated once, and their pipelines,
+//! specialised by overrides on first use and cached by `PipelineKey`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::interface::{self, Entry, Override};
+use super::shaders;
+use crate::error::{Error, Result};
+use crate::shape::ShapeKind;
+
+pub(crate) struct Kernels {
+    pub layout: wgpu::BindGroupLayout,
+    pipeline_layout: wgpu::PipelineLayout,
+    /// Shader modules by name (`query`, `segments`), with the overrides each declares; all
+    /// share one bind-group layout.
+    modules: HashMap<&'static str, (wgpu::ShaderModule, Vec<String>)>,
+    /// Pipelines by their specialisation, built on first use.
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
+    pub workgroup_size: u32,
+    /// `POINT_TEXELS`: the walks read points from texels (`Context::point_texels`).
+    point_texels: bool,
+    /// `STACK_LIMIT`: the entries a walk's stack may hold (`EngineOptions::walk_stack_entries`).
+    pub stack_limit: u32,
+}
+
+/// What a pipeline is specialised for: software adapters run every branch the compiler cannot
+/// drop, so code a job never takes is compiled out through pipeline overrides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    pub entry: Entry,
+    /// `ONLY_KIND`: the one kind of every shape, if they share one.
+    pub kind: Option<ShapeKind>,
+    /// `BVH_KINDS`: the kinds in the scene's hierarchy, a bit each (0: no hierarchy).
+    pub bvh_kinds: u32,
+    /// `LINEAR_KINDS`: the kinds scanned linearly, a bit each.
+    pub linear_kinds: u32,
+    /// `FIELDS`: the output fields (`fields::Fields::bits`), which rows hold, packed.
+    pub fields: u32,
+    /// `TRIANGLE_RECORDS`: a triangle scene's records are indexed.
+    pub indexed_triangles: bool,
+    /// `PSEUDONORMAL_SIGNS`: a mesh's rows are signed by pseudonormal as they are answered.
+    pub pseudonormal_signs: bool,
+    /// `GRID_SAMPLES`: rows are the samples of an SDF grid, computed on the device.
+    pub grid_samples: bool,
+    /// `ONE_SHAPE`: the scene is one shape of `kind`, without a hierarchy.
+    pub one_shape: bool,
+    /// `FINE_WINDING`: `winding_numbers` at the fine accuracy.
+    pub fine_winding: bool,
+}
+
+impl Kernels {
+    /// The pipeline for `key`, built on first use.
+    pub(crate) fn pipeline(
+        &self,
+        device: &wgpu::Device,
+        key: PipelineKey,
+    ) -> Result<wgpu::ComputePipeline> {
+        let mut cache = crate::sync::lock(&self.pipelines);
+        if let Some(p) = cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let PipelineKey {
+            entry,
+            kind,
+            bvh_kinds,
+            linear_kinds,
+            fields,
+            indexed_triangles,
+            pseudonormal_signs,
+            grid_samples,
+            one_shape,
+            fine_winding,
+        } = key;
+        let (module, declared) = &self.modules[entry.shader()];
+        // Each override where the kernel declares it.
+        let constants: Vec<(&str, f64)> = Override::ALL
+            .into_iter()
+            .filter(|o| declared.iter().any(|d| d == o.name()))
+            .map(|o| {
+                let value = match o {
+                    Override::Fields => fields,
+                    Override::OnlyKind => kind.map_or(shaders::ANY_KIND, |k| k as u32),
+                    Override::BvhKinds => bvh_kinds,
+                    Override::LinearKinds => linear_kinds,
+                    Override::TriangleRecords => u32::from(indexed_triangles),
+                    Override::PseudonormalSigns => u32::from(pseudonormal_signs),
+                    Override::GridSamples => u32::from(grid_samples),
+                    Override::OneShape => u32::from(one_shape),
+                    Override::PointTexels => u32::from(self.point_texels),
+                    Override::StackLimit => self.stack_limit,
+                    Override::FineWinding => u32::from(fine_winding),
+                };
+                (o.name(), f64::from(value))
+            })
+            .collect();
+        let pipeline = in_error_scope(device, || {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry.name()),
+                layout: Some(&self.pipeline_layout),
+                module,
+                entry_point: Some(entry.name()),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    ..Default::default()
+                },
+                cache: None,
+            })
+        })?;
+        cache.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+pub(super) fn build_kernels(
+    device: &wgpu::Device,
+    subgroups: bool,
+    point_texels: bool,
+    stack_limit: u32,
+) -> Result<Kernels> {
+    // Every entry point shares one workgroup size (the dispatch grid is computed once).
+    let mut modules = HashMap::new();
+    let mut workgroup_size = None;
+    for (name, entries) in interface::kernel_shaders() {
+        if !subgroups && entries.iter().any(|e| e.needs_subgroups()) {
+            continue;
+        }
+        let shader = shaders::compose(name).map_err(Error::Gpu)?;
+        let reflected = interface::reflect(&shader);
+        for entry in entries {
+            let [size, _, _] = shader.workgroup_size(entry.name()).ok_or_else(|| {
+                Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
+            })?;
+            if *workgroup_size.get_or_insert(size) != size {
+                return Err(Error::Gpu(format!(
+                    "{name}.wgsl: `{}` has another workgroup size",
+                    entry.name()
+                )));
+            }
+        }
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+        });
+        modules.insert(name, (module, reflected.overrides));
+    }
+    let workgroup_size = workgroup_size.expect("at least one kernel");
+    let layout = interface::bind_group_layout(device);
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("kernels"),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    Ok(Kernels {
+        layout,
+        pipeline_layout,
+        modules,
+        pipelines: Mutex::new(HashMap::new()),
+        workgroup_size,
+        point_texels,
+        stack_limit,
+    })
+}
+
+/// Run `f` inside validation and out-of-memory error scopes.
+pub(super) fn in_error_scope<T>(device: &wgpu::Device, f: impl FnOnce() -> T) -> Result<T> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let value = f();
+    let v = pollster::block_on(validation.pop());
+    let o = pollster::block_on(oom.pop());
+    match (v, o) {
+        (None, None) => Ok(value),
+        (Some(e), _) | (None, Some(e)) => Err(Error::Gpu(e.to_string())),
+    }
+}

@@ -1,0 +1,96 @@
+//! How the engine is opened (`EngineOptions`), how a mesh's records are laid out
+//! (`MeshRecords`), and where a job's host time went (`JobTiming`).
+
+use crate::error::{Error, Result};
+
+/// How to open the engine.
+#[derive(Clone, Debug, Default)]
+pub struct EngineOptions {
+    /// Substring of the adapter name, or a backend (`vulkan`, `gl`, `metal`, `dx12`).
+    /// `None` reads `CLOSEST_ADAPTER`, then prefers a hardware GPU over a software one.
+    pub adapter: Option<String>,
+    /// Rows per chunk; `None` sizes chunks from the device limits. Tests set it small to force
+    /// many chunks.
+    pub chunk_rows: Option<usize>,
+    /// Use staging buffers and copies even on a unified-memory adapter (the path discrete
+    /// GPUs take), so tests can exercise it on lavapipe.
+    pub force_staging: bool,
+    /// Run only the kernels every adapter has: never the subgroup kernels
+    /// (`query_subgroup.wgsl`, `mesh_subgroup.wgsl`), so tests and benchmarks can compare them
+    /// with `query.wgsl` and `mesh.wgsl` on lavapipe.
+    pub portable_kernels: bool,
+    /// Treat storage bindings as holding at most this many bytes (below the adapter's limit),
+    /// so that tests split small meshes over several bindings as large ones are.
+    pub max_binding_bytes: Option<u64>,
+    /// Treat this many bytes as the memory available to a mesh's build and device copy (the
+    /// host's available memory otherwise, where the system tells it), so that tests see a
+    /// mesh refused as one too large for the machine is.
+    pub memory_bytes: Option<u64>,
+    /// How meshes' triangles are stored on the device.
+    pub mesh_records: MeshRecords,
+    /// Read query points (and paired jobs' shapes) from their storage buffers, as on adapters
+    /// whose textures are narrower than a texel row, instead of from texels
+    /// (`shared/point_texels.wgsl`), so tests and benchmarks can compare both paths.
+    pub storage_points: bool,
+    /// Hold the walks' stacks to this many entries (fewer than `bvh::STACK_SIZE`), so that
+    /// tests see a traversal that outgrows its stack reported, as a hierarchy too deep for
+    /// the kernels' stacks would be.
+    pub walk_stack_entries: Option<usize>,
+    /// Answer every scene query by the BVH walk: resident scenes get no cell lists
+    /// (`gpu::cells`), so tests and benchmarks can compare both paths.
+    pub walk_only: bool,
+    /// Ask every part of a mesh in parts for every row, none passed over for its box
+    /// (`Engine::query_mesh_parts_stream`), so tests and benchmarks can compare both paths.
+    pub every_part: bool,
+}
+
+/// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MeshRecords {
+    /// On adapters whose device memory is the host's (CPU and integrated), indexed for meshes
+    /// of [`MeshRecords::AUTO_INDEXED_TRIANGLES`] or more: every device byte is a host byte
+    /// there, and indexed records keep a 2M-triangle job under 3× its STL file's size with
+    /// signs (docs/perf-history.md). Otherwise packed (up to ~1.2× faster queries), unless the packed
+    /// copy would not fit the memory there is and the indexed one would.
+    #[default]
+    Auto,
+    /// Each triangle's corner and edges in f32 beside its normal: 56 bytes a triangle, the
+    /// fewest loads per triangle test.
+    Packed,
+    /// Vertex indices and normal per triangle, the vertices shared: about 38 bytes a
+    /// triangle on a closed mesh, a dependent load more per triangle test.
+    Indexed,
+}
+
+impl MeshRecords {
+    /// The fewest triangles `Auto` stores indexed on a CPU or integrated adapter whatever the
+    /// memory (2^20).
+    pub const AUTO_INDEXED_TRIANGLES: usize = 1 << 20;
+
+    /// A record format by name (`auto`, `packed`, `indexed`), as the Python package takes it;
+    /// anything else is a usage error listing the names.
+    pub fn parse(name: &str) -> Result<MeshRecords> {
+        match name {
+            "auto" => Ok(MeshRecords::Auto),
+            "packed" => Ok(MeshRecords::Packed),
+            "indexed" => Ok(MeshRecords::Indexed),
+            other => Err(Error::Usage(format!(
+                "mesh_records: unknown format `{other}`; the valid ones are auto, packed, indexed"
+            ))),
+        }
+    }
+}
+
+/// Where a job's host time went; the device computes while the host fills and drains.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobTiming {
+    /// Writing inputs into mapped buffers.
+    pub fill: std::time::Duration,
+    /// Blocked on the device (compute, and copies on non-unified adapters).
+    pub wait: std::time::Duration,
+    /// Handing mapped results to the sink.
+    pub drain: std::time::Duration,
+    /// Inside `queue.submit` (software adapters may execute the work right there).
+    pub submit: std::time::Duration,
+    pub chunks: usize,
+}
