@@ -2,7 +2,8 @@
 # Byte-identical outputs of two builds of `closest` on a fixed set of jobs: the guard of
 # refactors that must not change behaviour (issue 13). Jobs: scene queries (both modes, all
 # fields and distance only, NaN rows included), paired queries, mesh queries with each sign,
-# segment pairs, sphere contacts and SDF grids with both signs, on the default adapter.
+# segment pairs, sphere contacts and SDF grids with both signs, and one scene of each shape
+# kind alone (surface mode), on the default adapter.
 #
 #   bash scripts/same_outputs.sh BEFORE AFTER
 #
@@ -63,6 +64,32 @@ npy("a.npy", (5000, 2, 3), [rng.uniform(-3, 3) for _ in range(6 * 5000)])
 npy("b.npy", (5000, 2, 3), [rng.uniform(-3, 3) for _ in range(6 * 5000)])
 spheres = [rng.uniform(-6, 6) if k % 4 < 3 else rng.uniform(0, 2) for k in range(4 * 5000)]
 npy("spheres.npy", (5000, 4), spheres)
+# One scene per shape kind (SPEC §1), each alone, off the origin and turned.
+import json
+q = [0.1, 0.2, 0.3, 0.9]
+kinds = {
+    "sphere": {"center": [1, 2, 3], "radius": 1.5},
+    "aabb": {"min": [-1, -2, -0.5], "max": [2, 1, 0.5]},
+    "box": {"center": [1, 0, -1], "half_extents": [1, 0.5, 2], "rotation": q},
+    "plane": {"normal": [1, 1, 0], "offset": 0.5},
+    "segment": {"a": [-2, 0, 1], "b": [3, 1, -1]},
+    "line": {"a": [-2, 0, 1], "b": [3, 1, -1]},
+    "ray": {"origin": [-2, 0, 1], "direction": [1, 1, 1]},
+    "triangle": {"a": [0, 0, 0], "b": [3, 1, 0], "c": [1, 3, 2]},
+    "capsule": {"a": [-1, -1, 0], "b": [2, 2, 1], "radius": 0.8},
+    "cylinder": {"a": [1, 1, 1], "b": [-1, -1, -1], "radius": 0.7},
+    "wedge": {"center": [0, 1, 0], "half_extents": [1, 1.5, 2], "rotation": q},
+    "corner_wedge": {"center": [0, 1, 0], "half_extents": [1, 1.5, 2], "rotation": q},
+    "cone": {"a": [0, 0, 0], "b": [2, 2, 2], "radius": 0.7},
+    "torus": {"center": [0, 0, 0], "axis": [1, 1, 0], "major_radius": 1.5, "minor_radius": 0.3},
+    "ellipsoid": {"center": [1, 0, 0], "radii": [2, 1, 0.5], "rotation": q},
+    "convex_hull": {"points": [[0, 0, 0], [2, 0, 0], [0, 3, 0], [0, 0, 1], [1, 1, 2], [2, 2, -1]]},
+}
+for kind, fields in kinds.items():
+    with open(f"{out}/kind_{kind}.json", "w") as f:
+        json.dump({"shapes": [dict(type=kind, **fields)]}, f)
+with open(f"{out}/kinds.txt", "w") as f:
+    f.write("\n".join(kinds) + "\n")
 EOF
 
 jobs=(
@@ -78,6 +105,9 @@ jobs=(
     "sdf_pseudonormal|sdf $meshes/igea.ply --res 40"
     "sdf_winding|sdf $meshes/stanford-bunny.obj --res 32 --sign winding"
 )
+while read -r kind; do
+    jobs+=("kind_$kind|query --shapes $inputs/kind_$kind.json --points $inputs/points.npy --mode surface")
+done <"$inputs/kinds.txt"
 differ=()
 for job in "${jobs[@]}"; do
     name=${job%%|*}
