@@ -6,7 +6,7 @@
 use half::f16;
 
 use crate::bvh::LEAF_COUNT_BITS;
-use crate::gpu::layout::TriangleHierarchy;
+use crate::gpu::scene_layout::TriangleHierarchy;
 use crate::math::DVec3;
 use crate::mesh::{Mesh, triangle_winding_number};
 
@@ -38,7 +38,7 @@ struct Cluster {
 
 /// A mesh's winding-number hierarchy: the device's (winding_walk.wgsl), in f64. Its clusters
 /// are the children of the hierarchy a mesh's scene gets on the device
-/// (`layout::TriangleHierarchy`, built the same way from the same shifted corners), with the
+/// (`scene_layout::TriangleHierarchy`, built the same way from the same shifted corners), with the
 /// centroids and dipoles the device has (rounded to f32) and their boxes decoded as the device
 /// decodes them, so both take the same clusters whole. A mesh in parts has a hierarchy per
 /// part, as on the device, and its winding number is the sum of theirs.

@@ -623,7 +623,7 @@ fn packed_oriented_boxes_hold_their_triangles_as_the_kernel_sees_them() {
         (DVec3::new(-7.0, 2.0, 1.0), 1e-3, 1e-5),
     ] {
         let shapes = triangle_soup(&mut rng, 3000, centre, spread, size);
-        let layout = closest::gpu::layout::scene_layout(&shapes, true);
+        let layout = closest::gpu::scene_layout::scene_layout(&shapes, true);
         assert!(layout.oriented);
         let packed = bvh::pack_oriented(&layout.nodes);
         // The triangles below each child, by walking the hierarchy.
@@ -719,13 +719,13 @@ fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
     }
 }
 
-/// A mesh's scene is built straight from its corners (`layout::triangle_bindings`); it must
+/// A mesh's scene is built straight from its corners (`scene_layout::triangle_bindings`); it must
 /// be the scene the general path builds from its triangle shapes, byte for byte: random
 /// soups (with degenerate and repeated triangles), a few triangles (no hierarchy), and a shared
 /// mesh.
 #[test]
 fn triangle_bindings_are_the_general_layouts_bytes() {
-    use closest::gpu::layout::{scene_layout, triangle_bindings};
+    use closest::gpu::scene_layout::{scene_layout, triangle_bindings};
     let mut rng = Rng::new(23);
     let mut soups: Vec<Vec<[DVec3; 3]>> = Vec::new();
     for count in [1, 5, 12, 13, 100, 5_000] {

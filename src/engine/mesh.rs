@@ -505,7 +505,7 @@ impl Engine {
         let (one_part, texels_per_triangle) = if indexed {
             // Records, at most one node a triangle, and the vertices.
             let record_texels =
-                crate::gpu::layout::triangle_record_words(mesh.triangles.len(), true) / 4;
+                crate::gpu::scene_layout::triangle_record_words(mesh.triangles.len(), true) / 4;
             let texels = (record_texels + mesh.vertices.len()) as u64 + 4 * triangles;
             (
                 nodes_fit && texels <= max_texels,

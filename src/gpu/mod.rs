@@ -16,6 +16,7 @@ mod order;
 pub(crate) mod plan;
 pub(crate) mod rows;
 pub(crate) mod scene;
+pub mod scene_layout;
 pub mod shaders;
 pub(crate) mod stream;
 pub(crate) mod texels;

@@ -4,7 +4,7 @@
 use wgpu::util::DeviceExt;
 
 use super::context::{Context, common_kind};
-use super::layout;
+use super::scene_layout;
 use crate::error::Error;
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
@@ -12,7 +12,7 @@ use crate::shape::{Shape, ShapeKind};
 /// A scene uploaded once; query it many times with [`Engine::query_scene`].
 pub struct GpuScene {
     /// What the kernels read of the records outside the walk: a triangle scene's index tables
-    /// (`layout::packed_triangles`, `layout::indexed_triangles`); a stand-in otherwise.
+    /// (`scene_layout::packed_triangles`, `scene_layout::indexed_triangles`); a stand-in otherwise.
     pub(crate) shapes: wgpu::Buffer,
     /// Per kind `[start, end, root node, node count]`, a uniform.
     pub(crate) ranges: wgpu::Buffer,
@@ -30,12 +30,12 @@ pub struct GpuScene {
     /// out (software adapters would run an empty loop's body once).
     pub(crate) linear_kinds: u32,
     /// The BVH's boxes are oriented (triangles only): `mesh.wgsl` answers, from packed
-    /// triangles and nodes (`layout::packed_triangles`, `bvh::pack_oriented`).
+    /// triangles and nodes (`scene_layout::packed_triangles`, `bvh::pack_oriented`).
     pub(crate) oriented: bool,
-    /// An oriented scene's triangles are indexed (`layout::indexed_triangles`): about three
+    /// An oriented scene's triangles are indexed (`scene_layout::indexed_triangles`): about three
     /// quarters of the bytes of packed records, a dependent texel fetch more per triangle test.
     pub(crate) indexed: bool,
-    /// An oriented scene's winding-number clusters (`layout::TriangleHierarchy`), where its
+    /// An oriented scene's winding-number clusters (`scene_layout::TriangleHierarchy`), where its
     /// upload asked for them: the sign data of `winding_walk.wgsl`.
     pub(crate) clusters: Option<wgpu::Buffer>,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
@@ -81,25 +81,22 @@ pub(crate) fn upload<E: From<Error>>(
     hierarchy: Hierarchy,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
-    let scene_layout = layout::scene_layout(shapes, hierarchy != Hierarchy::None);
-    let cells = (hierarchy == Hierarchy::CellLists && !gpu.walk_only && !scene_layout.oriented)
+    let laid_out = scene_layout::scene_layout(shapes, hierarchy != Hierarchy::None);
+    let cells = (hierarchy == Hierarchy::CellLists && !gpu.walk_only && !laid_out.oriented)
         .then(|| {
             // The BVH's shapes come first in storage order, up to the first linear range.
-            let in_bvh = scene_layout.ranges[0][0] as usize;
-            let users: Vec<u32> = scene_layout.shapes[..in_bvh]
-                .iter()
-                .map(|s| s.index)
-                .collect();
-            let bvh_kinds = scene_layout.ranges.last().map_or(0, |r| r[2]);
+            let in_bvh = laid_out.ranges[0][0] as usize;
+            let users: Vec<u32> = laid_out.shapes[..in_bvh].iter().map(|s| s.index).collect();
+            let bvh_kinds = laid_out.ranges.last().map_or(0, |r| r[2]);
             super::cells::cell_lists(shapes, &users, bvh_kinds, gpu.binding_bytes)
         })
         .flatten();
-    let bindings = scene_layout.into_bindings();
+    let bindings = laid_out.into_bindings();
     let kind = common_kind(shapes.iter().map(Shape::kind));
     upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)
 }
 
-/// A scene of `count` triangles (`layout::triangle_bindings`) on the device, with its
+/// A scene of `count` triangles (`scene_layout::triangle_bindings`) on the device, with its
 /// winding-number `clusters` if asked.
 pub(crate) fn upload_triangles<E: From<Error>>(
     gpu: &Context,
@@ -109,12 +106,12 @@ pub(crate) fn upload_triangles<E: From<Error>>(
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
-    let bindings = layout::triangle_bindings(count, corners, clusters);
+    let bindings = scene_layout::triangle_bindings(count, corners, clusters);
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
 }
 
-/// A scene of `count` triangles with indexed records (`layout::indexed_triangle_bindings`).
+/// A scene of `count` triangles with indexed records (`scene_layout::indexed_triangle_bindings`).
 pub(crate) fn upload_indexed_triangles<E: From<Error>>(
     gpu: &Context,
     count: usize,
@@ -126,7 +123,7 @@ pub(crate) fn upload_indexed_triangles<E: From<Error>>(
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
     let bindings =
-        layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices, clusters);
+        scene_layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices, clusters);
     drop(vertices);
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
@@ -148,7 +145,7 @@ fn check_triangle_count(count: usize) -> Result<(), Error> {
 /// hulls then keeps their faces among its texels only.
 fn upload_bindings<E: From<Error>>(
     gpu: &Context,
-    bindings: layout::SceneBindings,
+    bindings: scene_layout::SceneBindings,
     cells: Option<Vec<u32>>,
     count: usize,
     kind: Option<ShapeKind>,
@@ -163,7 +160,7 @@ fn upload_bindings<E: From<Error>>(
         bindings.oriented,
         bindings.indexed,
     );
-    let layout::SceneBindings {
+    let scene_layout::SceneBindings {
         records,
         mut ranges,
         mut nodes,
@@ -285,7 +282,7 @@ fn split_records(records: Vec<u32>, count: usize, oriented: bool, indexed: bool)
     match (oriented, indexed) {
         (true, indexed) => SplitRecords {
             stored: records,
-            from: layout::triangle_record_words(count, indexed),
+            from: scene_layout::triangle_record_words(count, indexed),
             texels: Vec::new(),
         },
         (false, _) => SplitRecords {

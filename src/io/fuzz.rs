@@ -74,7 +74,7 @@ fn build_mesh_tables(mesh: &Mesh) {
     std::hint::black_box(normals.sign(mesh, 0, mesh.vertices.get(0)));
     std::hint::black_box(crate::winding::WindingTree::new(mesh));
     let offset = mesh.centre();
-    std::hint::black_box(crate::gpu::layout::triangle_bindings(
+    std::hint::black_box(crate::gpu::scene_layout::triangle_bindings(
         mesh.triangles.len(),
         &|t| mesh.shifted_corners(t, offset),
         true,
@@ -90,7 +90,7 @@ fn feed_scene(data: &[u8]) -> bool {
         return false;
     };
     if !shapes.is_empty() {
-        std::hint::black_box(crate::gpu::layout::scene_layout(&shapes, true).into_bindings());
+        std::hint::black_box(crate::gpu::scene_layout::scene_layout(&shapes, true).into_bindings());
     }
     true
 }
