@@ -1,5 +1,5 @@
 //! Triangle meshes (SPEC §4): the checked triangle soup (`Mesh`; its files are read by
-//! `io::mesh`), pseudonormal and winding signs (the queries are `engine::mesh`). An index out of range or
+//! `io::mesh_file`), pseudonormal and winding signs (the queries are `engine::mesh`). An index out of range or
 //! a mesh without triangles is an error naming the file and the problem; degenerate triangles
 //! are kept (they are answered like any other).
 

@@ -1,6 +1,6 @@
 //! The engine: every job the library runs (scene, paired, segment-pair, mesh and contact
 //! queries), each turned into a `gpu::plan::Job` and carried out by the streaming loop. This is
-//! the only place `impl Engine` lives: `mesh.rs` here for meshes, `contacts.rs` for spheres,
+//! the only place `impl Engine` lives: `mesh/` here for meshes, `contacts.rs` for spheres,
 //! `sdf.rs` for grids.
 
 mod contacts;

@@ -85,14 +85,14 @@ fn farthest2(p: [f64; 3], c: &Box3) -> f64 {
 }
 
 /// The grid: its low corner, cell size and cells per axis.
-struct Grid {
+struct CellGrid {
     lo: [f64; 3],
     cell: f64,
     /// Added to every bound (see the module's comment).
     slack: f64,
 }
 
-impl Grid {
+impl CellGrid {
     /// Box of cells `lo..hi` (per axis), grown by the slack.
     fn cells_box(&self, lo: [usize; 3], hi: [usize; 3]) -> Box3 {
         self.grown_cells_box(lo, hi, self.slack)
@@ -218,7 +218,7 @@ pub fn cell_lists(
     let scale = (0..3)
         .map(|k| lo[k].abs().max((lo[k] + dims[k] as f64 * cell).abs()))
         .fold(extent, f64::max);
-    let grid = Grid {
+    let grid = CellGrid {
         lo,
         cell,
         slack: 1e-5 * scale,

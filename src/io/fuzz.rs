@@ -8,7 +8,7 @@
 use std::io::{Cursor, Write};
 use std::path::PathBuf;
 
-use super::mesh::{MeshFormat, read_mesh};
+use super::mesh_file::{MeshFormat, read_mesh};
 use super::points::{POINTS, RowFile};
 use crate::mesh::Mesh;
 

@@ -3,7 +3,7 @@
 pub mod columns;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod mesh;
+pub mod mesh_file;
 pub mod npy;
 mod npz;
 pub mod output;
@@ -11,7 +11,7 @@ pub mod points;
 pub mod scene;
 
 pub use columns::{ColumnSpec, ColumnType, Values, field_column, field_columns, field_values};
-pub use mesh::{MeshFormat, load_mesh, read_mesh};
+pub use mesh_file::{MeshFormat, load_mesh, read_mesh};
 pub use npz::npz_in_memory;
 pub use output::OutputFile;
 pub use points::{PointFile, RowFile, RowLayout};

@@ -1,0 +1,197 @@
+//! Mesh queries: a mesh uploaded once (`GpuMesh`) and answered through its triangle scene,
+//! shifted back and signed on the host (pseudonormals) or the device (winding numbers). The
+//! rooms: how a mesh fits the device (`budget.rs`), meshes cut into parts (`parts.rs`), signs
+//! (`signs.rs`) and the query jobs (`query.rs`); the upload is here.
+
+mod budget;
+mod grid_samples;
+mod parts;
+mod query;
+mod signs;
+
+pub use query::PointRows;
+
+use budget::*;
+use parts::*;
+use signs::*;
+
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
+use crate::gpu::plan::DeviceSign;
+use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points, write_query_points_iter};
+use crate::math::DVec3;
+use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};
+use crate::winding::WindingTree;
+
+/// A mesh uploaded once and queried many times: its triangles live on the device as a scene
+/// (one BVH), moved in f64 so the mesh's centre is the origin before they are rounded to f32, so
+/// a mesh far from the origin keeps its precision. Query points take the same shift.
+///
+/// A mesh whose triangles or hierarchy would not fit one storage binding is cut into spatial
+/// parts that each do (SPEC §4 "Size"): every part is a scene of its own, each block of query
+/// rows is answered by every part in turn and the nearest answer kept, ties to the lower
+/// triangle index as everywhere.
+pub struct GpuMesh {
+    mesh: Mesh,
+    offset: DVec3,
+    parts: Vec<MeshPart>,
+    /// The pseudonormal table on the device (`Pseudonormals::gpu_words`), uploaded on the
+    /// first query that signs by pseudonormal, where it fits one binding beside a one-part
+    /// mesh.
+    device_normals: std::sync::OnceLock<wgpu::Buffer>,
+    /// The same on the host, which signs by pseudonormal where it does not.
+    normals: std::sync::OnceLock<Pseudonormals>,
+    /// The winding-number hierarchy on the host, which signs by winding number where the
+    /// device does not: a mesh in parts, too small for a hierarchy or uploaded without its
+    /// clusters (`Engine::upload_mesh_with`).
+    host_winding: std::sync::OnceLock<WindingTree>,
+}
+
+/// One part of a mesh on the device: a scene of some of its triangles.
+struct MeshPart {
+    scene: GpuScene,
+    /// The least and greatest corner of its triangles' box, in world coordinates.
+    bounds: (DVec3, DVec3),
+    /// The mesh's index of each of the scene's triangles, ascending (empty: all of them, in
+    /// order).
+    triangles: Vec<u32>,
+}
+
+impl GpuMesh {
+    pub fn mesh(&self) -> &Mesh {
+        &self.mesh
+    }
+
+    /// Bytes it holds on the device, its winding clusters and its pseudonormal table counted
+    /// whether or not a query has built the table yet (a budget must not be overrun later by a
+    /// signed query).
+    pub fn device_bytes(&self) -> u64 {
+        let sign_data = match self.parts.as_slice() {
+            [part] => sign_data_bytes(&self.mesh, part.scene.indexed),
+            _ => 0,
+        };
+        self.triangle_bytes() + sign_data
+    }
+
+    /// Bytes its triangles, hierarchies and winding clusters hold on the device (the
+    /// pseudonormal table aside).
+    pub fn triangle_bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.scene.device_bytes()).sum()
+    }
+
+    /// How its triangles are stored on the device: `Packed` or `Indexed` (never `Auto`).
+    pub fn records(&self) -> MeshRecords {
+        if self.parts.iter().any(|p| p.scene.indexed) {
+            MeshRecords::Indexed
+        } else {
+            MeshRecords::Packed
+        }
+    }
+
+    /// Storage bindings the triangles are spread over (one, unless the mesh is larger than
+    /// one binding holds).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
+    }
+}
+
+impl Engine {
+    /// Upload a mesh: its BVH is built once, on the CPU, and stays on the device, ready for
+    /// queries of any sign.
+    pub fn upload_mesh(&self, mesh: Mesh) -> Result<GpuMesh> {
+        self.upload_mesh_admitted(mesh, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_mesh`], asking `admit` first with the device bytes the mesh will take
+    /// ([`GpuMesh::device_bytes`]), before any is allocated; its refusal is returned.
+    pub fn upload_mesh_admitted<E: From<Error>>(
+        &self,
+        mesh: Mesh,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuMesh, E> {
+        self.upload_mesh_with(mesh, true, admit)
+    }
+
+    /// [`Engine::upload_mesh_admitted`], with the winding clusters over its hierarchy only if
+    /// `clusters` (a one-shot job that signs otherwise does not need them; winding signs are
+    /// then the host's).
+    pub(crate) fn upload_mesh_with<E: From<Error>>(
+        &self,
+        mesh: Mesh,
+        clusters: bool,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuMesh, E> {
+        let offset = mesh.centre();
+        let MeshPlan {
+            indexed,
+            one_part,
+            cap,
+            sign_data,
+        } = self.plan_mesh(&mesh, clusters)?;
+        // Parts are built one at a time: the build's peak is the largest part's.
+        let parts = if one_part {
+            let scene = self.upload_mesh_part(&mesh, offset, indexed, None, clusters, |bytes| {
+                admit(bytes + sign_data)
+            })?;
+            vec![MeshPart {
+                scene,
+                bounds: mesh.bounds(),
+                triangles: Vec::new(),
+            }]
+        } else {
+            // Admitted by the bound before anything is built: the parts' sizes are known only
+            // once each is.
+            admit(mesh_device_estimate(&mesh, indexed) + cluster_bytes(&mesh, clusters))?;
+            let mut parts = Vec::new();
+            for indices in spatial_parts(&mesh, cap as usize) {
+                let scene = self.upload_mesh_part(
+                    &mesh,
+                    offset,
+                    indexed,
+                    Some(&indices),
+                    clusters,
+                    |_| Ok::<(), Error>(()),
+                )?;
+                parts.push(MeshPart {
+                    scene,
+                    bounds: mesh.triangles_bounds(indices.iter().copied()),
+                    triangles: indices,
+                });
+            }
+            parts
+        };
+        Ok(GpuMesh {
+            device_normals: std::sync::OnceLock::new(),
+            normals: std::sync::OnceLock::new(),
+            host_winding: std::sync::OnceLock::new(),
+            mesh,
+            offset,
+            parts,
+        })
+    }
+
+    /// Upload `mesh` for a one-shot job (the CLI's query or grid) whose one query signs by
+    /// `sign` and computes `fields`: with the winding clusters only if it signs by winding
+    /// number; with the sign data the device needs to answer alone built now; and with the
+    /// host's copy of the mesh released where the device does answer alone. Kept where the
+    /// host takes part: a mesh in parts, or sign data the device cannot hold (a grid the device
+    /// cannot sample is answered from host-made rows on the same device path). On a CPU
+    /// adapter the first dispatch, whose shader compilation takes tens of MiB when the
+    /// driver's cache is cold, comes when everything else is resident (docs/perf-history.md, issue
+    /// 14). The mesh must then be queried with that sign and fields only.
+    pub(crate) fn upload_mesh_for_job(
+        &self,
+        mesh: Mesh,
+        sign: Sign,
+        fields: Fields,
+    ) -> Result<GpuMesh> {
+        let sign = applied_sign(sign, fields);
+        let mut mesh =
+            self.upload_mesh_with(mesh, sign == Sign::Winding, |_| Ok::<(), Error>(()))?;
+        if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
+            mesh.mesh = Mesh::default();
+        }
+        Ok(mesh)
+    }
+}

@@ -1,0 +1,181 @@
+//! Signs of mesh answers: pseudonormals on the host or as rows are answered, winding numbers
+//! on the device (or the host, where the device cannot hold the tree).
+
+use super::*;
+
+impl GpuMesh {
+    /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, on the
+    /// host (meshes in parts, or whose sign data the device cannot hold; winding rows come
+    /// marked by `mark_inside_on_host`). `points` are the chunk's query points as given.
+    pub(super) fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
+        use rayon::prelude::*;
+        // Built on first use: only pseudonormal signs on the host need them.
+        let normals = (sign == Sign::Pseudonormal)
+            .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
+        hits.par_iter_mut()
+            .zip(points.par_iter())
+            .with_min_len(1024)
+            .for_each(|(hit, p)| {
+                if hit.shape < 0 {
+                    return;
+                }
+                let q = DVec3::new(
+                    hit.point[0] as f64,
+                    hit.point[1] as f64,
+                    hit.point[2] as f64,
+                ) + self.offset;
+                hit.point = q.to_f32();
+                let t = hit.shape as usize;
+                let (s, normal) = match (sign, normals) {
+                    (Sign::Winding, _) => {
+                        // The device marked the inside by the distance's sign bit (−0 on the
+                        // surface) and left the rest as it was.
+                        let inside = hit.distance.is_sign_negative();
+                        hit.distance = hit.distance.abs();
+                        (if inside { -1.0 } else { 1.0 }, face_normal(&self.mesh, t))
+                    }
+                    (_, Some(normals)) => normals.sign(&self.mesh, t, DVec3::new(p[0], p[1], p[2])),
+                    (_, None) => return,
+                };
+                hit.distance *= s as f32;
+                hit.normal = if hit.distance != 0.0 {
+                    hit.normal.map(|x| x * s as f32)
+                } else {
+                    normal.to_f32()
+                };
+            });
+    }
+
+    /// The pseudonormal table on the device, built and uploaded on first use; `None` where the
+    /// mesh has several parts, is too small for a hierarchy (query.wgsl scans it, unsigned) or
+    /// the table would not fit one binding: the host signs then.
+    pub(super) fn pseudonormal_buffer(&self, engine: &Engine) -> Result<Option<&wgpu::Buffer>> {
+        if let Some(buffer) = self.device_normals.get() {
+            return Ok(Some(buffer));
+        }
+        let max = engine.gpu.binding_bytes;
+        let (triangles, vertices) = (self.mesh.triangles.len(), self.mesh.vertices.len());
+        let [part] = self.parts.as_slice() else {
+            return Ok(None);
+        };
+        // Indexed records hold the mesh's vertex indices; the table then leaves them out.
+        let vertex_indices = !part.scene.indexed;
+        if !part.scene.oriented
+            || Pseudonormals::max_gpu_bytes(triangles, vertices, vertex_indices) > max
+        {
+            return Ok(None);
+        }
+        let words = Pseudonormals::gpu_words(&self.mesh, vertex_indices);
+        let buffer = engine
+            .gpu
+            .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
+        Ok(Some(self.device_normals.get_or_init(|| buffer)))
+    }
+
+    /// The f64 twin of its winding clusters on the device (hierarchies of the same parts),
+    /// which signs by winding number where the device does not; built on first use.
+    pub fn host_winding(&self) -> &WindingTree {
+        self.host_winding
+            .get_or_init(|| match self.parts.as_slice() {
+                [_] => WindingTree::new(&self.mesh),
+                parts => {
+                    let parts: Vec<&[u32]> = parts.iter().map(|p| p.triangles.as_slice()).collect();
+                    WindingTree::in_parts(&self.mesh, &parts)
+                }
+            })
+    }
+
+    /// Mark the rows inside by winding number on the host, as the device does: the distance's
+    /// sign bit set (−0 on the surface).
+    pub(super) fn mark_inside_on_host(&self, points: &[[f64; 3]], hits: &mut [GpuHit]) {
+        use rayon::prelude::*;
+        let tree = self.host_winding();
+        hits.par_iter_mut()
+            .zip(points.par_iter())
+            .with_min_len(256)
+            .for_each(|(hit, p)| {
+                let p = DVec3::new(p[0], p[1], p[2]);
+                if hit.shape >= 0 && tree.is_inside(&self.mesh, p) {
+                    hit.distance = -hit.distance;
+                }
+            });
+    }
+}
+
+/// The sign a query of `fields` applies: signs change only distances and normals.
+pub(super) fn applied_sign(sign: Sign, fields: Fields) -> Sign {
+    use crate::fields::{DISTANCE, NORMAL};
+    if fields.contains(DISTANCE | NORMAL) {
+        sign
+    } else {
+        Sign::None
+    }
+}
+
+impl Engine {
+    /// How the device signs `mesh`'s rows by `sign`: `None` where it cannot, for a mesh in
+    /// parts or whose sign data does not fit one binding (the host signs then).
+    pub(super) fn device_sign<'a>(
+        &self,
+        mesh: &'a GpuMesh,
+        sign: Sign,
+    ) -> Result<Option<DeviceSign<'a>>> {
+        if mesh.parts.len() > 1 {
+            return Ok(None);
+        }
+        Ok(match sign {
+            Sign::None => Some(DeviceSign::None),
+            Sign::Winding => mesh.parts[0]
+                .scene
+                .clusters
+                .as_ref()
+                .map(DeviceSign::Winding),
+            Sign::Pseudonormal => mesh
+                .pseudonormal_buffer(self)?
+                .map(DeviceSign::Pseudonormal),
+        })
+    }
+
+    /// Mark the rows of `block` inside by the sum of the parts' winding numbers, walked on the
+    /// device, as the host's `WindingTree::is_inside` decides over the same parts: the coarse
+    /// sum, and the fine one for the rows whose coarse sum lies within `SIGN_MARGIN` of ½. The
+    /// distance's sign bit is set (−0 on the surface); a row whose walk outgrew its stack in
+    /// any part becomes an overflow row, as on the device.
+    pub(super) fn mark_inside_on_device(
+        &self,
+        mesh: &GpuMesh,
+        block: &[[f64; 3]],
+        best: &mut [GpuHit],
+    ) -> Result<()> {
+        use crate::winding::SIGN_MARGIN;
+        let rows: Vec<u32> = (0..block.len() as u32)
+            .filter(|&i| best[i as usize].shape >= 0)
+            .collect();
+        let mut total = vec![0f64; block.len()];
+        self.add_part_winding_numbers(mesh, block, &rows, false, &mut total)?;
+        let unsure: Vec<u32> = rows
+            .iter()
+            .copied()
+            // NaN (a walk that outgrew its stack) included: the fine walk tells.
+            .filter(|&i| {
+                (total[i as usize] - 0.5).abs() <= SIGN_MARGIN || total[i as usize].is_nan()
+            })
+            .collect();
+        for &i in &unsure {
+            total[i as usize] = 0.0;
+        }
+        self.add_part_winding_numbers(mesh, block, &unsure, true, &mut total)?;
+        for &i in &rows {
+            let (w, hit) = (total[i as usize], &mut best[i as usize]);
+            if w.is_nan() {
+                *hit = GpuHit {
+                    shape: crate::fields::TRAVERSAL_OVERFLOW,
+                    ..GpuHit::default()
+                };
+            } else if w > 0.5 {
+                hit.distance = -hit.distance;
+            }
+        }
+        Ok(())
+    }
+}
