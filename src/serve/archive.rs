@@ -1,0 +1,48 @@
+//! `.npz`-style request bodies (a zip whose index is at its end): members and their rows.
+
+use super::*;
+
+/// An `.npz`-style archive body (its index is at its end: the body is needed whole).
+pub(super) async fn archive_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    holds: &str,
+) -> ApiResult<zip::ZipArchive<std::io::Cursor<Vec<u8>>>> {
+    let (body, _held) = state.body(headers, body)?.whole().await?;
+    zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("the body must be an .npz (numpy.savez, uncompressed) with {holds}: {e}"),
+        )
+    })
+}
+
+/// The bytes of `member` of `archive`; 400 naming it when it is missing.
+pub(super) fn archive_member(
+    archive: &mut zip::ZipArchive<std::io::Cursor<Vec<u8>>>,
+    member: &str,
+    holds: &str,
+) -> ApiResult<Vec<u8>> {
+    let mut entry = archive.by_name(member).map_err(|_| {
+        ApiError::bad(format!(
+            "body: the .npz has no `{member}` (it needs {holds})"
+        ))
+    })?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut entry, &mut bytes)
+        .map_err(|e| ApiError::bad(format!("body: `{member}`: {e}")))?;
+    Ok(bytes)
+}
+
+/// The rows of array `name` of an archive, shape (N, *tail).
+pub(super) fn archive_rows(
+    archive: &mut zip::ZipArchive<std::io::Cursor<Vec<u8>>>,
+    name: &str,
+    tail: &[usize],
+    holds: &str,
+) -> ApiResult<Vec<f64>> {
+    let bytes = archive_member(archive, &format!("{name}.npy"), holds)?;
+    body::npy_rows_in_memory(&bytes, tail)
+        .map_err(|e| ApiError::new(e.status, format!("array `{name}`: {}", e.message)))
+}

@@ -1,0 +1,587 @@
+//! The routes (`api`) and their handlers: targets put and deleted, queries, contacts, SDF grids,
+//! segment and paired jobs, health, metrics and the OpenAPI description.
+
+use super::*;
+
+/// The routes and their description, from the same annotated handlers.
+pub(super) fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
+    use utoipa::OpenApi;
+    use utoipa_axum::{router::OpenApiRouter, routes};
+    OpenApiRouter::with_openapi(api::ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(health_live))
+        .routes(routes!(health_ready))
+        .routes(routes!(metrics_text))
+        .routes(routes!(openapi_json))
+        .routes(routes!(list_targets))
+        .routes(routes!(put_scene, delete_scene))
+        .routes(routes!(put_mesh, delete_mesh))
+        .routes(routes!(scene_query))
+        .routes(routes!(scene_contacts))
+        .routes(routes!(mesh_query))
+        .routes(routes!(mesh_sdf))
+        .routes(routes!(segments))
+        .routes(routes!(paired))
+        .split_for_parts()
+}
+
+/// `/v1/health/ready`'s answer: 200 when the device works, the preloaded targets are
+/// resident and the server is not draining; else 503 saying which.
+pub(super) fn readiness_response(state: &AppState) -> Response {
+    let status = match (state.draining.load(Ordering::SeqCst), state.readiness()) {
+        (true, _) => "draining",
+        (false, Readiness::Ready) => "ok",
+        (false, Readiness::Loading) => "loading targets",
+        (false, Readiness::Reopening) => "reopening the device",
+        (false, Readiness::DeviceFailed) => "device lost",
+    };
+    let health = api::Health {
+        status: status.into(),
+        adapter: state.engine().describe(),
+    };
+    let code = if status == "ok" {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(code, &health)
+}
+
+#[utoipa::path(get, path = "/v1/health", tag = "service",
+    responses((status = 200, description = "Ready (as /v1/health/ready)", body = api::Health),
+        (status = 503, description = "Not ready: loading targets, reopening the device, \
+            device lost, or draining", body = api::Health)))]
+pub(super) async fn health(State(state): State<Arc<AppState>>) -> Response {
+    readiness_response(&state)
+}
+
+#[utoipa::path(get, path = "/v1/health/ready", tag = "service",
+    responses((status = 200, description = "The device works, the preloaded targets are \
+            resident, not draining", body = api::Health),
+        (status = 503, description = "Not ready: loading targets, reopening the device, \
+            device lost, or draining", body = api::Health)))]
+pub(super) async fn health_ready(State(state): State<Arc<AppState>>) -> Response {
+    readiness_response(&state)
+}
+
+#[utoipa::path(get, path = "/v1/health/live", tag = "service",
+    responses((status = 200, description = "The process answers", body = api::Health)))]
+pub(super) async fn health_live(State(state): State<Arc<AppState>>) -> Response {
+    let health = api::Health {
+        status: "ok".into(),
+        adapter: state.engine().describe(),
+    };
+    json(StatusCode::OK, &health)
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses(
+        (status = 200, description = "Prometheus text: requests by route and status, rows, \
+            batch sizes, queue depth, latency", body = String, content_type = "text/plain"),
+        api::ReadErrors))]
+pub(super) async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
+    let resident: u64 = read(&state.targets).values().map(|r| r.bytes).sum();
+    let targets = read(&state.targets).len() as u64;
+    let connections = &state.connections;
+    let gauges = [
+        ("closest_resident_bytes", resident),
+        ("closest_resident_targets", targets),
+        ("closest_inflight_body_bytes", state.inflight.held() as u64),
+        (
+            "closest_open_connections",
+            connections.open.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "closest_refused_connections_total",
+            connections.refused.load(Ordering::Relaxed),
+        ),
+        (
+            "closest_busy_workers",
+            (state.config.workers - state.shared.pool.available_permits()) as u64,
+        ),
+    ];
+    let waiting = state.shared.waiting.load(Ordering::Relaxed);
+    let text = state.metrics.render(waiting, &gauges);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses(
+        (status = 200, description = "This description (OpenAPI 3)", body = Object),
+        api::ReadErrors))]
+pub(super) async fn openapi_json(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response()
+}
+
+pub(super) fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+#[utoipa::path(get, path = "/v1/targets", tag = "targets",
+    responses(
+        (status = 200, description = "The resident targets by name", body = Vec<api::TargetInfo>),
+        api::ReadErrors))]
+pub(super) async fn list_targets(State(state): State<Arc<AppState>>) -> Response {
+    let targets = read(&state.targets);
+    let mut list: Vec<api::TargetInfo> = targets
+        .iter()
+        .map(|((kind, name), r)| api::TargetInfo {
+            name: name.clone(),
+            kind: kind.name().into(),
+            shapes: (*kind == Kind::Scene).then_some(r.size),
+            triangles: (*kind == Kind::Mesh).then_some(r.size),
+            device_bytes: r.bytes,
+        })
+        .collect();
+    list.sort_by(|a, b| (&a.name, &a.kind).cmp(&(&b.name, &b.kind)));
+    json(StatusCode::OK, &list)
+}
+
+/// A response with what the access log should say of it.
+pub(super) fn logged(mut response: Response, access: Access) -> Response {
+    response.extensions_mut().insert(access);
+    response
+}
+
+/// An answer's columns as the `.npz` the CLI writes, logged with its target and times.
+pub(super) fn answer_response(
+    answer: Answer,
+    target: &str,
+    rows: usize,
+    bytes_in: usize,
+) -> Response {
+    logged(
+        npz_response(&answer.columns),
+        Access {
+            target: Some(target.to_string()),
+            rows: Some(rows),
+            bytes_in: Some(bytes_in as u64),
+            queue_wait: Some(answer.queue_wait),
+            device: Some(answer.device),
+        },
+    )
+}
+
+pub(super) fn check_name(name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad(format!(
+            "target name `{name}`: use 1 to 128 letters, digits, '-', '_' or '.'"
+        )))
+    }
+}
+
+#[utoipa::path(put, path = "/v1/scenes/{name}", tag = "targets",
+    params(("name" = String, Path, description = "1 to 128 letters, digits, '-', '_' or '.'",
+        example = "demo")),
+    request_body(content = api::SceneBody, description = "A scene file (SPEC §1)"),
+    responses(
+        (status = 201, description = "Resident", body = api::SceneInstalled),
+        (status = 200, description = "Resident, in place of the scene of that name",
+            body = api::SceneInstalled),
+        api::PutErrors))]
+pub(super) async fn put_scene(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let (body, _held) = state.body(&headers, body)?.whole().await?;
+    let text = String::from_utf8(body).map_err(|_| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be scene JSON (UTF-8)",
+        )
+    })?;
+    let shapes = crate::io::parse_scene(&text, "body")?;
+    let engine = state.engine();
+    state
+        .install((Kind::Scene, name), move |admit| {
+            upload_scene(&engine, shapes, admit)
+        })
+        .await
+}
+
+#[utoipa::path(put, path = "/v1/meshes/{name}", tag = "targets",
+    params(("name" = String, Path, description = "1 to 128 letters, digits, '-', '_' or '.'",
+        example = "demo"), api::MeshFormat),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = "The mesh file's bytes"),
+    responses(
+        (status = 201, description = "Resident", body = api::MeshInstalled),
+        (status = 200, description = "Resident, in place of the mesh of that name",
+            body = api::MeshInstalled),
+        api::PutErrors))]
+pub(super) async fn put_mesh(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::MeshFormat>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    check_name(&name)?;
+    let format = params.format.unwrap_or_default().to_ascii_lowercase();
+    if !matches!(format.as_str(), "obj" | "stl" | "ply") {
+        return Err(ApiError::bad(format!(
+            "format: `{format}`: give ?format=obj, stl or ply"
+        )));
+    }
+    let file = body_to_file(&state.private, state.body(&headers, body)?, &format).await?;
+    let engine = state.engine();
+    state
+        .install((Kind::Mesh, name), move |admit| {
+            upload_mesh(&engine, mesh_from_file(file)?, admit)
+        })
+        .await
+}
+
+/// A mesh body written to a private file as it arrives (the mesh readers take files);
+/// removed when the handle drops, whatever happens to the request.
+pub(super) async fn body_to_file(
+    private: &PrivateDir,
+    mut body: BodyReader,
+    format: &str,
+) -> ApiResult<PrivateFile> {
+    use tokio::io::AsyncWriteExt;
+    let (file, mut out) = private.create(format).await?;
+    let cannot_write =
+        |e: std::io::Error| ApiError::internal(format!("cannot store the body: {e}"));
+    while let Some(bytes) = body.chunk().await? {
+        out.write_all(&bytes).await.map_err(cannot_write)?;
+    }
+    out.flush().await.map_err(cannot_write)?;
+    Ok(file)
+}
+
+/// The mesh in `file`, its errors naming it `body`.
+pub(super) fn mesh_from_file(file: PrivateFile) -> crate::Result<crate::mesh::Mesh> {
+    let mesh = crate::io::load_mesh(file.path());
+    let shown = file.path().display().to_string();
+    mesh.map_err(|e| match e {
+        Error::BadFile { problem, .. } => Error::BadFile {
+            file: "body".into(),
+            problem: problem.replace(&shown, "body"),
+        },
+        other => Error::Usage(other.to_string().replace(&shown, "body")),
+    })
+}
+
+#[utoipa::path(delete, path = "/v1/scenes/{name}", tag = "targets",
+    params(("name" = String, Path, example = "demo")),
+    responses((status = 204, description = "Gone; queries running on it finish on it"),
+        api::DeleteErrors))]
+pub(super) async fn delete_scene(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    state.remove(Kind::Scene, &name)
+}
+
+#[utoipa::path(delete, path = "/v1/meshes/{name}", tag = "targets",
+    params(("name" = String, Path, example = "demo")),
+    responses((status = 204, description = "Gone; queries running on it finish on it"),
+        api::DeleteErrors))]
+pub(super) async fn delete_mesh(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    state.remove(Kind::Mesh, &name)
+}
+
+pub(super) fn parse_fields(family: Family, fields: Option<&str>) -> ApiResult<Fields> {
+    match fields {
+        None => Ok(Fields::all(family)),
+        Some(list) => Ok(Fields::parse(family, list)?),
+    }
+}
+
+pub(super) fn parse_mode(mode: Option<&str>) -> ApiResult<Mode> {
+    Ok(mode.map_or(Ok(Mode::Solid), Mode::parse)?)
+}
+
+#[utoipa::path(post, path = "/v1/scenes/{name}/query", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::SceneQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 3) float32 or float64 query points"),
+    responses(
+        (status = 200, description = ".npz as `closest query --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
+pub(super) async fn scene_query(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::SceneQueryParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let mode = parse_mode(params.mode.as_deref())?;
+    let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
+    let op = Op::SceneQuery(mode);
+    query_target(&state, (Kind::Scene, name), &headers, body, op, fields).await
+}
+
+/// A query of a resident target: its `.npy` rows read, checked and batched; its `.npz`.
+pub(super) async fn query_target(
+    state: &Arc<AppState>,
+    (kind, name): (Kind, String),
+    headers: &HeaderMap,
+    body: Body,
+    op: Op,
+    fields: Fields,
+) -> ApiResult<Response> {
+    let resident = state.resident(kind, &name)?;
+    let (rows, held) = state.body(headers, body)?.npy_rows(&[op.width()]).await?;
+    if op == Op::Contacts {
+        for (row, sphere) in rows.chunks_exact(4).enumerate() {
+            crate::contacts::check_radius(row, sphere[3], "body")?;
+        }
+    }
+    if kind == Kind::Scene {
+        resident.check_answerable(rows.len())?;
+    }
+    let count = rows.len() / op.width();
+    let fault = state.fault(headers);
+    let answer = state.submit(&resident, op, fields, rows, fault).await?;
+    Ok(answer_response(answer, &name, count, held.bytes()))
+}
+
+#[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::FieldsParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 4) spheres as cx, cy, cz, r"),
+    responses(
+        (status = 200, description = ".npz as `closest contacts --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
+pub(super) async fn scene_contacts(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let fields = parse_fields(Family::Contacts, params.fields.as_deref())?;
+    query_target(
+        &state,
+        (Kind::Scene, name),
+        &headers,
+        body,
+        Op::Contacts,
+        fields,
+    )
+    .await
+}
+
+pub(super) fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
+    Ok(sign.map_or(Ok(default), Sign::parse)?)
+}
+
+#[utoipa::path(post, path = "/v1/meshes/{name}/query", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::MeshQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npy (N, 3) float32 or float64 query points"),
+    responses(
+        (status = 200, description = ".npz as `closest query --mesh M --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
+pub(super) async fn mesh_query(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::MeshQueryParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let sign = parse_sign(params.sign.as_deref(), Sign::None)?;
+    let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
+    let op = Op::MeshQuery(sign);
+    query_target(&state, (Kind::Mesh, name), &headers, body, op, fields).await
+}
+
+pub(super) fn numbers(option: &str, text: &str) -> ApiResult<Vec<f64>> {
+    text.split(',')
+        .map(|t| t.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            ApiError::bad(format!(
+                "{option}: expected comma-separated numbers, got `{text}`"
+            ))
+        })
+}
+
+#[utoipa::path(post, path = "/v1/meshes/{name}/sdf", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::SdfParams),
+    responses(
+        (status = 200, description = ".npz as `closest sdf --out X.npz`: sdf (NX, NY, NZ), \
+            origin, spacing", body = api::Binary, content_type = "application/octet-stream"),
+        api::SdfErrors))]
+pub(super) async fn mesh_sdf(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::SdfParams>,
+) -> ApiResult<Response> {
+    let resident = state.resident(Kind::Mesh, &name)?;
+    let res = numbers("res", params.res.as_deref().unwrap_or(""))?;
+    let res: [usize; 3] = match res.as_slice() {
+        [n] => [*n; 3],
+        [x, y, z] => [*x, *y, *z],
+        _ => return Err(ApiError::bad("res: give N or NX,NY,NZ")),
+    }
+    .map(|n| {
+        if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 {
+            n as usize
+        } else {
+            0
+        }
+    });
+    let samples = res.iter().map(|&n| n as u128).product::<u128>();
+    let max_samples = state.config.max_grid_samples;
+    if samples > max_samples as u128 {
+        return Err(ApiError::bad(format!(
+            "res: {res:?} asks for {samples} samples, more than --max-grid-samples \
+             ({max_samples})"
+        )));
+    }
+    let region = match (&params.bounds, params.pad) {
+        (Some(_), Some(_)) => return Err(ApiError::bad("give pad or bounds, not both")),
+        (Some(text), None) => {
+            let b = numbers("bounds", text)?;
+            let b: [f64; 6] = b
+                .try_into()
+                .map_err(|_| ApiError::bad("bounds: give x0,y0,z0,x1,y1,z1"))?;
+            GridRegion::Bounds(b)
+        }
+        (None, pad) => GridRegion::Pad(pad.unwrap_or(0.1)),
+    };
+    let sign = parse_sign(params.sign.as_deref(), Sign::Pseudonormal)?;
+    let engine = state.engine();
+    let target = resident.target.clone();
+    let (grid, values) = blocking(move || {
+        let Target::Mesh(mesh) = target.as_ref() else {
+            return Err(Error::Usage("sdf grids are made of meshes".into()));
+        };
+        let grid = Grid::new(mesh.mesh(), res, region)?;
+        engine.sdf(mesh, &grid, sign).map(|v| (grid, v))
+    })
+    .await?;
+    let column = ColumnSpec {
+        shape: Some(grid.res.to_vec()),
+        ..ColumnSpec::scalar("sdf")
+    };
+    let v = |d: crate::DVec3| vec![d.x, d.y, d.z];
+    let constants = [("origin", v(grid.origin)), ("spacing", v(grid.spacing))];
+    let bytes = npz_in_memory(
+        values.len(),
+        &[column],
+        &constants,
+        &[Values::f32_column(&values, 1)],
+    );
+    Ok(npz_bytes(bytes))
+}
+
+#[utoipa::path(post, path = "/v1/segments", tag = "queries",
+    params(api::FieldsParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = ".npz (numpy.savez, uncompressed) with arrays a and b, each (N, 2, 3)"),
+    responses(
+        (status = 200, description = ".npz as `closest segments --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::BodyQueryErrors))]
+pub(super) async fn segments(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
+    let holds = "arrays a and b";
+    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let a = archive_rows(&mut archive, "a", &[2, 3], holds)?;
+    let b = archive_rows(&mut archive, "b", &[2, 3], holds)?;
+    if a.len() != b.len() {
+        return Err(ApiError::bad(format!(
+            "a has {} segments but b has {}: segment i of a pairs with segment i of b",
+            a.len() / 6,
+            b.len() / 6
+        )));
+    }
+    let segment = |r: &[f64]| {
+        [
+            crate::DVec3::new(r[0], r[1], r[2]),
+            crate::DVec3::new(r[3], r[4], r[5]),
+        ]
+    };
+    let a: Vec<_> = a.chunks_exact(6).map(segment).collect();
+    let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
+    let engine = state.engine();
+    let columns = blocking(move || engine.segment_pairs_fields(&a, &b, fields)).await?;
+    Ok(npz_response(&columns))
+}
+
+#[utoipa::path(post, path = "/v1/paired", tag = "queries",
+    params(api::SceneQueryParams),
+    request_body(content = api::Binary, content_type = "application/octet-stream",
+        description = "A zip (the .npz container) holding `shapes.json`, a scene file (SPEC §1), \
+            and `points.npy`, (N, 3) float32 or float64 with one point per shape: point i \
+            against shape i only"),
+    responses(
+        (status = 200, description = ".npz as `closest query --paired --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::BodyQueryErrors))]
+pub(super) async fn paired(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<api::SceneQueryParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let mode = parse_mode(params.mode.as_deref())?;
+    let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
+    let holds = "shapes.json and points.npy";
+    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let text = archive_member(&mut archive, "shapes.json", holds)?;
+    let text = String::from_utf8(text)
+        .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
+    let shapes = crate::io::parse_scene(&text, "shapes.json")?;
+    let points: Vec<[f32; 3]> = archive_rows(&mut archive, "points", &[3], holds)?
+        .chunks_exact(3)
+        .map(|p| crate::gpu::query_point([p[0], p[1], p[2]], crate::DVec3::ZERO))
+        .collect();
+    let engine = state.engine();
+    let columns =
+        blocking(move || engine.query_paired_fields(&shapes, &points, mode, fields)).await?;
+    Ok(npz_response(&columns))
+}
+
+/// Columns as the `.npz` the CLI writes.
+pub(super) fn npz_response(columns: &Columns) -> Response {
+    let specs: Vec<ColumnSpec> = columns
+        .columns
+        .iter()
+        .map(|(f, _)| field_column(f))
+        .collect();
+    let rows = columns
+        .columns
+        .first()
+        .map_or(0, |(f, v)| v.len() / f.width);
+    let values: Vec<Values<'_>> = columns
+        .columns
+        .iter()
+        .map(|(f, v)| Values::column(v, f.width))
+        .collect();
+    npz_bytes(npz_in_memory(rows, &specs, &[], &values))
+}
+
+pub(super) fn npz_bytes(bytes: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+}
