@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use closest::bench::{sample_points, sample_shapes};
 use closest::fields::{self, Family, Fields, PackedRows};
-use closest::gpu::{hits_into_slice, points_from_slice};
+use closest::gpu::hits_into_slice;
 use closest::{GpuHit, Mode, Shape, reference};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parry3d::math::{Pose, Rotation, Vector};
@@ -206,8 +206,7 @@ fn throughput(c: &mut Criterion) {
                 engine
                     .query_scene_stream(
                         &scene,
-                        n,
-                        &mut points_from_slice(&points),
+                        closest::Points::F32(&points),
                         Mode::Solid,
                         &mut hits_into_slice(&mut hits),
                     )
@@ -222,8 +221,7 @@ fn throughput(c: &mut Criterion) {
                 engine
                     .query_scene_fields_stream(
                         &scene,
-                        n,
-                        &mut points_from_slice(&points),
+                        closest::Points::F32(&points),
                         Mode::Solid,
                         distance_only,
                         &mut |first: usize, rows: PackedRows<'_>| {

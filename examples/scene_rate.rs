@@ -14,7 +14,7 @@
 //! `cargo run --release --example scene_rate`
 
 use closest::bench::{sample_points, sample_scene};
-use closest::gpu::{GpuHit, hits_into_slice, points_from_slice};
+use closest::gpu::{GpuHit, hits_into_slice};
 use closest::{Engine, EngineOptions, Mode, Shape};
 use std::time::Instant;
 
@@ -57,8 +57,7 @@ fn main() -> closest::Result<()> {
             let start = Instant::now();
             engine.query_scene_stream(
                 &scene,
-                rows,
-                &mut points_from_slice(&points),
+                closest::Points::F32(&points),
                 mode,
                 &mut hits_into_slice(&mut hits),
             )?;

@@ -255,13 +255,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         let scene = engine.upload_scene(shapes)?;
         let gpu = timed(repeats, || {
             let mut sink = crate::gpu::hits_into_slice(&mut hits);
-            engine.query_scene_stream(
-                &scene,
-                rows,
-                &mut crate::gpu::points_from_slice(&points),
-                Mode::Solid,
-                &mut sink,
-            )
+            engine.query_scene_stream(&scene, crate::Points::F32(&points), Mode::Solid, &mut sink)
         })?;
         let split = engine.last_timing();
         // Distance only: 4 bytes a row come back instead of 32.
@@ -269,8 +263,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         let gpu_distance = timed(repeats, || {
             engine.query_scene_fields_stream(
                 &scene,
-                rows,
-                &mut crate::gpu::points_from_slice(&points),
+                crate::Points::F32(&points),
                 Mode::Solid,
                 distance_only,
                 &mut |first: usize, packed: PackedRows<'_>| {
@@ -442,8 +435,7 @@ pub fn run_scene_table(
             let t = timed(repeats, || {
                 engine.query_scene_stream(
                     scene,
-                    rows,
-                    &mut crate::gpu::points_from_slice(&points),
+                    crate::Points::F32(&points),
                     Mode::Solid,
                     &mut crate::gpu::hits_into_slice(&mut hits),
                 )

@@ -12,15 +12,15 @@ use crate::engine::GpuMesh;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
 use crate::gpu::GpuShape;
-use crate::gpu::{RowSource, write_query_points, write_query_points_iter};
 use crate::io::load_mesh;
 use crate::io::output::PendingFile;
-use crate::io::points::{SEGMENTS, SPHERES};
+use crate::io::row_files::{SEGMENTS, SPHERES};
 use crate::io::{
     ColumnSpec, OutputFile, PointFile, RowFile, Values, field_columns, field_values, load_scene,
 };
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Sign};
+use crate::points::{PointChunk, PointReader, Points};
 use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 
 /// What a finished job reports in its summary line.
@@ -181,16 +181,6 @@ pub struct QueryJob<'a> {
     pub fields: Fields,
 }
 
-/// Points read from a file chunk by chunk and written to the GPU as f32.
-fn file_points(file: &mut PointFile) -> impl RowSource + '_ {
-    let mut rows = Vec::new();
-    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        file.read_rows(range, &mut rows)?;
-        write_query_points(&rows, DVec3::ZERO, out);
-        Ok(())
-    }
-}
-
 /// `closest query --mesh M --points P [--sign S] --out O`.
 pub struct MeshQueryJob<'a> {
     pub mesh: &'a Path,
@@ -215,8 +205,7 @@ pub fn run_mesh_query(
     let mesh = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
     engine.query_mesh_fields_stream(
         &mesh,
-        rows,
-        &mut |range, chunk| points.read_rows(range, chunk),
+        Points::Read(&mut points),
         job.sign,
         job.fields,
         &mut |first: usize, rows: PackedRows<'_>| out.append_rows(first, job.fields, rows),
@@ -252,13 +241,13 @@ pub fn run_query(
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let mut sink = |first: usize, chunk: PackedRows<'_>| out.append_rows(first, job.fields, chunk);
-    let mut source = file_points(&mut points);
+    let points = Points::Read(&mut points);
     let (mode, fields) = (job.mode, job.fields);
     if job.paired {
-        engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, &mut sink)?;
+        engine.query_paired_fields_stream(&shapes, points, mode, fields, &mut sink)?;
     } else {
         let scene = engine.upload_scene_for_rows(&shapes, rows)?;
-        engine.query_scene_fields_stream(&scene, rows, &mut source, mode, fields, &mut sink)?;
+        engine.query_scene_fields_stream(&scene, points, mode, fields, &mut sink)?;
     }
     out.finish(&engine)
 }
@@ -322,7 +311,7 @@ pub fn run_contacts(
     let shapes = load_scene(shapes_path)?;
     // Two readers: centres go to the device when a chunk is filled, radii are read again
     // when its hits come back.
-    let mut centres = RowFile::open_as(spheres_path, SPHERES)?;
+    let centres = RowFile::open_as(spheres_path, SPHERES)?;
     let mut radii = RowFile::open_as(spheres_path, SPHERES)?;
     let rows = centres.len();
     if shapes.is_empty() && rows > 0 {
@@ -335,17 +324,10 @@ pub fn run_contacts(
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let scene = engine.upload_scene_for_rows(&shapes, rows)?;
-    let file = spheres_path.display().to_string();
-    let mut spheres = Vec::new();
-    let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        let first = range.start;
-        centres.read_rows(range, &mut spheres)?;
-        for (k, s) in spheres.iter().enumerate() {
-            // Rows are numbered from 0 as in the array.
-            check_radius(first + k, s[3], &file)?;
-        }
-        write_query_points_iter(spheres.iter().map(|s| [s[0], s[1], s[2]]), DVec3::ZERO, out);
-        Ok(())
+    let mut centres = SphereCentres {
+        file: centres,
+        name: spheres_path.display().to_string(),
+        spheres: Vec::new(),
     };
     let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());
     let mut sink = |first: usize, hits: PackedRows<'_>| {
@@ -356,13 +338,37 @@ pub fn run_contacts(
     let device_fields = contact_device_fields(fields);
     engine.query_scene_fields_stream(
         &scene,
-        rows,
-        &mut source,
+        Points::Read(&mut centres),
         Mode::Surface,
         device_fields,
         &mut sink,
     )?;
     out.finish(&engine)
+}
+
+/// The centres of a spheres file, its radii checked as each chunk is read.
+struct SphereCentres {
+    file: RowFile<4>,
+    name: String,
+    spheres: Vec<[f64; 4]>,
+}
+
+impl PointReader for SphereCentres {
+    fn rows(&self) -> usize {
+        self.file.len()
+    }
+
+    fn read(&mut self, range: Range<usize>, chunk: &mut PointChunk) -> Result<()> {
+        let first = range.start;
+        self.file.read_rows(range, &mut self.spheres)?;
+        for (k, s) in self.spheres.iter().enumerate() {
+            // Rows are numbered from 0 as in the array.
+            check_radius(first + k, s[3], &self.name)?;
+        }
+        let centres = chunk.f64_rows();
+        centres.extend(self.spheres.iter().map(|s| [s[0], s[1], s[2]]));
+        Ok(())
+    }
 }
 
 /// `closest sdf MESH --res … --out O`: a signed-distance grid, streamed like a query job.

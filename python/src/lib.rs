@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use closest::GpuMesh;
+use closest::Points;
 use closest::fields::{Columns, Family, Fields};
-use closest::gpu::{RowSource, query_point, write_query_points};
+use closest::gpu::query_point;
 use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
@@ -185,18 +186,11 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
     })
 }
 
-fn point_source<'a>(points: &'a Rows<'a>) -> impl RowSource + 'a {
-    move |range: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
-        match points {
-            Rows::F32(v) => {
-                out.copy_from_slice(bytemuck::cast_slice(&v[range.start * 3..range.end * 3]))
-            }
-            Rows::F64(v) => {
-                let rows: &[[f64; 3]] = bytemuck::cast_slice(&v[range.start * 3..range.end * 3]);
-                write_query_points(rows, DVec3::ZERO, out);
-            }
-        }
-        Ok(())
+/// An array of points (N, 3) as the engine takes them: read in place, f32 or f64.
+fn points_of<'a>(points: &'a Rows<'a>) -> Points<'a> {
+    match points {
+        Rows::F32(v) => Points::F32(bytemuck::cast_slice(v)),
+        Rows::F64(v) => Points::F64(bytemuck::cast_slice(v)),
     }
 }
 
@@ -459,8 +453,13 @@ impl Engine {
             let columns = py
                 .detach(|| {
                     Columns::collect(fields, rows, |sink| {
-                        let mut source = point_source(&points);
-                        engine.query_paired_fields_stream(&shapes, &mut source, mode, fields, sink)
+                        engine.query_paired_fields_stream(
+                            &shapes,
+                            points_of(&points),
+                            mode,
+                            fields,
+                            sink,
+                        )
                     })
                 })
                 .map_err(py_error)?;
@@ -591,11 +590,9 @@ impl Scene {
             let columns = py
                 .detach(|| {
                     Columns::collect(fields, rows, |sink| {
-                        let mut source = point_source(&points);
                         engine.query_scene_fields_stream(
                             scene,
-                            rows,
-                            &mut source,
+                            points_of(&points),
                             mode,
                             fields,
                             sink,
@@ -688,13 +685,13 @@ impl MeshTarget {
             let columns = py
                 .detach(|| {
                     Columns::collect(fields, rows, |sink| {
-                        let mut fill =
-                            |range: std::ops::Range<usize>, chunk: &mut Vec<[f64; 3]>| {
-                                chunk.clear();
-                                chunk.extend(range.map(|i| points.row::<3>(i)));
-                                Ok(())
-                            };
-                        engine.query_mesh_fields_stream(mesh, rows, &mut fill, sign, fields, sink)
+                        engine.query_mesh_fields_stream(
+                            mesh,
+                            points_of(&points),
+                            sign,
+                            fields,
+                            sink,
+                        )
                     })
                 })
                 .map_err(py_error)?;

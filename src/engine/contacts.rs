@@ -6,7 +6,7 @@ use crate::Mode;
 use crate::contacts::{Contact, check_radius, contact_device_fields, pack_contacts};
 use crate::error::Result;
 use crate::fields::{Columns, Fields, PackedRows};
-use crate::gpu::{GpuScene, points_from_slice};
+use crate::gpu::GpuScene;
 
 impl Engine {
     /// [`Engine::sphere_contacts`], only `fields` (family `Contacts`) computed and returned.
@@ -24,8 +24,7 @@ impl Engine {
         Columns::collect(fields, spheres.len(), |sink| {
             self.query_scene_fields_stream(
                 scene,
-                centres.len(),
-                &mut points_from_slice(&centres),
+                crate::Points::F32(&centres),
                 Mode::Surface,
                 contact_device_fields(fields),
                 &mut |first: usize, hits: PackedRows<'_>| {

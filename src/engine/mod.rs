@@ -7,7 +7,7 @@ mod contacts;
 mod mesh;
 mod sdf;
 
-pub use mesh::{GpuMesh, PointRows};
+pub use mesh::GpuMesh;
 
 use crate::Mode;
 use crate::error::{Error, Result};
@@ -20,6 +20,7 @@ use crate::gpu::{
     scene,
 };
 use crate::math::DVec3;
+use crate::points::Points;
 use crate::shape::Shape;
 
 /// A job answers at least this many rows a shape before its scene gets cell lists: their
@@ -172,35 +173,29 @@ impl Engine {
     }
 
     /// Nearest shape of `scene` for every point (SPEC §2).
-    pub fn query_scene(
+    pub fn query_scene<'p>(
         &self,
         scene: &GpuScene,
-        points: &[[f32; 3]],
+        points: impl Into<Points<'p>>,
         mode: Mode,
     ) -> Result<Vec<GpuHit>> {
+        let points = points.into();
         let mut out = vec![GpuHit::default(); points.len()];
-        self.query_scene_stream(
-            scene,
-            points.len(),
-            &mut rows::points_from_slice(points),
-            mode,
-            &mut rows::hits_into_slice(&mut out),
-        )?;
+        self.query_scene_stream(scene, points, mode, &mut rows::hits_into_slice(&mut out))?;
         Ok(out)
     }
 
-    /// Streaming form of [`Engine::query_scene`]: `source` fills each chunk's points and `sink`
-    /// receives each chunk's hits, in row order.
+    /// Streaming form of [`Engine::query_scene`]: `sink` receives each chunk's hits, in row
+    /// order.
     pub fn query_scene_stream(
         &self,
         scene: &GpuScene,
-        rows: usize,
-        source: &mut dyn RowSource,
+        points: Points<'_>,
         mode: Mode,
         sink: &mut dyn RowSink,
     ) -> Result<()> {
         let all = Fields::all(Family::Hits);
-        self.query_scene_fields_stream(scene, rows, source, mode, all, &mut rows::HitRows(sink))
+        self.query_scene_fields_stream(scene, points, mode, all, &mut rows::HitRows(sink))
     }
 
     /// [`Engine::query_scene_stream`] computing and moving back only `fields`: `sink`
@@ -208,17 +203,17 @@ impl Engine {
     pub fn query_scene_fields_stream(
         &self,
         scene: &GpuScene,
-        rows: usize,
-        source: &mut dyn RowSource,
+        mut points: Points<'_>,
         mode: Mode,
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
+        let rows = points.len();
         self.query_scene_signed_stream(
             scene,
             plan::DeviceSign::None,
             rows,
-            source,
+            &mut points.source(),
             mode,
             fields,
             sink,
@@ -226,16 +221,16 @@ impl Engine {
     }
 
     /// Nearest shape of `scene` for every point, only `fields` computed and returned.
-    pub fn query_scene_fields(
+    pub fn query_scene_fields<'p>(
         &self,
         scene: &GpuScene,
-        points: &[[f32; 3]],
+        points: impl Into<Points<'p>>,
         mode: Mode,
         fields: Fields,
     ) -> Result<Columns> {
+        let points = points.into();
         Columns::collect(fields, points.len(), |sink| {
-            let mut source = rows::points_from_slice(points);
-            self.query_scene_fields_stream(scene, points.len(), &mut source, mode, fields, sink)
+            self.query_scene_fields_stream(scene, points, mode, fields, sink)
         })
     }
 
@@ -274,20 +269,15 @@ impl Engine {
     }
 
     /// Point i against shape i (SPEC §2 "paired").
-    pub fn query_paired(
+    pub fn query_paired<'p>(
         &self,
         shapes: &[Shape],
-        points: &[[f32; 3]],
+        points: impl Into<Points<'p>>,
         mode: Mode,
     ) -> Result<Vec<GpuHit>> {
-        check_paired_counts(shapes.len(), points.len())?;
+        let points = points.into();
         let mut out = vec![GpuHit::default(); points.len()];
-        self.query_paired_stream(
-            shapes,
-            &mut rows::points_from_slice(points),
-            mode,
-            &mut rows::hits_into_slice(&mut out),
-        )?;
+        self.query_paired_stream(shapes, points, mode, &mut rows::hits_into_slice(&mut out))?;
         Ok(out)
     }
 
@@ -295,7 +285,7 @@ impl Engine {
     pub fn query_paired_stream(
         &self,
         shapes: &[Shape],
-        points: &mut dyn RowSource,
+        points: Points<'_>,
         mode: Mode,
         sink: &mut dyn RowSink,
     ) -> Result<()> {
@@ -307,11 +297,12 @@ impl Engine {
     pub fn query_paired_fields_stream(
         &self,
         shapes: &[Shape],
-        points: &mut dyn RowSource,
+        mut points: Points<'_>,
         mode: Mode,
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
+        check_paired_counts(shapes.len(), points.len())?;
         let (data, data_starts) = layout::ShapeData::for_paired(shapes);
         let data = if data_starts.is_empty() {
             None
@@ -334,7 +325,7 @@ impl Engine {
             }
             .plan(&self.gpu, fields)?,
             shapes.len(),
-            Some(points),
+            Some(&mut points.source()),
             Some(&mut shape_source),
             mode,
             fields,
@@ -343,17 +334,17 @@ impl Engine {
     }
 
     /// Point i against shape i, only `fields` computed and returned.
-    pub fn query_paired_fields(
+    pub fn query_paired_fields<'p>(
         &self,
         shapes: &[Shape],
-        points: &[[f32; 3]],
+        points: impl Into<Points<'p>>,
         mode: Mode,
         fields: Fields,
     ) -> Result<Columns> {
+        let points = points.into();
         check_paired_counts(shapes.len(), points.len())?;
         Columns::collect(fields, points.len(), |sink| {
-            let mut source = rows::points_from_slice(points);
-            self.query_paired_fields_stream(shapes, &mut source, mode, fields, sink)
+            self.query_paired_fields_stream(shapes, points, mode, fields, sink)
         })
     }
 

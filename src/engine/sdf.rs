@@ -7,6 +7,8 @@ use crate::fields::{DISTANCE, Family, Fields, PackedRows};
 use crate::mesh::Sign;
 use crate::sdf::Grid;
 
+use crate::points::{PointChunk, PointReader, Points};
+
 impl Engine {
     /// The distances of `grid`'s samples to `mesh`, signed by `sign`, chunk by chunk in row
     /// order (only distances come back from the device).
@@ -22,12 +24,7 @@ impl Engine {
         }
         self.query_mesh_fields_stream(
             mesh,
-            grid.len(),
-            &mut |range, chunk| {
-                chunk.clear();
-                chunk.extend(range.map(|row| grid.point(row)));
-                Ok(())
-            },
+            Points::Read(&mut GridPoints(grid)),
             sign,
             Fields::from_bits(Family::Hits, DISTANCE),
             // Distance-only rows are the column itself.
@@ -45,5 +42,19 @@ impl Engine {
             Ok(())
         })?;
         Ok(out)
+    }
+}
+
+/// A grid's samples as query points, made chunk by chunk (the host's path to a grid).
+struct GridPoints<'a>(&'a Grid);
+
+impl PointReader for GridPoints<'_> {
+    fn rows(&self) -> usize {
+        self.0.len()
+    }
+
+    fn read(&mut self, range: std::ops::Range<usize>, chunk: &mut PointChunk) -> Result<()> {
+        chunk.f64_rows().extend(range.map(|row| self.0.point(row)));
+        Ok(())
     }
 }

@@ -28,8 +28,7 @@ pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use options::{EngineOptions, JobTiming, MeshRecords};
 pub use order::morton_code;
 pub use rows::{
-    RowSink, RowSource, hits_into_slice, points_from_slice, query_point, write_query_points,
-    write_query_points_iter,
+    RowSink, RowSource, hits_into_slice, query_point, write_query_points, write_query_points_iter,
 };
 pub use scene::GpuScene;
 pub use stream::dispatch_grid;

@@ -7,6 +7,7 @@ use super::layout::{GpuHit, GpuShape};
 use crate::error::Result;
 use crate::fields::{PackedRows, PackedSink};
 use crate::math::DVec3;
+use crate::points::{PointChunk, Points};
 use crate::shape::Shape;
 
 /// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
@@ -87,12 +88,51 @@ pub fn write_query_points_iter(
     flush(&mut converted);
 }
 
-/// Points from a host slice: a plain copy into the mapped buffer.
-pub fn points_from_slice(points: &[[f32; 3]]) -> impl RowSource + '_ {
-    move |range: Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {
-        out.copy_from_slice(bytemuck::cast_slice(&points[range]));
+impl Points<'_> {
+    /// Rows `range` into a chunk's mapped point buffer, moved by `-offset` (a mesh's centre;
+    /// zero for scenes): f32 rows copied as they are when there is no offset.
+    pub fn write(
+        &mut self,
+        range: Range<usize>,
+        offset: DVec3,
+        chunk: &mut PointChunk,
+        mut out: wgpu::WriteOnly<'_, [u8]>,
+    ) -> Result<()> {
+        let rows: PointSlice<'_> = match self {
+            Points::F32(rows) => PointSlice::F32(&rows[range]),
+            Points::F64(rows) => PointSlice::F64(&rows[range]),
+            Points::Read(reader) => {
+                reader.read(range, chunk)?;
+                match chunk {
+                    PointChunk::F32(rows) => PointSlice::F32(rows),
+                    PointChunk::F64(rows) => PointSlice::F64(rows),
+                }
+            }
+        };
+        match rows {
+            PointSlice::F32(rows) if offset == DVec3::ZERO => {
+                out.copy_from_slice(bytemuck::cast_slice(rows));
+            }
+            PointSlice::F32(rows) => {
+                write_query_points_iter(rows.iter().map(|p| p.map(|x| x as f64)), offset, out)
+            }
+            PointSlice::F64(rows) => write_query_points(rows, offset, out),
+        }
         Ok(())
     }
+
+    /// The points as a [`RowSource`] for a scene (no offset).
+    pub(crate) fn source(&mut self) -> impl RowSource + '_ {
+        let mut chunk = PointChunk::default();
+        move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+            self.write(range, DVec3::ZERO, &mut chunk, out)
+        }
+    }
+}
+
+enum PointSlice<'a> {
+    F32(&'a [[f32; 3]]),
+    F64(&'a [[f64; 3]]),
 }
 
 /// Paired shapes, converted to their GPU form as they are written; `data_starts` says where

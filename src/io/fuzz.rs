@@ -9,7 +9,7 @@ use std::io::{Cursor, Write};
 use std::path::PathBuf;
 
 use super::mesh_file::{MeshFormat, read_mesh};
-use super::points::{POINTS, RowFile};
+use super::row_files::{POINTS, RowFile};
 use crate::mesh::Mesh;
 
 /// One fuzzed reader.

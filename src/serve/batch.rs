@@ -228,12 +228,10 @@ fn answer(
     values: &[f64],
 ) -> Result<Columns> {
     match (op, target) {
+        // The rows as received, read in place: rounded to f32 once, on their way to the device.
         (Op::SceneQuery(mode), Target::Scene(scene)) => {
-            let points: Vec<[f32; 3]> = values
-                .chunks_exact(3)
-                .map(|p| query_point([p[0], p[1], p[2]], DVec3::ZERO))
-                .collect();
-            engine.query_scene_fields(scene, &points, mode, fields)
+            let points: &[[f64; 3]] = bytemuck::cast_slice(values);
+            engine.query_scene_fields(scene, points, mode, fields)
         }
         (Op::Contacts, Target::Scene(scene)) => {
             let spheres: Vec<[f32; 4]> = values
@@ -246,9 +244,8 @@ fn answer(
             engine.sphere_contacts_fields(scene, &spheres, fields)
         }
         (Op::MeshQuery(sign), Target::Mesh(mesh)) => {
-            let points: Vec<[f64; 3]> =
-                values.chunks_exact(3).map(|p| [p[0], p[1], p[2]]).collect();
-            engine.query_mesh_fields(mesh, &points, sign, fields)
+            let points: &[[f64; 3]] = bytemuck::cast_slice(values);
+            engine.query_mesh_fields(mesh, points, sign, fields)
         }
         _ => Err(crate::Error::Usage(
             "this operation does not apply to this kind of target".into(),

@@ -9,8 +9,6 @@ mod parts;
 mod query;
 mod signs;
 
-pub use query::PointRows;
-
 use budget::*;
 use parts::*;
 use signs::*;
@@ -19,9 +17,10 @@ use super::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
-use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points, write_query_points_iter};
+use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points_iter};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};
+use crate::points::{PointChunk, Points};
 use crate::winding::WindingTree;
 
 /// A mesh uploaded once and queried many times: its triangles live on the device as a scene

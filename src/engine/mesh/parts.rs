@@ -162,14 +162,15 @@ impl Engine {
     pub(super) fn query_mesh_parts_stream(
         &self,
         mesh: &GpuMesh,
-        rows: usize,
-        points: &mut PointRows<'_>,
+        mut points: Points<'_>,
         sign: Sign,
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
         use rayon::prelude::*;
-        let (mut block, mut best, mut packed) = (Vec::new(), Vec::new(), Vec::new());
+        let rows = points.len();
+        let (mut chunk, mut scratch) = (PointChunk::default(), Vec::new());
+        let (mut best, mut packed) = (Vec::new(), Vec::new());
         let (mut first_part, mut asked) = (Vec::new(), Vec::new());
         let mesh_scale = mesh
             .parts
@@ -179,7 +180,7 @@ impl Engine {
         let block_rows = PART_BLOCK_CHUNKS * self.gpu.chunk_rows;
         for first in (0..rows).step_by(block_rows) {
             let range = first..rows.min(first + block_rows);
-            points(range.clone(), &mut block)?;
+            let block = points.f64_rows(range.clone(), &mut chunk, &mut scratch)?;
             best.clear();
             best.resize(block.len(), GpuHit::default());
             first_part.clear();
@@ -187,7 +188,7 @@ impl Engine {
             for (k, part) in mesh.parts.iter().enumerate() {
                 asked.clear();
                 asked.extend((0..block.len() as u32).filter(|&i| first_part[i as usize] == k));
-                self.ask_part(mesh, part, &block, &asked, &mut |i, hit| best[i] = hit)?;
+                self.ask_part(mesh, part, block, &asked, &mut |i, hit| best[i] = hit)?;
             }
             for (k, part) in mesh.parts.iter().enumerate() {
                 asked.clear();
@@ -197,18 +198,18 @@ impl Engine {
                         && (self.gpu.every_part
                             || may_hold_nearer(part.bounds, block[i], &best[i], mesh_scale))
                 }));
-                self.ask_part(mesh, part, &block, &asked, &mut |i, hit| {
+                self.ask_part(mesh, part, block, &asked, &mut |i, hit| {
                     keep_nearer(&mut best[i], hit)
                 })?;
             }
             if sign == Sign::Winding {
                 if mesh.parts.iter().all(|part| part.scene.clusters.is_some()) {
-                    self.mark_inside_on_device(mesh, &block, &mut best)?;
+                    self.mark_inside_on_device(mesh, block, &mut best)?;
                 } else {
-                    mesh.mark_inside_on_host(&block, &mut best);
+                    mesh.mark_inside_on_host(block, &mut best);
                 }
             }
-            mesh.finish(&block, &mut best, sign);
+            mesh.finish(block, &mut best, sign);
             pack_hits(fields, &best, &mut packed);
             sink.take(range.start, PackedRows::new(fields, &packed))?;
         }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::npy::{self, Dtype};
 use crate::error::{Error, Result};
+use crate::points::{PointChunk, PointReader};
 
 /// What one row holds: its `.npy` trailing shape and the name of each value.
 #[derive(Clone, Copy, Debug)]
@@ -198,29 +199,40 @@ impl<const N: usize> RowFile<N> {
         self.rows == 0
     }
 
+    /// The bytes of `.npy` rows `range`, read where the last read ended or after a seek.
+    fn npy_bytes(&mut self, range: Range<usize>) -> Result<(Vec<u8>, Dtype)> {
+        let RowData::Npy {
+            reader,
+            dtype,
+            next_row,
+            data_offset,
+        } = &mut self.data
+        else {
+            unreachable!("called for .npy files only")
+        };
+        let size = dtype.size();
+        let read_err = |source| Error::Read {
+            path: self.path.clone(),
+            source,
+        };
+        if *next_row != range.start {
+            let at = *data_offset + (range.start * N * size) as u64;
+            reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
+        }
+        let mut bytes = vec![0u8; range.len() * N * size];
+        reader.read_exact(&mut bytes).map_err(read_err)?;
+        *next_row = range.end;
+        Ok((bytes, *dtype))
+    }
+
     /// Rows `range` as f64 (NaN and infinities pass through: they become NaN result rows).
     pub fn read_rows(&mut self, range: Range<usize>, out: &mut Vec<[f64; N]>) -> Result<()> {
         out.clear();
         match &mut self.data {
             RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
-            RowData::Npy {
-                reader,
-                dtype,
-                next_row,
-                data_offset,
-            } => {
+            RowData::Npy { .. } => {
+                let (bytes, dtype) = self.npy_bytes(range)?;
                 let size = dtype.size();
-                let read_err = |source| Error::Read {
-                    path: self.path.clone(),
-                    source,
-                };
-                if *next_row != range.start {
-                    let at = *data_offset + (range.start * N * size) as u64;
-                    reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
-                }
-                let mut bytes = vec![0u8; range.len() * N * size];
-                reader.read_exact(&mut bytes).map_err(read_err)?;
-                *next_row = range.end;
                 let value = |b: &[u8]| match dtype {
                     Dtype::F32 => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
                     Dtype::F64 => f64::from_le_bytes(b.try_into().expect("8 bytes")),
@@ -240,5 +252,34 @@ impl<const N: usize> RowFile<N> {
         let mut out = Vec::new();
         self.read_rows(0..self.rows, &mut out)?;
         Ok(out)
+    }
+}
+
+/// A points file read chunk by chunk: a float32 `.npy` gives f32 rows as it holds them (no
+/// round trip through f64), anything else f64 rows.
+impl PointReader for PointFile {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn read(&mut self, range: Range<usize>, chunk: &mut PointChunk) -> Result<()> {
+        if matches!(
+            self.data,
+            RowData::Npy {
+                dtype: Dtype::F32,
+                ..
+            }
+        ) {
+            let (bytes, _) = self.npy_bytes(range)?;
+            let rows = chunk.f32_rows();
+            rows.extend(bytes.chunks_exact(12).map(|row| {
+                std::array::from_fn(|k| {
+                    f32::from_le_bytes(row[4 * k..4 * k + 4].try_into().expect("4 bytes"))
+                })
+            }));
+            Ok(())
+        } else {
+            self.read_rows(range, chunk.f64_rows())
+        }
     }
 }
