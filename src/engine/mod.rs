@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink};
 use crate::gpu::rows::{self, RowSink, RowSource};
 use crate::gpu::scene::Hierarchy;
-use crate::gpu::stream;
+use crate::gpu::stream::{self, Inputs};
 use crate::gpu::{
     Context, EngineOptions, GpuHit, GpuScene, GpuSegmentHit, JobTiming, common_kind, layout, plan,
     scene,
@@ -209,15 +209,13 @@ impl Engine {
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
         let rows = points.len();
-        self.query_scene_signed_stream(
+        let job = plan::Job::Nearest {
             scene,
-            plan::DeviceSign::None,
-            rows,
-            &mut points.source(),
-            mode,
-            fields,
-            sink,
-        )
+            sign: plan::DeviceSign::None,
+            grid: None,
+        };
+        let plan = job.plan(&self.gpu, fields, mode)?;
+        self.run(&plan, rows, Inputs::points(&mut points.source()), sink)
     }
 
     /// Nearest shape of `scene` for every point, only `fields` computed and returned.
@@ -234,38 +232,15 @@ impl Engine {
         })
     }
 
-    /// [`Engine::query_scene_fields_stream`] for a mesh's scene, its answers signed on the
-    /// device as `sign` says.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one job's inputs, passed through"
-    )]
-    pub(crate) fn query_scene_signed_stream(
+    /// Carry out `plan` on `rows` rows of `inputs`, chunk by chunk, into `sink`.
+    pub(crate) fn run(
         &self,
-        scene: &GpuScene,
-        sign: plan::DeviceSign<'_>,
+        plan: &plan::Plan<'_>,
         rows: usize,
-        source: &mut dyn RowSource,
-        mode: Mode,
-        fields: Fields,
+        inputs: Inputs<'_>,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        stream::run(
-            &self.gpu,
-            &self.slots,
-            &plan::Job::Nearest {
-                scene,
-                sign,
-                grid: None,
-            }
-            .plan(&self.gpu, fields)?,
-            rows,
-            Some(source),
-            None,
-            mode,
-            fields,
-            sink,
-        )
+        stream::run(&self.gpu, &self.slots, plan, rows, inputs, sink)
     }
 
     /// Point i against shape i (SPEC §2 "paired").
@@ -316,19 +291,18 @@ impl Engine {
         };
         let mut shape_source = rows::shapes_from_slice(shapes, &data_starts);
         let kind = common_kind(shapes.iter().map(Shape::kind));
-        stream::run(
-            &self.gpu,
-            &self.slots,
-            &plan::Job::Paired {
-                kind,
-                data: data.as_ref(),
-            }
-            .plan(&self.gpu, fields)?,
+        let job = plan::Job::Paired {
+            kind,
+            data: data.as_ref(),
+        };
+        let inputs = Inputs {
+            points: Some(&mut points.source()),
+            shapes: Some(&mut shape_source),
+        };
+        self.run(
+            &job.plan(&self.gpu, fields, mode)?,
             shapes.len(),
-            Some(&mut points.source()),
-            Some(&mut shape_source),
-            mode,
-            fields,
+            inputs,
             sink,
         )
     }
@@ -389,17 +363,12 @@ impl Engine {
         fields: Fields,
         sink: &mut dyn PackedSink,
     ) -> Result<()> {
-        stream::run(
-            &self.gpu,
-            &self.slots,
-            &plan::Job::SegmentPairs.plan(&self.gpu, fields)?,
-            rows,
-            None,
-            Some(pairs),
-            Mode::Solid,
-            fields,
-            sink,
-        )
+        let plan = plan::Job::SegmentPairs.plan(&self.gpu, fields, Mode::Solid)?;
+        let inputs = Inputs {
+            points: None,
+            shapes: Some(pairs),
+        };
+        self.run(&plan, rows, inputs, sink)
     }
 
     /// [`Engine::segment_pairs`], only `fields` computed and returned.

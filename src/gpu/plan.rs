@@ -8,6 +8,7 @@ use super::interface::Entry;
 use super::kernels::PipelineKey;
 use super::layout::{SEED_ROUNDS, SEED_STRIDE};
 use super::scene::GpuScene;
+use crate::Mode;
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::shape::ShapeKind;
@@ -128,6 +129,10 @@ pub(crate) struct Plan<'a> {
     /// Each row's shape is copied into texels too (`Slot::Texels`), where `paired` and
     /// `segment_pairs` read it.
     pub shape_texels: bool,
+    /// The fields computed and moved back (`Params` and the packed rows' width).
+    pub fields: Fields,
+    /// The query mode every row is answered in.
+    pub mode: Mode,
 }
 
 impl GpuScene {
@@ -160,8 +165,8 @@ impl Plan<'_> {
 }
 
 impl Job<'_> {
-    /// The plan of this job on `gpu`, computing `fields`.
-    pub(crate) fn plan(&self, gpu: &Context, fields: Fields) -> Result<Plan<'_>> {
+    /// The plan of this job on `gpu`, computing `fields` in `mode`.
+    pub(crate) fn plan(&self, gpu: &Context, fields: Fields, mode: Mode) -> Result<Plan<'_>> {
         let key = |entry: Entry, kind| PipelineKey {
             entry: entry.for_engine(gpu.subgroup_kernels),
             kind,
@@ -189,6 +194,8 @@ impl Job<'_> {
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: gpu.point_texels,
+                fields,
+                mode,
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
@@ -198,6 +205,8 @@ impl Job<'_> {
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: gpu.point_texels,
+                fields,
+                mode,
             },
             Job::WindingNumbers { scene, fine } => Plan {
                 passes: vec![pass(
@@ -213,6 +222,8 @@ impl Job<'_> {
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: false,
+                fields,
+                mode,
                 reorders_points: gpu
                     .reorder_queries
                     .load(std::sync::atomic::Ordering::Relaxed),
@@ -250,6 +261,8 @@ impl Job<'_> {
                     grid: *grid,
                     keeps_shapes: scene.oriented || winding,
                     shape_texels: false,
+                    fields,
+                    mode,
                     reorders_points: grid.is_none()
                         && scene.bvh_kinds != 0
                         && gpu

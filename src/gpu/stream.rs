@@ -17,7 +17,6 @@ use super::texels::{copy_to_row_texture, point_texel_count, row_texture};
 
 /// Chunks in flight at once (upload of one overlaps compute/readback of the other).
 const SLOTS: usize = 2;
-use crate::Mode;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows, PackedSink};
 
@@ -312,23 +311,33 @@ impl Slot {
     }
 }
 
+/// A job's per-row inputs: its points, its shapes (paired rows, segment pairs), or neither
+/// (grid samples, made on the device).
+#[derive(Default)]
+pub(crate) struct Inputs<'a> {
+    pub points: Option<&'a mut dyn RowSource>,
+    pub shapes: Option<&'a mut dyn RowSource>,
+}
+
+impl<'a> Inputs<'a> {
+    pub(crate) fn points(points: &'a mut dyn RowSource) -> Self {
+        Inputs {
+            points: Some(points),
+            shapes: None,
+        }
+    }
+}
+
 /// Run a job over `rows` rows in chunks.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one job's inputs, passed through"
-)]
 pub(crate) fn run(
     gpu: &Context,
     slots: &Slots,
     plan: &Plan<'_>,
     rows: usize,
-    points: Option<&mut dyn RowSource>,
-    shapes: Option<&mut dyn RowSource>,
-    mode: Mode,
-    fields: Fields,
+    inputs: Inputs<'_>,
     sink: &mut dyn PackedSink,
 ) -> Result<()> {
-    if fields.row_words() == 0 {
+    if plan.fields.row_words() == 0 {
         return Err(Error::Usage(
             "fields: name at least one output field".into(),
         ));
@@ -376,9 +385,7 @@ pub(crate) fn run(
         }
     }
 
-    let outcome = run_chunks(
-        gpu, plan, &mut slots, &chunks, points, shapes, mode, fields, sink,
-    );
+    let outcome = run_chunks(gpu, plan, &mut slots, &chunks, inputs, sink);
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
         slots.clear();
@@ -386,19 +393,12 @@ pub(crate) fn run(
     outcome
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one job's inputs, passed through"
-)]
 fn run_chunks(
     gpu: &Context,
     plan: &Plan<'_>,
     slots: &mut [Slot],
     chunks: &[Range<usize>],
-    mut points: Option<&mut (dyn RowSource + '_)>,
-    mut shapes: Option<&mut (dyn RowSource + '_)>,
-    mode: Mode,
-    fields: Fields,
+    mut inputs: Inputs<'_>,
     sink: &mut dyn PackedSink,
 ) -> Result<()> {
     std::thread::scope(|scope| {
@@ -407,16 +407,7 @@ fn run_chunks(
         for (k, range) in chunks.iter().cloned().enumerate() {
             let slot = &mut slots[k % SLOTS];
             slot.drain(gpu, sink)?;
-            let order = encode_chunk(
-                gpu,
-                plan,
-                slot,
-                range,
-                points.as_deref_mut(),
-                shapes.as_deref_mut(),
-                mode,
-                fields,
-            )?;
+            let order = encode_chunk(gpu, plan, slot, range, &mut inputs)?;
             orders
                 .send(order)
                 .map_err(|_| Error::Gpu("the submitter thread stopped".into()))?;
@@ -432,20 +423,16 @@ fn run_chunks(
 }
 
 /// Fill a chunk's inputs and record its plan's passes; the submitter thread submits them.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one job's inputs, passed through"
-)]
 fn encode_chunk(
     gpu: &Context,
     plan: &Plan<'_>,
     slot: &mut Slot,
     range: Range<usize>,
-    points: Option<&mut (dyn RowSource + '_)>,
-    shapes: Option<&mut (dyn RowSource + '_)>,
-    mode: Mode,
-    fields: Fields,
+    inputs: &mut Inputs<'_>,
 ) -> Result<Order> {
+    let (fields, mode) = (plan.fields, plan.mode);
+    let points = inputs.points.as_deref_mut();
+    let shapes = inputs.shapes.as_deref_mut();
     let n = range.len();
     // A grid chunk uploads no points: its header goes in `Params`, and it dispatches whole
     // bricks.

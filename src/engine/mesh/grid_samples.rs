@@ -41,17 +41,8 @@ impl Engine {
             sign,
             grid: Some(samples),
         };
-        crate::gpu::stream::run(
-            &self.gpu,
-            &self.slots,
-            &job.plan(&self.gpu, fields)?,
-            grid.len(),
-            None,
-            None,
-            crate::Mode::Surface,
-            fields,
-            &mut take,
-        )?;
+        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        self.run(&plan, grid.len(), Inputs::default(), &mut take)?;
         Ok(true)
     }
 }

@@ -17,6 +17,7 @@ use super::Engine;
 use crate::error::{Error, Result};
 use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
+use crate::gpu::stream::Inputs;
 use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points_iter};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Pseudonormals, Sign, face_normal};

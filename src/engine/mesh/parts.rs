@@ -247,17 +247,8 @@ impl Engine {
                 scene: &part.scene,
                 fine,
             };
-            crate::gpu::stream::run(
-                &self.gpu,
-                &self.slots,
-                &job.plan(&self.gpu, fields)?,
-                rows.len(),
-                Some(&mut source),
-                None,
-                crate::Mode::Surface,
-                fields,
-                &mut add,
-            )?;
+            let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+            self.run(&plan, rows.len(), Inputs::points(&mut source), &mut add)?;
         }
         Ok(())
     }
@@ -291,14 +282,12 @@ impl Engine {
             }
             Ok(())
         };
-        self.query_scene_signed_stream(
-            &part.scene,
-            DeviceSign::None,
-            asked.len(),
-            &mut source,
-            crate::Mode::Surface,
-            Fields::all(Family::Hits),
-            &mut keep,
-        )
+        let job = crate::gpu::plan::Job::Nearest {
+            scene: &part.scene,
+            sign: DeviceSign::None,
+            grid: None,
+        };
+        let plan = job.plan(&self.gpu, Fields::all(Family::Hits), crate::Mode::Surface)?;
+        self.run(&plan, asked.len(), Inputs::points(&mut source), &mut keep)
     }
 }

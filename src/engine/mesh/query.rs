@@ -111,14 +111,12 @@ impl Engine {
             shift_points(device_fields, &mut shifted, offset);
             sink.take(first, PackedRows::new(device_fields, &shifted))
         };
-        self.query_scene_signed_stream(
-            &part.scene,
-            device_sign,
-            rows,
-            &mut source,
-            crate::Mode::Surface,
-            device_fields,
-            &mut finish,
-        )
+        let job = crate::gpu::plan::Job::Nearest {
+            scene: &part.scene,
+            sign: device_sign,
+            grid: None,
+        };
+        let plan = job.plan(&self.gpu, device_fields, crate::Mode::Surface)?;
+        self.run(&plan, rows, Inputs::points(&mut source), &mut finish)
     }
 }
