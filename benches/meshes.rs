@@ -58,7 +58,7 @@ fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
 
 /// One table row: the GPU and parry3d on the same rows around `mesh`. The GPU's columns: every
 /// field unsigned and pseudonormal-signed (`query_mesh`), and the signed distance only
-/// (`query_mesh_fields`, 12 bytes up and 4 down a row; a grid's `Engine::sdf`, 4 down).
+/// (12 bytes up and 4 down a row; a grid's `Engine::sdf`, 4 down).
 fn compare(
     engine: &Engine,
     name: &str,
@@ -76,27 +76,36 @@ fn compare(
     // Build the pipelines outside the timings.
     let warm = &points[..1000.min(count)];
     for sign in [Sign::None, Sign::Pseudonormal] {
-        engine.query_mesh(&gpu, warm, sign).expect("warm-up");
-        engine
-            .query_mesh_fields(&gpu, warm, sign, distance_only)
-            .expect("warm-up");
+        mesh_hits(engine, &gpu, warm, sign).expect("warm-up");
+        mesh_job(engine, &gpu, warm, sign, distance_only).expect("warm-up");
     }
     let (unsigned_time, _) = timed(repeats, || {
-        engine.query_mesh(&gpu, points, Sign::None).expect("query")
+        mesh_hits(engine, &gpu, points, Sign::None).expect("query")
     });
     let (signed_time, _) = timed(repeats, || {
-        engine
-            .query_mesh(&gpu, points, Sign::Pseudonormal)
-            .expect("query")
+        mesh_hits(engine, &gpu, points, Sign::Pseudonormal).expect("query")
     });
     let (distance_time, distances) = timed(repeats, || match rows {
-        Rows::Points(points) => engine
-            .query_mesh_fields(&gpu, points, Sign::Pseudonormal, distance_only)
+        Rows::Points(points) => mesh_job(engine, &gpu, points, Sign::Pseudonormal, distance_only)
             .expect("query")
             .f32s("distance")
             .expect("the distance column")
             .to_vec(),
-        Rows::Grid(grid, _) => engine.sdf(&gpu, grid, Sign::Pseudonormal).expect("sdf"),
+        Rows::Grid(grid, _) => {
+            let mut values = Vec::with_capacity(grid.len());
+            let job = closest::engine::SdfGrid {
+                mesh: &gpu,
+                grid,
+                sign: Sign::Pseudonormal,
+            };
+            engine
+                .sdf(job, &mut |_first, chunk: &[f32]| {
+                    values.extend_from_slice(chunk);
+                    Ok(())
+                })
+                .expect("sdf");
+            values
+        }
     });
 
     // Where the distance-only job's time went: the host filling inputs, waiting on the
@@ -270,4 +279,39 @@ fn main() {
             with_parry,
         );
     }
+}
+
+/// A mesh query of `fields`, collected.
+fn mesh_job(
+    engine: &Engine,
+    mesh: &closest::GpuMesh,
+    points: &[[f64; 3]],
+    sign: Sign,
+    fields: Fields,
+) -> closest::Result<closest::Columns> {
+    let mut columns = closest::Columns::new(fields, points.len());
+    let job = closest::engine::MeshQuery {
+        mesh,
+        points: closest::Points::F64(points),
+        sign,
+        fields,
+    };
+    engine.query_mesh(job, &mut columns).map(|()| columns)
+}
+
+/// A mesh query of every field, as whole hits.
+fn mesh_hits(
+    engine: &Engine,
+    mesh: &closest::GpuMesh,
+    points: &[[f64; 3]],
+    sign: Sign,
+) -> closest::Result<Vec<closest::GpuHit>> {
+    let mut hits = Vec::with_capacity(points.len());
+    let job = closest::engine::MeshQuery {
+        mesh,
+        points: closest::Points::F64(points),
+        sign,
+        fields: Fields::all(Family::Hits),
+    };
+    engine.query_mesh(job, &mut hits).map(|()| hits)
 }

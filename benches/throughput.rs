@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use closest::bench::{sample_points, sample_shapes};
 use closest::fields::{self, Family, Fields, PackedRows};
-use closest::gpu::hits_into_slice;
+
 use closest::{GpuHit, Mode, Shape, reference};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use parry3d::math::{Pose, Rotation, Vector};
@@ -203,14 +203,13 @@ fn throughput(c: &mut Criterion) {
         let scene = engine.upload_scene(std::slice::from_ref(&shape)).unwrap();
         group.bench_function("closest GPU", |b| {
             b.iter(|| {
-                engine
-                    .query_scene_stream(
-                        &scene,
-                        closest::Points::F32(&points),
-                        Mode::Solid,
-                        &mut hits_into_slice(&mut hits),
-                    )
-                    .unwrap();
+                let job = closest::engine::SceneQuery {
+                    scene: &scene,
+                    points: closest::Points::F32(&points),
+                    mode: Mode::Solid,
+                    fields: Fields::all(Family::Hits),
+                };
+                engine.query_scene(job, &mut hits).unwrap();
                 black_box(&hits);
             })
         });
@@ -218,18 +217,18 @@ fn throughput(c: &mut Criterion) {
         let distance_only = Fields::from_bits(Family::Hits, fields::DISTANCE);
         group.bench_function("closest GPU, distance only", |b| {
             b.iter(|| {
+                let job = closest::engine::SceneQuery {
+                    scene: &scene,
+                    points: closest::Points::F32(&points),
+                    mode: Mode::Solid,
+                    fields: distance_only,
+                };
                 engine
-                    .query_scene_fields_stream(
-                        &scene,
-                        closest::Points::F32(&points),
-                        Mode::Solid,
-                        distance_only,
-                        &mut |first: usize, rows: PackedRows<'_>| {
-                            distances[first..first + rows.len()]
-                                .copy_from_slice(bytemuck::cast_slice(rows.words()));
-                            Ok(())
-                        },
-                    )
+                    .query_scene(job, &mut |first: usize, rows: PackedRows<'_>| {
+                        distances[first..first + rows.len()]
+                            .copy_from_slice(bytemuck::cast_slice(rows.words()));
+                        Ok(())
+                    })
                     .unwrap();
                 black_box(&distances);
             })

@@ -28,7 +28,14 @@ fn main() -> closest::Result<()> {
     let mut sum = 0.0;
     for _ in 0..repeats {
         let started = Instant::now();
-        let columns = engine.query_mesh_fields(&mesh, &points, Sign::None, distance)?;
+        let mut columns = closest::Columns::new(distance, points.len());
+        let job = closest::engine::MeshQuery {
+            mesh: &mesh,
+            points: (&points).into(),
+            sign: Sign::None,
+            fields: distance,
+        };
+        engine.query_mesh(job, &mut columns)?;
         times.push(started.elapsed().as_secs_f64());
         sum = columns
             .f32s("distance")

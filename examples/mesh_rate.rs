@@ -42,12 +42,22 @@ fn main() -> closest::Result<()> {
         let started = Instant::now();
         let gpu = engine.upload_mesh(mesh)?;
         let upload = started.elapsed().as_secs_f64();
-        engine.query_mesh(&gpu, &points[..1000.min(rows)], Sign::None)?;
+        let hits_of = |points: &[[f64; 3]]| -> closest::Result<Vec<closest::GpuHit>> {
+            let mut hits = Vec::with_capacity(points.len());
+            let job = closest::engine::MeshQuery {
+                mesh: &gpu,
+                points: closest::Points::F64(points),
+                sign: Sign::None,
+                fields: closest::Fields::all(closest::Family::Hits),
+            };
+            engine.query_mesh(job, &mut hits).map(|()| hits)
+        };
+        hits_of(&points[..1000.min(rows)])?;
         let mut times = Vec::new();
         let mut sum = 0.0;
         for _ in 0..3 {
             let started = Instant::now();
-            let hits = engine.query_mesh(&gpu, &points, Sign::None)?;
+            let hits = hits_of(&points)?;
             times.push(started.elapsed().as_secs_f64());
             sum = hits.iter().map(|h| h.distance as f64).sum();
         }

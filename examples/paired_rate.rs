@@ -42,7 +42,14 @@ fn main() -> closest::Result<()> {
             let mut seconds = Vec::new();
             for _ in 0..3 {
                 let start = Instant::now();
-                engine.query_paired(shapes, &points, Mode::Solid)?;
+                let mut hits: Vec<closest::GpuHit> = Vec::with_capacity(points.len());
+                let job = closest::engine::PairedQuery {
+                    shapes,
+                    points: closest::Points::F32(&points),
+                    mode: Mode::Solid,
+                    fields: closest::Fields::all(closest::Family::Hits),
+                };
+                engine.query_paired(job, &mut hits)?;
                 seconds.push(start.elapsed().as_secs_f64());
             }
             seconds.sort_by(f64::total_cmp);

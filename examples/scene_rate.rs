@@ -14,7 +14,7 @@
 //! `cargo run --release --example scene_rate`
 
 use closest::bench::{sample_points, sample_scene};
-use closest::gpu::{GpuHit, hits_into_slice};
+use closest::gpu::GpuHit;
 use closest::{Engine, EngineOptions, Mode, Shape};
 use std::time::Instant;
 
@@ -55,12 +55,13 @@ fn main() -> closest::Result<()> {
         let mut seconds = Vec::new();
         for _ in 0..3 {
             let start = Instant::now();
-            engine.query_scene_stream(
-                &scene,
-                closest::Points::F32(&points),
+            let job = closest::engine::SceneQuery {
+                scene: &scene,
+                points: closest::Points::F32(&points),
                 mode,
-                &mut hits_into_slice(&mut hits),
-            )?;
+                fields: closest::Fields::all(closest::Family::Hits),
+            };
+            engine.query_scene(job, &mut hits)?;
             seconds.push(start.elapsed().as_secs_f64());
         }
         seconds.sort_by(f64::total_cmp);

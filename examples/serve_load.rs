@@ -274,16 +274,20 @@ fn main() -> closest::Result<()> {
             .map(|p| p.map(|x| x as f32))
             .collect();
         let points_f64: Vec<[f64; 3]> = points.iter().map(|p| p.map(f64::from)).collect();
+        let query_local = |points: &[[f64; 3]]| -> closest::Result<closest::Columns> {
+            let mut columns = closest::Columns::new(distance_only, points.len());
+            let job = closest::engine::MeshQuery {
+                mesh: &local,
+                points: closest::Points::F64(points),
+                sign: Sign::Pseudonormal,
+                fields: distance_only,
+            };
+            engine.query_mesh(job, &mut columns).map(|()| columns)
+        };
         // The pipelines are built outside the timing, as the server's were by the first query.
-        engine.query_mesh_fields(
-            &local,
-            &points_f64[..rows],
-            Sign::Pseudonormal,
-            distance_only,
-        )?;
+        query_local(&points_f64[..rows])?;
         let started = Instant::now();
-        let expected =
-            engine.query_mesh_fields(&local, &points_f64, Sign::Pseudonormal, distance_only)?;
+        let expected = query_local(&points_f64)?;
         let in_process = points.len() as f64 / started.elapsed().as_secs_f64();
         let expected: Vec<u32> = expected
             .get("distance")

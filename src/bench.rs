@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::Engine;
+use crate::engine::{SceneQuery, SegmentPairs, SegmentRows};
 use crate::error::{Error, Result};
 use crate::fields::{self, Family, Fields, PackedRows};
 use crate::gpu::GpuHit;
@@ -254,24 +255,29 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     for (name, shapes) in &scenes {
         let scene = engine.upload_scene(shapes)?;
         let gpu = timed(repeats, || {
-            let mut sink = crate::gpu::hits_into_slice(&mut hits);
-            engine.query_scene_stream(&scene, crate::Points::F32(&points), Mode::Solid, &mut sink)
+            let job = SceneQuery {
+                scene: &scene,
+                points: crate::Points::F32(&points),
+                mode: Mode::Solid,
+                fields: Fields::all(Family::Hits),
+            };
+            engine.query_scene(job, &mut hits)
         })?;
         let split = engine.last_timing();
         // Distance only: 4 bytes a row come back instead of 32.
         let distance_only = Fields::from_bits(Family::Hits, fields::DISTANCE);
         let gpu_distance = timed(repeats, || {
-            engine.query_scene_fields_stream(
-                &scene,
-                crate::Points::F32(&points),
-                Mode::Solid,
-                distance_only,
-                &mut |first: usize, packed: PackedRows<'_>| {
-                    distances[first..first + packed.len()]
-                        .copy_from_slice(bytemuck::cast_slice(packed.words()));
-                    Ok(())
-                },
-            )
+            let job = SceneQuery {
+                scene: &scene,
+                points: crate::Points::F32(&points),
+                mode: Mode::Solid,
+                fields: distance_only,
+            };
+            engine.query_scene(job, &mut |first: usize, packed: PackedRows<'_>| {
+                distances[first..first + packed.len()]
+                    .copy_from_slice(bytemuck::cast_slice(packed.words()));
+                Ok(())
+            })
         })?;
         check_sample(shapes, &points, |row| hits[row].distance)?;
         check_sample(shapes, &points, |row| distances[row])?;
@@ -312,7 +318,14 @@ fn segment_pairs_row(
     let a: Vec<[DVec3; 2]> = quads.iter().map(|q| [q[0], q[1]]).collect();
     let b: Vec<[DVec3; 2]> = quads.iter().map(|q| [q[2], q[3]]).collect();
     let rows = quads.len();
-    let gpu = timed(repeats, || engine.segment_pairs(&a, &b).map(|_| ()))?;
+    let mut pairs_out: Vec<crate::GpuSegmentHit> = Vec::new();
+    let gpu = timed(repeats, || {
+        let job = SegmentPairs {
+            pairs: SegmentRows::Slices(&a, &b),
+            fields: Fields::all(Family::Segments),
+        };
+        engine.segment_pairs(job, &mut pairs_out)
+    })?;
     let mut reference_out = vec![reference::SegmentPair::NON_FINITE; rows];
     let cpu = timed(repeats, || {
         reference_out
@@ -433,12 +446,13 @@ pub fn run_scene_table(
         let shapes = sample_scene(count);
         let mut rate = |scene: &crate::gpu::GpuScene| -> Result<f64> {
             let t = timed(repeats, || {
-                engine.query_scene_stream(
+                let job = SceneQuery {
                     scene,
-                    crate::Points::F32(&points),
-                    Mode::Solid,
-                    &mut crate::gpu::hits_into_slice(&mut hits),
-                )
+                    points: crate::Points::F32(&points),
+                    mode: Mode::Solid,
+                    fields: Fields::all(Family::Hits),
+                };
+                engine.query_scene(job, &mut hits)
             })?;
             check_sample(&shapes, &points, |row| hits[row].distance)?;
             Ok(rows as f64 / t.as_secs_f64() / 1e6)

@@ -44,6 +44,38 @@ impl<F: FnMut(usize, PackedRows<'_>) -> Result<()>> PackedSink for F {
     }
 }
 
+/// Columns collect a job's rows (the fields they were made for, of rows that may hold more).
+impl PackedSink for Columns {
+    fn take(&mut self, _first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        self.extend(&rows);
+        Ok(())
+    }
+}
+
+/// Whole hits collected in row order (a job asked for every hit field).
+impl PackedSink for Vec<GpuHit> {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        let hits = rows.as_hits().ok_or_else(|| {
+            crate::Error::Usage("whole hits are collected from jobs of every hit field".into())
+        })?;
+        self.truncate(first_row);
+        self.extend_from_slice(hits);
+        Ok(())
+    }
+}
+
+/// Whole segment results collected in row order (a job asked for every segment field).
+impl PackedSink for Vec<GpuSegmentHit> {
+    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
+        let hits = rows.as_segment_hits().ok_or_else(|| {
+            crate::Error::Usage("whole segment results need every segment field".into())
+        })?;
+        self.truncate(first_row);
+        self.extend_from_slice(hits);
+        Ok(())
+    }
+}
+
 /// The shape index the kernel writes for a row whose traversal overflowed.
 pub const TRAVERSAL_OVERFLOW: i32 = -2;
 

@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 
 use crate::Engine;
 use crate::Mode;
-use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
+use crate::contacts::check_radius;
 use crate::engine::GpuMesh;
+use crate::engine::{
+    MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
+    SphereContacts, SphereReader, Spheres,
+};
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
-use crate::gpu::GpuShape;
 use crate::io::load_mesh;
 use crate::io::output::PendingFile;
 use crate::io::row_files::{SEGMENTS, SPHERES};
@@ -20,7 +23,7 @@ use crate::io::{
 };
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Sign};
-use crate::points::{PointChunk, PointReader, Points};
+use crate::points::Points;
 use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
 
 /// What a finished job reports in its summary line.
@@ -203,13 +206,15 @@ pub fn run_mesh_query(
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let mesh = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
-    engine.query_mesh_fields_stream(
-        &mesh,
-        Points::Read(&mut points),
-        job.sign,
-        job.fields,
-        &mut |first: usize, rows: PackedRows<'_>| out.append_rows(first, job.fields, rows),
-    )?;
+    let query = MeshQuery {
+        mesh: &mesh,
+        points: Points::Read(&mut points),
+        sign: job.sign,
+        fields: job.fields,
+    };
+    engine.query_mesh(query, &mut |first: usize, rows: PackedRows<'_>| {
+        out.append_rows(first, job.fields, rows)
+    })?;
     out.finish(&engine)
 }
 
@@ -244,10 +249,23 @@ pub fn run_query(
     let points = Points::Read(&mut points);
     let (mode, fields) = (job.mode, job.fields);
     if job.paired {
-        engine.query_paired_fields_stream(&shapes, points, mode, fields, &mut sink)?;
+        let shapes = &shapes;
+        let query = PairedQuery {
+            shapes,
+            points,
+            mode,
+            fields,
+        };
+        engine.query_paired(query, &mut sink)?;
     } else {
-        let scene = engine.upload_scene_for_rows(&shapes, rows)?;
-        engine.query_scene_fields_stream(&scene, points, mode, fields, &mut sink)?;
+        let scene = &engine.upload_scene_for_rows(&shapes, rows)?;
+        let query = SceneQuery {
+            scene,
+            points,
+            mode,
+            fields,
+        };
+        engine.query_scene(query, &mut sink)?;
     }
     out.finish(&engine)
 }
@@ -261,8 +279,8 @@ pub fn run_segments(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    let mut a = RowFile::open_as(a_path, SEGMENTS)?;
-    let mut b = RowFile::open_as(b_path, SEGMENTS)?;
+    let a = RowFile::open_as(a_path, SEGMENTS)?;
+    let b = RowFile::open_as(b_path, SEGMENTS)?;
     let rows = a.len();
     if b.len() != rows {
         return Err(Error::Usage(format!(
@@ -275,24 +293,17 @@ pub fn run_segments(
     let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let (mut rows_a, mut rows_b) = (Vec::new(), Vec::new());
-    let mut source = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        a.read_rows(range.clone(), &mut rows_a)?;
-        b.read_rows(range, &mut rows_b)?;
-        let segment = |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
-        let (records, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        records.write_iter(rows_a.iter().zip(&rows_b).map(|(ra, rb)| {
-            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(
-                segment(ra),
-                segment(rb),
-            ))
-        }));
-        Ok(())
+    let mut files = SegmentFiles {
+        a,
+        b,
+        rows_a: Vec::new(),
+        rows_b: Vec::new(),
     };
-    engine.segment_pairs_fields_stream(rows, &mut source, fields, &mut |first: usize,
-                                                                         rows: PackedRows<
-        '_,
-    >| {
+    let job = SegmentPairs {
+        pairs: SegmentRows::Read(&mut files),
+        fields,
+    };
+    engine.segment_pairs(job, &mut |first: usize, rows: PackedRows<'_>| {
         out.append_rows(first, fields, rows)
     })?;
     out.finish(&engine)
@@ -309,11 +320,8 @@ pub fn run_contacts(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     let shapes = load_scene(shapes_path)?;
-    // Two readers: centres go to the device when a chunk is filled, radii are read again
-    // when its hits come back.
-    let centres = RowFile::open_as(spheres_path, SPHERES)?;
-    let mut radii = RowFile::open_as(spheres_path, SPHERES)?;
-    let rows = centres.len();
+    let spheres = RowFile::open_as(spheres_path, SPHERES)?;
+    let rows = spheres.len();
     if shapes.is_empty() && rows > 0 {
         return Err(Error::BadFile {
             file: shapes_path.display().to_string(),
@@ -324,49 +332,69 @@ pub fn run_contacts(
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     let scene = engine.upload_scene_for_rows(&shapes, rows)?;
-    let mut centres = SphereCentres {
-        file: centres,
+    let mut spheres = SphereFile {
+        file: spheres,
         name: spheres_path.display().to_string(),
-        spheres: Vec::new(),
     };
-    let (mut chunk_spheres, mut contacts) = (Vec::new(), Vec::new());
-    let mut sink = |first: usize, hits: PackedRows<'_>| {
-        radii.read_rows(first..first + hits.len(), &mut chunk_spheres)?;
-        pack_contacts(fields, &hits, |i| chunk_spheres[i][3] as f32, &mut contacts);
-        out.append_rows(first, fields, PackedRows::new(fields, &contacts))
+    let job = SphereContacts {
+        scene: &scene,
+        spheres: Spheres::Read(&mut spheres),
+        fields,
     };
-    let device_fields = contact_device_fields(fields);
-    engine.query_scene_fields_stream(
-        &scene,
-        Points::Read(&mut centres),
-        Mode::Surface,
-        device_fields,
-        &mut sink,
-    )?;
+    engine.sphere_contacts(job, &mut |first: usize, rows: PackedRows<'_>| {
+        out.append_rows(first, fields, rows)
+    })?;
     out.finish(&engine)
 }
 
-/// The centres of a spheres file, its radii checked as each chunk is read.
-struct SphereCentres {
+/// A spheres file, its radii checked as each chunk is read.
+struct SphereFile {
     file: RowFile<4>,
     name: String,
-    spheres: Vec<[f64; 4]>,
 }
 
-impl PointReader for SphereCentres {
+impl SphereReader for SphereFile {
     fn rows(&self) -> usize {
         self.file.len()
     }
 
-    fn read(&mut self, range: Range<usize>, chunk: &mut PointChunk) -> Result<()> {
+    fn read(&mut self, range: Range<usize>, spheres: &mut Vec<[f64; 4]>) -> Result<()> {
         let first = range.start;
-        self.file.read_rows(range, &mut self.spheres)?;
-        for (k, s) in self.spheres.iter().enumerate() {
+        self.file.read_rows(range, spheres)?;
+        for (k, s) in spheres.iter().enumerate() {
             // Rows are numbered from 0 as in the array.
             check_radius(first + k, s[3], &self.name)?;
         }
-        let centres = chunk.f64_rows();
-        centres.extend(self.spheres.iter().map(|s| [s[0], s[1], s[2]]));
+        Ok(())
+    }
+}
+
+/// Two segment files, segment i of A paired with segment i of B.
+struct SegmentFiles {
+    a: RowFile<6>,
+    b: RowFile<6>,
+    rows_a: Vec<[f64; 6]>,
+    rows_b: Vec<[f64; 6]>,
+}
+
+impl SegmentReader for SegmentFiles {
+    fn rows(&self) -> usize {
+        self.a.len()
+    }
+
+    fn read(
+        &mut self,
+        range: Range<usize>,
+        a: &mut Vec<[DVec3; 2]>,
+        b: &mut Vec<[DVec3; 2]>,
+    ) -> Result<()> {
+        self.a.read_rows(range.clone(), &mut self.rows_a)?;
+        self.b.read_rows(range, &mut self.rows_b)?;
+        let segment = |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
+        a.clear();
+        a.extend(self.rows_a.iter().map(segment));
+        b.clear();
+        b.extend(self.rows_b.iter().map(segment));
         Ok(())
     }
 }
@@ -423,10 +451,15 @@ pub fn run_sdf(
     )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    // Grid jobs ask distances alone (`Engine::sdf_stream`), on the device where it can.
+    // Grid jobs ask distances alone (`Engine::sdf`), on the device where it can.
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
     let mesh = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
-    engine.sdf_stream(&mesh, &grid, job.sign, &mut |first, distances: &[f32]| {
+    let sdf_job = SdfGrid {
+        mesh: &mesh,
+        grid: &grid,
+        sign: job.sign,
+    };
+    engine.sdf(sdf_job, &mut |first, distances: &[f32]| {
         let sdf = Values::f32_column(distances, 1);
         let count = distances.len();
         if csv {

@@ -8,8 +8,8 @@ use closest::bvh;
 use closest::shape::ShapeKind::{self, *};
 use closest::{DVec3, EngineOptions, Mode, Shape};
 use common::{
-    Rng, assert_nearest, assert_same_hits, engine, open_engine, subgroup_and_portable_engines,
-    subgroup_and_portable_engines_with,
+    Rng, TestJobs, assert_nearest, assert_same_hits, engine, open_engine,
+    subgroup_and_portable_engines, subgroup_and_portable_engines_with,
 };
 
 /// The kinds with bounds (everything but planes, lines and rays), from `ShapeKind::ALL`.
@@ -292,7 +292,7 @@ fn cell_lists_answer_every_row_as_the_walk_does() {
             let hits: Vec<Vec<closest::gpu::GpuHit>> = engines
                 .iter()
                 .zip(&scenes)
-                .map(|(e, scene)| e.query_scene(scene, &pts, mode).unwrap())
+                .map(|(e, scene)| e.scene_hits(scene, &pts, mode).unwrap())
                 .collect();
             for (k, what) in [(0, "subgroup"), (1, "portable")] {
                 assert_same_hits(
@@ -467,8 +467,8 @@ fn bvh_path_equals_the_brute_force_gpu_path() {
     let with_bvh = engine().upload_scene(&shapes).unwrap();
     let brute = engine().upload_scene_brute_force(&shapes).unwrap();
     for mode in [Mode::Solid, Mode::Surface] {
-        let a = engine().query_scene(&with_bvh, &pts, mode).unwrap();
-        let b = engine().query_scene(&brute, &pts, mode).unwrap();
+        let a = engine().scene_hits(&with_bvh, &pts, mode).unwrap();
+        let b = engine().scene_hits(&brute, &pts, mode).unwrap();
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             // Both run the same f32 code per shape: the same answer, bit for bit, unless two
             // shapes tie exactly and only the visiting order differs (the index rule decides).
@@ -495,9 +495,9 @@ fn assert_morton_order_changes_nothing(shapes: &[Shape], rng: &mut Rng) {
         ..Default::default()
     });
     let scene = chunked.upload_scene(shapes).unwrap();
-    let reordered = chunked.query_scene(&scene, &pts, Mode::Solid).unwrap();
+    let reordered = chunked.scene_hits(&scene, &pts, Mode::Solid).unwrap();
     chunked.set_reorder_queries(false);
-    let in_row_order = chunked.query_scene(&scene, &pts, Mode::Solid).unwrap();
+    let in_row_order = chunked.scene_hits(&scene, &pts, Mode::Solid).unwrap();
     for (i, (a, b)) in reordered.iter().zip(&in_row_order).enumerate() {
         assert_eq!(
             bytemuck::bytes_of(a),
@@ -549,10 +549,8 @@ fn triangle_scenes_equal_the_brute_force_gpu_path_with_ties_to_the_lowest_index(
         .collect();
     let with_bvh = engine().upload_scene(&shapes).unwrap();
     let brute = engine().upload_scene_brute_force(&shapes).unwrap();
-    let a = engine()
-        .query_scene(&with_bvh, &pts, Mode::Surface)
-        .unwrap();
-    let b = engine().query_scene(&brute, &pts, Mode::Surface).unwrap();
+    let a = engine().scene_hits(&with_bvh, &pts, Mode::Surface).unwrap();
+    let b = engine().scene_hits(&brute, &pts, Mode::Surface).unwrap();
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(
             (0..once.len() as i32).contains(&x.shape),
@@ -711,7 +709,7 @@ fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
                 } else {
                     e.upload_scene(shapes)
                 };
-                e.query_scene(&scene.unwrap(), &pts, mode).unwrap()
+                e.scene_hits(&scene.unwrap(), &pts, mode).unwrap()
             });
             assert_same_hits(&a, &b, &format!("{name}, {mode:?}"));
             assert_eq!(a[9].shape, -1, "{name}: a non-finite row");
@@ -812,7 +810,7 @@ fn walks_that_outgrow_their_stack_are_reported_never_answered() {
     let whole = &subgroup_and_portable_engines(1000)[0];
     let expected = [&mixed, &soup].map(|shapes| {
         let scene = whole.upload_scene(shapes).unwrap();
-        whole.query_scene(&scene, &pts, Mode::Solid).unwrap()
+        whole.scene_hits(&scene, &pts, Mode::Solid).unwrap()
     });
     for entries in [1, 4] {
         let engines = subgroup_and_portable_engines_with(EngineOptions {
@@ -827,7 +825,7 @@ fn walks_that_outgrow_their_stack_are_reported_never_answered() {
             ] {
                 let what = format!("{name}, {kernels} kernels, {entries} stack entries");
                 let scene = engine.upload_scene(shapes).unwrap();
-                match engine.query_scene(&scene, &pts, Mode::Solid) {
+                match engine.scene_hits(&scene, &pts, Mode::Solid) {
                     Ok(hits) => {
                         assert!(entries > 1, "{what}: no overflow reported");
                         assert_same_hits(&hits, expected, &what);

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::TestJobs;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -755,7 +757,7 @@ fn streamed_job_writes_what_the_library_answers_in_memory() {
     let parsed = closest::io::parse_scene(&scene_text, "scene.json").unwrap();
     let engine = common::engine();
     let uploaded = engine.upload_scene(&parsed).unwrap();
-    let hits = engine.query_scene(&uploaded, &points, Mode::Solid).unwrap();
+    let hits = engine.scene_hits(&uploaded, &points, Mode::Solid).unwrap();
     assert_file_holds_hits(&dir.path("streamed.npz"), &hits, "streamed");
 }
 
@@ -821,7 +823,7 @@ fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
             ],
             &["3000 queries"],
         );
-        let hits = engine.query_mesh(&uploaded, &points, sign).unwrap();
+        let hits = engine.mesh_hits(&uploaded, &points, sign).unwrap();
         assert_file_holds_hits(&dir.path("m.npz"), &hits, name);
         if sign != closest::mesh::Sign::None {
             assert!(
@@ -846,7 +848,7 @@ fn mesh_jobs_write_what_the_library_answers_for_every_sign() {
             &["2184 grid samples"],
         );
         let grid = Grid::new(uploaded.mesh(), [12, 13, 14], GridRegion::Pad(0.1)).unwrap();
-        let sdf = engine.sdf(&uploaded, &grid, sign).unwrap();
+        let sdf = engine.sdf_values(&uploaded, &grid, sign).unwrap();
         let arrays = read_npz(&dir.path("g.npz"));
         let column = &arrays.iter().find(|a| a.0 == "sdf").unwrap().2;
         assert!(

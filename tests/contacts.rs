@@ -6,7 +6,7 @@ mod common;
 
 use closest::reference;
 use closest::{DVec3, Mode, Shape, ShapeKind};
-use common::{Rng, engine, within};
+use common::{Rng, TestJobs, engine, within};
 
 fn scene(rng: &mut Rng) -> Vec<Shape> {
     let mut shapes = Vec::new();
@@ -114,7 +114,7 @@ fn contacts_match_reference_and_pushing_resolves_the_overlap() {
         })
         .collect();
     let gpu_scene = engine().upload_scene(&shapes).unwrap();
-    let contacts = engine().sphere_contacts(&gpu_scene, &spheres).unwrap();
+    let contacts = engine().contacts(&gpu_scene, &spheres).unwrap();
     let mut overlapping = 0;
     let mut failures = Vec::new();
     for (i, (s, contact)) in spheres.iter().zip(&contacts).enumerate() {
@@ -174,7 +174,7 @@ fn ball_in_a_wall_is_pushed_out_along_the_wall_normal() {
     };
     let scene = engine().upload_scene(&[wall]).unwrap();
     let contacts = engine()
-        .sphere_contacts(&scene, &[[0.25, 0.0, 0.0, 0.5], [f32::NAN, 0.0, 0.0, 1.0]])
+        .contacts(&scene, &[[0.25, 0.0, 0.0, 0.5], [f32::NAN, 0.0, 0.0, 1.0]])
         .unwrap();
     let c = contacts[0];
     assert_eq!(
@@ -195,7 +195,7 @@ fn negative_radius_is_an_error_naming_the_row() {
         }])
         .unwrap();
     let err = engine()
-        .sphere_contacts(&scene, &[[0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, -0.5]])
+        .contacts(&scene, &[[0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, -0.5]])
         .unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert!(

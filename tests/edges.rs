@@ -19,7 +19,7 @@ use closest::math::quaternion_axes;
 use closest::reference;
 use closest::shape::Shape;
 use closest::{DVec3, Mode};
-use common::{check_hit, engine, f32_points};
+use common::{TestJobs, check_hit, engine, f32_points};
 
 /// Axes along and off the coordinate axes, the among them.
 fn axes() -> Vec<DVec3> {
@@ -667,7 +667,7 @@ fn points_on_axes_and_at_centres_are_answered_exactly() {
     let mut failures = Vec::new();
     for mode in [Mode::Surface, Mode::Solid] {
         let hits = engine()
-            .query_paired(&shapes, &rows, mode)
+            .paired_hits(&shapes, &rows, mode)
             .expect("paired query");
         // The returned points, asked again on the surface.
         let returned: Vec<DVec3> = hits
@@ -675,7 +675,7 @@ fn points_on_axes_and_at_centres_are_answered_exactly() {
             .map(|h| DVec3::new(h.point[0] as f64, h.point[1] as f64, h.point[2] as f64))
             .collect();
         let again = engine()
-            .query_paired(&shapes, &f32_points(&returned), Mode::Surface)
+            .paired_hits(&shapes, &f32_points(&returned), Mode::Surface)
             .expect("paired query");
         for (i, (shape, p)) in shapes.iter().zip(&points).enumerate() {
             let (hit, q, label) = (&hits[i], returned[i], &cases[i].2);

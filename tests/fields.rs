@@ -11,7 +11,7 @@ use closest::fields::{Columns, Family, Field, Fields, PackedRows};
 use closest::io::load_mesh;
 use closest::mesh::Sign;
 use closest::{DVec3, Engine, EngineOptions, GpuHit, Mode};
-use common::{Rng, f32_points, mixed_scene, open_engine};
+use common::{Rng, TestJobs, f32_points, mixed_scene, open_engine};
 
 /// One engine for every test here, with chunks of 1000 rows (several chunks a job, Morton
 /// order restored per chunk): each field set's pipelines are compiled once.
@@ -78,15 +78,13 @@ fn every_subset_of_scene_fields_equals_the_full_answer() {
     let pts = points(&mut rng, 2500, 12.0);
     for mode in [Mode::Solid, Mode::Surface] {
         assert_subsets_match(Family::Hits, "scene", |fields| {
-            engine
-                .query_scene_fields(&scene, &pts, mode, fields)
-                .unwrap()
+            engine.scene_columns(&scene, &pts, mode, fields).unwrap()
         });
     }
     // The whole-hit API is the all-fields answer.
-    let hits = engine.query_scene(&scene, &pts, Mode::Solid).unwrap();
+    let hits = engine.scene_hits(&scene, &pts, Mode::Solid).unwrap();
     let full = engine
-        .query_scene_fields(&scene, &pts, Mode::Solid, Fields::all(Family::Hits))
+        .scene_columns(&scene, &pts, Mode::Solid, Fields::all(Family::Hits))
         .unwrap();
     let distance: Vec<f32> = hits.iter().map(|h| h.distance).collect();
     assert_eq!(
@@ -103,7 +101,7 @@ fn every_subset_of_paired_and_contact_fields_equals_the_full_answer() {
     let pts = points(&mut rng, 1500, 4.0);
     assert_subsets_match(Family::Hits, "paired", |fields| {
         engine
-            .query_paired_fields(&shapes, &pts, Mode::Surface, fields)
+            .paired_columns(&shapes, &pts, Mode::Surface, fields)
             .unwrap()
     });
     let scene = engine.upload_scene(&shapes[..200]).unwrap();
@@ -113,14 +111,12 @@ fn every_subset_of_paired_and_contact_fields_equals_the_full_answer() {
         .collect();
     spheres[5][3] = f32::NAN;
     assert_subsets_match(Family::Contacts, "contacts", |fields| {
-        engine
-            .sphere_contacts_fields(&scene, &spheres, fields)
-            .unwrap()
+        engine.contact_columns(&scene, &spheres, fields).unwrap()
     });
     // The all-fields contacts are those of the whole-contact API.
-    let contacts = engine.sphere_contacts(&scene, &spheres).unwrap();
+    let contacts = engine.contacts(&scene, &spheres).unwrap();
     let full = engine
-        .sphere_contacts_fields(&scene, &spheres, Fields::all(Family::Contacts))
+        .contact_columns(&scene, &spheres, Fields::all(Family::Contacts))
         .unwrap();
     let depth: Vec<f32> = contacts.iter().map(|c| c.depth).collect();
     assert_eq!(
@@ -151,11 +147,11 @@ fn every_subset_of_mesh_fields_equals_the_full_answer_for_each_sign() {
     pts[7] = [f64::NAN, 0.0, 0.0];
     for sign in [Sign::None, Sign::Pseudonormal, Sign::Winding] {
         assert_subsets_match(Family::Hits, &format!("mesh {sign:?}"), |fields| {
-            engine.query_mesh_fields(&gpu, &pts, sign, fields).unwrap()
+            engine.mesh_columns(&gpu, &pts, sign, fields).unwrap()
         });
-        let hits: Vec<GpuHit> = engine.query_mesh(&gpu, &pts, sign).unwrap();
+        let hits: Vec<GpuHit> = engine.mesh_hits(&gpu, &pts, sign).unwrap();
         let full = engine
-            .query_mesh_fields(&gpu, &pts, sign, Fields::all(Family::Hits))
+            .mesh_columns(&gpu, &pts, sign, Fields::all(Family::Hits))
             .unwrap();
         let shape: Vec<i32> = hits.iter().map(|h| h.shape).collect();
         assert_eq!(full.i32s("shape").unwrap(), shape);
@@ -171,12 +167,12 @@ fn every_subset_of_segment_fields_equals_the_full_answer() {
     let b: Vec<[DVec3; 2]> = (0..2000).map(|_| segment()).collect();
     a[9][1] = DVec3::new(f64::NAN, 1.0, 1.0);
     assert_subsets_match(Family::Segments, "segments", |fields| {
-        engine.segment_pairs_fields(&a, &b, fields).unwrap()
+        engine.segment_columns(&a, &b, fields).unwrap()
     });
-    let whole = engine.segment_pairs(&a, &b).unwrap();
+    let whole = engine.segment_hits(&a, &b).unwrap();
     let t: Vec<f32> = whole.iter().map(|h| h.t).collect();
     let full = engine
-        .segment_pairs_fields(&a, &b, Fields::all(Family::Segments))
+        .segment_columns(&a, &b, Fields::all(Family::Segments))
         .unwrap();
     assert_eq!(bytemuck::cast_slice::<f32, u32>(&t), full.get("t").unwrap());
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use closest::{DVec3, EngineOptions, Mode, Shape};
-use common::{Rng, assert_nearest, engine, f32_points, mixed_scene, open_engine};
+use common::{Rng, TestJobs, assert_nearest, engine, f32_points, mixed_scene, open_engine};
 
 #[test]
 fn nearest_over_a_mixed_scene_matches_reference() {
@@ -27,7 +27,7 @@ fn nearest_ties_go_to_the_lowest_index() {
     };
     let scene = engine().upload_scene(&[s.clone(), s]).unwrap();
     let hits = engine()
-        .query_scene(
+        .scene_hits(
             &scene,
             &[[3.0, 1.0, 1.0], [1.0, 1.0, 1.0], [-2.0, 0.0, 5.0]],
             Mode::Surface,
@@ -50,7 +50,7 @@ fn ties_across_kinds_go_to_the_lowest_index() {
     ];
     let scene = engine().upload_scene(&shapes).unwrap();
     let hits = engine()
-        .query_scene(&scene, &[[5.0, 1.0, 1.0], [2.0, -1.0, 0.5]], Mode::Surface)
+        .scene_hits(&scene, &[[5.0, 1.0, 1.0], [2.0, -1.0, 0.5]], Mode::Surface)
         .unwrap();
     assert!(hits.iter().all(|h| h.shape == 0), "{hits:?}");
     // And a nearer shape of a later kind still beats an earlier one.
@@ -67,7 +67,7 @@ fn ties_across_kinds_go_to_the_lowest_index() {
     ];
     let scene = engine().upload_scene(&shapes).unwrap();
     let hits = engine()
-        .query_scene(&scene, &[[0.5, 0.5, 0.0]], Mode::Solid)
+        .scene_hits(&scene, &[[0.5, 0.5, 0.0]], Mode::Solid)
         .unwrap();
     assert_eq!(hits[0].shape, 0, "{hits:?}");
 }
@@ -104,7 +104,7 @@ fn many_chunks(force_staging: bool) {
         .map(|i| shapes[i % shapes.len()].clone())
         .collect();
     let hits = small
-        .query_paired(&paired_shapes, &f32_points(&points), Mode::Solid)
+        .paired_hits(&paired_shapes, &f32_points(&points), Mode::Solid)
         .unwrap();
     for (i, (hit, (shape, p))) in hits
         .iter()
@@ -132,7 +132,7 @@ fn the_same_engine_serves_jobs_of_different_sizes() {
     let scene = engine().upload_scene(&shapes).unwrap();
     for n in [1usize, 0, 5000, 3] {
         let points: Vec<[f32; 3]> = (0..n).map(|i| [i as f32 + 2.0, 0.0, 0.0]).collect();
-        let hits = engine().query_scene(&scene, &points, Mode::Solid).unwrap();
+        let hits = engine().scene_hits(&scene, &points, Mode::Solid).unwrap();
         assert_eq!(hits.len(), n);
         for (i, h) in hits.iter().enumerate() {
             assert!(
@@ -150,7 +150,7 @@ fn paired_needs_equal_counts() {
         radius: 1.0,
     }];
     let err = engine()
-        .query_paired(&shapes, &[[0.0; 3], [1.0; 3]], Mode::Solid)
+        .paired_hits(&shapes, &[[0.0; 3], [1.0; 3]], Mode::Solid)
         .unwrap_err();
     assert_eq!(err.exit_code(), 2, "{err}");
 }

@@ -8,7 +8,8 @@ use closest::hull::ConvexHull;
 use closest::math::any_perpendicular;
 use closest::{DVec3, Mode, Shape, ShapeKind};
 use common::{
-    Rng, assert_nearest, assert_paired, assert_same_hits, engine, subgroup_and_portable_engines,
+    Rng, TestJobs, assert_nearest, assert_paired, assert_same_hits, engine,
+    subgroup_and_portable_engines,
 };
 
 /// Where and how big the random shapes are.
@@ -814,7 +815,7 @@ fn seed_aabb_example_returns_the_point_itself() {
         max: DVec3::new(3.0, 6.0, 3.0),
     };
     let hits = common::engine()
-        .query_paired(
+        .paired_hits(
             std::slice::from_ref(&shape),
             &[[2.0, 3.4, 1.0]],
             Mode::Solid,
@@ -825,7 +826,7 @@ fn seed_aabb_example_returns_the_point_itself() {
     assert_eq!(hits[0].shape, 0);
     // In surface mode the nearest face is x = 3 (1 away; y = 2 is 1.4 away, z = 3 is 2).
     let hits = common::engine()
-        .query_paired(&[shape], &[[2.0, 3.4, 1.0]], Mode::Surface)
+        .paired_hits(&[shape], &[[2.0, 3.4, 1.0]], Mode::Surface)
         .unwrap();
     assert_eq!(hits[0].distance, -1.0);
     assert_eq!(hits[0].point, [3.0, 3.4, 1.0]);
@@ -840,7 +841,7 @@ fn sphere_centre_is_defined() {
         radius: 2.0,
     };
     let hits = common::engine()
-        .query_paired(&[shape], &[[5.0, 5.0, 5.0]], Mode::Surface)
+        .paired_hits(&[shape], &[[5.0, 5.0, 5.0]], Mode::Surface)
         .unwrap();
     assert_eq!(hits[0].point, [7.0, 5.0, 5.0]);
     assert_eq!(hits[0].distance, -2.0);
@@ -966,7 +967,7 @@ fn axis_and_centre_answers_are_defined() {
     let shapes: Vec<Shape> = cases.iter().map(|c| c.1.clone()).collect();
     let points: Vec<[f32; 3]> = cases.iter().map(|c| c.2.to_f32()).collect();
     let hits = common::engine()
-        .query_paired(&shapes, &points, Mode::Surface)
+        .paired_hits(&shapes, &points, Mode::Surface)
         .unwrap();
     let close = |a: DVec3, b: DVec3| (a - b).length() <= 1e-5;
     for ((name, shape, p, (q, d, n)), gpu) in cases.iter().zip(&hits) {
@@ -1018,7 +1019,7 @@ fn one_shape_scenes_match_the_general_scene_path_bit_for_bit() {
                         .upload_scene(&vec![shape.clone(); copies])
                         .expect("upload scene");
                     let hits = engine
-                        .query_scene(&scene, &points, mode)
+                        .scene_hits(&scene, &points, mode)
                         .expect("scene query");
                     answers.push((format!("{kind:?} {mode:?}, {copies} copies"), hits));
                 }

@@ -12,7 +12,7 @@ use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuHit, Mode, Shape, reference, tolerance};
 use closest::{EngineOptions, MeshRecords};
 use common::{
-    Rng, assert_same_hits, engine, odd_mesh, open_engine, subgroup_and_portable_engines,
+    Rng, TestJobs, assert_same_hits, engine, odd_mesh, open_engine, subgroup_and_portable_engines,
     subgroup_and_portable_engines_with, within,
 };
 use rayon::prelude::*;
@@ -156,7 +156,7 @@ fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
         let points = probe_points(&mut rng, &mesh, 2000);
         let gpu = engine().upload_mesh(mesh.clone()).unwrap();
         let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-        let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+        let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
         check(
             &mesh,
             &points,
@@ -172,7 +172,7 @@ fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
                 hit.distance
             );
         }
-        let unsigned = engine().query_mesh(&gpu, &raw, Sign::None).unwrap();
+        let unsigned = engine().mesh_hits(&gpu, &raw, Sign::None).unwrap();
         assert!(unsigned.iter().all(|h| h.distance >= 0.0));
     }
 }
@@ -195,7 +195,7 @@ fn fandisk_distances_and_signs_match_the_f64_references() {
     points.push(DVec3::new(f64::NAN, 0.0, 0.0));
     let gpu = engine().upload_mesh(mesh.clone()).unwrap();
     let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-    let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
     let nan = hits.last().unwrap();
     assert!(nan.shape == -1 && nan.distance.is_nan());
     let n = points.len() - 1;
@@ -215,7 +215,7 @@ fn bunny_distances_match_the_brute_force() {
     let points = probe_points(&mut rng, &mesh, 300);
     let gpu = engine().upload_mesh(mesh.clone()).unwrap();
     let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-    let hits = engine().query_mesh(&gpu, &raw, Sign::None).unwrap();
+    let hits = engine().mesh_hits(&gpu, &raw, Sign::None).unwrap();
     check(&mesh, &points, &hits, None);
 }
 
@@ -228,7 +228,7 @@ fn winding_signs_follow_the_exact_winding_number_even_with_holes() {
         let points = probe_points(&mut rng, &mesh, 400);
         let gpu = engine().upload_mesh(mesh.clone()).unwrap();
         let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-        let hits = engine().query_mesh(&gpu, &raw, Sign::Winding).unwrap();
+        let hits = engine().mesh_hits(&gpu, &raw, Sign::Winding).unwrap();
         let wrong: Vec<String> = points
             .par_iter()
             .zip(&hits)
@@ -334,7 +334,7 @@ fn icosphere_follows_the_sphere_sdf_within_its_tessellation() {
     let gpu = engine().upload_mesh(mesh.clone()).unwrap();
     let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
     for sign in [Sign::Pseudonormal, Sign::Winding] {
-        let hits = engine().query_mesh(&gpu, &raw, sign).unwrap();
+        let hits = engine().mesh_hits(&gpu, &raw, sign).unwrap();
         for (p, hit) in points.iter().zip(&hits) {
             let exact = p.length() - r;
             let tol = tolerance(3.0);
@@ -346,7 +346,7 @@ fn icosphere_follows_the_sphere_sdf_within_its_tessellation() {
         }
     }
     // And exactly against the mesh itself (inside by the f64 winding number).
-    let hits = engine().query_mesh(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
     check(
         &mesh,
         &points,
@@ -372,7 +372,7 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
     for sign in [Sign::Pseudonormal, Sign::Winding] {
         let answers = [&subgroup, &portable].map(|e| {
             let gpu = e.upload_mesh(mesh.clone()).unwrap();
-            e.query_mesh(&gpu, &points, sign).unwrap()
+            e.mesh_hits(&gpu, &points, sign).unwrap()
         });
         assert_same_hits(&answers[0], &answers[1], &format!("fandisk grid, {sign:?}"));
     }
@@ -382,7 +382,7 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
     let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
     let answers = [&subgroup, &portable].map(|e| {
         let gpu = e.upload_mesh(bunny.clone()).unwrap();
-        e.query_mesh(&gpu, &points, Sign::Winding).unwrap()
+        e.mesh_hits(&gpu, &points, Sign::Winding).unwrap()
     });
     assert_same_hits(&answers[0], &answers[1], "bunny grid, winding");
 
@@ -401,7 +401,7 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
     points[8] = [f32::NAN; 3];
     let answers = [&subgroup, &portable].map(|e| {
         let scene = e.upload_scene(&shapes).unwrap();
-        e.query_scene(&scene, &points, Mode::Surface).unwrap()
+        e.scene_hits(&scene, &points, Mode::Surface).unwrap()
     });
     assert_same_hits(&answers[0], &answers[1], "triangle soup");
     assert!(answers[0].iter().all(|h| h.shape < once.len() as i32));
@@ -435,7 +435,7 @@ fn device_winding_signs_equal_the_host_hierarchy() {
             let points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
             let [hits, portable] = engines.each_ref().map(|e| {
                 let gpu = e.upload_mesh(mesh.clone()).unwrap();
-                e.query_mesh(&gpu, &points, Sign::Winding).unwrap()
+                e.mesh_hits(&gpu, &points, Sign::Winding).unwrap()
             });
             let what = format!("{name}, {records:?}");
             assert_same_hits(&hits, &portable, &what);
@@ -481,7 +481,7 @@ fn meshes_in_parts_sign_by_winding_number_on_the_device_as_their_twin() {
         });
         let [(hits, gpu), (portable, _)] = engines.each_ref().map(|e| {
             let gpu = e.upload_mesh(bunny.clone()).unwrap();
-            (e.query_mesh(&gpu, &points, Sign::Winding).unwrap(), gpu)
+            (e.mesh_hits(&gpu, &points, Sign::Winding).unwrap(), gpu)
         });
         let what = format!("bunny in {} parts, {records:?}", gpu.part_count());
         assert!(gpu.part_count() >= 4, "{what}");
@@ -528,7 +528,7 @@ fn a_mesh_holds_the_device_bytes_it_was_admitted_with() {
                 })
                 .unwrap();
             for sign in [Sign::Winding, Sign::Pseudonormal] {
-                engine.query_mesh(&gpu, &rows, sign).unwrap();
+                engine.mesh_hits(&gpu, &rows, sign).unwrap();
             }
             assert_eq!(
                 gpu.device_bytes(),
@@ -641,8 +641,8 @@ fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
     let every_part = every_part_engine.upload_mesh(mesh.clone()).unwrap();
     let bytes = |hits: &[GpuHit]| bytemuck::cast_slice::<GpuHit, u8>(hits).to_vec();
     for sign in [Sign::None, Sign::Pseudonormal, Sign::Winding] {
-        let a = engine().query_mesh(&whole, &rows, sign).unwrap();
-        let b = split_engine.query_mesh(&split, &rows, sign).unwrap();
+        let a = engine().mesh_hits(&whole, &rows, sign).unwrap();
+        let b = split_engine.mesh_hits(&split, &rows, sign).unwrap();
         assert_same_answers(
             &mesh,
             &rows,
@@ -651,7 +651,7 @@ fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
             &format!("{sign:?}, split vs one binding"),
         );
         let c = every_part_engine
-            .query_mesh(&every_part, &rows, sign)
+            .mesh_hits(&every_part, &rows, sign)
             .unwrap();
         assert!(bytes(&b) == bytes(&c), "{sign:?}: parts passed over");
     }
@@ -660,7 +660,7 @@ fn meshes_split_over_small_bindings_answer_as_one_binding_does() {
     let sample: Vec<DVec3> = points.iter().copied().step_by(83).collect();
     let rows: Vec<[f64; 3]> = sample.iter().map(|p| [p.x, p.y, p.z]).collect();
     let hits = split_engine
-        .query_mesh(&split, &rows, Sign::Pseudonormal)
+        .mesh_hits(&split, &rows, Sign::Pseudonormal)
         .unwrap();
     check(
         &mesh,
@@ -702,7 +702,7 @@ fn indexed_mesh_records_match_the_f64_references() {
         let answers = [&subgroup, &portable].map(|e| {
             let gpu = e.upload_mesh(mesh.clone()).unwrap();
             assert_eq!(gpu.records(), MeshRecords::Indexed, "{name}");
-            e.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap()
+            e.mesh_hits(&gpu, &rows, Sign::Pseudonormal).unwrap()
         });
         assert_same_hits(&answers[0], &answers[1], &format!("{name}, indexed"));
         let hits = &answers[0];
@@ -729,7 +729,7 @@ fn indexed_mesh_records_match_the_f64_references() {
     assert_eq!(gpu.records(), MeshRecords::Indexed);
     let points = probe_points(&mut rng, &mesh, 800);
     let rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-    let hits = split.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap();
+    let hits = split.mesh_hits(&gpu, &rows, Sign::Pseudonormal).unwrap();
     check(
         &mesh,
         &points,
@@ -904,7 +904,7 @@ fn device_pseudonormal_signs_equal_the_f64_twin() {
             };
             let answers = subgroup_and_portable_engines_with(options).map(|e| {
                 let gpu = e.upload_mesh(mesh.clone()).unwrap();
-                e.query_mesh(&gpu, &rows, Sign::Pseudonormal).unwrap()
+                e.mesh_hits(&gpu, &rows, Sign::Pseudonormal).unwrap()
             });
             let what = format!("{name}, {records:?}");
             assert_same_hits(&answers[0], &answers[1], &what);
@@ -995,7 +995,7 @@ fn grids_sampled_on_the_device_match_the_host_samples() {
                 let [device, portable] = [&engines[0], &engines[1]].map(|e| {
                     e.set_grid_on_device(true);
                     let gpu = e.upload_mesh((*mesh).clone()).unwrap();
-                    e.sdf(&gpu, &grid, sign).unwrap()
+                    e.sdf_values(&gpu, &grid, sign).unwrap()
                 });
                 assert_eq!(
                     device.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
@@ -1005,7 +1005,7 @@ fn grids_sampled_on_the_device_match_the_host_samples() {
                 let e = &engines[0];
                 e.set_grid_on_device(false);
                 let gpu = e.upload_mesh((*mesh).clone()).unwrap();
-                let host = e.sdf(&gpu, &grid, sign).unwrap();
+                let host = e.sdf_values(&gpu, &grid, sign).unwrap();
                 e.set_grid_on_device(true);
                 assert_eq!(device.len(), grid.len(), "{what}");
                 let wrong: Vec<String> = (0..grid.len())
@@ -1108,7 +1108,7 @@ fn device_winding_signs_near_one_half_are_the_fine_numbers() {
     });
     for engine in [subgroup, portable, split] {
         let gpu = engine.upload_mesh(mesh.clone()).unwrap();
-        let hits = engine.query_mesh(&gpu, &points, Sign::Winding).unwrap();
+        let hits = engine.mesh_hits(&gpu, &points, Sign::Winding).unwrap();
         // A mesh in parts sums its parts' numbers: the fine ones of its own twin.
         let twin = gpu.host_winding();
         let fine: Vec<f64> = points

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use closest::mesh::Sign;
 use closest::{DVec3, EngineOptions, GpuHit, GpuSegmentHit, Mode, Shape};
-use common::{Rng, assert_same_hits, mixed_scene, subgroup_and_portable_engines_with};
+use common::{Rng, TestJobs, assert_same_hits, mixed_scene, subgroup_and_portable_engines_with};
 
 /// Rows whose points fill texel row ends (4,096 texels a row, three words a point): 5,461
 /// rows end one word short of a row, 5,462 one texel and a half past it.
@@ -73,7 +73,7 @@ fn scene_rows_read_as_texels_match_rows_read_from_storage_bit_for_bit() {
                 .map(|engine| {
                     let scene = engine.upload_scene(shapes).expect("upload scene");
                     engine
-                        .query_scene(&scene, &points, Mode::Surface)
+                        .scene_hits(&scene, &points, Mode::Surface)
                         .expect("scene query")
                 })
                 .collect();
@@ -86,7 +86,7 @@ fn scene_rows_read_as_texels_match_rows_read_from_storage_bit_for_bit() {
             .iter()
             .map(|engine| {
                 engine
-                    .query_paired(&paired, &points, Mode::Solid)
+                    .paired_hits(&paired, &points, Mode::Solid)
                     .expect("paired query")
             })
             .collect();
@@ -107,7 +107,7 @@ fn chunks_of_more_than_a_layer_of_point_texels_match_storage_bit_for_bit() {
         .map(|engine| {
             let scene = engine.upload_scene(&shapes).expect("upload scene");
             engine
-                .query_scene(&scene, &points, Mode::Surface)
+                .scene_hits(&scene, &points, Mode::Surface)
                 .expect("scene query")
         })
         .collect();
@@ -131,7 +131,7 @@ fn mesh_rows_read_as_texels_match_rows_read_from_storage_bit_for_bit() {
         .map(|engine| {
             let gpu = engine.upload_mesh(mesh.clone()).expect("upload fandisk");
             engine
-                .query_mesh(&gpu, &points, Sign::Pseudonormal)
+                .mesh_hits(&gpu, &points, Sign::Pseudonormal)
                 .expect("mesh query")
         })
         .collect();
@@ -155,7 +155,7 @@ fn segment_pairs_read_as_texels_match_pairs_read_from_storage_bit_for_bit() {
     };
     let answers: Vec<Vec<u32>> = engines(chunk_rows)
         .iter()
-        .map(|engine| bits(&engine.segment_pairs(&a, &b).expect("segment pairs")))
+        .map(|engine| bits(&engine.segment_hits(&a, &b).expect("segment pairs")))
         .collect();
     assert!(answers[0].iter().any(|&w| w != 0));
     for (k, words) in answers.iter().enumerate().skip(1) {

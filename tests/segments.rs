@@ -5,7 +5,7 @@ mod common;
 
 use closest::reference::closest_segment_pair;
 use closest::{DVec3, GpuSegmentHit};
-use common::{Rng, engine, within};
+use common::{Rng, TestJobs, engine, within};
 
 fn v(p: [f32; 3]) -> DVec3 {
     DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64)
@@ -15,7 +15,7 @@ fn v(p: [f32; 3]) -> DVec3 {
 fn assert_pairs(cases: &[(String, [DVec3; 2], [DVec3; 2])]) {
     let a: Vec<[DVec3; 2]> = cases.iter().map(|c| c.1).collect();
     let b: Vec<[DVec3; 2]> = cases.iter().map(|c| c.2).collect();
-    let hits = engine().segment_pairs(&a, &b).expect("segment pairs");
+    let hits = engine().segment_hits(&a, &b).expect("segment pairs");
     let mut failures = Vec::new();
     for ((name, a, b), hit) in cases.iter().zip(&hits) {
         if let Err(e) = check(*a, *b, hit) {
@@ -205,7 +205,7 @@ fn segment_pairs_match_reference() {
 fn known_pairs() {
     // Crossing at right angles 2 apart, and parallel overlapping 1 apart.
     let hits = engine()
-        .segment_pairs(
+        .segment_hits(
             &[
                 [DVec3::new(-1.0, 0.0, 0.0), DVec3::new(1.0, 0.0, 0.0)],
                 [DVec3::ZERO, DVec3::new(4.0, 0.0, 0.0)],

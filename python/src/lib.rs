@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use closest::GpuMesh;
 use closest::Points;
+use closest::engine::{
+    MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentRows, SphereContacts, Spheres,
+};
 use closest::fields::{Columns, Family, Fields};
 use closest::gpu::query_point;
 use closest::mesh::{Mesh, Sign};
@@ -184,6 +187,17 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
     } else {
         Borrowed::F64(ready.extract()?)
     })
+}
+
+/// A job's `fields` of `rows` rows collected into columns.
+fn collect(
+    fields: Fields,
+    rows: usize,
+    run: impl FnOnce(&mut dyn closest::fields::PackedSink) -> closest::Result<()>,
+) -> closest::Result<Columns> {
+    let mut columns = Columns::new(fields, rows);
+    run(&mut columns)?;
+    Ok(columns)
 }
 
 /// An array of points (N, 3) as the engine takes them: read in place, f32 or f64.
@@ -452,15 +466,13 @@ impl Engine {
             let engine = &self.inner;
             let columns = py
                 .detach(|| {
-                    Columns::collect(fields, rows, |sink| {
-                        engine.query_paired_fields_stream(
-                            &shapes,
-                            points_of(&points),
-                            mode,
-                            fields,
-                            sink,
-                        )
-                    })
+                    let job = PairedQuery {
+                        shapes: &shapes,
+                        points: points_of(&points),
+                        mode,
+                        fields,
+                    };
+                    collect(fields, rows, |sink| engine.query_paired(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -488,28 +500,23 @@ impl Engine {
                     b.len(6)
                 )));
             }
-            let segment = |rows: &Rows<'_>, i: usize| {
-                let r = rows.row::<6>(i);
-                [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
+            let segments = |rows: &Rows<'_>| -> Vec<[DVec3; 2]> {
+                (0..rows.len(6))
+                    .map(|i| {
+                        let r = rows.row::<6>(i);
+                        [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
+                    })
+                    .collect()
             };
+            let (a, b) = (segments(&a), segments(&b));
             let engine = &self.inner;
             let columns = py
                 .detach(|| {
-                    Columns::collect(fields, rows, |sink| {
-                        let mut source =
-                            |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-                                let (records, _) = out
-                                .into_chunks::<{ std::mem::size_of::<closest::gpu::GpuShape>() }>();
-                                records.write_iter(range.map(|i| {
-                                    bytemuck::cast(closest::gpu::GpuShape::from_segment_pair(
-                                        segment(&a, i),
-                                        segment(&b, i),
-                                    ))
-                                }));
-                                Ok(())
-                            };
-                        engine.segment_pairs_fields_stream(rows, &mut source, fields, sink)
-                    })
+                    let job = SegmentPairs {
+                        pairs: SegmentRows::Slices(&a, &b),
+                        fields,
+                    };
+                    collect(fields, rows, |sink| engine.segment_pairs(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -589,15 +596,13 @@ impl Scene {
             let (engine, scene) = (&self.engine, &self.scene);
             let columns = py
                 .detach(|| {
-                    Columns::collect(fields, rows, |sink| {
-                        engine.query_scene_fields_stream(
-                            scene,
-                            points_of(&points),
-                            mode,
-                            fields,
-                            sink,
-                        )
-                    })
+                    let job = SceneQuery {
+                        scene,
+                        points: points_of(&points),
+                        mode,
+                        fields,
+                    };
+                    collect(fields, rows, |sink| engine.query_scene(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -636,7 +641,16 @@ impl Scene {
             };
             let (engine, scene) = (&self.engine, &self.scene);
             let columns = py
-                .detach(|| engine.sphere_contacts_fields(scene, spheres, fields))
+                .detach(|| {
+                    let job = SphereContacts {
+                        scene,
+                        spheres: Spheres::Slice(spheres),
+                        fields,
+                    };
+                    collect(fields, spheres.len(), |sink| {
+                        engine.sphere_contacts(job, sink)
+                    })
+                })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
         })
@@ -684,15 +698,13 @@ impl MeshTarget {
             let (engine, mesh) = (&self.engine, &self.mesh);
             let columns = py
                 .detach(|| {
-                    Columns::collect(fields, rows, |sink| {
-                        engine.query_mesh_fields_stream(
-                            mesh,
-                            points_of(&points),
-                            sign,
-                            fields,
-                            sink,
-                        )
-                    })
+                    let job = MeshQuery {
+                        mesh,
+                        points: points_of(&points),
+                        sign,
+                        fields,
+                    };
+                    collect(fields, rows, |sink| engine.query_mesh(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -727,7 +739,20 @@ impl MeshTarget {
             let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
             let (engine, mesh) = (&self.engine, &self.mesh);
             let values = py
-                .detach(|| engine.sdf(mesh, &grid, sign))
+                .detach(|| {
+                    let mut values = Vec::with_capacity(grid.len());
+                    let job = SdfGrid {
+                        mesh,
+                        grid: &grid,
+                        sign,
+                    };
+                    engine
+                        .sdf(job, &mut |_first, chunk: &[f32]| {
+                            values.extend_from_slice(chunk);
+                            Ok(())
+                        })
+                        .map(|()| values)
+                })
                 .map_err(py_error)?;
             let dict = PyDict::new(py);
             let sdf = values.into_pyarray(py).into_any();

@@ -7,18 +7,17 @@ mod contacts;
 mod mesh;
 mod sdf;
 
-pub use mesh::GpuMesh;
+pub use contacts::{SphereContacts, SphereReader, Spheres};
+pub use mesh::{GpuMesh, MeshQuery};
+pub use sdf::SdfGrid;
 
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink};
-use crate::gpu::rows::{self, RowSink, RowSource};
+use crate::fields::{Fields, PackedSink};
+use crate::gpu::rows::{self, RowSource};
 use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream::{self, Inputs};
-use crate::gpu::{
-    Context, EngineOptions, GpuHit, GpuScene, GpuSegmentHit, JobTiming, common_kind, layout, plan,
-    scene,
-};
+use crate::gpu::{Context, EngineOptions, GpuScene, JobTiming, common_kind, layout, plan, scene};
 use crate::math::DVec3;
 use crate::points::Points;
 use crate::shape::Shape;
@@ -172,42 +171,16 @@ impl Engine {
         scene::upload(&self.gpu, shapes, Hierarchy::None, |_| Ok(()))
     }
 
-    /// Nearest shape of `scene` for every point (SPEC §2).
-    pub fn query_scene<'p>(
-        &self,
-        scene: &GpuScene,
-        points: impl Into<Points<'p>>,
-        mode: Mode,
-    ) -> Result<Vec<GpuHit>> {
-        let points = points.into();
-        let mut out = vec![GpuHit::default(); points.len()];
-        self.query_scene_stream(scene, points, mode, &mut rows::hits_into_slice(&mut out))?;
-        Ok(out)
-    }
-
-    /// Streaming form of [`Engine::query_scene`]: `sink` receives each chunk's hits, in row
-    /// order.
-    pub fn query_scene_stream(
-        &self,
-        scene: &GpuScene,
-        points: Points<'_>,
-        mode: Mode,
-        sink: &mut dyn RowSink,
-    ) -> Result<()> {
-        let all = Fields::all(Family::Hits);
-        self.query_scene_fields_stream(scene, points, mode, all, &mut rows::HitRows(sink))
-    }
-
-    /// [`Engine::query_scene_stream`] computing and moving back only `fields`: `sink`
-    /// receives each chunk's rows packed as the device wrote them.
-    pub fn query_scene_fields_stream(
-        &self,
-        scene: &GpuScene,
-        mut points: Points<'_>,
-        mode: Mode,
-        fields: Fields,
-        sink: &mut dyn PackedSink,
-    ) -> Result<()> {
+    /// A scene query (SPEC §2): the nearest shape of `job.scene` for every point, only
+    /// `job.fields` computed and moved back. `sink` takes each chunk's rows, packed, in row
+    /// order: a [`Columns`] collects them, any other [`PackedSink`] streams them.
+    pub fn query_scene(&self, job: SceneQuery<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let SceneQuery {
+            scene,
+            mut points,
+            mode,
+            fields,
+        } = job;
         let rows = points.len();
         let job = plan::Job::Nearest {
             scene,
@@ -216,20 +189,6 @@ impl Engine {
         };
         let plan = job.plan(&self.gpu, fields, mode)?;
         self.run(&plan, rows, Inputs::points(&mut points.source()), sink)
-    }
-
-    /// Nearest shape of `scene` for every point, only `fields` computed and returned.
-    pub fn query_scene_fields<'p>(
-        &self,
-        scene: &GpuScene,
-        points: impl Into<Points<'p>>,
-        mode: Mode,
-        fields: Fields,
-    ) -> Result<Columns> {
-        let points = points.into();
-        Columns::collect(fields, points.len(), |sink| {
-            self.query_scene_fields_stream(scene, points, mode, fields, sink)
-        })
     }
 
     /// Carry out `plan` on `rows` rows of `inputs`, chunk by chunk, into `sink`.
@@ -243,40 +202,15 @@ impl Engine {
         stream::run(&self.gpu, &self.slots, plan, rows, inputs, sink)
     }
 
-    /// Point i against shape i (SPEC §2 "paired").
-    pub fn query_paired<'p>(
-        &self,
-        shapes: &[Shape],
-        points: impl Into<Points<'p>>,
-        mode: Mode,
-    ) -> Result<Vec<GpuHit>> {
-        let points = points.into();
-        let mut out = vec![GpuHit::default(); points.len()];
-        self.query_paired_stream(shapes, points, mode, &mut rows::hits_into_slice(&mut out))?;
-        Ok(out)
-    }
-
-    /// Streaming form of [`Engine::query_paired`]: one row per shape.
-    pub fn query_paired_stream(
-        &self,
-        shapes: &[Shape],
-        points: Points<'_>,
-        mode: Mode,
-        sink: &mut dyn RowSink,
-    ) -> Result<()> {
-        let all = Fields::all(Family::Hits);
-        self.query_paired_fields_stream(shapes, points, mode, all, &mut rows::HitRows(sink))
-    }
-
-    /// [`Engine::query_paired_stream`] computing and moving back only `fields`.
-    pub fn query_paired_fields_stream(
-        &self,
-        shapes: &[Shape],
-        mut points: Points<'_>,
-        mode: Mode,
-        fields: Fields,
-        sink: &mut dyn PackedSink,
-    ) -> Result<()> {
+    /// Point i against shape i (SPEC §2 "paired"), only `job.fields` computed; `sink` as for
+    /// [`Engine::query_scene`].
+    pub fn query_paired(&self, job: PairedQuery<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let PairedQuery {
+            shapes,
+            mut points,
+            mode,
+            fields,
+        } = job;
         check_paired_counts(shapes.len(), points.len())?;
         let (data, data_starts) = layout::ShapeData::for_paired(shapes);
         let data = if data_starts.is_empty() {
@@ -307,83 +241,73 @@ impl Engine {
         )
     }
 
-    /// Point i against shape i, only `fields` computed and returned.
-    pub fn query_paired_fields<'p>(
-        &self,
-        shapes: &[Shape],
-        points: impl Into<Points<'p>>,
-        mode: Mode,
-        fields: Fields,
-    ) -> Result<Columns> {
-        let points = points.into();
-        check_paired_counts(shapes.len(), points.len())?;
-        Columns::collect(fields, points.len(), |sink| {
-            self.query_paired_fields_stream(shapes, points, mode, fields, sink)
-        })
-    }
-
-    /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2).
-    pub fn segment_pairs(&self, a: &[[DVec3; 2]], b: &[[DVec3; 2]]) -> Result<Vec<GpuSegmentHit>> {
-        check_segment_counts(a.len(), b.len())?;
-        let mut out = vec![GpuSegmentHit::default(); a.len()];
-        self.segment_pairs_stream(
-            a.len(),
-            &mut rows::segment_pairs_from_slices(a, b),
-            &mut |first: usize, rows: &[GpuSegmentHit]| {
-                out[first..first + rows.len()].copy_from_slice(rows);
-                Ok(())
-            },
-        )?;
-        Ok(out)
-    }
-
-    /// Streaming form of [`Engine::segment_pairs`]: `pairs` writes each chunk's records
-    /// (`GpuShape::from_segment_pair`) and `sink` receives each chunk's results in row order.
-    pub fn segment_pairs_stream(
-        &self,
-        rows: usize,
-        pairs: &mut dyn RowSource,
-        sink: &mut dyn FnMut(usize, &[GpuSegmentHit]) -> Result<()>,
-    ) -> Result<()> {
-        self.segment_pairs_fields_stream(
-            rows,
-            pairs,
-            Fields::all(Family::Segments),
-            &mut |first: usize, rows: PackedRows<'_>| {
-                sink(first, rows.as_segment_hits().expect("every segment field"))
-            },
-        )
-    }
-
-    /// [`Engine::segment_pairs_stream`] computing and moving back only `fields`.
-    pub fn segment_pairs_fields_stream(
-        &self,
-        rows: usize,
-        pairs: &mut dyn RowSource,
-        fields: Fields,
-        sink: &mut dyn PackedSink,
-    ) -> Result<()> {
+    /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2), only
+    /// `job.fields` computed; `sink` as for [`Engine::query_scene`].
+    pub fn segment_pairs(&self, job: SegmentPairs<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let SegmentPairs { pairs, fields } = job;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (rows, mut source): (usize, Box<dyn RowSource + '_>) = match pairs {
+            SegmentRows::Slices(sa, sb) => {
+                check_segment_counts(sa.len(), sb.len())?;
+                (sa.len(), Box::new(rows::segment_pairs_from_slices(sa, sb)))
+            }
+            SegmentRows::Read(reader) => {
+                let rows = reader.rows();
+                let fill = move |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                    reader.read(range, &mut a, &mut b)?;
+                    rows::write_segment_pairs(&a, &b, out);
+                    Ok(())
+                };
+                (rows, Box::new(fill))
+            }
+        };
         let plan = plan::Job::SegmentPairs.plan(&self.gpu, fields, Mode::Solid)?;
         let inputs = Inputs {
             points: None,
-            shapes: Some(pairs),
+            shapes: Some(&mut *source),
         };
         self.run(&plan, rows, inputs, sink)
     }
+}
 
-    /// [`Engine::segment_pairs`], only `fields` computed and returned.
-    pub fn segment_pairs_fields(
-        &self,
-        a: &[[DVec3; 2]],
-        b: &[[DVec3; 2]],
-        fields: Fields,
-    ) -> Result<Columns> {
-        check_segment_counts(a.len(), b.len())?;
-        Columns::collect(fields, a.len(), |sink| {
-            let mut pairs = rows::segment_pairs_from_slices(a, b);
-            self.segment_pairs_fields_stream(a.len(), &mut pairs, fields, sink)
-        })
-    }
+/// A scene query: [`Engine::query_scene`].
+pub struct SceneQuery<'a> {
+    pub scene: &'a GpuScene,
+    pub points: Points<'a>,
+    pub mode: Mode,
+    pub fields: Fields,
+}
+
+/// Point i against shape i: [`Engine::query_paired`].
+pub struct PairedQuery<'a> {
+    pub shapes: &'a [Shape],
+    pub points: Points<'a>,
+    pub mode: Mode,
+    pub fields: Fields,
+}
+
+/// Segment pairs: [`Engine::segment_pairs`].
+pub struct SegmentPairs<'a> {
+    pub pairs: SegmentRows<'a>,
+    pub fields: Fields,
+}
+
+/// Segment pairs as a front end has them: two slices (segment i of each is a pair), or a
+/// reader.
+pub enum SegmentRows<'a> {
+    Slices(&'a [[DVec3; 2]], &'a [[DVec3; 2]]),
+    Read(&'a mut dyn SegmentReader),
+}
+
+/// Segment pairs read chunk by chunk: rows `range` of A and of B.
+pub trait SegmentReader {
+    fn rows(&self) -> usize;
+    fn read(
+        &mut self,
+        range: std::ops::Range<usize>,
+        a: &mut Vec<[DVec3; 2]>,
+        b: &mut Vec<[DVec3; 2]>,
+    ) -> Result<()>;
 }
 
 fn check_paired_counts(shapes: usize, points: usize) -> Result<()> {

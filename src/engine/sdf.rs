@@ -1,7 +1,7 @@
 //! SDF grids (SPEC §4): a mesh's distances at every sample of a `sdf::Grid`, streamed in C
 //! order; only distances come back from the device.
 
-use super::{Engine, GpuMesh};
+use super::{Engine, GpuMesh, MeshQuery};
 use crate::error::Result;
 use crate::fields::{DISTANCE, Family, Fields, PackedRows};
 use crate::mesh::Sign;
@@ -9,39 +9,36 @@ use crate::sdf::Grid;
 
 use crate::points::{PointChunk, PointReader, Points};
 
+/// An SDF grid of a mesh: [`Engine::sdf`].
+pub struct SdfGrid<'a> {
+    pub mesh: &'a GpuMesh,
+    pub grid: &'a Grid,
+    pub sign: Sign,
+}
+
 impl Engine {
-    /// The distances of `grid`'s samples to `mesh`, signed by `sign`, chunk by chunk in row
-    /// order (only distances come back from the device).
-    pub fn sdf_stream(
+    /// The distances of `job.grid`'s samples to `job.mesh`, signed by `job.sign`, chunk by
+    /// chunk in C order of an (nx, ny, nz) array: `sink` gets each chunk's first sample and
+    /// values (collect them into a `Vec`, or write them out as they come).
+    pub fn sdf(
         &self,
-        mesh: &GpuMesh,
-        grid: &Grid,
-        sign: Sign,
+        job: SdfGrid<'_>,
         sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
     ) -> Result<()> {
+        let SdfGrid { mesh, grid, sign } = job;
         if self.samples_grids_on_device() && self.sdf_on_device(mesh, grid, sign, sink)? {
             return Ok(());
         }
-        self.query_mesh_fields_stream(
+        let query = MeshQuery {
             mesh,
-            Points::Read(&mut GridPoints(grid)),
+            points: Points::Read(&mut GridPoints(grid)),
             sign,
-            Fields::from_bits(Family::Hits, DISTANCE),
-            // Distance-only rows are the column itself.
-            &mut |first: usize, rows: PackedRows<'_>| {
-                sink(first, bytemuck::cast_slice(rows.words()))
-            },
-        )
-    }
-
-    /// Every sample of `grid`, in C order of an (nx, ny, nz) array.
-    pub fn sdf(&self, mesh: &GpuMesh, grid: &Grid, sign: Sign) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(grid.len());
-        self.sdf_stream(mesh, grid, sign, &mut |_first, values| {
-            out.extend_from_slice(values);
-            Ok(())
-        })?;
-        Ok(out)
+            fields: Fields::from_bits(Family::Hits, DISTANCE),
+        };
+        // Distance-only rows are the column itself.
+        self.query_mesh(query, &mut |first: usize, rows: PackedRows<'_>| {
+            sink(first, bytemuck::cast_slice(rows.words()))
+        })
     }
 }
 

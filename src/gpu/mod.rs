@@ -27,8 +27,6 @@ pub(crate) use context::{Context, common_kind};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use options::{EngineOptions, JobTiming, MeshRecords};
 pub use order::morton_code;
-pub use rows::{
-    RowSink, RowSource, hits_into_slice, query_point, write_query_points, write_query_points_iter,
-};
+pub use rows::{RowSource, query_point, write_query_points, write_query_points_iter};
 pub use scene::GpuScene;
 pub use stream::dispatch_grid;

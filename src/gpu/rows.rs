@@ -3,9 +3,9 @@
 
 use std::ops::Range;
 
-use super::layout::{GpuHit, GpuShape};
+use super::layout::GpuShape;
 use crate::error::Result;
-use crate::fields::{PackedRows, PackedSink};
+
 use crate::math::DVec3;
 use crate::points::{PointChunk, Points};
 use crate::shape::Shape;
@@ -15,20 +15,9 @@ pub trait RowSource {
     fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()>;
 }
 
-/// Receives the hits of rows `first_row ..`, in row order.
-pub trait RowSink {
-    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()>;
-}
-
 impl<F: FnMut(Range<usize>, wgpu::WriteOnly<'_, [u8]>) -> Result<()>> RowSource for F {
     fn fill(&mut self, range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>) -> Result<()> {
         self(range, out)
-    }
-}
-
-impl<F: FnMut(usize, &[GpuHit]) -> Result<()>> RowSink for F {
-    fn take(&mut self, first_row: usize, hits: &[GpuHit]) -> Result<()> {
-        self(first_row, hits)
     }
 }
 
@@ -159,30 +148,17 @@ pub fn segment_pairs_from_slices<'a>(
     b: &'a [[DVec3; 2]],
 ) -> impl RowSource + 'a {
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        rows.write_iter(range.map(|i| {
-            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a[i], b[i]))
-        }));
+        write_segment_pairs(&a[range.clone()], &b[range], out);
         Ok(())
     }
 }
 
-/// Hits copied into a host slice.
-pub fn hits_into_slice(out: &mut [GpuHit]) -> impl RowSink + '_ {
-    move |first: usize, hits: &[GpuHit]| {
-        out[first..first + hits.len()].copy_from_slice(hits);
-        Ok(())
-    }
-}
-
-/// A [`RowSink`] of whole hits behind the packed interface (jobs with every hit field).
-pub(crate) struct HitRows<'a>(pub &'a mut dyn RowSink);
-
-impl PackedSink for HitRows<'_> {
-    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
-        let hits = rows
-            .as_hits()
-            .expect("whole-hit jobs select every hit field");
-        self.0.take(first_row, hits)
-    }
+/// Segment pairs `a[i]`, `b[i]` as their GPU records, into a chunk's mapped buffer.
+pub fn write_segment_pairs(a: &[[DVec3; 2]], b: &[[DVec3; 2]], out: wgpu::WriteOnly<'_, [u8]>) {
+    let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+    rows.write_iter(
+        a.iter().zip(b).map(|(&a, &b)| {
+            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a, b))
+        }),
+    );
 }

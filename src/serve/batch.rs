@@ -16,10 +16,11 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::DVec3;
 use crate::engine::GpuMesh;
+use crate::engine::{MeshQuery, SceneQuery, SphereContacts, Spheres};
 use crate::fields::{Columns, Fields};
 use crate::gpu::{GpuScene, query_point};
 use crate::mesh::Sign;
-use crate::{Engine, Mode, Result};
+use crate::{Engine, Mode, Points, Result};
 
 use super::metrics::Metrics;
 
@@ -227,11 +228,17 @@ fn answer(
     fields: Fields,
     values: &[f64],
 ) -> Result<Columns> {
+    let mut columns = Columns::new(fields, values.len() / op.width());
     match (op, target) {
         // The rows as received, read in place: rounded to f32 once, on their way to the device.
         (Op::SceneQuery(mode), Target::Scene(scene)) => {
-            let points: &[[f64; 3]] = bytemuck::cast_slice(values);
-            engine.query_scene_fields(scene, points, mode, fields)
+            let job = SceneQuery {
+                scene,
+                points: Points::F64(bytemuck::cast_slice(values)),
+                mode,
+                fields,
+            };
+            engine.query_scene(job, &mut columns)
         }
         (Op::Contacts, Target::Scene(scene)) => {
             let spheres: Vec<[f32; 4]> = values
@@ -241,16 +248,27 @@ fn answer(
                     [x, y, z, s[3] as f32]
                 })
                 .collect();
-            engine.sphere_contacts_fields(scene, &spheres, fields)
+            let job = SphereContacts {
+                scene,
+                spheres: Spheres::Slice(&spheres),
+                fields,
+            };
+            engine.sphere_contacts(job, &mut columns)
         }
         (Op::MeshQuery(sign), Target::Mesh(mesh)) => {
-            let points: &[[f64; 3]] = bytemuck::cast_slice(values);
-            engine.query_mesh_fields(mesh, points, sign, fields)
+            let job = MeshQuery {
+                mesh,
+                points: Points::F64(bytemuck::cast_slice(values)),
+                sign,
+                fields,
+            };
+            engine.query_mesh(job, &mut columns)
         }
         _ => Err(crate::Error::Usage(
             "this operation does not apply to this kind of target".into(),
         )),
-    }
+    }?;
+    Ok(columns)
 }
 
 /// Rows `first .. first + count` of every column.

@@ -472,7 +472,17 @@ pub(super) async fn mesh_sdf(
             return Err(Error::Usage("sdf grids are made of meshes".into()));
         };
         let grid = Grid::new(mesh.mesh(), res, region)?;
-        engine.sdf(mesh, &grid, sign).map(|v| (grid, v))
+        let mut values = Vec::with_capacity(grid.len());
+        let job = crate::engine::SdfGrid {
+            mesh,
+            grid: &grid,
+            sign,
+        };
+        engine.sdf(job, &mut |_first, chunk: &[f32]| {
+            values.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        Ok((grid, values))
     })
     .await?;
     let column = ColumnSpec {
@@ -525,7 +535,15 @@ pub(super) async fn segments(
     let a: Vec<_> = a.chunks_exact(6).map(segment).collect();
     let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
     let engine = state.engine();
-    let columns = blocking(move || engine.segment_pairs_fields(&a, &b, fields)).await?;
+    let columns = blocking(move || {
+        let mut columns = Columns::new(fields, a.len());
+        let job = crate::engine::SegmentPairs {
+            pairs: crate::engine::SegmentRows::Slices(&a, &b),
+            fields,
+        };
+        engine.segment_pairs(job, &mut columns).map(|()| columns)
+    })
+    .await?;
     Ok(npz_response(&columns))
 }
 
@@ -553,13 +571,19 @@ pub(super) async fn paired(
     let text = String::from_utf8(text)
         .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
     let shapes = crate::io::parse_scene(&text, "shapes.json")?;
-    let points: Vec<[f32; 3]> = archive_rows(&mut archive, "points", &[3], holds)?
-        .chunks_exact(3)
-        .map(|p| crate::gpu::query_point([p[0], p[1], p[2]], crate::DVec3::ZERO))
-        .collect();
+    let values = archive_rows(&mut archive, "points", &[3], holds)?;
     let engine = state.engine();
-    let columns =
-        blocking(move || engine.query_paired_fields(&shapes, &points, mode, fields)).await?;
+    let columns = blocking(move || {
+        let mut columns = Columns::new(fields, shapes.len());
+        let job = crate::engine::PairedQuery {
+            shapes: &shapes,
+            points: crate::Points::F64(bytemuck::cast_slice(&values)),
+            mode,
+            fields,
+        };
+        engine.query_paired(job, &mut columns).map(|()| columns)
+    })
+    .await?;
     Ok(npz_response(&columns))
 }
 

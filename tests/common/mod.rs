@@ -215,7 +215,7 @@ pub fn assert_paired(
     label: impl Fn(usize) -> String,
 ) {
     let hits = engine()
-        .query_paired(shapes, &f32_points(points), mode)
+        .paired_hits(shapes, &f32_points(points), mode)
         .expect("paired query");
     assert_eq!(hits.len(), points.len());
     let mut failures = Vec::new();
@@ -239,7 +239,7 @@ pub fn assert_paired(
 pub fn assert_nearest(engine: &Engine, shapes: &[Shape], points: &[DVec3], mode: Mode) {
     let scene = engine.upload_scene(shapes).expect("upload scene");
     let hits = engine
-        .query_scene(&scene, &f32_points(points), mode)
+        .scene_hits(&scene, &f32_points(points), mode)
         .expect("scene query");
     let mut failures = Vec::new();
     for (p, hit) in points.iter().zip(&hits) {
@@ -401,4 +401,262 @@ pub fn odd_mesh() -> Mesh {
         "odd",
     )
     .unwrap()
+}
+
+/// Each job collected, as the tests ask them: whole hits, or the columns of some fields. The
+/// engine has one method per job (a request value and a sink); these are the tests' own
+/// shorthand for "collect all of it".
+pub trait TestJobs {
+    fn scene_hits<'p>(
+        &self,
+        scene: &'p closest::GpuScene,
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+    ) -> closest::Result<Vec<GpuHit>>;
+    fn scene_columns<'p>(
+        &self,
+        scene: &'p closest::GpuScene,
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns>;
+    fn paired_hits<'p>(
+        &self,
+        shapes: &'p [Shape],
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+    ) -> closest::Result<Vec<GpuHit>>;
+    fn paired_columns<'p>(
+        &self,
+        shapes: &'p [Shape],
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns>;
+    fn mesh_hits<'p>(
+        &self,
+        mesh: &'p closest::GpuMesh,
+        points: impl Into<closest::Points<'p>>,
+        sign: closest::mesh::Sign,
+    ) -> closest::Result<Vec<GpuHit>>;
+    fn mesh_columns<'p>(
+        &self,
+        mesh: &'p closest::GpuMesh,
+        points: impl Into<closest::Points<'p>>,
+        sign: closest::mesh::Sign,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns>;
+    fn segment_hits(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+    ) -> closest::Result<Vec<closest::GpuSegmentHit>>;
+    fn segment_columns(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns>;
+    fn contacts(
+        &self,
+        scene: &closest::GpuScene,
+        spheres: &[[f32; 4]],
+    ) -> closest::Result<Vec<closest::Contact>>;
+    fn contact_columns(
+        &self,
+        scene: &closest::GpuScene,
+        spheres: &[[f32; 4]],
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns>;
+    fn sdf_values(
+        &self,
+        mesh: &closest::GpuMesh,
+        grid: &closest::sdf::Grid,
+        sign: closest::mesh::Sign,
+    ) -> closest::Result<Vec<f32>>;
+}
+
+fn all_hits() -> closest::Fields {
+    closest::Fields::all(closest::Family::Hits)
+}
+
+impl TestJobs for Engine {
+    fn scene_hits<'p>(
+        &self,
+        scene: &'p closest::GpuScene,
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+    ) -> closest::Result<Vec<GpuHit>> {
+        let mut hits = Vec::new();
+        let job = closest::engine::SceneQuery {
+            scene,
+            points: points.into(),
+            mode,
+            fields: all_hits(),
+        };
+        self.query_scene(job, &mut hits).map(|()| hits)
+    }
+
+    fn scene_columns<'p>(
+        &self,
+        scene: &'p closest::GpuScene,
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns> {
+        let points = points.into();
+        let mut columns = closest::Columns::new(fields, points.len());
+        let job = closest::engine::SceneQuery {
+            scene,
+            points,
+            mode,
+            fields,
+        };
+        self.query_scene(job, &mut columns).map(|()| columns)
+    }
+
+    fn paired_hits<'p>(
+        &self,
+        shapes: &'p [Shape],
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+    ) -> closest::Result<Vec<GpuHit>> {
+        let mut hits = Vec::new();
+        let job = closest::engine::PairedQuery {
+            shapes,
+            points: points.into(),
+            mode,
+            fields: all_hits(),
+        };
+        self.query_paired(job, &mut hits).map(|()| hits)
+    }
+
+    fn paired_columns<'p>(
+        &self,
+        shapes: &'p [Shape],
+        points: impl Into<closest::Points<'p>>,
+        mode: Mode,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns> {
+        let points = points.into();
+        let mut columns = closest::Columns::new(fields, points.len());
+        let job = closest::engine::PairedQuery {
+            shapes,
+            points,
+            mode,
+            fields,
+        };
+        self.query_paired(job, &mut columns).map(|()| columns)
+    }
+
+    fn mesh_hits<'p>(
+        &self,
+        mesh: &'p closest::GpuMesh,
+        points: impl Into<closest::Points<'p>>,
+        sign: closest::mesh::Sign,
+    ) -> closest::Result<Vec<GpuHit>> {
+        let mut hits = Vec::new();
+        let job = closest::engine::MeshQuery {
+            mesh,
+            points: points.into(),
+            sign,
+            fields: all_hits(),
+        };
+        self.query_mesh(job, &mut hits).map(|()| hits)
+    }
+
+    fn mesh_columns<'p>(
+        &self,
+        mesh: &'p closest::GpuMesh,
+        points: impl Into<closest::Points<'p>>,
+        sign: closest::mesh::Sign,
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns> {
+        let points = points.into();
+        let mut columns = closest::Columns::new(fields, points.len());
+        let job = closest::engine::MeshQuery {
+            mesh,
+            points,
+            sign,
+            fields,
+        };
+        self.query_mesh(job, &mut columns).map(|()| columns)
+    }
+
+    fn segment_hits(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+    ) -> closest::Result<Vec<closest::GpuSegmentHit>> {
+        let mut hits = Vec::new();
+        let job = closest::engine::SegmentPairs {
+            pairs: closest::engine::SegmentRows::Slices(a, b),
+            fields: closest::Fields::all(closest::Family::Segments),
+        };
+        self.segment_pairs(job, &mut hits).map(|()| hits)
+    }
+
+    fn segment_columns(
+        &self,
+        a: &[[DVec3; 2]],
+        b: &[[DVec3; 2]],
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns> {
+        let mut columns = closest::Columns::new(fields, a.len());
+        let job = closest::engine::SegmentPairs {
+            pairs: closest::engine::SegmentRows::Slices(a, b),
+            fields,
+        };
+        self.segment_pairs(job, &mut columns).map(|()| columns)
+    }
+
+    fn contacts(
+        &self,
+        scene: &closest::GpuScene,
+        spheres: &[[f32; 4]],
+    ) -> closest::Result<Vec<closest::Contact>> {
+        let fields = closest::Fields::all(closest::Family::Contacts);
+        let columns = self.contact_columns(scene, spheres, fields)?;
+        let f = |name: &str| columns.f32s(name).expect("every contact field").to_vec();
+        let (point, depth, normal) = (f("point"), f("depth"), f("normal"));
+        let shape = columns.get("shape").expect("every contact field");
+        Ok((0..spheres.len())
+            .map(|i| closest::Contact {
+                point: [point[3 * i], point[3 * i + 1], point[3 * i + 2]],
+                depth: depth[i],
+                normal: [normal[3 * i], normal[3 * i + 1], normal[3 * i + 2]],
+                shape: shape[i] as i32,
+            })
+            .collect())
+    }
+
+    fn contact_columns(
+        &self,
+        scene: &closest::GpuScene,
+        spheres: &[[f32; 4]],
+        fields: closest::Fields,
+    ) -> closest::Result<closest::Columns> {
+        let mut columns = closest::Columns::new(fields, spheres.len());
+        let job = closest::engine::SphereContacts {
+            scene,
+            spheres: closest::engine::Spheres::Slice(spheres),
+            fields,
+        };
+        self.sphere_contacts(job, &mut columns).map(|()| columns)
+    }
+
+    fn sdf_values(
+        &self,
+        mesh: &closest::GpuMesh,
+        grid: &closest::sdf::Grid,
+        sign: closest::mesh::Sign,
+    ) -> closest::Result<Vec<f32>> {
+        let mut values = Vec::new();
+        let job = closest::engine::SdfGrid { mesh, grid, sign };
+        self.sdf(job, &mut |_first, chunk: &[f32]| {
+            values.extend_from_slice(chunk);
+            Ok(())
+        })
+        .map(|()| values)
+    }
 }

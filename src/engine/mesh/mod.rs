@@ -9,13 +9,15 @@ mod parts;
 mod query;
 mod signs;
 
+pub use query::MeshQuery;
+
 use budget::*;
 use parts::*;
 use signs::*;
 
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::fields::{Columns, Family, Fields, PackedRows, PackedSink, pack_hits};
+use crate::fields::{Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
 use crate::gpu::stream::Inputs;
 use crate::gpu::{GpuHit, GpuScene, MeshRecords, write_query_points_iter};

@@ -17,74 +17,28 @@ pub(super) fn shift_points(fields: Fields, rows: &mut [u32], offset: DVec3) {
         });
 }
 
+/// A mesh query: [`Engine::query_mesh`].
+pub struct MeshQuery<'a> {
+    pub mesh: &'a GpuMesh,
+    pub points: Points<'a>,
+    pub sign: Sign,
+    pub fields: Fields,
+}
+
 impl Engine {
-    /// Closest point, distance (signed as asked), triangle index and normal for every point.
-    pub fn query_mesh<'p>(
-        &self,
-        mesh: &GpuMesh,
-        points: impl Into<Points<'p>>,
-        sign: Sign,
-    ) -> Result<Vec<GpuHit>> {
-        let points = points.into();
-        let mut out = vec![GpuHit::default(); points.len()];
-        let all = Fields::all(Family::Hits);
-        let mut sink = |first: usize, rows: PackedRows<'_>| {
-            let hits = rows.as_hits().expect("every hit field");
-            out[first..first + hits.len()].copy_from_slice(hits);
-            Ok(())
-        };
-        self.query_mesh_fields_stream(mesh, points, sign, all, &mut sink)?;
-        Ok(out)
-    }
-
-    /// [`Engine::query_mesh`] for any number of points (read chunk by chunk where they are a
-    /// [`Points::Read`]): `sink` takes each chunk's answers in row order.
-    pub fn query_mesh_stream(
-        &self,
-        mesh: &GpuMesh,
-        points: Points<'_>,
-        sign: Sign,
-        sink: &mut dyn FnMut(usize, &[GpuHit]) -> Result<()>,
-    ) -> Result<()> {
-        let all = Fields::all(Family::Hits);
-        self.query_mesh_fields_stream(
+    /// A mesh query (SPEC §4): closest point, distance (signed as `job.sign` says), triangle
+    /// index and normal for every point, only `job.fields` computed (and the distance, when a
+    /// normal is signed by winding number: the device's sign pass reads it). `sink` as for
+    /// [`Engine::query_scene`].
+    pub fn query_mesh(&self, job: MeshQuery<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let MeshQuery {
             mesh,
-            points,
+            mut points,
             sign,
-            all,
-            &mut |first, rows: PackedRows<'_>| {
-                sink(first, rows.as_hits().expect("every hit field"))
-            },
-        )
-    }
-
-    /// [`Engine::query_mesh`] computing and moving back only `fields`.
-    pub fn query_mesh_fields<'p>(
-        &self,
-        mesh: &GpuMesh,
-        points: impl Into<Points<'p>>,
-        sign: Sign,
-        fields: Fields,
-    ) -> Result<Columns> {
-        let points = points.into();
-        Columns::collect(fields, points.len(), |sink| {
-            self.query_mesh_fields_stream(mesh, points, sign, fields, sink)
-        })
-    }
-
-    /// [`Engine::query_mesh_stream`] computing only `fields`: `sink` takes each chunk's rows
-    /// packed with the fields asked for (and the distance, when a normal is signed by winding
-    /// number: the device's sign pass reads it).
-    pub fn query_mesh_fields_stream(
-        &self,
-        mesh: &GpuMesh,
-        mut points: Points<'_>,
-        sign: Sign,
-        fields: Fields,
-        sink: &mut dyn PackedSink,
-    ) -> Result<()> {
-        let rows = points.len();
+            fields,
+        } = job;
         use crate::fields::{DISTANCE, POINT};
+        let rows = points.len();
         let sign = applied_sign(sign, fields);
         let (Some(device_sign), [part]) = (self.device_sign(mesh, sign)?, mesh.parts.as_slice())
         else {
