@@ -41,7 +41,7 @@ pub(super) fn archive_rows(
     name: &str,
     tail: &[usize],
     holds: &str,
-) -> ApiResult<Vec<f64>> {
+) -> ApiResult<RowValues> {
     let bytes = archive_member(archive, &format!("{name}.npy"), holds)?;
     body::npy_rows_in_memory(&bytes, tail)
         .map_err(|e| ApiError::new(e.status, format!("array `{name}`: {}", e.message)))

@@ -22,6 +22,7 @@ use crate::gpu::{GpuScene, query_point};
 use crate::mesh::Sign;
 use crate::{Engine, Mode, Points, Result};
 
+use super::body::RowValues;
 use super::metrics::Metrics;
 
 /// What a resident target is.
@@ -61,7 +62,7 @@ pub(crate) enum Fault {
 pub(crate) struct Job {
     pub op: Op,
     pub fields: Fields,
-    pub rows: Vec<f64>,
+    pub rows: RowValues,
     pub fault: Option<Fault>,
     pub queued: Instant,
     /// The answer, or the engine's error (shared by every request of the dispatch).
@@ -180,10 +181,7 @@ fn try_shared(
     let counts: Vec<usize> = group.iter().map(Job::row_count).collect();
     let total: usize = counts.iter().sum();
     metrics.batch(total);
-    let mut values = Vec::with_capacity(total * op.width());
-    for job in &group {
-        values.extend_from_slice(&job.rows);
-    }
+    let values = RowValues::concat(group.iter().map(|job| &job.rows), total * op.width());
     let faults: Vec<Fault> = group.iter().filter_map(|j| j.fault).collect();
     let started = Instant::now();
     let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -226,31 +224,43 @@ fn answer(
     target: &Target,
     op: Op,
     fields: Fields,
-    values: &[f64],
+    values: &RowValues,
 ) -> Result<Columns> {
     let mut columns = Columns::new(fields, values.len() / op.width());
+    let points = || match values {
+        RowValues::F32(v) => Points::F32(bytemuck::cast_slice(v)),
+        RowValues::F64(v) => Points::F64(bytemuck::cast_slice(v)),
+    };
     match (op, target) {
         // The rows as received, read in place: rounded to f32 once, on their way to the device.
         (Op::SceneQuery(mode), Target::Scene(scene)) => {
             let job = SceneQuery {
                 scene,
-                points: Points::F64(bytemuck::cast_slice(values)),
+                points: points(),
                 mode,
                 fields,
             };
             engine.query_scene(job, &mut columns)
         }
         (Op::Contacts, Target::Scene(scene)) => {
-            let spheres: Vec<[f32; 4]> = values
-                .chunks_exact(4)
-                .map(|s| {
-                    let [x, y, z] = query_point([s[0], s[1], s[2]], DVec3::ZERO);
-                    [x, y, z, s[3] as f32]
-                })
-                .collect();
+            // float32 spheres are read in place; float64 ones rounded once.
+            let converted: Vec<[f32; 4]>;
+            let spheres: &[[f32; 4]] = match values {
+                RowValues::F32(v) => bytemuck::cast_slice(v),
+                RowValues::F64(v) => {
+                    converted = v
+                        .chunks_exact(4)
+                        .map(|s| {
+                            let [x, y, z] = query_point([s[0], s[1], s[2]], DVec3::ZERO);
+                            [x, y, z, s[3] as f32]
+                        })
+                        .collect();
+                    &converted
+                }
+            };
             let job = SphereContacts {
                 scene,
-                spheres: Spheres::Slice(&spheres),
+                spheres: Spheres::Slice(spheres),
                 fields,
             };
             engine.sphere_contacts(job, &mut columns)
@@ -258,7 +268,7 @@ fn answer(
         (Op::MeshQuery(sign), Target::Mesh(mesh)) => {
             let job = MeshQuery {
                 mesh,
-                points: Points::F64(bytemuck::cast_slice(values)),
+                points: points(),
                 sign,
                 fields,
             };

@@ -135,10 +135,10 @@ impl BodyReader {
         Ok((all, self.reservation))
     }
 
-    /// The rows of an `.npy` body of shape (N, *tail), float32 or float64, as f64, converted
-    /// as the body arrives: 415 when it is not an `.npy`, 400 when its shape, dtype or length
-    /// is wrong.
-    pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<(Vec<f64>, Reservation)> {
+    /// The rows of an `.npy` body of shape (N, *tail), float32 or float64 as sent, read as the
+    /// body arrives: 415 when it is not an `.npy`, 400 when its shape, dtype or length is
+    /// wrong.
+    pub(crate) async fn npy_rows(mut self, tail: &[usize]) -> ApiResult<(RowValues, Reservation)> {
         let mut stream = NpyStream::new(tail, self.limit);
         while let Some(bytes) = self.chunk().await? {
             stream.feed(&bytes)?;
@@ -182,7 +182,7 @@ impl<'a> NpyStream<'a> {
     }
 
     /// The values, 400 when their count is not what the header says.
-    pub fn finish(self) -> ApiResult<Vec<f64>> {
+    pub fn finish(self) -> ApiResult<RowValues> {
         match self.rows {
             Some(rows) => rows.finish(),
             // Too short for a header: `read_header` names the problem.
@@ -192,7 +192,7 @@ impl<'a> NpyStream<'a> {
 }
 
 /// The rows of an `.npy` held in memory (an array of an `.npz`), as [`BodyReader::npy_rows`].
-pub(crate) fn npy_rows_in_memory(bytes: &[u8], tail: &[usize]) -> ApiResult<Vec<f64>> {
+pub(crate) fn npy_rows_in_memory(bytes: &[u8], tail: &[usize]) -> ApiResult<RowValues> {
     let end = npy_header_end(bytes)
         .unwrap_or(bytes.len())
         .min(bytes.len());
@@ -284,13 +284,59 @@ fn npy_header_end(bytes: &[u8]) -> Option<usize> {
     }
 }
 
-/// An `.npy` body's values converted as they arrive; a value split between two pieces waits
-/// in `carry`.
+/// An `.npy` body's values as it sent them, float32 or float64: they go to the engine as they
+/// are (`Points::F32`/`F64`), never converted on the way in.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RowValues {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl RowValues {
+    pub fn len(&self) -> usize {
+        match self {
+            RowValues::F32(v) => v.len(),
+            RowValues::F64(v) => v.len(),
+        }
+    }
+
+    pub fn value(&self, i: usize) -> f64 {
+        match self {
+            RowValues::F32(v) => v[i] as f64,
+            RowValues::F64(v) => v[i],
+        }
+    }
+
+    /// Several requests' values, one after another: float32 if all are, else float64
+    /// (float32 widens exactly).
+    pub fn concat<'a>(parts: impl Iterator<Item = &'a RowValues> + Clone, len: usize) -> RowValues {
+        if parts.clone().all(|p| matches!(p, RowValues::F32(_))) {
+            let mut out = Vec::with_capacity(len);
+            for part in parts {
+                if let RowValues::F32(v) = part {
+                    out.extend_from_slice(v);
+                }
+            }
+            RowValues::F32(out)
+        } else {
+            let mut out = Vec::with_capacity(len);
+            for part in parts {
+                match part {
+                    RowValues::F32(v) => out.extend(v.iter().map(|&x| x as f64)),
+                    RowValues::F64(v) => out.extend_from_slice(v),
+                }
+            }
+            RowValues::F64(out)
+        }
+    }
+}
+
+/// An `.npy` body's values as they arrive; a value split between two pieces waits in `carry`.
 struct NpyRows {
     dtype: Dtype,
     /// Values the header promises.
     expected: usize,
-    values: Vec<f64>,
+    values: RowValues,
     carry: Vec<u8>,
     /// Data bytes beyond the promised values.
     extra: usize,
@@ -342,7 +388,10 @@ impl NpyRows {
             dtype,
             expected,
             // A header may claim more than the body holds: reserve no more than fits the limit.
-            values: Vec::with_capacity(expected.min(limit / dtype.size())),
+            values: match dtype {
+                Dtype::F32 => RowValues::F32(Vec::with_capacity(expected.min(limit / 4))),
+                Dtype::F64 => RowValues::F64(Vec::with_capacity(expected.min(limit / 8))),
+            },
             carry: Vec::new(),
             extra: 0,
         })
@@ -372,13 +421,13 @@ impl NpyRows {
             self.extra += value.len();
             return;
         }
-        self.values.push(match self.dtype {
-            Dtype::F32 => f32::from_le_bytes(value.try_into().unwrap()) as f64,
-            Dtype::F64 => f64::from_le_bytes(value.try_into().unwrap()),
-        });
+        match &mut self.values {
+            RowValues::F32(v) => v.push(f32::from_le_bytes(value.try_into().unwrap())),
+            RowValues::F64(v) => v.push(f64::from_le_bytes(value.try_into().unwrap())),
+        }
     }
 
-    fn finish(self) -> ApiResult<Vec<f64>> {
+    fn finish(self) -> ApiResult<RowValues> {
         let size = self.dtype.size();
         // `expected * size` was checked against the limit in `start`; every read byte was
         // counted against it too, so none of these sums overflows.
@@ -422,7 +471,11 @@ mod tests {
             let mut rows = NpyRows::start(&body[..end], &[3], 1 << 20).unwrap();
             rows.feed(&body[end..cut]);
             rows.feed(&body[cut..]);
-            assert_eq!(rows.finish().unwrap(), values, "cut at {cut}");
+            assert_eq!(
+                rows.finish().unwrap(),
+                RowValues::F64(values.clone()),
+                "cut at {cut}"
+            );
         }
     }
 
@@ -454,6 +507,35 @@ mod tests {
             // In an archive's array too, never taken.
             assert!(npy_rows_in_memory(&body, &[3]).is_err(), "{shape}");
         }
+    }
+
+    /// A float32 body stays float32 (it goes to the device as sent); requests batched
+    /// together stay float32 unless one is float64, which float32 widens to exactly.
+    #[test]
+    fn values_keep_the_dtype_they_were_sent_in() {
+        let values = [1.5f32, -2.25, 1e-7, 3.0e38, f32::NAN, 0.1];
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let body = npy("(2, 3)", &data, "<f4");
+        let rows = npy_rows_in_memory(&body, &[3]).unwrap();
+        let RowValues::F32(read) = &rows else {
+            panic!("a float32 body became {rows:?}")
+        };
+        assert_eq!(
+            read.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        let wide = RowValues::F64(vec![0.5, 1.0 / 3.0, 2.0]);
+        assert!(matches!(
+            RowValues::concat([&rows, &rows].into_iter(), 12),
+            RowValues::F32(v) if v.len() == 12
+        ));
+        let RowValues::F64(mixed) = RowValues::concat([&rows, &wide].into_iter(), 9) else {
+            panic!("a mixed batch is float64")
+        };
+        for (k, &v) in values.iter().enumerate() {
+            assert_eq!(mixed[k] as f32 == v, !v.is_nan(), "row value {k}");
+        }
+        assert_eq!(mixed[7], 1.0 / 3.0);
     }
 
     #[test]

@@ -344,8 +344,8 @@ pub(super) async fn query_target(
     let resident = state.resident(kind, &name)?;
     let (rows, held) = state.body(headers, body)?.npy_rows(&[op.width()]).await?;
     if op == Op::Contacts {
-        for (row, sphere) in rows.chunks_exact(4).enumerate() {
-            crate::contacts::check_radius(row, sphere[3], "body")?;
+        for row in 0..rows.len() / 4 {
+            crate::contacts::check_radius(row, rows.value(4 * row + 3), "body")?;
         }
     }
     if kind == Kind::Scene {
@@ -517,8 +517,8 @@ pub(super) async fn segments(
     let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
     let holds = "arrays a and b";
     let mut archive = archive_body(&state, &headers, body, holds).await?;
-    let a = archive_rows(&mut archive, "a", &[2, 3], holds)?;
-    let b = archive_rows(&mut archive, "b", &[2, 3], holds)?;
+    let a = f64_values(archive_rows(&mut archive, "a", &[2, 3], holds)?);
+    let b = f64_values(archive_rows(&mut archive, "b", &[2, 3], holds)?);
     if a.len() != b.len() {
         return Err(ApiError::bad(format!(
             "a has {} segments but b has {}: segment i of a pairs with segment i of b",
@@ -577,7 +577,10 @@ pub(super) async fn paired(
         let mut columns = Columns::new(fields, shapes.len());
         let job = crate::engine::PairedQuery {
             shapes: &shapes,
-            points: crate::Points::F64(bytemuck::cast_slice(&values)),
+            points: match &values {
+                RowValues::F32(v) => crate::Points::F32(bytemuck::cast_slice(v)),
+                RowValues::F64(v) => crate::Points::F64(bytemuck::cast_slice(v)),
+            },
             mode,
             fields,
         };
@@ -608,4 +611,12 @@ pub(super) fn npz_response(columns: &Columns) -> Response {
 
 pub(super) fn npz_bytes(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+}
+
+/// Values as f64, for the host's own use (segment pairs are built in f64).
+fn f64_values(values: RowValues) -> Vec<f64> {
+    match values {
+        RowValues::F32(v) => v.into_iter().map(f64::from).collect(),
+        RowValues::F64(v) => v,
+    }
 }

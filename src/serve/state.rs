@@ -382,7 +382,7 @@ impl AppState {
         resident: &Resident,
         op: Op,
         fields: Fields,
-        rows: Vec<f64>,
+        rows: RowValues,
         fault: Option<Fault>,
     ) -> ApiResult<Answer> {
         if !rows.len().is_multiple_of(op.width()) {
