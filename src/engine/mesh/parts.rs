@@ -210,8 +210,16 @@ impl Engine {
                 }
             }
             mesh.finish(block, &mut best, sign);
-            pack_hits(fields, &best, &mut packed);
-            sink.take(range.start, PackedRows::new(fields, &packed))?;
+            // Whole hits are already their packed rows; fewer fields are packed once.
+            if fields == Fields::all(Family::Hits) {
+                sink.take(
+                    range.start,
+                    PackedRows::new(fields, bytemuck::cast_slice(&best)),
+                )?;
+            } else {
+                pack_hits(fields, &best, &mut packed);
+                sink.take(range.start, PackedRows::new(fields, &packed))?;
+            }
         }
         Ok(())
     }
