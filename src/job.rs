@@ -293,12 +293,7 @@ pub fn run_segments(
     let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mut files = SegmentFiles {
-        a,
-        b,
-        rows_a: Vec::new(),
-        rows_b: Vec::new(),
-    };
+    let mut files = SegmentFiles { a, b };
     let job = SegmentPairs {
         pairs: SegmentRows::Read(&mut files),
         fields,
@@ -373,8 +368,6 @@ impl SphereReader for SphereFile {
 struct SegmentFiles {
     a: RowFile<6>,
     b: RowFile<6>,
-    rows_a: Vec<[f64; 6]>,
-    rows_b: Vec<[f64; 6]>,
 }
 
 impl SegmentReader for SegmentFiles {
@@ -385,17 +378,11 @@ impl SegmentReader for SegmentFiles {
     fn read(
         &mut self,
         range: Range<usize>,
-        a: &mut Vec<[DVec3; 2]>,
-        b: &mut Vec<[DVec3; 2]>,
+        a: &mut Vec<[f64; 6]>,
+        b: &mut Vec<[f64; 6]>,
     ) -> Result<()> {
-        self.a.read_rows(range.clone(), &mut self.rows_a)?;
-        self.b.read_rows(range, &mut self.rows_b)?;
-        let segment = |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
-        a.clear();
-        a.extend(self.rows_a.iter().map(segment));
-        b.clear();
-        b.extend(self.rows_b.iter().map(segment));
-        Ok(())
+        self.a.read_rows(range.clone(), a)?;
+        self.b.read_rows(range, b)
     }
 }
 

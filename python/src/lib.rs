@@ -7,7 +7,8 @@ use std::sync::Arc;
 use closest::GpuMesh;
 use closest::Points;
 use closest::engine::{
-    MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentRows, SphereContacts, Spheres,
+    MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
+    SphereContacts, Spheres,
 };
 use closest::fields::{Columns, Family, Fields};
 use closest::gpu::query_point;
@@ -187,6 +188,28 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
     } else {
         Borrowed::F64(ready.extract()?)
     })
+}
+
+/// Two arrays of segments (N, 2, 3), read in place chunk by chunk.
+struct ArrayPairs<'a>(&'a Rows<'a>, &'a Rows<'a>);
+
+impl SegmentReader for ArrayPairs<'_> {
+    fn rows(&self) -> usize {
+        self.0.len(6)
+    }
+
+    fn read(
+        &mut self,
+        range: std::ops::Range<usize>,
+        a: &mut Vec<[f64; 6]>,
+        b: &mut Vec<[f64; 6]>,
+    ) -> closest::Result<()> {
+        a.clear();
+        a.extend(range.clone().map(|i| self.0.row::<6>(i)));
+        b.clear();
+        b.extend(range.map(|i| self.1.row::<6>(i)));
+        Ok(())
+    }
 }
 
 /// A job's `fields` of `rows` rows collected into columns.
@@ -500,20 +523,12 @@ impl Engine {
                     b.len(6)
                 )));
             }
-            let segments = |rows: &Rows<'_>| -> Vec<[DVec3; 2]> {
-                (0..rows.len(6))
-                    .map(|i| {
-                        let r = rows.row::<6>(i);
-                        [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])]
-                    })
-                    .collect()
-            };
-            let (a, b) = (segments(&a), segments(&b));
             let engine = &self.inner;
             let columns = py
                 .detach(|| {
+                    let mut pairs = ArrayPairs(&a, &b);
                     let job = SegmentPairs {
-                        pairs: SegmentRows::Slices(&a, &b),
+                        pairs: SegmentRows::Read(&mut pairs),
                         fields,
                     };
                     collect(fields, rows, |sink| engine.segment_pairs(job, sink))

@@ -255,7 +255,9 @@ impl Engine {
                 let rows = reader.rows();
                 let fill = move |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
                     reader.read(range, &mut a, &mut b)?;
-                    rows::write_segment_pairs(&a, &b, out);
+                    let segment =
+                        |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
+                    rows::write_segment_pairs(a.iter().map(segment), b.iter().map(segment), out);
                     Ok(())
                 };
                 (rows, Box::new(fill))
@@ -299,14 +301,15 @@ pub enum SegmentRows<'a> {
     Read(&'a mut dyn SegmentReader),
 }
 
-/// Segment pairs read chunk by chunk: rows `range` of A and of B.
+/// Segment pairs read chunk by chunk: rows `range` of A and of B, each segment as its six
+/// coordinates `[ax, ay, az, bx, by, bz]` as read (made into records in one pass).
 pub trait SegmentReader {
     fn rows(&self) -> usize;
     fn read(
         &mut self,
         range: std::ops::Range<usize>,
-        a: &mut Vec<[DVec3; 2]>,
-        b: &mut Vec<[DVec3; 2]>,
+        a: &mut Vec<[f64; 6]>,
+        b: &mut Vec<[f64; 6]>,
     ) -> Result<()>;
 }
 

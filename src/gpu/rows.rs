@@ -148,17 +148,24 @@ pub fn segment_pairs_from_slices<'a>(
     b: &'a [[DVec3; 2]],
 ) -> impl RowSource + 'a {
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-        write_segment_pairs(&a[range.clone()], &b[range], out);
+        write_segment_pairs(
+            a[range.clone()].iter().copied(),
+            b[range].iter().copied(),
+            out,
+        );
         Ok(())
     }
 }
 
 /// Segment pairs `a[i]`, `b[i]` as their GPU records, into a chunk's mapped buffer.
-pub fn write_segment_pairs(a: &[[DVec3; 2]], b: &[[DVec3; 2]], out: wgpu::WriteOnly<'_, [u8]>) {
+pub fn write_segment_pairs(
+    a: impl Iterator<Item = [DVec3; 2]>,
+    b: impl Iterator<Item = [DVec3; 2]>,
+    out: wgpu::WriteOnly<'_, [u8]>,
+) {
     let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
     rows.write_iter(
-        a.iter().zip(b).map(|(&a, &b)| {
-            bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a, b))
-        }),
+        a.zip(b)
+            .map(|(a, b)| bytemuck::cast::<GpuShape, [u8; 96]>(GpuShape::from_segment_pair(a, b))),
     );
 }
