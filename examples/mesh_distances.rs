@@ -1,5 +1,5 @@
 //! The Rust side of `scripts/bench/parity.py`: a distance-only mesh query of the points of a
-//! `.npy` file, held in memory, through the library (`Engine::query_mesh_fields`), as the
+//! `.npy` file, held in memory, through the library (`Engine::query_mesh` with a distance-only `MeshQuery`), as the
 //! Python package runs it. Prints the median of REPEATS runs in seconds and the distance sum.
 //!
 //! `cargo run --release --example mesh_distances -- MESH POINTS.npy [REPEATS]`

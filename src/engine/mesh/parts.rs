@@ -154,7 +154,7 @@ impl Engine {
         )
     }
 
-    /// [`Engine::query_mesh_fields_stream`] for a mesh of several parts, or whose sign data
+    /// [`Engine::query_mesh`] for a mesh of several parts, or whose sign data
     /// the device cannot hold: blocks of rows, each row answered first by the part whose box
     /// is nearest to it, then by every other part whose box could hold a nearer triangle
     /// (`may_hold_nearer`), the nearest answer kept; then signed on the host and packed with
