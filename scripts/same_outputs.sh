@@ -45,15 +45,13 @@ after=$(binary_of "$2")
 inputs="$work/inputs"
 mkdir -p "$inputs"
 python3 - "$inputs" <<'EOF'
-# Deterministic inputs, standard library only: an .npy writer and a fixed generator.
+# Deterministic inputs, standard library only (scripts/write_npy.py) and a fixed generator.
 import random, struct, sys
 out = sys.argv[1]
+sys.path.insert(0, "scripts")
+from write_npy import npy as write_npy
 def npy(name, shape, values):
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}, " for d in shape)
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    with open(f"{out}/{name}", "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack(f"<{len(values)}f", *values))
+    write_npy(f"{out}/{name}", shape, values)
 rng = random.Random(13)
 points = [rng.uniform(-7, 7) for _ in range(3 * 20000)]
 points[3 * 17] = float("nan")

@@ -52,26 +52,29 @@ impl PackedSink for Columns {
     }
 }
 
-/// Whole hits collected in row order (a job asked for every hit field).
-impl PackedSink for Vec<GpuHit> {
-    fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
-        let hits = rows.as_hits().ok_or_else(|| {
-            crate::Error::Usage("whole hits are collected from jobs of every hit field".into())
-        })?;
-        self.truncate(first_row);
-        self.extend_from_slice(hits);
-        Ok(())
-    }
+/// A row type whose packed form, with every field of its family, is the row itself.
+pub trait WholeRow: bytemuck::Pod {
+    const FAMILY: Family;
 }
 
-/// Whole segment results collected in row order (a job asked for every segment field).
-impl PackedSink for Vec<GpuSegmentHit> {
+impl WholeRow for GpuHit {
+    const FAMILY: Family = Family::Hits;
+}
+
+impl WholeRow for GpuSegmentHit {
+    const FAMILY: Family = Family::Segments;
+}
+
+/// Whole rows collected in row order (a job asked for every field of their family).
+impl<T: WholeRow> PackedSink for Vec<T> {
     fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
-        let hits = rows.as_segment_hits().ok_or_else(|| {
-            crate::Error::Usage("whole segment results need every segment field".into())
-        })?;
+        if rows.fields != Fields::all(T::FAMILY) {
+            return Err(crate::Error::Usage(
+                "whole rows are collected from jobs of every field of their family".into(),
+            ));
+        }
         self.truncate(first_row);
-        self.extend_from_slice(hits);
+        self.extend_from_slice(bytemuck::cast_slice(rows.words));
         Ok(())
     }
 }
@@ -435,10 +438,7 @@ impl Columns {
         run: impl FnOnce(&mut dyn PackedSink) -> Result<()>,
     ) -> Result<Columns> {
         let mut columns = Columns::new(fields, rows);
-        run(&mut |_first: usize, packed: PackedRows<'_>| {
-            columns.extend(&packed);
-            Ok(())
-        })?;
+        run(&mut columns)?;
         Ok(columns)
     }
 

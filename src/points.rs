@@ -63,6 +63,42 @@ impl PointChunk {
     }
 }
 
+impl PointChunk {
+    pub fn len(&self) -> usize {
+        match self {
+            PointChunk::F32(rows) => rows.len(),
+            PointChunk::F64(rows) => rows.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Rows `range` from `reader` into `chunk`: a reader that gives another number of rows is an
+/// error, never rows copied past a buffer's end.
+pub(crate) fn read_chunk(
+    reader: &mut dyn PointReader,
+    range: Range<usize>,
+    chunk: &mut PointChunk,
+) -> Result<()> {
+    let asked = range.len();
+    reader.read(range, chunk)?;
+    check_rows("point reader", asked, chunk.len())
+}
+
+/// A reader's rows for a chunk: exactly as many as asked.
+pub(crate) fn check_rows(what: &str, asked: usize, given: usize) -> Result<()> {
+    if given == asked {
+        Ok(())
+    } else {
+        Err(crate::Error::Usage(format!(
+            "{what}: asked for {asked} rows of a chunk, it gave {given}"
+        )))
+    }
+}
+
 impl<'a> From<&'a [[f32; 3]]> for Points<'a> {
     fn from(rows: &'a [[f32; 3]]) -> Self {
         Points::F32(rows)
@@ -135,7 +171,7 @@ impl Points<'_> {
             Points::F32(rows) => widen(&rows[range], scratch),
             Points::F64(rows) => &rows[range],
             Points::Read(reader) => {
-                reader.read(range, chunk)?;
+                read_chunk(*reader, range, chunk)?;
                 match chunk {
                     PointChunk::F32(rows) => widen(rows, scratch),
                     PointChunk::F64(rows) => rows,

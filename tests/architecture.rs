@@ -4,15 +4,20 @@
 
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every file under `dir` whose name ends in `.{ext}`.
+fn files_with_extension(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_with_extension(&path, ext, out);
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_with_extension(dir, "rs", out);
 }
 
 #[test]
@@ -293,17 +298,7 @@ fn the_architecture_page_names_every_source_file_kernel_entry_point_and_override
     }
     // Kernels: every WGSL file, as its path under shaders/ or its name.
     let mut shaders = Vec::new();
-    fn wgsl_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                wgsl_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "wgsl") {
-                out.push(path);
-            }
-        }
-    }
-    wgsl_files(&root.join("shaders"), &mut shaders);
+    files_with_extension(&root.join("shaders"), "wgsl", &mut shaders);
     for file in &shaders {
         let relative = file
             .strip_prefix(root.join("shaders"))
@@ -365,11 +360,9 @@ fn module_rows(doc: &str) -> Vec<Vec<String>> {
 fn allowed_upward_uses(doc: &str) -> std::collections::BTreeSet<(String, String)> {
     doc.lines()
         .filter_map(|line| {
-            let spans: Vec<String> = code_spans(line).into_iter().collect();
             let rest = line.strip_prefix("- `")?;
             let (user, rest) = rest.split_once("` uses `")?;
             let (used, _) = rest.split_once('`')?;
-            let _ = spans;
             Some((user.to_string(), used.to_string()))
         })
         .collect()

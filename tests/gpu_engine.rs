@@ -154,3 +154,92 @@ fn paired_needs_equal_counts() {
         .unwrap_err();
     assert_eq!(err.exit_code(), 2, "{err}");
 }
+
+/// A reader that gives a chunk one row more or fewer than asked.
+struct Lying(usize, isize);
+
+impl closest::PointReader for Lying {
+    fn rows(&self) -> usize {
+        self.0
+    }
+    fn read(
+        &mut self,
+        range: std::ops::Range<usize>,
+        chunk: &mut closest::PointChunk,
+    ) -> closest::Result<()> {
+        let given = (range.len() as isize + self.1).max(0) as usize;
+        chunk
+            .f32_rows()
+            .extend((0..given).map(|i| [i as f32, 0.0, 0.0]));
+        Ok(())
+    }
+}
+
+impl closest::engine::SphereReader for Lying {
+    fn rows(&self) -> usize {
+        self.0
+    }
+    fn read(
+        &mut self,
+        range: std::ops::Range<usize>,
+        spheres: &mut Vec<[f64; 4]>,
+    ) -> closest::Result<()> {
+        let given = (range.len() as isize + self.1).max(0) as usize;
+        spheres.clear();
+        spheres.extend((0..given).map(|i| [i as f64, 0.0, 0.0, 0.5]));
+        Ok(())
+    }
+}
+
+/// A library user's reader that miscounts its rows gets an error naming it, never a panic
+/// or rows copied past a buffer (scene, mesh and sphere-contact jobs alike).
+#[test]
+fn a_reader_that_gives_the_wrong_number_of_rows_is_an_error() {
+    use closest::engine::{MeshQuery, SceneQuery, SphereContacts, Spheres};
+    use closest::{Columns, Family, Fields, Points};
+    let engine = engine();
+    let scene = engine
+        .upload_scene(&[Shape::Sphere {
+            center: DVec3::ZERO,
+            radius: 1.0,
+        }])
+        .unwrap();
+    let mesh = engine.upload_mesh(common::odd_mesh()).unwrap();
+    for miscount in [-1, 1] {
+        let fields = Fields::all(Family::Hits);
+        let mut out = Columns::new(fields, 100);
+        let job = SceneQuery {
+            scene: &scene,
+            points: Points::Read(&mut Lying(100, miscount)),
+            mode: Mode::Solid,
+            fields,
+        };
+        let err = engine.query_scene(job, &mut out).unwrap_err().to_string();
+        assert!(err.contains("point reader"), "{err}");
+        let job = MeshQuery {
+            mesh: &mesh,
+            points: Points::Read(&mut Lying(100, miscount)),
+            sign: closest::mesh::Sign::Pseudonormal,
+            fields,
+        };
+        let err = engine.query_mesh(job, &mut out).unwrap_err().to_string();
+        assert!(err.contains("point reader"), "{err}");
+        let fields = Fields::all(Family::Contacts);
+        let mut out = Columns::new(fields, 100);
+        let job = SphereContacts {
+            scene: &scene,
+            spheres: Spheres::Read(&mut Lying(100, miscount)),
+            fields,
+        };
+        let err = engine
+            .sphere_contacts(job, &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sphere reader"), "{err}");
+    }
+    // The engine is fine after: a plain query answers.
+    let hits = engine
+        .scene_hits(&scene, &[[2.0f32, 0.0, 0.0]], Mode::Solid)
+        .unwrap();
+    assert!((hits[0].distance - 1.0).abs() < 1e-6);
+}

@@ -212,17 +212,6 @@ impl SegmentReader for ArrayPairs<'_> {
     }
 }
 
-/// A job's `fields` of `rows` rows collected into columns.
-fn collect(
-    fields: Fields,
-    rows: usize,
-    run: impl FnOnce(&mut dyn closest::fields::PackedSink) -> closest::Result<()>,
-) -> closest::Result<Columns> {
-    let mut columns = Columns::new(fields, rows);
-    run(&mut columns)?;
-    Ok(columns)
-}
-
 /// An array of points (N, 3) as the engine takes them: read in place, f32 or f64.
 fn points_of<'a>(points: &'a Rows<'a>) -> Points<'a> {
     match points {
@@ -495,7 +484,7 @@ impl Engine {
                         mode,
                         fields,
                     };
-                    collect(fields, rows, |sink| engine.query_paired(job, sink))
+                    Columns::collect(fields, rows, |sink| engine.query_paired(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -531,7 +520,7 @@ impl Engine {
                         pairs: SegmentRows::Read(&mut pairs),
                         fields,
                     };
-                    collect(fields, rows, |sink| engine.segment_pairs(job, sink))
+                    Columns::collect(fields, rows, |sink| engine.segment_pairs(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -617,7 +606,7 @@ impl Scene {
                         mode,
                         fields,
                     };
-                    collect(fields, rows, |sink| engine.query_scene(job, sink))
+                    Columns::collect(fields, rows, |sink| engine.query_scene(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)
@@ -662,7 +651,7 @@ impl Scene {
                         spheres: Spheres::Slice(spheres),
                         fields,
                     };
-                    collect(fields, spheres.len(), |sink| {
+                    Columns::collect(fields, spheres.len(), |sink| {
                         engine.sphere_contacts(job, sink)
                     })
                 })
@@ -719,7 +708,7 @@ impl MeshTarget {
                         sign,
                         fields,
                     };
-                    collect(fields, rows, |sink| engine.query_mesh(job, sink))
+                    Columns::collect(fields, rows, |sink| engine.query_mesh(job, sink))
                 })
                 .map_err(py_error)?;
             columns_to_dict(py, columns)

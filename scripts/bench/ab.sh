@@ -26,12 +26,10 @@ meshes=../shared/data/meshes
 python3 - "$work" <<'EOF'
 import random, struct, sys
 out = sys.argv[1]
+sys.path.insert(0, "scripts")
+from write_npy import npy as write_npy
 def npy(name, shape, values):
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}, " for d in shape)
-    header += " " * (63 - (10 + len(header)) % 64) + "\n"
-    with open(f"{out}/{name}", "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
-        f.write(struct.pack(f"<{len(values)}f", *values))
+    write_npy(f"{out}/{name}", shape, values)
 rng = random.Random(7)
 npy("points.npy", (1000000, 3), [rng.uniform(-10, 10) for _ in range(3 * 1000000)])
 npy("mesh_points.npy", (1000000, 3), [rng.uniform(-0.12, 0.12) for _ in range(3 * 1000000)])

@@ -11,7 +11,7 @@ use crate::contacts::{check_radius, contact_device_fields, pack_contacts};
 use crate::error::Result;
 use crate::fields::{Fields, PackedRows, PackedSink};
 use crate::gpu::GpuScene;
-use crate::points::{PointChunk, PointReader, Points};
+use crate::points::{PointChunk, PointReader, Points, check_rows};
 
 /// Sphere contacts with a scene: [`Engine::sphere_contacts`].
 pub struct SphereContacts<'a> {
@@ -65,7 +65,9 @@ impl PointReader for Centres<'_, '_> {
                 spheres.iter().map(|s| s[3]).collect()
             }
             Spheres::Read(reader) => {
+                let asked = range.len();
                 reader.read(range, &mut self.rows)?;
+                check_rows("sphere reader", asked, self.rows.len())?;
                 chunk
                     .f64_rows()
                     .extend(self.rows.iter().map(|s| [s[0], s[1], s[2]]));

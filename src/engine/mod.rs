@@ -254,7 +254,10 @@ impl Engine {
             SegmentRows::Read(reader) => {
                 let rows = reader.rows();
                 let fill = move |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                    let asked = range.len();
                     reader.read(range, &mut a, &mut b)?;
+                    crate::points::check_rows("segment reader (A)", asked, a.len())?;
+                    crate::points::check_rows("segment reader (B)", asked, b.len())?;
                     let segment =
                         |r: &[f64; 6]| [DVec3::new(r[0], r[1], r[2]), DVec3::new(r[3], r[4], r[5])];
                     rows::write_segment_pairs(a.iter().map(segment), b.iter().map(segment), out);

@@ -7,7 +7,7 @@ use super::layout::GpuShape;
 use crate::error::Result;
 
 use crate::math::DVec3;
-use crate::points::{PointChunk, Points};
+use crate::points::{PointChunk, Points, read_chunk};
 use crate::shape::Shape;
 
 /// Fills rows `range` of a per-row input into `out` (exactly `range.len() * row_bytes`).
@@ -91,7 +91,7 @@ impl Points<'_> {
             Points::F32(rows) => PointSlice::F32(&rows[range]),
             Points::F64(rows) => PointSlice::F64(&rows[range]),
             Points::Read(reader) => {
-                reader.read(range, chunk)?;
+                read_chunk(*reader, range, chunk)?;
                 match chunk {
                     PointChunk::F32(rows) => PointSlice::F32(rows),
                     PointChunk::F64(rows) => PointSlice::F64(rows),

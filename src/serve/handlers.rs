@@ -536,12 +536,11 @@ pub(super) async fn segments(
     let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
     let engine = state.engine();
     let columns = blocking(move || {
-        let mut columns = Columns::new(fields, a.len());
         let job = crate::engine::SegmentPairs {
             pairs: crate::engine::SegmentRows::Slices(&a, &b),
             fields,
         };
-        engine.segment_pairs(job, &mut columns).map(|()| columns)
+        Columns::collect(fields, a.len(), |sink| engine.segment_pairs(job, sink))
     })
     .await?;
     Ok(npz_response(&columns))
@@ -574,7 +573,6 @@ pub(super) async fn paired(
     let values = archive_rows(&mut archive, "points", &[3], holds)?;
     let engine = state.engine();
     let columns = blocking(move || {
-        let mut columns = Columns::new(fields, shapes.len());
         let job = crate::engine::PairedQuery {
             shapes: &shapes,
             points: match &values {
@@ -584,7 +582,7 @@ pub(super) async fn paired(
             mode,
             fields,
         };
-        engine.query_paired(job, &mut columns).map(|()| columns)
+        Columns::collect(fields, shapes.len(), |sink| engine.query_paired(job, sink))
     })
     .await?;
     Ok(npz_response(&columns))

@@ -505,14 +505,14 @@ impl TestJobs for Engine {
         fields: closest::Fields,
     ) -> closest::Result<closest::Columns> {
         let points = points.into();
-        let mut columns = closest::Columns::new(fields, points.len());
+        let rows = points.len();
         let job = closest::engine::SceneQuery {
             scene,
             points,
             mode,
             fields,
         };
-        self.query_scene(job, &mut columns).map(|()| columns)
+        closest::Columns::collect(fields, rows, |sink| self.query_scene(job, sink))
     }
 
     fn paired_hits<'p>(
@@ -539,14 +539,14 @@ impl TestJobs for Engine {
         fields: closest::Fields,
     ) -> closest::Result<closest::Columns> {
         let points = points.into();
-        let mut columns = closest::Columns::new(fields, points.len());
+        let rows = points.len();
         let job = closest::engine::PairedQuery {
             shapes,
             points,
             mode,
             fields,
         };
-        self.query_paired(job, &mut columns).map(|()| columns)
+        closest::Columns::collect(fields, rows, |sink| self.query_paired(job, sink))
     }
 
     fn mesh_hits<'p>(
@@ -573,14 +573,14 @@ impl TestJobs for Engine {
         fields: closest::Fields,
     ) -> closest::Result<closest::Columns> {
         let points = points.into();
-        let mut columns = closest::Columns::new(fields, points.len());
+        let rows = points.len();
         let job = closest::engine::MeshQuery {
             mesh,
             points,
             sign,
             fields,
         };
-        self.query_mesh(job, &mut columns).map(|()| columns)
+        closest::Columns::collect(fields, rows, |sink| self.query_mesh(job, sink))
     }
 
     fn segment_hits(
@@ -602,12 +602,11 @@ impl TestJobs for Engine {
         b: &[[DVec3; 2]],
         fields: closest::Fields,
     ) -> closest::Result<closest::Columns> {
-        let mut columns = closest::Columns::new(fields, a.len());
         let job = closest::engine::SegmentPairs {
             pairs: closest::engine::SegmentRows::Slices(a, b),
             fields,
         };
-        self.segment_pairs(job, &mut columns).map(|()| columns)
+        closest::Columns::collect(fields, a.len(), |sink| self.segment_pairs(job, sink))
     }
 
     fn contacts(
@@ -636,13 +635,14 @@ impl TestJobs for Engine {
         spheres: &[[f32; 4]],
         fields: closest::Fields,
     ) -> closest::Result<closest::Columns> {
-        let mut columns = closest::Columns::new(fields, spheres.len());
         let job = closest::engine::SphereContacts {
             scene,
             spheres: closest::engine::Spheres::Slice(spheres),
             fields,
         };
-        self.sphere_contacts(job, &mut columns).map(|()| columns)
+        closest::Columns::collect(fields, spheres.len(), |sink| {
+            self.sphere_contacts(job, sink)
+        })
     }
 
     fn sdf_values(
