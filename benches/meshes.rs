@@ -10,8 +10,9 @@
 //! `cargo bench --bench meshes`; CLOSEST_BENCH_POINTS, CLOSEST_BENCH_GRID (samples an axis; 0
 //! skips the grids), CLOSEST_BENCH_REPEATS and CLOSEST_BENCH_MESHES (comma-separated paths)
 //! override; CLOSEST_BENCH_PARRY=0 leaves parry3d out (its columns read "–");
-//! CLOSEST_BENCH_PORTABLE=1 runs the portable kernels (`EngineOptions::portable_kernels`).
-//! Open3D and Warp run from `scripts/bench/peers_mesh.py`.
+//! CLOSEST_BENCH_PORTABLE=1 runs the portable kernels (`EngineOptions::portable_kernels`);
+//! CLOSEST_BENCH_MORTON=1 or 0 sorts the queries in Morton order or not (default: the
+//! adapter's); CLOSEST_BENCH_CHUNK_ROWS sets the rows a chunk. Open3D and Warp run from `scripts/bench/peers_mesh.py`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -111,15 +112,7 @@ fn compare(
     // Where the distance-only job's time went: the host filling inputs, waiting on the
     // device, draining results, submitting (`Engine::last_timing`, the last run).
     let split = engine.last_timing();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let split = format!(
-        "    ({name}, signed distance only: fill {:.1} ms, wait {:.1} ms, drain {:.1} ms, submit {:.1} ms, {} chunks)",
-        ms(split.fill),
-        ms(split.wait),
-        ms(split.drain),
-        ms(split.submit),
-        split.chunks
-    );
+    let split = format!("    ({name}, signed distance only: {})", split.breakdown());
     check_sample(name, mesh, points, &distances);
     let parry_time = with_parry.then(|| parry_signed_time(name, mesh, points, &distances, repeats));
     let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;
@@ -205,6 +198,10 @@ fn parry_signed_time(
 
 fn main() {
     let engine = bench_engine();
+    // CLOSEST_BENCH_MORTON=1 or 0 overrides the adapter's default query order.
+    if std::env::var("CLOSEST_BENCH_MORTON").is_ok() {
+        engine.set_reorder_queries(env_flag("CLOSEST_BENCH_MORTON"));
+    }
     let rows = env_count("CLOSEST_BENCH_POINTS", 1_000_000);
     let grid = env_count("CLOSEST_BENCH_GRID", 128);
     let repeats = env_count("CLOSEST_BENCH_REPEATS", 3).max(1);

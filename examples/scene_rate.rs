@@ -75,13 +75,7 @@ fn main() -> closest::Result<()> {
             .unwrap();
         }
         if std::env::var("TIMING").is_ok_and(|v| v == "1") {
-            let t = engine.last_timing();
-            print!(
-                "; fill {:.1} ms, wait {:.1} ms, drain {:.1} ms",
-                t.fill.as_secs_f64() * 1e3,
-                t.wait.as_secs_f64() * 1e3,
-                t.drain.as_secs_f64() * 1e3
-            );
+            print!("; {}", engine.last_timing().breakdown());
         }
         if std::env::var("COUNTS").is_ok_and(|v| v == "1") {
             let mean =

@@ -231,7 +231,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
     .map_err(w)?;
     writeln!(
         out,
-        "{:<12} {:>12} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:>12} {:>12} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "shape",
         "GPU Mq/s",
         "dist Mq/s",
@@ -241,7 +241,8 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         "fill ms",
         "wait ms",
         "drain ms",
-        "submit ms"
+        "submit ms",
+        "device ms"
     )
     .map_err(w)?;
     let mut hits = vec![GpuHit::default(); rows];
@@ -285,7 +286,7 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
         let rate = |d: Duration| rows as f64 / d.as_secs_f64() / 1e6;
         writeln!(
             out,
-            "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            "{:<12} {:>12.2} {:>12.2} {:>12.2} {:>9.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9}",
             name,
             rate(gpu),
             rate(gpu_distance),
@@ -296,6 +297,9 @@ pub fn run_table(engine: &Engine, rows: usize, repeats: usize, out: &mut dyn Wri
             split.wait.as_secs_f64() * 1e3,
             split.drain.as_secs_f64() * 1e3,
             split.submit.as_secs_f64() * 1e3,
+            split
+                .device
+                .map_or("–".to_string(), |d| format!("{:.1}", d.as_secs_f64() * 1e3)),
         )
         .map_err(w)?;
     }

@@ -36,6 +36,9 @@ pub struct Summary {
     pub adapter: String,
     /// A mesh job's time before its first query, reported apart.
     pub mesh_setup: Option<MeshSetup>,
+    /// The device's time in the compute passes of the job's last run, where the adapter has
+    /// timestamp queries (`JobTiming::device`).
+    pub device: Option<Duration>,
 }
 
 /// Where a mesh job's time went before its first query.
@@ -74,6 +77,9 @@ impl Summary {
                 setup.device_bytes as f64 / f64::from(1 << 20),
                 if setup.indexed { "indexed" } else { "packed" },
             );
+        }
+        if let Some(device) = self.device {
+            line += &format!("; device {:.1} ms", device.as_secs_f64() * 1e3);
         }
         line
     }
@@ -162,6 +168,7 @@ impl<'a> JobOutput<'a> {
             elapsed: self.started.elapsed(),
             adapter: engine.describe(),
             mesh_setup: self.mesh_setup,
+            device: engine.last_timing().device,
         })
     }
 }

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Packs what report.sh needs on a GPU machine that has neither Rust nor a Vulkan loader (the
 # device tool's machines, docs/perf-history.md "A hardware GPU"): the stripped release executables,
-# Debian's libvulkan.so.1 and the shared meshes, into target/gpukit.tar.gz (under the device
-# tool's 64 MiB carry). On the GPU machine: `bash scripts/bench/gpu_run.sh [--quick]`.
+# Debian's libvulkan.so.1, the shared meshes and the 2M-triangle torus, and the Python package
+# (release build; it runs where the GPU machine's python3 has numpy), into
+# target/gpukit.tar.gz (under the device tool's 64 MiB carry). On the GPU machine:
+# `bash scripts/bench/gpu_run.sh [--quick]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 loader=/usr/lib/x86_64-linux-gnu/libvulkan.so.1
 [ -e "$loader" ] || { echo "gpu_kit.sh: no $loader: apt-get install -y libvulkan1" >&2; exit 3; }
 bash scripts/bench/report.sh --build-only
+cargo build --release --locked -p closest-python
+torus=target/torus-2m.ply
+[ -f "$torus" ] || python3 scripts/bench/make_torus_mesh.py 1024 1024 "$torus"
 kit=target/gpukit
 rm -rf "$kit" "$kit.tar.gz"
-mkdir -p "$kit/bin" "$kit/lib" "$kit/meshes"
+mkdir -p "$kit/bin" "$kit/lib" "$kit/meshes" "$kit/python"
+cp -r python/closest "$kit/python/"
+strip -o "$kit/python/closest/_closest.abi3.so" target/release/lib_closest.so
+cp "$torus" "$kit/meshes/"
 for b in closest meshes scenes serve_load; do
     strip -o "$kit/bin/$b" "target/report/bin/$b"
 done

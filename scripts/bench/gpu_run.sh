@@ -20,6 +20,7 @@ if [ -z "${VK_ICD_FILENAMES:-}" ]; then
     fi
 fi
 export KIT="$kit"
+export PYTHONPATH="$kit/python${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${1:-}" = --exec ]; then
     shift
     exec "$@"

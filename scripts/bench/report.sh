@@ -203,18 +203,26 @@ driver=$(grep -F -m1 "${adapter%% (*}" "$work/info.out" 2>/dev/null | awk -F'|' 
     for f in "$work"/meshes-*.out; do
         [ -f "$f" ] || continue
         rows=${f##*/meshes-}; rows=${rows%.out}
+        # A mesh's row, then its timing line: the device's own time, where the adapter has
+        # timestamp queries, goes in the row.
         awk -v rows="$rows" '
-            /grid of/ { grid = $2; sub(/³/, "", grid) }
+            function flush() { if (row) printf "%s%s |\n", row, device; row = ""; device = "" }
+            /grid of/ { flush(); grid = $2; sub(/³/, "", grid) }
             $2 ~ /^[0-9]+$/ && NF == 8 {
+                flush()
                 what = grid ? grid "³ grid" : "uniform points"
                 parry = ($6 == "–") ? "" : sprintf("; signed %s× parry3d, distance %s×", $7, $8)
-                printf "| mesh %s (%s tris), %s: unsigned / signed / signed distance only (M/s) | %s | %s / %s / %s%s |\n", $1, $2, what, grid ? grid * grid * grid : rows, $3, $4, $5, parry }' "$f"
+                row = sprintf("| mesh %s (%s tris), %s: unsigned / signed / signed distance only (M/s) | %s | %s / %s / %s%s", $1, $2, what, grid ? grid * grid * grid : rows, $3, $4, $5, parry) }
+            row && match($0, /device [0-9.]+ ms/) {
+                device = "; signed distance only, device time " substr($0, RSTART + 7, RLENGTH - 7) " (timestamps)" }
+            END { flush() }' "$f"
     done
     for f in "$work"/sdf-*.out; do
         [ -f "$f" ] || continue
         name=${f##*/sdf-}; name=${name%.out}
         wall=$(sed -n 's/^wall //p' "$f")
-        echo "| \`closest sdf\` $name, whole job (wall) | | ${wall:-failed} |"
+        device=$(grep -o 'device [0-9.]* ms' "$f" | head -1 | sed 's/^device //')
+        echo "| \`closest sdf\` $name, whole job (wall) | | ${wall:-failed}${device:+; device time $device (timestamps)} |"
     done
     cat "$work/serve.out" "$work/serve-large.out" "$work/serve-idle.out" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 9 {
         printf "| service, %s clients × %s-point requests, %s half-open beside: rows/s, p50/p99 ms, served/in-process | %s | %s, %s/%s, %s× |\n", $2, $1, $3, $1 * $4, $5, $6, $7, $9 }' || true

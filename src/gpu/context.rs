@@ -64,6 +64,8 @@ pub(crate) struct Context {
     pub(crate) grid_on_device: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
+    /// Nanoseconds a timestamp tick, where the device has timestamp queries (`JobTiming::device`).
+    pub(crate) timestamp_period_ns: Option<f64>,
     /// The `kind_ranges`, `texels` and `sign_data` bindings of jobs that do not read them.
     pub(crate) unused_ranges: wgpu::Buffer,
     pub(crate) unused_texels: wgpu::TextureView,
@@ -102,6 +104,10 @@ impl Context {
             && !options.portable_kernels;
         if subgroup_kernels {
             required_features |= wgpu::Features::SUBGROUP;
+        }
+        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        if timestamps {
+            required_features |= wgpu::Features::TIMESTAMP_QUERY;
         }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -187,6 +193,7 @@ impl Context {
             .map_or(limits.max_storage_buffer_binding_size, |max| {
                 max.clamp(1024, limits.max_storage_buffer_binding_size)
             });
+        let timestamp_period_ns = timestamps.then(|| f64::from(queue.get_timestamp_period()));
         Ok(Context {
             binding_bytes,
             memory_bytes: options.memory_bytes,
@@ -208,6 +215,7 @@ impl Context {
             reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
+            timestamp_period_ns,
             unused_ranges,
             unused_sign_data,
             max_texels,

@@ -93,4 +93,25 @@ pub struct JobTiming {
     /// Inside `queue.submit` (software adapters may execute the work right there).
     pub submit: std::time::Duration,
     pub chunks: usize,
+    /// Time the device spent in the chunks' compute passes, from timestamp queries: `None`
+    /// where the adapter has none (then `wait` is the nearest measure).
+    pub device: Option<std::time::Duration>,
+}
+
+impl JobTiming {
+    /// "fill … ms, wait … ms, drain … ms, submit … ms[, device … ms], N chunks".
+    pub fn breakdown(&self) -> String {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let device = self
+            .device
+            .map_or(String::new(), |d| format!(", device {:.1} ms", ms(d)));
+        format!(
+            "fill {:.1} ms, wait {:.1} ms, drain {:.1} ms, submit {:.1} ms{device}, {} chunks",
+            ms(self.fill),
+            ms(self.wait),
+            ms(self.drain),
+            ms(self.submit),
+            self.chunks
+        )
+    }
 }

@@ -144,6 +144,7 @@ fn wait_map_untimed(
 }
 
 type MapDone = mpsc::Sender<std::result::Result<(), wgpu::BufferAsyncError>>;
+type MapWait = mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
 
 /// A buffer to map once its submission is done.
 struct MapRequest {
@@ -188,7 +189,82 @@ fn submitter(gpu: &Context, orders: mpsc::Receiver<Order>) {
     }
 }
 
-/// One chunk's buffers.
+/// Timestamps around a chunk's compute pass, read back with its results.
+struct DeviceClock {
+    queries: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl DeviceClock {
+    const BYTES: u64 = 2 * std::mem::size_of::<u64>() as u64;
+
+    fn new(gpu: &Context) -> Option<DeviceClock> {
+        gpu.timestamp_period_ns?;
+        let buffer = |label, usage| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: Self::BYTES,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        Some(DeviceClock {
+            queries: gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("pass timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolved: buffer(
+                "pass timestamps",
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            ),
+            readback: buffer(
+                "pass timestamps readback",
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
+        })
+    }
+
+    fn pass_writes(&self) -> wgpu::ComputePassTimestampWrites<'_> {
+        wgpu::ComputePassTimestampWrites {
+            query_set: &self.queries,
+            beginning_of_pass_write_index: Some(0),
+            end_of_pass_write_index: Some(1),
+        }
+    }
+
+    /// Copy the pass's timestamps where the host can map them.
+    fn resolve(&self, encoder: &mut wgpu::CommandEncoder) -> (MapRequest, MapWait) {
+        encoder.resolve_query_set(&self.queries, 0..2, &self.resolved, 0);
+        encoder.copy_buffer_to_buffer(&self.resolved, 0, &self.readback, 0, Self::BYTES);
+        let (done, mapped) = mpsc::channel();
+        let request = MapRequest {
+            buffer: self.readback.clone(),
+            mode: wgpu::MapMode::Read,
+            bytes: Self::BYTES,
+            done,
+        };
+        (request, mapped)
+    }
+
+    /// The pass's duration; the readback is mapped (its map request went with the results').
+    fn elapsed(&self, period_ns: f64) -> Result<std::time::Duration> {
+        let ticks = {
+            let view = self
+                .readback
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu(format!("mapping the pass timestamps: {e}")))?;
+            let [begin, end]: [u64; 2] = bytemuck::pod_read_unaligned(&view);
+            end.saturating_sub(begin)
+        };
+        self.readback.unmap();
+        Ok(std::time::Duration::from_nanos(
+            (ticks as f64 * period_ns) as u64,
+        ))
+    }
+}
+
 /// The chunk slots' buffers, kept between jobs (their owner, the engine, runs one job at a
 /// time through them).
 #[derive(Default)]
@@ -208,6 +284,8 @@ pub(crate) struct Slot {
     hits: wgpu::Buffer,
     readback: Option<wgpu::Buffer>,
     in_flight: Option<InFlight>,
+    /// Where the device has timestamp queries.
+    clock: Option<DeviceClock>,
     /// The in-flight chunk's dispatch order, when its points were reordered.
     reorder: Reorder,
 }
@@ -215,7 +293,9 @@ pub(crate) struct Slot {
 struct InFlight {
     range: Range<usize>,
     fields: Fields,
-    mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    mapped: MapWait,
+    /// The pass timestamps' readback, where the slot has a clock.
+    clock_mapped: Option<MapWait>,
 }
 
 impl Slot {
@@ -266,6 +346,7 @@ impl Slot {
                 })
             }),
             in_flight: None,
+            clock: DeviceClock::new(gpu),
             reorder: Reorder::default(),
         }
     }
@@ -304,9 +385,19 @@ impl Slot {
             }
         };
         self.readable().unmap();
+        let device = match (&self.clock, flight.clock_mapped, gpu.timestamp_period_ns) {
+            (Some(clock), Some(mapped), Some(period_ns)) => {
+                wait_map_untimed(gpu, mapped)?;
+                Some(clock.elapsed(period_ns)?)
+            }
+            _ => None,
+        };
         let mut timing = crate::sync::lock(&gpu.timing);
         timing.drain += started.elapsed();
         timing.chunks += 1;
+        if let Some(device) = device {
+            *timing.device.get_or_insert_default() += device;
+        }
         result
     }
 }
@@ -554,7 +645,7 @@ fn encode_chunk(
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("query"),
-            timestamp_writes: None,
+            timestamp_writes: slot.clock.as_ref().map(DeviceClock::pass_writes),
         });
         for planned in &plan.passes {
             pass.set_pipeline(&planned.pipeline);
@@ -580,6 +671,11 @@ fn encode_chunk(
         bytes: hit_bytes,
         done,
     }];
+    let clock_mapped = slot.clock.as_ref().map(|clock| {
+        let (request, mapped) = clock.resolve(&mut encoder);
+        maps.push(request);
+        mapped
+    });
     maps.push(slot.points.remap_after_submit());
     if plan.streams_shapes() {
         if let Some(upload) = slot.shapes.as_mut() {
@@ -590,6 +686,7 @@ fn encode_chunk(
         range,
         fields,
         mapped,
+        clock_mapped,
     });
     Ok(Order {
         commands: encoder.finish(),
