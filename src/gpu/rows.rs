@@ -28,28 +28,54 @@ pub fn query_point(p: [f64; 3], offset: DVec3) -> [f32; 3] {
     [p[0] - offset.x, p[1] - offset.y, p[2] - offset.z].map(|x| x as f32)
 }
 
-/// Writes f64 points into a chunk's point buffer through [`query_point`]: converted on all
-/// cores into a scratch buffer, then copied into the mapped buffer at once (writing one f32
-/// at a time into write-combined memory held a hardware GPU's mesh queries to a third of
-/// their rate: docs/perf-history.md, H200).
-pub fn write_query_points(points: &[[f64; 3]], offset: DVec3, mut out: wgpu::WriteOnly<'_, [u8]>) {
+/// Rows a piece of a chunk is converted and written in: one task of the parallel fill.
+const PIECE_ROWS: usize = 16 * 1024;
+
+/// Writes `rows` into a chunk's point buffer as f32 triples, `convert`ed piece by piece on all
+/// cores: each piece is converted into a scratch buffer and copied into the mapped buffer at
+/// once (writing one f32 at a time into write-combined memory held a hardware GPU's mesh
+/// queries to a third of their rate, and one core filling a chunk held the H100's to 4 GB/s:
+/// docs/perf-history.md, H200 and H100).
+fn write_converted<T: Sync>(
+    rows: &[T],
+    out: wgpu::WriteOnly<'_, [u8]>,
+    convert: impl Fn(&T) -> [f32; 3] + Sync,
+) {
     use rayon::prelude::*;
-    const PIECE_ROWS: usize = 16 * 1024;
-    let mut converted = vec![[0f32; 3]; points.len()];
-    let convert = |(to, from): (&mut [[f32; 3]], &[[f64; 3]])| {
-        for (to, &from) in to.iter_mut().zip(from) {
-            *to = query_point(from, offset);
-        }
-    };
-    if points.len() > PIECE_ROWS {
-        converted
-            .par_chunks_mut(PIECE_ROWS)
-            .zip(points.par_chunks(PIECE_ROWS))
-            .for_each(convert);
-    } else {
-        convert((&mut converted, points));
+    fn write_piece<T>(
+        rows: &[T],
+        mut out: wgpu::WriteOnly<'_, [u8]>,
+        convert: &impl Fn(&T) -> [f32; 3],
+    ) {
+        let converted: Vec<[f32; 3]> = rows.iter().map(convert).collect();
+        out.copy_from_slice(bytemuck::cast_slice(&converted));
     }
-    out.copy_from_slice(bytemuck::cast_slice(&converted));
+    if rows.len() <= PIECE_ROWS {
+        return write_piece(rows, out, &convert);
+    }
+    let mut pieces = Vec::with_capacity(rows.len().div_ceil(PIECE_ROWS));
+    let mut rest = out;
+    for piece in rows.chunks(PIECE_ROWS) {
+        let (head, tail) = rest.split_at(piece.len() * 12);
+        pieces.push((piece, SendPiece(head)));
+        rest = tail;
+    }
+    pieces
+        .into_par_iter()
+        .for_each(|(rows, out)| write_piece(rows, out.0, &convert));
+}
+
+/// A piece of a mapped buffer, written on another thread.
+struct SendPiece<'a>(wgpu::WriteOnly<'a, [u8]>);
+
+// SAFETY: a `WriteOnly<'_, [u8]>` is a unique write-only borrow of bytes, like `&mut [u8]`
+// (which is Send); wgpu-types 30 declares `Send` only for sized targets (its `Sync` has
+// `?Sized`), so slices miss it.
+unsafe impl Send for SendPiece<'_> {}
+
+/// Writes f64 points into a chunk's point buffer through [`query_point`], on all cores.
+pub fn write_query_points(points: &[[f64; 3]], offset: DVec3, out: wgpu::WriteOnly<'_, [u8]>) {
+    write_converted(points, out, |&p| query_point(p, offset));
 }
 
 /// [`write_query_points`] for points gathered by an iterator (rows of a block picked by
@@ -85,7 +111,7 @@ impl Points<'_> {
         range: Range<usize>,
         offset: DVec3,
         chunk: &mut PointChunk,
-        mut out: wgpu::WriteOnly<'_, [u8]>,
+        out: wgpu::WriteOnly<'_, [u8]>,
     ) -> Result<()> {
         let rows: PointSlice<'_> = match self {
             Points::F32(rows) => PointSlice::F32(&rows[range]),
@@ -99,11 +125,9 @@ impl Points<'_> {
             }
         };
         match rows {
-            PointSlice::F32(rows) if offset == DVec3::ZERO => {
-                out.copy_from_slice(bytemuck::cast_slice(rows));
-            }
+            PointSlice::F32(rows) if offset == DVec3::ZERO => write_converted(rows, out, |&p| p),
             PointSlice::F32(rows) => {
-                write_query_points_iter(rows.iter().map(|p| p.map(|x| x as f64)), offset, out)
+                write_converted(rows, out, |p| query_point(p.map(f64::from), offset))
             }
             PointSlice::F64(rows) => write_query_points(rows, offset, out),
         }
