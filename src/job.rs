@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::Engine;
 use crate::Mode;
+use crate::auto_sign::{SignChoice, describe_signs};
 use crate::contacts::check_radius;
 use crate::engine::GpuMesh;
 use crate::engine::{
@@ -42,7 +43,7 @@ pub struct Summary {
 }
 
 /// Where a mesh job's time went before its first query.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MeshSetup {
     /// Reading and checking the file.
     pub load: Duration,
@@ -52,6 +53,8 @@ pub struct MeshSetup {
     /// indexed.
     pub device_bytes: u64,
     pub indexed: bool,
+    /// The sign method the job applied, and for `--sign auto` why (`describe_signs`).
+    pub signs: String,
 }
 
 impl Summary {
@@ -69,7 +72,7 @@ impl Summary {
             self.adapter,
             self.non_finite_rows
         );
-        if let Some(setup) = self.mesh_setup {
+        if let Some(setup) = &self.mesh_setup {
             line += &format!(
                 "; mesh load {:.3} s, build {:.3} s; triangles {:.1} MiB on the device ({})",
                 setup.load.as_secs_f64(),
@@ -77,6 +80,7 @@ impl Summary {
                 setup.device_bytes as f64 / f64::from(1 << 20),
                 if setup.indexed { "indexed" } else { "packed" },
             );
+            line += &format!("; signs: {}", setup.signs);
         }
         if let Some(device) = self.device {
             line += &format!("; device {:.1} ms", device.as_secs_f64() * 1e3);
@@ -111,17 +115,20 @@ impl<'a> JobOutput<'a> {
     }
 
     /// Upload `mesh` (read in `load`), reporting the load and the build apart, and time the
-    /// queries from then. The sign data the job's one query (signed by `sign`, computing
-    /// `fields`) needs is built too, and the host's copy of the mesh released where the device
-    /// answers alone.
+    /// queries from then. `sign` is decided for the mesh first (`auto` checks it; the check
+    /// counts as load time), and the sign data the job's one query (computing `fields`) needs
+    /// is built too, and the host's copy of the mesh released where the device answers alone.
     fn upload_mesh(
         &mut self,
         engine: &Engine,
         mesh: Mesh,
         load: Duration,
-        sign: Sign,
+        sign: SignChoice,
         fields: Fields,
-    ) -> Result<GpuMesh> {
+    ) -> Result<(GpuMesh, Sign)> {
+        let checking = Instant::now();
+        let (sign, auto_reason) = sign.resolve(&mesh);
+        let load = load + checking.elapsed();
         let building = Instant::now();
         let mesh = engine.upload_mesh_for_job(mesh, sign, fields)?;
         self.mesh_setup = Some(MeshSetup {
@@ -129,9 +136,10 @@ impl<'a> JobOutput<'a> {
             build: building.elapsed(),
             device_bytes: mesh.triangle_bytes(),
             indexed: mesh.records() == crate::MeshRecords::Indexed,
+            signs: describe_signs(sign, auto_reason.as_deref()),
         });
         self.started = Instant::now();
-        Ok(mesh)
+        Ok((mesh, sign))
     }
 
     /// A chunk of packed rows, written as the output's `fields`.
@@ -196,7 +204,7 @@ pub struct MeshQueryJob<'a> {
     pub mesh: &'a Path,
     pub points: &'a Path,
     pub out: &'a Path,
-    pub sign: Sign,
+    pub sign: SignChoice,
     pub fields: Fields,
 }
 
@@ -212,11 +220,11 @@ pub fn run_mesh_query(
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let mesh = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
     let query = MeshQuery {
         mesh: &mesh,
         points: Points::Read(&mut points),
-        sign: job.sign,
+        sign,
         fields: job.fields,
     };
     engine.query_mesh(query, &mut |first: usize, rows: PackedRows<'_>| {
@@ -398,7 +406,7 @@ pub struct SdfJob<'a> {
     pub mesh: &'a Path,
     pub res: [usize; 3],
     pub region: GridRegion,
-    pub sign: Sign,
+    pub sign: SignChoice,
     pub out: &'a Path,
     /// A VTK ImageData copy of the grid (`.vti`).
     pub vti: Option<&'a Path>,
@@ -447,11 +455,11 @@ pub fn run_sdf(
     let mut out = JobOutput::new(output, rows, progress);
     // Grid jobs ask distances alone (`Engine::sdf`), on the device where it can.
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
-    let mesh = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
     let sdf_job = SdfGrid {
         mesh: &mesh,
         grid: &grid,
-        sign: job.sign,
+        sign,
     };
     engine.sdf(sdf_job, &mut |first, distances: &[f32]| {
         let sdf = Values::f32_column(distances, 1);

@@ -8,6 +8,7 @@ pub struct GuideLibraryExamples;
 #[doc = include_str!("../docs/guide/meshes.md")]
 pub struct GuideMeshExamples;
 
+pub mod auto_sign;
 pub mod bench;
 pub mod bvh;
 pub mod contacts;

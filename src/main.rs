@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use closest::auto_sign::SignChoice;
 use closest::job::{
     MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query, run_query, run_sdf,
     run_segments,
@@ -63,8 +64,9 @@ enum Command {
         #[arg(long)]
         mesh: Option<PathBuf>,
         /// Sign of mesh distances: none (unsigned, the default), pseudonormal (negative inside;
-        /// for closed, consistently wound meshes) or winding (generalized winding number > ½;
-        /// robust on meshes with holes).
+        /// for closed, consistently wound meshes), winding (generalized winding number > ½;
+        /// robust on meshes with holes) or auto (pseudonormal where the mesh is closed,
+        /// oriented and does not intersect itself, winding otherwise).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Query points: .npy (N, 3) float32/float64 or .csv with 3 columns.
@@ -126,8 +128,10 @@ enum Command {
         /// The grid's box instead: x0,y0,z0,x1,y1,z1.
         #[arg(long, allow_hyphen_values = true)]
         bounds: Option<String>,
-        /// pseudonormal (default: negative inside), winding (winding number > ½, for meshes
-        /// with holes) or none (unsigned).
+        /// auto (default: pseudonormal where the mesh is closed, consistently oriented and does
+        /// not intersect itself, winding otherwise; the summary names the method),
+        /// pseudonormal (negative inside), winding (winding number > ½, for meshes with holes)
+        /// or none (unsigned).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
@@ -165,17 +169,21 @@ enum MeshRecordsArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum SignArg {
+    /// Pseudonormal where the mesh is closed, consistently oriented and does not intersect
+    /// itself; winding number otherwise.
+    Auto,
     None,
     Pseudonormal,
     Winding,
 }
 
 impl SignArg {
-    fn sign(self) -> Sign {
+    fn choice(self) -> SignChoice {
         match self {
-            SignArg::None => Sign::None,
-            SignArg::Pseudonormal => Sign::Pseudonormal,
-            SignArg::Winding => Sign::Winding,
+            SignArg::Auto => SignChoice::Auto,
+            SignArg::None => SignChoice::Method(Sign::None),
+            SignArg::Pseudonormal => SignChoice::Method(Sign::Pseudonormal),
+            SignArg::Winding => SignChoice::Method(Sign::Winding),
         }
     }
 }
@@ -248,7 +256,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 mesh: &mesh,
                 points: &points,
                 out: &out,
-                sign: sign.map_or(Sign::None, SignArg::sign),
+                sign: sign.map_or(SignChoice::Method(Sign::None), SignArg::choice),
                 fields,
             };
             report("queries", |progress| {
@@ -319,7 +327,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 mesh: &mesh,
                 res,
                 region,
-                sign: sign.map_or(Sign::Pseudonormal, SignArg::sign),
+                sign: sign.map_or(SignChoice::Auto, SignArg::choice),
                 out: &out,
                 vti: vti.as_deref(),
                 preview: preview.as_deref(),

@@ -1257,3 +1257,33 @@ fn a_mesh_larger_than_memory_is_refused_before_its_build() {
     let answered = run("1000000000", "large.npz");
     assert!(answered.status.success(), "{}", stderr(&answered));
 }
+
+#[test]
+fn sdf_signs_by_auto_and_names_the_method_it_picked() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    closest_ok(
+        &["sdf", &cube, "--res", "4", "--out", &dir.s("closed.npz")],
+        &["signs: pseudonormal (auto: closed and consistently oriented)"],
+    );
+    // The cube without its last face: two open edges' worth of hole.
+    let open = CUBE_OBJ.trim_end().rsplit_once('\n').unwrap().0.to_string() + "\n";
+    let open = dir.file("open.obj", &open).display().to_string();
+    closest_ok(
+        &["sdf", &open, "--res", "4", "--out", &dir.s("open.npz")],
+        &["signs: winding (auto: 3 open edge(s): the mesh has holes)"],
+    );
+    closest_ok(
+        &[
+            "sdf",
+            &open,
+            "--res",
+            "4",
+            "--sign",
+            "pseudonormal",
+            "--out",
+            &dir.s("chosen.npz"),
+        ],
+        &["signs: pseudonormal;"],
+    );
+}

@@ -80,13 +80,19 @@ class Mesh:
         self, points: np.ndarray, sign: Optional[str] = None, fields: Fields = None
     ) -> Result:
         """Nearest triangle of every point: {"point", "distance", "shape", "normal"};
-        sign None (unsigned), "pseudonormal" or "winding"."""
+        sign None (unsigned), "pseudonormal", "winding" or "auto" (pseudonormal where the
+        mesh is closed, consistently oriented and does not intersect itself, else winding)."""
     def sdf(
         self,
         res: Union[int, Tuple[int, int, int]],
         pad: float = 0.1,
         bounds: Optional[Sequence[float]] = None,
-        sign: Optional[str] = "pseudonormal",
+        sign: Optional[str] = "auto",
     ) -> Result:
         """Signed-distance grid, corners inclusive: {"sdf" (NX, NY, NZ) float32, "origin" (3,),
-        "spacing" (3,)}; sample (i, j, k) at origin + (i, j, k) * spacing."""
+        "spacing" (3,)}; sample (i, j, k) at origin + (i, j, k) * spacing. sign as for
+        `query`, "auto" by default."""
+    @property
+    def auto_sign(self) -> Tuple[str, str]:
+        """The method sign="auto" picks for this mesh and why: ("pseudonormal" | "winding",
+        reason)."""

@@ -137,7 +137,7 @@ class RemoteMesh:
         return self.client._npz(f"/v1/meshes/{_quote(self.name)}/query", body,
                                 {"sign": sign, "fields": _fields(fields)})
 
-    def sdf(self, res, pad=0.1, bounds=None, sign="pseudonormal"):
+    def sdf(self, res, pad=0.1, bounds=None, sign="auto"):
         res = ",".join(map(str, res)) if isinstance(res, (tuple, list)) else str(res)
         params = {"res": res, "sign": sign or "none"}
         if bounds is not None:

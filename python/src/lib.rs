@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use closest::GpuMesh;
 use closest::Points;
+use closest::auto_sign::SignChoice;
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, Spheres,
@@ -245,9 +246,10 @@ fn parse_mode(mode: &str) -> PyResult<Mode> {
     Mode::parse(mode).map_err(py_error)
 }
 
-/// None is unsigned, as "none".
-fn parse_sign(sign: Option<&str>) -> PyResult<Sign> {
-    sign.map_or(Ok(Sign::None), Sign::parse).map_err(py_error)
+/// None is unsigned, as "none"; "auto" is decided per mesh (`GpuMesh::resolve_sign`).
+fn parse_sign_choice(sign: Option<&str>) -> PyResult<SignChoice> {
+    sign.map_or(Ok(SignChoice::Method(Sign::None)), SignChoice::parse)
+        .map_err(py_error)
 }
 
 /// A Python value as JSON, for the scene reader (which names the shape and field of any
@@ -685,7 +687,18 @@ impl MeshTarget {
         }
     }
 
-    /// Nearest triangle for every point; `sign`: None, "pseudonormal" or "winding".
+    /// The method `sign="auto"` picks for this mesh, and why: (name, reason).
+    #[getter]
+    fn auto_sign(&self, py: Python<'_>) -> (&'static str, String) {
+        let auto = py.detach(|| self.mesh.auto_sign().clone());
+        let name = match auto.sign {
+            Sign::Pseudonormal => "pseudonormal",
+            _ => "winding",
+        };
+        (name, auto.reason)
+    }
+
+    /// Nearest triangle for every point; `sign`: None, "pseudonormal", "winding" or "auto".
     #[pyo3(signature = (points, sign=None, fields=None))]
     fn query<'py>(
         &self,
@@ -696,10 +709,14 @@ impl MeshTarget {
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.query", || {
             let borrowed = float_rows(points, "points", &[3])?;
-            let (sign, fields) = (parse_sign(sign)?, parse_fields(Family::Hits, fields)?);
+            let (sign, fields) = (
+                parse_sign_choice(sign)?,
+                parse_fields(Family::Hits, fields)?,
+            );
             let points = borrowed.rows()?;
             let rows = points.len(3);
             let (engine, mesh) = (&self.engine, &self.mesh);
+            let sign = py.detach(|| mesh.resolve_sign(sign));
             let columns = py
                 .detach(|| {
                     let job = MeshQuery {
@@ -716,7 +733,7 @@ impl MeshTarget {
     }
 
     /// Signed-distance grid: {"sdf" (NX, NY, NZ) float32, "origin" (3,), "spacing" (3,)}.
-    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("pseudonormal")))]
+    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto")))]
     fn sdf<'py>(
         &self,
         py: Python<'py>,
@@ -739,9 +756,10 @@ impl MeshTarget {
                 Some(b) => GridRegion::Bounds(b),
                 None => GridRegion::Pad(pad),
             };
-            let sign = parse_sign(sign)?;
+            let sign = parse_sign_choice(sign)?;
             let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
             let (engine, mesh) = (&self.engine, &self.mesh);
+            let sign = py.detach(|| mesh.resolve_sign(sign));
             let values = py
                 .detach(|| {
                     let mut values = Vec::with_capacity(grid.len());

@@ -196,3 +196,20 @@ def test_client_errors_and_targets(server, engine):
         scene.query([[0, 0, 0]])
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
+
+
+def test_auto_sign_names_its_method_and_is_the_sdf_default(engine):
+    # fandisk is closed and oriented; the bunny has holes (SPEC §8: auto picks winding there).
+    fandisk = engine.mesh(str(MESHES / "fandisk.obj"))
+    assert fandisk.auto_sign == ("pseudonormal", "closed and consistently oriented")
+    bunny = engine.mesh(str(MESHES / "stanford-bunny.obj"))
+    method, reason = bunny.auto_sign
+    assert method == "winding" and "open edge" in reason, reason
+    by_default = bunny.sdf(12)["sdf"]
+    np.testing.assert_array_equal(by_default, bunny.sdf(12, sign="winding")["sdf"])
+    np.testing.assert_array_equal(bunny.sdf(12, sign="auto")["sdf"], by_default)
+    points = random_points(500, seed=8, spread=0.1)
+    np.testing.assert_array_equal(bunny.query(points, sign="auto")["distance"],
+                                  bunny.query(points, sign="winding")["distance"])
+    with pytest.raises(closest.InputError, match="auto, none, pseudonormal, winding"):
+        bunny.query(points, sign="signed")

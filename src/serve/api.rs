@@ -82,7 +82,8 @@ pub(crate) struct SceneQueryParams {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct MeshQueryParams {
-    /// `none` (default), `pseudonormal` or `winding`.
+    /// `none` (default), `pseudonormal`, `winding` or `auto` (pseudonormal where the mesh is
+    /// closed, oriented and does not intersect itself, else winding).
     #[param(example = "pseudonormal")]
     pub sign: Option<String>,
     /// Comma-separated output arrays (point, distance, normal, shape); default all.
@@ -115,7 +116,8 @@ pub(crate) struct SdfParams {
     pub pad: Option<f64>,
     /// `x0,y0,z0,x1,y1,z1` instead of pad.
     pub bounds: Option<String>,
-    /// `pseudonormal` (default), `winding` or `none`.
+    /// `auto` (default: pseudonormal where the mesh is closed, oriented and does not intersect
+    /// itself, else winding), `pseudonormal`, `winding` or `none`.
     pub sign: Option<String>,
 }
 

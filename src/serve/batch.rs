@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::DVec3;
+use crate::auto_sign::SignChoice;
 use crate::engine::GpuMesh;
 use crate::engine::{MeshQuery, SceneQuery, SphereContacts, Spheres};
 use crate::fields::{Columns, Fields};
 use crate::gpu::{GpuScene, query_point};
-use crate::mesh::Sign;
 use crate::{Engine, Mode, Points, Result};
 
 use super::body::RowValues;
@@ -36,7 +36,7 @@ pub(crate) enum Target {
 pub(crate) enum Op {
     SceneQuery(Mode),
     Contacts,
-    MeshQuery(Sign),
+    MeshQuery(SignChoice),
 }
 
 impl Op {
@@ -269,7 +269,7 @@ fn answer(
             let job = MeshQuery {
                 mesh,
                 points: points(),
-                sign,
+                sign: mesh.resolve_sign(sign),
                 fields,
             };
             engine.query_mesh(job, &mut columns)

@@ -384,8 +384,8 @@ pub(super) async fn scene_contacts(
     .await
 }
 
-pub(super) fn parse_sign(sign: Option<&str>, default: Sign) -> ApiResult<Sign> {
-    Ok(sign.map_or(Ok(default), Sign::parse)?)
+pub(super) fn parse_sign(sign: Option<&str>, default: SignChoice) -> ApiResult<SignChoice> {
+    Ok(sign.map_or(Ok(default), SignChoice::parse)?)
 }
 
 #[utoipa::path(post, path = "/v1/meshes/{name}/query", tag = "queries",
@@ -403,7 +403,7 @@ pub(super) async fn mesh_query(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let sign = parse_sign(params.sign.as_deref(), Sign::None)?;
+    let sign = parse_sign(params.sign.as_deref(), SignChoice::Method(Sign::None))?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let op = Op::MeshQuery(sign);
     query_target(&state, (Kind::Mesh, name), &headers, body, op, fields).await
@@ -464,7 +464,7 @@ pub(super) async fn mesh_sdf(
         }
         (None, pad) => GridRegion::Pad(pad.unwrap_or(0.1)),
     };
-    let sign = parse_sign(params.sign.as_deref(), Sign::Pseudonormal)?;
+    let sign = parse_sign(params.sign.as_deref(), SignChoice::Auto)?;
     let engine = state.engine();
     let target = resident.target.clone();
     let (grid, values) = blocking(move || {
@@ -476,7 +476,7 @@ pub(super) async fn mesh_sdf(
         let job = crate::engine::SdfGrid {
             mesh,
             grid: &grid,
-            sign,
+            sign: mesh.resolve_sign(sign),
         };
         engine.sdf(job, &mut |_first, chunk: &[f32]| {
             values.extend_from_slice(chunk);

@@ -28,6 +28,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware as layers;
 use axum::response::{IntoResponse, Response};
 
+use crate::auto_sign::SignChoice;
 use crate::error::Error;
 use crate::fields::{Columns, Family, Fields};
 use crate::io::{ColumnSpec, Values, field_column, npz_in_memory};

@@ -16,6 +16,7 @@ use parts::*;
 use signs::*;
 
 use super::Engine;
+use crate::auto_sign::{AutoSign, SignChoice, auto_sign};
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
@@ -48,6 +49,8 @@ pub struct GpuMesh {
     /// device does not: a mesh in parts, too small for a hierarchy or uploaded without its
     /// clusters (`Engine::upload_mesh_with`).
     host_winding: std::sync::OnceLock<WindingTree>,
+    /// What `--sign auto` picks for the mesh, checked on first use.
+    auto_sign: std::sync::OnceLock<AutoSign>,
 }
 
 /// One part of a mesh on the device: a scene of some of its triangles.
@@ -61,6 +64,24 @@ struct MeshPart {
 }
 
 impl GpuMesh {
+    /// What `auto` picks for this mesh, and why (checked once, on the host's copy: jobs that
+    /// release it decide before the upload, `SignChoice::resolve`).
+    pub fn auto_sign(&self) -> &AutoSign {
+        debug_assert!(
+            !self.mesh.triangles.is_empty(),
+            "the host mesh was released"
+        );
+        self.auto_sign.get_or_init(|| auto_sign(&self.mesh))
+    }
+
+    /// The method `choice` names for this mesh.
+    pub fn resolve_sign(&self, choice: SignChoice) -> Sign {
+        match choice {
+            SignChoice::Method(sign) => sign,
+            SignChoice::Auto => self.auto_sign().sign,
+        }
+    }
+
     pub fn mesh(&self) -> &Mesh {
         &self.mesh
     }
@@ -167,6 +188,7 @@ impl Engine {
             device_normals: std::sync::OnceLock::new(),
             normals: std::sync::OnceLock::new(),
             host_winding: std::sync::OnceLock::new(),
+            auto_sign: std::sync::OnceLock::new(),
             mesh,
             offset,
             parts,

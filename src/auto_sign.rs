@@ -1,0 +1,303 @@
+//! `--sign auto` (SPEC §8): pseudonormal signs where a mesh is closed, consistently oriented
+//! and does not intersect itself, the winding number's inside/outside otherwise. Vertices are
+//! compared by their coordinates, so a file that repeats a vertex at a seam is still closed.
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::math::DVec3;
+use crate::mesh::{Mesh, Sign};
+
+/// The method `auto` picked for a mesh, and why (the summary line says both).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoSign {
+    pub sign: Sign,
+    pub reason: String,
+}
+
+/// What `auto` decides for `mesh`: pseudonormal when every edge is shared by exactly two
+/// faces in opposite directions and no two triangles that share no vertex cross, winding
+/// number otherwise.
+pub fn auto_sign(mesh: &Mesh) -> AutoSign {
+    let corners = welded_corners(mesh);
+    let winding = |reason: String| AutoSign {
+        sign: Sign::Winding,
+        reason,
+    };
+    let edges = EdgeCounts::of(&corners);
+    if edges.open > 0 {
+        return winding(format!("{} open edge(s): the mesh has holes", edges.open));
+    }
+    if edges.non_manifold > 0 {
+        return winding(format!(
+            "{} edge(s) shared by more than two faces",
+            edges.non_manifold
+        ));
+    }
+    if edges.same_direction > 0 {
+        return winding(format!(
+            "{} edge(s) wound the same way by two faces: faces doubled or flipped",
+            edges.same_direction
+        ));
+    }
+    if let Some((a, b)) = crossing_triangles(mesh, &corners) {
+        return winding(format!(
+            "triangles {a} and {b} cross: the mesh intersects itself"
+        ));
+    }
+    AutoSign {
+        sign: Sign::Pseudonormal,
+        reason: "closed and consistently oriented".into(),
+    }
+}
+
+/// Each triangle's corners as indices of distinct coordinates (−0 and +0 the same); `None`
+/// for a triangle with two corners at one place, which bounds nothing.
+fn welded_corners(mesh: &Mesh) -> Vec<Option<[u32; 3]>> {
+    let key = |v: DVec3| [v.x, v.y, v.z].map(|x| (x + 0.0).to_bits());
+    let mut ids: FxHashMap<[u64; 3], u32> = FxHashMap::default();
+    let canonical: Vec<u32> = mesh
+        .vertices
+        .iter()
+        .map(|v| {
+            let next = ids.len() as u32;
+            *ids.entry(key(v)).or_insert(next)
+        })
+        .collect();
+    mesh.triangles
+        .iter()
+        .map(|t| {
+            let [a, b, c] = t.map(|k| canonical[k as usize]);
+            (a != b && b != c && c != a).then_some([a, b, c])
+        })
+        .collect()
+}
+
+/// Edges by how the faces use them.
+struct EdgeCounts {
+    /// Used by one face only.
+    open: usize,
+    /// Used by more than two faces.
+    non_manifold: usize,
+    /// Used twice in the same direction (faces doubled or wound against their neighbours).
+    same_direction: usize,
+}
+
+impl EdgeCounts {
+    fn of(corners: &[Option<[u32; 3]>]) -> EdgeCounts {
+        // Directed uses of each undirected edge (lower vertex first): forward, backward.
+        let mut uses: FxHashMap<(u32, u32), [u32; 2]> = FxHashMap::default();
+        for [a, b, c] in corners.iter().flatten().copied() {
+            for (u, v) in [(a, b), (b, c), (c, a)] {
+                let (key, direction) = if u < v { ((u, v), 0) } else { ((v, u), 1) };
+                uses.entry(key).or_default()[direction] += 1;
+            }
+        }
+        let mut counts = EdgeCounts {
+            open: 0,
+            non_manifold: 0,
+            same_direction: 0,
+        };
+        for [forward, backward] in uses.into_values() {
+            match (forward, backward) {
+                (1, 1) => {}
+                (f, b) if f + b > 2 => counts.non_manifold += 1,
+                (f, b) if f + b < 2 => counts.open += 1,
+                _ => counts.same_direction += 1,
+            }
+        }
+        counts
+    }
+}
+
+/// Two triangles sharing no vertex that meet, if any (the lower indices first).
+fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usize, usize)> {
+    type Box3 = ([f64; 3], [f64; 3]);
+    let boxes: Vec<Option<Box3>> = (0..mesh.triangles.len())
+        .map(|t| {
+            corners[t].map(|_| {
+                let [a, b, c] = mesh.corners(t).map(DVec3::to_array);
+                (
+                    std::array::from_fn(|k| a[k].min(b[k]).min(c[k])),
+                    std::array::from_fn(|k| a[k].max(b[k]).max(c[k])),
+                )
+            })
+        })
+        .collect();
+    let mut extents: Vec<f64> = boxes
+        .iter()
+        .flatten()
+        .map(|(lo, hi)| (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max))
+        .collect();
+    if extents.len() < 2 {
+        return None;
+    }
+    // Cells about twice a typical triangle: most triangles fall in a few, and the rare large
+    // one is checked against every other box.
+    let middle = extents.len() / 2;
+    let cell = 2.0 * *extents.select_nth_unstable_by(middle, f64::total_cmp).1;
+    let cell = if cell > 0.0 { cell } else { 1.0 };
+    const MAX_CELLS: i64 = 64;
+    let low = mesh.bounds().0.to_array();
+    let index = |x: [f64; 3]| -> [i64; 3] {
+        std::array::from_fn(|k| ((x[k] - low[k]) / cell).floor() as i64)
+    };
+    let mut grid: FxHashMap<[i64; 3], Vec<u32>> = FxHashMap::default();
+    let mut large = Vec::new();
+    for (t, bounds) in boxes.iter().enumerate() {
+        let Some((lo, hi)) = bounds else { continue };
+        let (l, h) = (index(*lo), index(*hi));
+        let span: [i64; 3] = std::array::from_fn(|k| h[k] - l[k] + 1);
+        if span.iter().product::<i64>() > MAX_CELLS {
+            large.push(t as u32);
+            continue;
+        }
+        for i in 0..span[0] {
+            for j in 0..span[1] {
+                for k in 0..span[2] {
+                    grid.entry([l[0] + i, l[1] + j, l[2] + k])
+                        .or_default()
+                        .push(t as u32);
+                }
+            }
+        }
+    }
+    let overlap = |a: usize, b: usize| {
+        let ((alo, ahi), (blo, bhi)) = (boxes[a].unwrap(), boxes[b].unwrap());
+        (0..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
+    };
+    let crossing = |a: usize, b: usize| {
+        let (ca, cb) = (corners[a].unwrap(), corners[b].unwrap());
+        !ca.iter().any(|v| cb.contains(v))
+            && overlap(a, b)
+            && triangles_cross(mesh.corners(a), mesh.corners(b))
+    };
+    let ordered = |a: usize, b: usize| (a.min(b), a.max(b));
+    let cells: Vec<(&[i64; 3], &Vec<u32>)> = grid.iter().collect();
+    let in_cells = cells.par_iter().find_map_any(|(key, members)| {
+        for (n, &a) in members.iter().enumerate() {
+            for &b in &members[n + 1..] {
+                let (a, b) = (a as usize, b as usize);
+                // Each pair once: in the cell holding the low corner of the boxes' overlap.
+                let (alo, blo) = (boxes[a].unwrap().0, boxes[b].unwrap().0);
+                let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
+                if index(low_corner) == **key && crossing(a, b) {
+                    return Some(ordered(a, b));
+                }
+            }
+        }
+        None
+    });
+    in_cells.or_else(|| {
+        large.par_iter().find_map_any(|&a| {
+            (0..boxes.len())
+                .filter(|&b| b != a as usize && boxes[b].is_some())
+                .find(|&b| crossing(a as usize, b))
+                .map(|b| ordered(a as usize, b))
+        })
+    })
+}
+
+/// Whether an edge of either triangle meets the other, touching included: two triangles
+/// that share no vertex may not meet at all on a clean surface. Volumes within
+/// `FLAT_RELATIVE` of their scale count as zero: vertices read from f32 are coplanar only
+/// to f32's precision. (Edges in the other's plane are left to the edge counts: coplanar
+/// overlaps are doubled or flipped faces.)
+fn triangles_cross(a: [DVec3; 3], b: [DVec3; 3]) -> bool {
+    const FLAT_RELATIVE: f64 = 1e-6;
+    // The sign of orient(a, b, c, d), zero within the tolerance of the edges' lengths.
+    let sign = |[a, b, c, d]: [DVec3; 4]| {
+        let (u, v, w) = (b - a, c - a, d - a);
+        let volume = u.cross(v).dot(w);
+        let scale = u.length() * v.length() * w.length();
+        if volume.abs() <= FLAT_RELATIVE * scale {
+            0
+        } else if volume > 0.0 {
+            1
+        } else {
+            -1
+        }
+    };
+    let edge_meets = |t: [DVec3; 3], p: DVec3, q: DVec3| {
+        let (sp, sq) = (sign([t[0], t[1], t[2], p]), sign([t[0], t[1], t[2], q]));
+        if sp * sq > 0 || (sp == 0 && sq == 0) {
+            return false;
+        }
+        let around = [(0, 1), (1, 2), (2, 0)].map(|(i, j)| sign([p, q, t[i], t[j]]));
+        around != [0; 3] && (around.iter().all(|&s| s >= 0) || around.iter().all(|&s| s <= 0))
+    };
+    [(0, 1), (1, 2), (2, 0)]
+        .iter()
+        .any(|&(i, j)| edge_meets(b, a[i], a[j]) || edge_meets(a, b[i], b[j]))
+}
+
+/// A sign method as users name it: one of [`Sign`]'s, or `auto`, decided per mesh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignChoice {
+    Auto,
+    Method(Sign),
+}
+
+impl SignChoice {
+    /// By name: `auto`, `none`, `pseudonormal` or `winding`; anything else is a usage error
+    /// listing the names.
+    pub fn parse(name: &str) -> crate::error::Result<SignChoice> {
+        match name {
+            "auto" => Ok(SignChoice::Auto),
+            other => Sign::parse(other).map(SignChoice::Method).map_err(|_| {
+                crate::error::Error::Usage(format!(
+                    "sign: unknown sign `{other}`; the valid ones are auto, none, pseudonormal, winding"
+                ))
+            }),
+        }
+    }
+
+    /// The method for `mesh`, and for `auto` why it was picked.
+    pub fn resolve(self, mesh: &Mesh) -> (Sign, Option<String>) {
+        match self {
+            SignChoice::Method(sign) => (sign, None),
+            SignChoice::Auto => {
+                let AutoSign { sign, reason } = auto_sign(mesh);
+                (sign, Some(reason))
+            }
+        }
+    }
+}
+
+/// How a job's summary names its signs: "pseudonormal", or "winding (auto: 3 open edge(s): …)".
+pub fn describe_signs(sign: Sign, auto_reason: Option<&str>) -> String {
+    let name = match sign {
+        Sign::None => "none",
+        Sign::Pseudonormal => "pseudonormal",
+        Sign::Winding => "winding",
+    };
+    match auto_reason {
+        Some(reason) => format!("{name} (auto: {reason})"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triangles_meet_when_pierced_or_touched_and_not_when_apart() {
+        let a = [
+            DVec3::new(-1.0, -1.0, 0.0),
+            DVec3::new(1.0, -1.0, 0.0),
+            DVec3::new(0.0, 1.0, 0.0),
+        ];
+        let moved = |dz: f64, dx: f64| {
+            [
+                DVec3::new(dx, 0.0, -1.0 + dz),
+                DVec3::new(dx + 0.1, 0.0, 1.0 + dz),
+                DVec3::new(dx, 0.1, 1.0 + dz),
+            ]
+        };
+        assert!(triangles_cross(a, moved(0.0, 0.0)), "pierced");
+        assert!(triangles_cross(a, moved(1.0, 0.0)), "a corner on the face");
+        assert!(!triangles_cross(a, moved(1.5, 0.0)), "above");
+        assert!(!triangles_cross(a, moved(0.0, 3.0)), "beside");
+    }
+}

@@ -1,0 +1,249 @@
+//! `--sign auto` (SPEC §8) on messy meshes the test makes itself: the method it picks, and its
+//! signs against the f64 winding number away from the surface (`mesh::winding_number`, which
+//! shares nothing with the pseudonormal or the device's winding walk).
+
+mod common;
+
+use closest::DVec3;
+use closest::auto_sign::{SignChoice, auto_sign};
+use closest::mesh::{Mesh, Sign, winding_number};
+use common::{Rng, TestJobs, engine};
+
+/// A closed, outward-wound sphere of `radius` around `centre`: an octahedron subdivided
+/// `levels` times, its vertices pushed onto the sphere.
+fn sphere(centre: DVec3, radius: f64, levels: usize) -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let mut vertices = vec![
+        DVec3::X,
+        -DVec3::X,
+        DVec3::Y,
+        -DVec3::Y,
+        DVec3::new(0.0, 0.0, 1.0),
+        DVec3::new(0.0, 0.0, -1.0),
+    ];
+    let mut triangles: Vec<[u32; 3]> = vec![
+        [0, 2, 4],
+        [2, 1, 4],
+        [1, 3, 4],
+        [3, 0, 4],
+        [2, 0, 5],
+        [1, 2, 5],
+        [3, 1, 5],
+        [0, 3, 5],
+    ];
+    for _ in 0..levels {
+        let mut midpoints = std::collections::HashMap::new();
+        let mut midpoint = |a: u32, b: u32, vertices: &mut Vec<DVec3>| {
+            *midpoints.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                let m = (vertices[a as usize] + vertices[b as usize]) * 0.5;
+                vertices.push(m.normalize_or_zero());
+                vertices.len() as u32 - 1
+            })
+        };
+        triangles = triangles
+            .iter()
+            .flat_map(|&[a, b, c]| {
+                let ab = midpoint(a, b, &mut vertices);
+                let bc = midpoint(b, c, &mut vertices);
+                let ca = midpoint(c, a, &mut vertices);
+                [[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]
+            })
+            .collect();
+    }
+    let vertices = vertices.iter().map(|&v| centre + v * radius).collect();
+    (vertices, triangles)
+}
+
+fn mesh_of(vertices: Vec<DVec3>, triangles: Vec<[u32; 3]>) -> Mesh {
+    Mesh::new(vertices, triangles, "test mesh").unwrap()
+}
+
+/// Two meshes as one.
+fn joined(
+    (mut vertices, mut triangles): (Vec<DVec3>, Vec<[u32; 3]>),
+    (more_vertices, more_triangles): (Vec<DVec3>, Vec<[u32; 3]>),
+) -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let base = vertices.len() as u32;
+    vertices.extend(more_vertices);
+    triangles.extend(more_triangles.iter().map(|t| t.map(|k| k + base)));
+    (vertices, triangles)
+}
+
+fn centroid(vertices: &[DVec3], t: [u32; 3]) -> DVec3 {
+    (vertices[t[0] as usize] + vertices[t[1] as usize] + vertices[t[2] as usize]) * (1.0 / 3.0)
+}
+
+/// A closed box `[lo, hi]`, outward wound, each face two triangles.
+fn slab(lo: DVec3, hi: DVec3) -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let corner = |i: u32| {
+        DVec3::new(
+            if i & 1 == 0 { lo.x } else { hi.x },
+            if i & 2 == 0 { lo.y } else { hi.y },
+            if i & 4 == 0 { lo.z } else { hi.z },
+        )
+    };
+    let vertices = (0..8).map(corner).collect();
+    let quads = [
+        [0, 2, 3, 1], // z = lo
+        [4, 5, 7, 6], // z = hi
+        [0, 1, 5, 4], // y = lo
+        [2, 6, 7, 3], // y = hi
+        [0, 4, 6, 2], // x = lo
+        [1, 3, 7, 5], // x = hi
+    ];
+    let triangles = quads
+        .iter()
+        .flat_map(|&[a, b, c, d]| [[a, b, c], [a, c, d]])
+        .collect();
+    (vertices, triangles)
+}
+
+/// The messy meshes, each with the method auto must pick.
+fn messy_meshes() -> Vec<(&'static str, Mesh, Sign)> {
+    let ball = || sphere(DVec3::ZERO, 1.0, 3);
+    let mut meshes = Vec::new();
+    let (v, t) = ball();
+    meshes.push(("closed sphere", mesh_of(v, t), Sign::Pseudonormal));
+
+    let (v, mut t) = ball();
+    let doubled: Vec<[u32; 3]> = t[..10].to_vec();
+    t.extend(doubled);
+    meshes.push(("doubled faces", mesh_of(v, t), Sign::Winding));
+
+    let (v, t) = ball();
+    let t = t
+        .iter()
+        .map(|&tri| {
+            if centroid(&v, tri).z > 0.5 {
+                [tri[0], tri[2], tri[1]]
+            } else {
+                tri
+            }
+        })
+        .collect();
+    meshes.push(("a patch flipped", mesh_of(v, t), Sign::Winding));
+
+    let (v, t) = ball();
+    let t = t
+        .into_iter()
+        .filter(|&tri| centroid(&v, tri).z < 0.8)
+        .collect();
+    meshes.push(("a hole", mesh_of(v, t), Sign::Winding));
+
+    let (v, t) = joined(ball(), sphere(DVec3::new(0.9, 0.0, 0.0), 0.8, 3));
+    meshes.push(("two overlapping closed parts", mesh_of(v, t), Sign::Winding));
+
+    let (v, t) = slab(DVec3::new(-1.0, -1.0, -0.02), DVec3::new(1.0, 1.0, 0.02));
+    meshes.push(("a thin closed shell", mesh_of(v, t), Sign::Pseudonormal));
+
+    let (v, t) = ball();
+    let t = t
+        .into_iter()
+        .filter(|&tri| centroid(&v, tri).z < 0.0)
+        .collect();
+    meshes.push((
+        "an open thin shell (half a sphere)",
+        mesh_of(v, t),
+        Sign::Winding,
+    ));
+
+    // A fin: a third face on one of the sphere's edges.
+    let (mut v, mut t) = ball();
+    let [a, b, _] = t[0];
+    v.push(v[a as usize] * 1.5);
+    t.push([a, b, v.len() as u32 - 1]);
+    meshes.push(("a non-manifold edge", mesh_of(v, t), Sign::Winding));
+
+    // The north pole pushed through the south side: still closed and oriented, but crossing.
+    let (mut v, t) = ball();
+    let pole = v
+        .iter()
+        .position(|p| (*p - DVec3::new(0.0, 0.0, 1.0)).length() < 1e-12)
+        .unwrap();
+    v[pole] = DVec3::new(0.0, 0.0, -1.4);
+    meshes.push(("a self-intersection", mesh_of(v, t), Sign::Winding));
+    meshes
+}
+
+#[test]
+fn auto_picks_winding_for_every_messy_mesh_and_pseudonormal_for_clean_ones() {
+    for (name, mesh, expected) in messy_meshes() {
+        let picked = auto_sign(&mesh);
+        assert_eq!(picked.sign, expected, "{name}: {}", picked.reason);
+        assert!(!picked.reason.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn auto_signs_agree_with_the_winding_number_away_from_the_surface() {
+    let engine = engine();
+    let mut rng = Rng::new(45);
+    let points: Vec<DVec3> = (0..3000).map(|_| rng.vec(-1.6, 1.6)).collect();
+    let f32_points = common::f32_points(&points);
+    let mut pseudonormal_wrong_somewhere = Vec::new();
+    for (name, mesh, _) in messy_meshes() {
+        let winding_inside: Vec<bool> = points
+            .iter()
+            .map(|&p| winding_number(&mesh, p) > 0.5)
+            .collect();
+        let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+        let sign = gpu.resolve_sign(SignChoice::Auto);
+        assert_eq!(sign, SignChoice::Auto.resolve(&mesh).0, "{name}");
+        let hits = engine.mesh_hits(&gpu, &f32_points[..], sign).unwrap();
+        let mut compared = 0;
+        for (k, hit) in hits.iter().enumerate() {
+            // Away from the surface only: there the inside/outside is not a matter of rounding.
+            if hit.distance.abs() < 0.02 {
+                continue;
+            }
+            compared += 1;
+            assert_eq!(
+                hit.distance < 0.0,
+                winding_inside[k],
+                "{name}: point {k} {:?}, distance {}",
+                points[k],
+                hit.distance
+            );
+        }
+        assert!(compared > 2000, "{name}: only {compared} points compared");
+        // The check has teeth: on the meshes auto sends to the winding number, pseudonormal
+        // signs are wrong somewhere (or the mesh would not need it).
+        if sign == Sign::Winding {
+            let by_normals = engine
+                .mesh_hits(&gpu, &f32_points[..], Sign::Pseudonormal)
+                .unwrap();
+            let wrong = by_normals
+                .iter()
+                .zip(&winding_inside)
+                .filter(|(h, inside)| h.distance.abs() >= 0.02 && (h.distance < 0.0) != **inside)
+                .count();
+            if wrong > 0 {
+                pseudonormal_wrong_somewhere.push(name);
+            }
+        }
+    }
+    // Which meshes fool the pseudonormal depends on the mesh, not on luck: these do.
+    for name in [
+        "a patch flipped",
+        "two overlapping closed parts",
+        "a self-intersection",
+    ] {
+        assert!(
+            pseudonormal_wrong_somewhere.contains(&name),
+            "{name}: pseudonormal signs were right everywhere, so the test proves nothing there"
+        );
+    }
+}
+
+#[test]
+fn sign_names_parse_and_unknown_ones_list_the_valid_names() {
+    assert_eq!(SignChoice::parse("auto").unwrap(), SignChoice::Auto);
+    assert_eq!(
+        SignChoice::parse("winding").unwrap(),
+        SignChoice::Method(Sign::Winding)
+    );
+    let message = SignChoice::parse("signed").unwrap_err().to_string();
+    assert!(
+        message.contains("auto, none, pseudonormal, winding"),
+        "{message}"
+    );
+}
