@@ -9,7 +9,7 @@ use crate::Engine;
 use crate::Mode;
 use crate::auto_sign::{SignChoice, describe_signs};
 use crate::contacts::check_radius;
-use crate::engine::GpuMesh;
+use crate::engine::{BandSlab, BandWork, GpuMesh, SdfBand};
 use crate::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, SphereReader, Spheres,
@@ -20,7 +20,8 @@ use crate::io::load_mesh;
 use crate::io::output::PendingFile;
 use crate::io::row_files::{SEGMENTS, SPHERES};
 use crate::io::{
-    ColumnSpec, OutputFile, PointFile, RowFile, Values, field_columns, field_values, load_scene,
+    ColumnSpec, Constant, OutputFile, PointFile, RowFile, Values, field_columns, field_values,
+    load_scene,
 };
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Sign};
@@ -40,6 +41,8 @@ pub struct Summary {
     /// The device's time in the compute passes of the job's last run, where the adapter has
     /// timestamp queries (`JobTiming::device`).
     pub device: Option<Duration>,
+    /// A band grid's work, level by level.
+    pub band: Option<BandWork>,
 }
 
 /// Where a mesh job's time went before its first query.
@@ -82,6 +85,19 @@ impl Summary {
             );
             line += &format!("; signs: {}", setup.signs);
         }
+        if let Some(work) = self.band {
+            line += &format!(
+                "; band: {} of {} samples computed ({:.2} %), {} within the band; near bricks {} \
+                 of {}, near cells {}",
+                work.samples,
+                self.rows,
+                100.0 * work.samples as f64 / self.rows.max(1) as f64,
+                work.in_band,
+                work.near_bricks,
+                work.bricks,
+                work.near_cells
+            );
+        }
         if let Some(device) = self.device {
             line += &format!("; device {:.1} ms", device.as_secs_f64() * 1e3);
         }
@@ -93,7 +109,8 @@ impl Summary {
 /// comes back, progress reported, non-finite rows counted, then the file committed and the job
 /// summarised.
 struct JobOutput<'a> {
-    output: OutputFile,
+    /// `None` where a job writes its own files (a band grid's sparse output alone).
+    output: Option<OutputFile>,
     rows: usize,
     non_finite_rows: usize,
     progress: &'a mut dyn FnMut(usize, usize),
@@ -104,6 +121,14 @@ struct JobOutput<'a> {
 impl<'a> JobOutput<'a> {
     /// Start timing a job whose output is laid out; `progress` hears of every chunk.
     fn new(output: OutputFile, rows: usize, progress: &'a mut dyn FnMut(usize, usize)) -> Self {
+        JobOutput::maybe(Some(output), rows, progress)
+    }
+
+    fn maybe(
+        output: Option<OutputFile>,
+        rows: usize,
+        progress: &'a mut dyn FnMut(usize, usize),
+    ) -> Self {
         JobOutput {
             output,
             rows,
@@ -161,7 +186,9 @@ impl<'a> JobOutput<'a> {
         non_finite: usize,
         values: &[Values<'_>],
     ) -> Result<()> {
-        self.output.append(count, values)?;
+        if let Some(output) = &mut self.output {
+            output.append(count, values)?;
+        }
         self.non_finite_rows += non_finite;
         (self.progress)(first + count, self.rows);
         Ok(())
@@ -169,7 +196,9 @@ impl<'a> JobOutput<'a> {
 
     /// Commit the output and summarise the job.
     fn finish(self, engine: &Engine) -> Result<Summary> {
-        self.output.commit()?;
+        if let Some(output) = self.output {
+            output.commit()?;
+        }
         Ok(Summary {
             rows: self.rows,
             non_finite_rows: self.non_finite_rows,
@@ -177,7 +206,13 @@ impl<'a> JobOutput<'a> {
             adapter: engine.describe(),
             mesh_setup: self.mesh_setup,
             device: engine.last_timing().device,
+            band: None,
         })
+    }
+
+    /// The dense output, which grid jobs always have but band jobs may not.
+    fn grid_output(&mut self) -> &mut OutputFile {
+        self.output.as_mut().expect("a dense grid output")
     }
 }
 
@@ -407,7 +442,12 @@ pub struct SdfJob<'a> {
     pub res: [usize; 3],
     pub region: GridRegion,
     pub sign: SignChoice,
-    pub out: &'a Path,
+    /// The dense grid (`.npz` or `.csv`); a band grid may have only `sparse`.
+    pub out: Option<&'a Path>,
+    /// `--band W [--band-units …]`: a narrow-band grid (SPEC §8).
+    pub band: Option<BandArg>,
+    /// `--sparse X.npz`: a band grid's samples within the band only.
+    pub sparse: Option<&'a Path>,
     /// A VTK ImageData copy of the grid (`.vti`).
     pub vti: Option<&'a Path>,
     /// A PNG of the middle z-slice.
@@ -423,8 +463,21 @@ pub fn run_sdf(
 ) -> Result<Summary> {
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let grid = Grid::new(&mesh, job.res, job.region)?;
+    if let Some(band) = job.band {
+        return run_sdf_band(job, band, (mesh, load), grid, engine_for, progress);
+    }
+    if job.sparse.is_some() {
+        return Err(Error::Usage(
+            "--sparse writes a band grid's samples: give --band W too".into(),
+        ));
+    }
+    let Some(out_path) = job.out else {
+        return Err(Error::Usage(
+            "sdf needs --out (or --band W with --sparse)".into(),
+        ));
+    };
     let rows = grid.len();
-    let csv = OutputFile::is_csv(job.out);
+    let csv = OutputFile::is_csv(out_path);
     if csv && (job.vti.is_some() || job.preview.is_some()) {
         return Err(Error::Usage(
             "--vti and --preview are made from the grid in an .npz output: use --out X.npz".into(),
@@ -444,9 +497,12 @@ pub fn run_sdf(
         }]
     };
     let v = |d: DVec3| vec![d.x, d.y, d.z];
-    let constants = [("origin", v(grid.origin)), ("spacing", v(grid.spacing))];
+    let constants = [
+        Constant::f64s("origin", &v(grid.origin)),
+        Constant::f64s("spacing", &v(grid.spacing)),
+    ];
     let output = OutputFile::create_with_constants(
-        job.out,
+        out_path,
         rows,
         &columns,
         if csv { &[] } else { &constants },
@@ -476,15 +532,259 @@ pub fn run_sdf(
     // Derived files are written from the finished array, then everything moves into place.
     let vti = job
         .vti
-        .map(|path| PendingFile::write(path, |w| write_vti(&mut out.output, 0, &grid, w)))
+        .map(|path| PendingFile::write(path, |w| write_vti(out.grid_output(), 0, &grid, w)))
         .transpose()?;
     let preview = job
         .preview
-        .map(|path| PendingFile::write(path, |w| write_preview(&mut out.output, 0, &grid, w)))
+        .map(|path| PendingFile::write(path, |w| write_preview(out.grid_output(), 0, &grid, w)))
         .transpose()?;
     let summary = out.finish(&engine)?;
     for file in [vti, preview].into_iter().flatten() {
         file.commit()?;
     }
     Ok(summary)
+}
+
+/// `--band-units`: what `--band W` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BandUnits {
+    /// Grid steps: W times the largest spacing.
+    Voxels,
+    World,
+}
+
+/// `--band W --band-units U`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BandArg {
+    pub width: f64,
+    pub units: BandUnits,
+}
+
+impl BandArg {
+    /// The band's half-width in world units on `grid`; a width that is not finite and > 0 is a
+    /// usage error naming the flag and the value.
+    pub fn world_width(self, grid: &Grid) -> Result<f64> {
+        if !(self.width.is_finite() && self.width > 0.0) {
+            return Err(Error::Usage(format!(
+                "--band must be a finite width > 0, got {}",
+                self.width
+            )));
+        }
+        Ok(match self.units {
+            BandUnits::World => self.width,
+            BandUnits::Voxels => {
+                let s = grid.spacing;
+                self.width * s.x.max(s.y).max(s.z)
+            }
+        })
+    }
+}
+
+/// Rows a sparse grid's temporary columns are copied in.
+const SPARSE_COPY_ROWS: usize = 1 << 20;
+
+/// A narrow-band grid job: the dense grid (band samples exact, the rest ±W) to `--out` as
+/// it comes, the band's samples to `--sparse` through temporary files beside it (their count
+/// is known only at the end), both committed only when everything succeeded.
+fn run_sdf_band(
+    job: &SdfJob<'_>,
+    band: BandArg,
+    (mesh, load): (Mesh, Duration),
+    grid: Grid,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let width = band.world_width(&grid)?;
+    if job.out.is_none() && job.sparse.is_none() {
+        return Err(Error::Usage(
+            "--band needs --out X.npz, --sparse X.npz or both".into(),
+        ));
+    }
+    if let Some(path) = job.out.filter(|p| OutputFile::is_csv(p)) {
+        return Err(Error::BadFile {
+            file: path.display().to_string(),
+            problem: "a band grid is written as .npz (dense) or with --sparse X.npz".into(),
+        });
+    }
+    if job.out.is_none() && (job.vti.is_some() || job.preview.is_some()) {
+        return Err(Error::Usage(
+            "--vti and --preview are made from the dense grid: give --out X.npz".into(),
+        ));
+    }
+    let rows = grid.len();
+    let v = |d: DVec3| vec![d.x, d.y, d.z];
+    let constants = [
+        Constant::f64s("origin", &v(grid.origin)),
+        Constant::f64s("spacing", &v(grid.spacing)),
+    ];
+    let column = ColumnSpec {
+        shape: Some(grid.res.to_vec()),
+        ..ColumnSpec::scalar("sdf")
+    };
+    let dense = job
+        .out
+        .map(|path| OutputFile::create_with_constants(path, rows, &[column], &constants))
+        .transpose()?;
+    let mut sparse = job.sparse.map(SparseColumns::create).transpose()?;
+    let engine = engine_for()?;
+    let mut out = JobOutput::maybe(dense, rows, progress);
+    let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
+    let band_job = SdfBand {
+        mesh: &mesh,
+        grid: &grid,
+        sign,
+        width,
+    };
+    let [_, ny, nz] = grid.res;
+    let work = engine.sdf_band(band_job, &mut |slab: BandSlab<'_>| {
+        if let Some(sparse) = &mut sparse {
+            sparse.append(&slab, ny, nz)?;
+        }
+        let count = slab.values.len();
+        let non_finite = slab.values.iter().filter(|x| !x.is_finite()).count();
+        out.append(
+            slab.first,
+            count,
+            non_finite,
+            &[Values::f32_column(slab.values, 1)],
+        )
+    })?;
+    let vti = job
+        .vti
+        .map(|path| PendingFile::write(path, |w| write_vti(out.grid_output(), 0, &grid, w)))
+        .transpose()?;
+    let preview = job
+        .preview
+        .map(|path| PendingFile::write(path, |w| write_preview(out.grid_output(), 0, &grid, w)))
+        .transpose()?;
+    let sparse = sparse
+        .map(|sparse| sparse.finish(&grid, width, &constants))
+        .transpose()?;
+    let mut summary = out.finish(&engine)?;
+    summary.band = Some(work);
+    for file in [vti, preview].into_iter().flatten() {
+        file.commit()?;
+    }
+    if let Some(sparse) = sparse {
+        sparse.commit()?;
+    }
+    Ok(summary)
+}
+
+/// A sparse grid being gathered: each band sample's index and value appended to two
+/// temporary files beside the target, copied into the `.npz` once their count is known.
+struct SparseColumns {
+    target: std::path::PathBuf,
+    index: PendingFile,
+    sdf: PendingFile,
+    index_out: std::io::BufWriter<std::fs::File>,
+    sdf_out: std::io::BufWriter<std::fs::File>,
+    count: usize,
+}
+
+impl SparseColumns {
+    fn create(target: &Path) -> Result<SparseColumns> {
+        if OutputFile::is_csv(target)
+            || !target
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+        {
+            return Err(Error::BadFile {
+                file: target.display().to_string(),
+                problem: "--sparse writes an .npz".into(),
+            });
+        }
+        let part = |suffix: &str| {
+            let name = target.file_name().unwrap_or_default().to_string_lossy();
+            target.with_file_name(format!("{name}.{suffix}"))
+        };
+        let (index, index_out) = PendingFile::scratch(&part("index"))?;
+        let (sdf, sdf_out) = PendingFile::scratch(&part("sdf"))?;
+        Ok(SparseColumns {
+            target: target.to_path_buf(),
+            index,
+            sdf,
+            index_out,
+            sdf_out,
+            count: 0,
+        })
+    }
+
+    fn append(&mut self, slab: &BandSlab<'_>, ny: usize, nz: usize) -> Result<()> {
+        use std::io::Write;
+        let error = |source| Error::Write {
+            path: self.target.clone(),
+            source,
+        };
+        for &local in slab.in_band {
+            let row = slab.first + local as usize;
+            let index = [row / (ny * nz), (row / nz) % ny, row % nz].map(|x| x as i32);
+            self.index_out
+                .write_all(bytemuck::bytes_of(&index))
+                .map_err(error)?;
+            self.sdf_out
+                .write_all(&slab.values[local as usize].to_le_bytes())
+                .map_err(error)?;
+        }
+        self.count += slab.in_band.len();
+        Ok(())
+    }
+
+    /// The `.npz`, written beside the target: `index` (M, 3) int32, `sdf` (M,) float32,
+    /// `origin`, `spacing`, `shape`, `band`.
+    fn finish(mut self, grid: &Grid, width: f64, constants: &[Constant]) -> Result<OutputFile> {
+        use std::io::{Read, Seek, Write};
+        let error = |source| Error::Write {
+            path: self.target.clone(),
+            source,
+        };
+        self.index_out.flush().map_err(error)?;
+        self.sdf_out.flush().map_err(error)?;
+        let mut all = constants.to_vec();
+        all.push(Constant::i64s("shape", &grid.res.map(|n| n as i64)));
+        all.push(Constant::f64s("band", &[width]));
+        let columns = [
+            ColumnSpec {
+                kind: crate::io::ColumnType::I32,
+                ..ColumnSpec::vector("index")
+            },
+            ColumnSpec::scalar("sdf"),
+        ];
+        let mut output =
+            OutputFile::create_with_constants(&self.target, self.count, &columns, &all)?;
+        let mut index = self
+            .index_out
+            .into_inner()
+            .map_err(|e| error(e.into_error()))?;
+        let mut sdf = self
+            .sdf_out
+            .into_inner()
+            .map_err(|e| error(e.into_error()))?;
+        index.rewind().map_err(error)?;
+        sdf.rewind().map_err(error)?;
+        let (mut index_words, mut sdf_words) = (Vec::new(), Vec::new());
+        let mut done = 0;
+        while done < self.count {
+            let n = SPARSE_COPY_ROWS.min(self.count - done);
+            index_words.resize(3 * n, 0u32);
+            sdf_words.resize(n, 0u32);
+            index
+                .read_exact(bytemuck::cast_slice_mut(&mut index_words))
+                .map_err(error)?;
+            sdf.read_exact(bytemuck::cast_slice_mut(&mut sdf_words))
+                .map_err(error)?;
+            output.append(
+                n,
+                &[
+                    Values::column(&index_words, 3),
+                    Values::column(&sdf_words, 1),
+                ],
+            )?;
+            done += n;
+        }
+        // The temporary columns are removed as they drop.
+        drop((self.index, self.sdf));
+        Ok(output)
+    }
 }

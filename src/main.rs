@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query, run_query, run_sdf,
-    run_segments,
+    BandArg, BandUnits, MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query,
+    run_query, run_sdf, run_segments,
 };
 use closest::mesh::Sign;
 use closest::sdf::GridRegion;
@@ -135,8 +135,21 @@ enum Command {
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
+        /// Required unless --band with --sparse.
         #[arg(long)]
-        out: PathBuf,
+        out: Option<PathBuf>,
+        /// A narrow band: samples within W of the surface get their exact signed distance,
+        /// every other sample ±W with its sign; the work follows the surface, not the volume.
+        #[arg(long, value_name = "W", allow_hyphen_values = true)]
+        band: Option<f64>,
+        /// What --band counts: voxels (the default; W times the largest spacing) or world
+        /// units.
+        #[arg(long, value_enum, requires = "band")]
+        band_units: Option<BandUnitsArg>,
+        /// With --band: an .npz of the band's samples only: index (M,3) int32, sdf (M,),
+        /// origin, spacing, shape, band.
+        #[arg(long, requires = "band")]
+        sparse: Option<PathBuf>,
         /// Also write the grid as VTK ImageData (.vti, opens in ParaView).
         #[arg(long)]
         vti: Option<PathBuf>,
@@ -186,6 +199,12 @@ impl SignArg {
             SignArg::Winding => SignChoice::Method(Sign::Winding),
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BandUnitsArg {
+    Voxels,
+    World,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -303,6 +322,9 @@ fn run(cli: Cli) -> Result<(), Error> {
             bounds,
             sign,
             out,
+            band,
+            band_units,
+            sparse,
             vti,
             preview,
         } => {
@@ -328,7 +350,15 @@ fn run(cli: Cli) -> Result<(), Error> {
                 res,
                 region,
                 sign: sign.map_or(SignChoice::Auto, SignArg::choice),
-                out: &out,
+                out: out.as_deref(),
+                band: band.map(|width| BandArg {
+                    width,
+                    units: match band_units {
+                        Some(BandUnitsArg::World) => BandUnits::World,
+                        _ => BandUnits::Voxels,
+                    },
+                }),
+                sparse: sparse.as_deref(),
                 vti: vti.as_deref(),
                 preview: preview.as_deref(),
             };

@@ -1287,3 +1287,152 @@ fn sdf_signs_by_auto_and_names_the_method_it_picked() {
         &["signs: pseudonormal;"],
     );
 }
+
+#[test]
+fn band_grid_writes_the_dense_grid_and_the_sparse_band() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    closest_ok(
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "33",
+            "--band",
+            "0.2",
+            "--band-units",
+            "world",
+            "--out",
+            &dir.s("dense.npz"),
+            "--sparse",
+            &dir.s("band.npz"),
+        ],
+        &["35937 grid samples", "within the band", "near bricks"],
+    );
+    let dense = read_npz(&dir.path("dense.npz"));
+    let sparse = read_npz(&dir.path("band.npz"));
+    let get = |arrays: &[(String, Vec<usize>, Vec<u8>)], name: &str| {
+        arrays.iter().find(|a| a.0 == name).unwrap().clone()
+    };
+    let values = f32s(&get(&dense, "sdf").2);
+    let (index_shape, index_bytes) = {
+        let (_, shape, bytes) = get(&sparse, "index");
+        (shape, bytes)
+    };
+    let index: Vec<i32> = index_bytes
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let band_values = f32s(&get(&sparse, "sdf").2);
+    let m = band_values.len();
+    assert_eq!(index_shape, vec![m, 3]);
+    assert!(m > 1000, "{m} band samples");
+    let shape: Vec<i64> = get(&sparse, "shape")
+        .2
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(shape, [33, 33, 33]);
+    assert_eq!(get(&sparse, "band").2, 0.2f64.to_le_bytes());
+    // Every band sample is the dense grid's, within 0.2 of the cube and exact there; every
+    // dense sample within the band (by the exact SDF) is among them.
+    let grid_point = |i: usize| -1.2 + i as f64 * 2.4 / 32.0;
+    let mut rows = Vec::new();
+    for (k, ijk) in index.chunks_exact(3).enumerate() {
+        let [i, j, l] = [0, 1, 2].map(|a| ijk[a] as usize);
+        let row = (i * 33 + j) * 33 + l;
+        rows.push(row);
+        assert_eq!(band_values[k], values[row]);
+        let exact = cube_sdf([grid_point(i), grid_point(j), grid_point(l)]);
+        assert!((band_values[k] as f64 - exact).abs() < 1e-5, "{ijk:?}");
+        assert!(band_values[k].abs() <= 0.2);
+    }
+    assert!(rows.windows(2).all(|p| p[0] < p[1]), "C order");
+    for (row, &v) in values.iter().enumerate() {
+        let (i, j, l) = (row / (33 * 33), (row / 33) % 33, row % 33);
+        let exact = cube_sdf([grid_point(i), grid_point(j), grid_point(l)]);
+        if exact.abs() < 0.2 - 1e-5 {
+            assert!(
+                rows.binary_search(&row).is_ok(),
+                "row {row} ({exact}) not in the band"
+            );
+        } else if exact.abs() > 0.2 + 1e-5 {
+            assert_eq!(v, if exact < 0.0 { -0.2 } else { 0.2 }, "row {row}");
+        }
+    }
+}
+
+#[test]
+fn bad_band_arguments_exit_2_naming_the_flag_and_leave_nothing() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    for width in ["0", "-1", "nan", "inf"] {
+        assert_bad_input(
+            &dir,
+            &["sdf", &cube, "--res", "8", "--band", width],
+            &["--band", "finite width > 0"],
+        );
+    }
+    let sparse = dir.s("band.npz");
+    assert_bad_input(
+        &dir,
+        &["sdf", &cube, "--res", "8", "--sparse", &sparse],
+        &["--band"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "8",
+            "--band",
+            "1",
+            "--sparse",
+            &dir.s("band.csv"),
+        ],
+        &["band.csv", "--sparse writes an .npz"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "8",
+            "--band",
+            "1",
+            "--out",
+            &dir.s("g.csv"),
+        ],
+        &["g.csv", "band grid"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "8",
+            "--band",
+            "1",
+            "--band-units",
+            "parsecs",
+        ],
+        &["parsecs"],
+    );
+    // A failure after the band's files were started (an unwritable dense output) leaves
+    // neither of them.
+    let missing = dir.path("no/such/dir/g.npz").display().to_string();
+    let out = closest(&[
+        "sdf", &cube, "--res", "8", "--band", "1", "--sparse", &sparse, "--out", &missing,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!dir.path("band.npz").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.0.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -3,10 +3,12 @@
 //! the only place `impl Engine` lives: `mesh/` here for meshes, `contacts.rs` for spheres,
 //! `sdf.rs` for grids.
 
+mod band;
 mod contacts;
 mod mesh;
 mod sdf;
 
+pub use band::{BandSlab, BandWork, SdfBand};
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use mesh::{GpuMesh, MeshQuery};
 pub use sdf::SdfGrid;

@@ -48,16 +48,46 @@ const CENTRAL_EXTRA_BYTES: u16 = 4 + 24;
 /// 1980-01-01 00:00, the earliest DOS date: archives are byte-for-byte reproducible.
 const DOS_DATE: u16 = (1 << 5) | 1;
 
+/// A small array written whole when an `.npz` is laid out (a grid's `origin`, `spacing`,
+/// `shape`).
+#[derive(Clone, Debug)]
+pub struct Constant {
+    pub name: &'static str,
+    descr: &'static str,
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Constant {
+    pub fn f64s(name: &'static str, values: &[f64]) -> Constant {
+        Constant {
+            name,
+            descr: "<f8",
+            bytes: values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            len: values.len(),
+        }
+    }
+
+    pub fn i64s(name: &'static str, values: &[i64]) -> Constant {
+        Constant {
+            name,
+            descr: "<i8",
+            bytes: values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            len: values.len(),
+        }
+    }
+}
+
 /// Where an `.npz` is laid out: a file, or memory (the service's responses).
 pub(super) trait Storage: Read + Write + Seek + Send {}
 impl<T: Read + Write + Seek + Send> Storage for T {}
 
 /// An `.npz` of `columns` in memory, all `rows` rows given at once by `values`, plus small
-/// f64 `constants` (the service's response bodies; byte for byte what a job writes to a file).
+/// `constants` (the service's response bodies; byte for byte what a job writes to a file).
 pub fn npz_in_memory(
     rows: usize,
     columns: &[ColumnSpec],
-    constants: &[(&'static str, Vec<f64>)],
+    constants: &[Constant],
     values: &[Values<'_>],
 ) -> Vec<u8> {
     let memory = MemoryFile::default();
@@ -101,7 +131,7 @@ impl NpzWriter {
         mut file: Box<dyn Storage>,
         rows: usize,
         columns: &[ColumnSpec],
-        constants: &[(&'static str, Vec<f64>)],
+        constants: &[Constant],
     ) -> std::io::Result<NpzWriter> {
         let mut entries = Vec::with_capacity(columns.len() + constants.len());
         let mut offset = 0u64;
@@ -120,7 +150,7 @@ impl NpzWriter {
             .chain(
                 constants
                     .iter()
-                    .map(|(name, v)| (*name, "<f8", vec![v.len()], v.len() * 8, Some(v))),
+                    .map(|c| (c.name, c.descr, vec![c.len], c.bytes.len(), Some(&c.bytes))),
             );
         for (array, descr, shape, data, values) in arrays {
             let name = format!("{array}.npy");
@@ -136,10 +166,9 @@ impl NpzWriter {
             crc.update(&npy_header);
             let size = npy_header.len() as u64 + data;
             let mut next_offset = npy_offset + npy_header.len() as u64;
-            if let Some(values) = values {
-                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
-                file.write_all(&bytes)?;
-                crc.update(&bytes);
+            if let Some(bytes) = values {
+                file.write_all(bytes)?;
+                crc.update(bytes);
                 next_offset += bytes.len() as u64;
             }
             entries.push(NpzEntry {

@@ -41,13 +41,13 @@ impl OutputFile {
             .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
     }
 
-    /// [`OutputFile::create`] plus small f64 arrays written at once (`.npz` only: a CSV has
-    /// one table), such as a grid's `origin` and `spacing`.
+    /// [`OutputFile::create`] plus small arrays written at once (`.npz` only: a CSV has one
+    /// table), such as a grid's `origin` and `spacing`.
     pub fn create_with_constants(
         target: &Path,
         rows: usize,
         columns: &[ColumnSpec],
-        constants: &[(&'static str, Vec<f64>)],
+        constants: &[super::npz::Constant],
     ) -> Result<OutputFile> {
         let ext = target
             .extension()
@@ -163,20 +163,41 @@ pub struct PendingFile {
 }
 
 impl PendingFile {
+    /// A scratch file beside `target`, open to write and read back, removed when the guard
+    /// drops (it is never committed).
+    pub fn scratch(target: &Path) -> Result<(PendingFile, BufWriter<File>)> {
+        let pending = PendingFile::beside(target);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&pending.temp)
+            .map_err(|source| Error::Write {
+                path: target.to_path_buf(),
+                source,
+            })?;
+        Ok((pending, BufWriter::with_capacity(1 << 20, file)))
+    }
+
+    fn beside(target: &Path) -> PendingFile {
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        PendingFile {
+            target: target.to_path_buf(),
+            temp: target.with_file_name(format!(".{name}.partial-{}", std::process::id())),
+            committed: false,
+        }
+    }
+
     /// Create the temporary file and write it with `write`.
     pub fn write(
         target: &Path,
         write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
     ) -> Result<PendingFile> {
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let pending = PendingFile {
-            target: target.to_path_buf(),
-            temp: target.with_file_name(format!(".{name}.partial-{}", std::process::id())),
-            committed: false,
-        };
+        let pending = PendingFile::beside(target);
         let error = |source| Error::Write {
             path: target.to_path_buf(),
             source,

@@ -490,7 +490,10 @@ pub(super) async fn mesh_sdf(
         ..ColumnSpec::scalar("sdf")
     };
     let v = |d: crate::DVec3| vec![d.x, d.y, d.z];
-    let constants = [("origin", v(grid.origin)), ("spacing", v(grid.spacing))];
+    let constants = [
+        crate::io::Constant::f64s("origin", &v(grid.origin)),
+        crate::io::Constant::f64s("spacing", &v(grid.spacing)),
+    ];
     let bytes = npz_in_memory(
         values.len(),
         &[column],

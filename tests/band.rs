@@ -1,0 +1,141 @@
+//! Narrow-band grids (SPEC §8) against the dense grid of the same mesh and sign: band samples
+//! exact within SPEC §3, every other sample ±W with the dense grid's sign, and the work
+//! following the surface.
+
+mod common;
+
+use closest::engine::{BandSlab, BandWork, SdfBand};
+use closest::mesh::{Mesh, Sign};
+use closest::sdf::{Grid, GridRegion};
+use closest::{Engine, GpuMesh};
+use common::{TestJobs, engine};
+
+fn shared_mesh(name: &str) -> Mesh {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/meshes")
+        .join(name);
+    closest::io::load_mesh(&path).unwrap()
+}
+
+/// The band grid whole, the in-band rows, and the work.
+fn band_grid(
+    engine: &Engine,
+    mesh: &GpuMesh,
+    grid: &Grid,
+    sign: Sign,
+    width: f64,
+) -> (Vec<f32>, Vec<usize>, BandWork) {
+    let mut values = Vec::new();
+    let mut in_band = Vec::new();
+    let job = SdfBand {
+        mesh,
+        grid,
+        sign,
+        width,
+    };
+    let work = engine
+        .sdf_band(job, &mut |slab: BandSlab<'_>| {
+            assert_eq!(slab.first, values.len(), "slabs in C order");
+            in_band.extend(slab.in_band.iter().map(|&k| slab.first + k as usize));
+            values.extend_from_slice(slab.values);
+            Ok(())
+        })
+        .unwrap();
+    (values, in_band, work)
+}
+
+fn check_against_dense(name: &str, mesh: Mesh, res: [usize; 3], sign: Sign, voxels: f64) {
+    let engine = engine();
+    let grid = Grid::new(&mesh, res, GridRegion::Pad(0.1)).unwrap();
+    let scale = mesh.bounds().0.max_abs().max(mesh.bounds().1.max_abs()) * 1.2;
+    let tolerance = closest::tolerance(scale) as f32;
+    let gpu = engine.upload_mesh(mesh).unwrap();
+    let dense = engine.sdf_values(&gpu, &grid, sign).unwrap();
+    let s = grid.spacing;
+    let width = voxels * s.x.max(s.y).max(s.z);
+    let (band, in_band, work) = band_grid(engine, &gpu, &grid, sign, width);
+    assert_eq!(band.len(), dense.len(), "{name}");
+    let w = width as f32;
+    let mut exact = 0;
+    for (row, (&b, &d)) in band.iter().zip(&dense).enumerate() {
+        if d.abs() <= w - tolerance {
+            exact += 1;
+            assert!(
+                (b - d).abs() <= tolerance,
+                "{name}: row {row} in the band: {b} against the dense {d}"
+            );
+        } else if d.abs() >= w + tolerance {
+            assert_eq!(
+                b,
+                if d < 0.0 { -w } else { w },
+                "{name}: row {row} outside the band: {b}, dense {d}"
+            );
+        } else {
+            // At the band's edge either answer is right, within the tolerance.
+            assert!(b.abs() <= w && (b.abs() - d.abs()).abs() <= 2.0 * tolerance);
+        }
+    }
+    // The in-band rows are the band's samples, and the band is there.
+    assert!(exact > 100, "{name}: only {exact} samples in the band");
+    assert!(in_band.windows(2).all(|p| p[0] < p[1]), "{name}");
+    for &row in &in_band {
+        assert!(band[row].abs() <= w, "{name}: row {row}");
+    }
+    assert_eq!(work.in_band, in_band.len());
+    assert!(in_band.len() >= exact, "{name}");
+    // Work follows the surface: computed samples are a small multiple of the band's.
+    assert!(
+        work.samples <= 3 * work.in_band,
+        "{name}: {} samples computed for {} in the band",
+        work.samples,
+        work.in_band
+    );
+    assert!(work.samples < band.len() / 3, "{name}: {work:?}");
+    assert!(work.near_bricks < work.bricks, "{name}: {work:?}");
+}
+
+#[test]
+fn band_samples_are_the_dense_grids_and_the_rest_are_plus_or_minus_the_width() {
+    check_against_dense(
+        "fandisk, pseudonormal",
+        shared_mesh("fandisk.obj"),
+        [70, 61, 53],
+        Sign::Pseudonormal,
+        2.0,
+    );
+    check_against_dense(
+        "bunny, winding",
+        shared_mesh("stanford-bunny.obj"),
+        [48, 48, 48],
+        Sign::Winding,
+        1.5,
+    );
+    check_against_dense(
+        "fandisk, unsigned",
+        shared_mesh("fandisk.obj"),
+        [64, 64, 64],
+        Sign::None,
+        1.5,
+    );
+}
+
+#[test]
+fn a_band_width_that_is_not_positive_and_finite_is_a_usage_error() {
+    let engine = engine();
+    let mesh = shared_mesh("fandisk.obj");
+    let grid = Grid::new(&mesh, [8, 8, 8], GridRegion::Pad(0.1)).unwrap();
+    let gpu = engine.upload_mesh(mesh).unwrap();
+    for width in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        let job = SdfBand {
+            mesh: &gpu,
+            grid: &grid,
+            sign: Sign::Pseudonormal,
+            width,
+        };
+        let error = engine.sdf_band(job, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(error, closest::Error::Usage(_)) && error.to_string().contains("--band"),
+            "{width}: {error}"
+        );
+    }
+}
