@@ -51,6 +51,22 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
     }
 }
 
+/// Whether `mesh` bounds regions: every edge (vertices welded by coordinates) is used as often
+/// in one direction as in the other. Then the winding number is constant off the surface,
+/// so a box that meets no triangle has one sign; open meshes and flipped patches break it (the
+/// winding number changes smoothly across a hole).
+pub fn is_closed_cycle(mesh: &Mesh) -> bool {
+    let corners = welded_corners(mesh);
+    let mut balance: FxHashMap<(u32, u32), i64> = FxHashMap::default();
+    for [a, b, c] in corners.iter().flatten().copied() {
+        for (u, v) in [(a, b), (b, c), (c, a)] {
+            let (key, step) = if u < v { ((u, v), 1) } else { ((v, u), -1) };
+            *balance.entry(key).or_default() += step;
+        }
+    }
+    balance.values().all(|&b| b == 0)
+}
+
 /// Each triangle's corners as indices of distinct coordinates (−0 and +0 the same); `None`
 /// for a triangle with two corners at one place, which bounds nothing.
 fn welded_corners(mesh: &Mesh) -> Vec<Option<[u32; 3]>> {

@@ -6,9 +6,15 @@
 //! centre of every cell of 2³ samples in the bricks that can hold a band sample; at every
 //! sample of the cells that can. A box whose centre is farther than `width` plus its
 //! half-diagonal (plus SPEC §3's tolerance) from the surface holds no band sample, and since it
-//! meets no surface, every sample in it has its centre's sign (the winding number is constant
-//! off the surface). Slabs of 8 x-planes are finished in turn, so memory stays bounded at any
-//! resolution and the sink gets the grid in C order.
+//! meets no surface, every sample in it has its centre's sign where the mesh is a closed cycle
+//! (every edge used as often each way, `GpuMesh::is_closed_cycle`: the winding number is then
+//! constant off the surface, and so is the pseudonormal's inside). Where it is not (a hole:
+//! the winding number's ½ crosses it off the surface), a far brick takes its centre's sign only
+//! when the eight corners of its box, evaluated on a shared lattice, agree with it, and every
+//! other brick near the surface or not is computed whole; a ½ crossing that enters and leaves
+//! a brick between its corners would go unseen (none on the bunny at 96³–256³ but one sample
+//! at 128³: docs/guide/meshes.md). Slabs of 8 x-planes are finished in turn, so memory stays
+//! bounded at any resolution and the sink gets the grid in C order.
 
 use super::{Engine, GpuMesh, MeshQuery};
 use crate::error::{Error, Result};
@@ -166,6 +172,37 @@ impl Engine {
             bricks: bricks.len(),
             ..BandWork::default()
         };
+        // Where the sign may change off the surface (the winding number across a hole), a
+        // far brick takes its centre's sign only if the corners of its box agree, and near
+        // bricks are computed whole.
+        let signs_vary = sign != Sign::None && !mesh.is_closed_cycle();
+        let lattice = [nx, ny, nz].map(|n| n.div_ceil(BRICK) + 1);
+        let corner_signs: Vec<bool> = if signs_vary {
+            let corners: Vec<[f64; 3]> = (0..lattice[0])
+                .flat_map(|i| {
+                    (0..lattice[1]).flat_map(move |j| (0..lattice[2]).map(move |k| [i, j, k]))
+                })
+                .map(|m| {
+                    std::array::from_fn(|a| {
+                        grid.origin.get(a)
+                            + (m[a] as f64 * BRICK as f64 - 0.5) * grid.spacing.get(a)
+                    })
+                })
+                .collect();
+            distances(&corners)?
+                .iter()
+                .map(|d| d.is_sign_negative())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let corners_agree = |brick: &SampleBox, inside: bool| {
+            let m = brick.lo.map(|x| x / BRICK);
+            (0..8).all(|c: usize| {
+                let [i, j, k] = [m[0] + (c & 1), m[1] + (c >> 1 & 1), m[2] + (c >> 2 & 1)];
+                corner_signs[(i * lattice[1] + j) * lattice[2] + k] == inside
+            })
+        };
         let bricks_a_slab = ny.div_ceil(BRICK) * nz.div_ceil(BRICK);
         let mut values = Vec::new();
         let mut in_band = Vec::new();
@@ -175,15 +212,23 @@ impl Engine {
             let local = |[i, j, k]: [usize; 3]| ((i - i0) * ny + j) * nz + k;
             values.clear();
             values.resize(planes * ny * nz, 0.0f32);
-            // Far bricks take their centre's sign; near ones are split into cells.
+            // Far bricks take their centre's sign; near ones are split into cells (or, where
+            // signs vary off the surface, computed whole, as are far ones whose corners
+            // disagree).
             let mut near_cells = Vec::new();
+            let mut whole_boxes = Vec::new();
             for (brick, &d) in slab_bricks
                 .iter()
                 .zip(&brick_distances[slab * bricks_a_slab..])
             {
                 let (_, radius) = brick.centre_and_radius(grid);
-                if may_hold_band(d, radius, width, slack) {
+                let near = may_hold_band(d, radius, width, slack);
+                if near {
                     work.near_bricks += 1;
+                }
+                if signs_vary && (near || !corners_agree(brick, d.is_sign_negative())) {
+                    whole_boxes.push(*brick);
+                } else if near {
                     near_cells.extend(brick.tiles(CELL));
                 } else {
                     fill_box(&mut values, *brick, local, clamped(d, width_f32));
@@ -196,6 +241,15 @@ impl Engine {
             let cell_distances = distances(&cell_centres)?;
             let mut samples = Vec::new();
             let mut sample_rows = Vec::new();
+            let mut add_samples = |b: SampleBox| {
+                for sample in b.tiles(1) {
+                    let index = sample.lo;
+                    samples.push(std::array::from_fn(|a| {
+                        grid.origin.get(a) + index[a] as f64 * grid.spacing.get(a)
+                    }));
+                    sample_rows.push(local(index) as u32);
+                }
+            };
             for (cell, &d) in near_cells.iter().zip(&cell_distances) {
                 let (_, radius) = cell.centre_and_radius(grid);
                 if !may_hold_band(d, radius, width, slack) {
@@ -203,13 +257,10 @@ impl Engine {
                     continue;
                 }
                 work.near_cells += 1;
-                for sample in cell.tiles(1) {
-                    let index = sample.lo;
-                    samples.push(std::array::from_fn(|a| {
-                        grid.origin.get(a) + index[a] as f64 * grid.spacing.get(a)
-                    }));
-                    sample_rows.push(local(index) as u32);
-                }
+                add_samples(*cell);
+            }
+            for b in whole_boxes {
+                add_samples(b);
             }
             let sample_distances = distances(&samples)?;
             work.samples += samples.len();

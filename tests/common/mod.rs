@@ -660,3 +660,47 @@ impl TestJobs for Engine {
         .map(|()| values)
     }
 }
+
+/// A closed, outward-wound sphere of `radius` around `centre`: an octahedron subdivided
+/// `levels` times, its vertices pushed onto the sphere.
+pub fn octahedron_sphere(centre: DVec3, radius: f64, levels: usize) -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let mut vertices = vec![
+        DVec3::X,
+        -DVec3::X,
+        DVec3::Y,
+        -DVec3::Y,
+        DVec3::new(0.0, 0.0, 1.0),
+        DVec3::new(0.0, 0.0, -1.0),
+    ];
+    let mut triangles: Vec<[u32; 3]> = vec![
+        [0, 2, 4],
+        [2, 1, 4],
+        [1, 3, 4],
+        [3, 0, 4],
+        [2, 0, 5],
+        [1, 2, 5],
+        [3, 1, 5],
+        [0, 3, 5],
+    ];
+    for _ in 0..levels {
+        let mut midpoints = std::collections::HashMap::new();
+        let mut midpoint = |a: u32, b: u32, vertices: &mut Vec<DVec3>| {
+            *midpoints.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                let m = (vertices[a as usize] + vertices[b as usize]) * 0.5;
+                vertices.push(m.normalize_or_zero());
+                vertices.len() as u32 - 1
+            })
+        };
+        triangles = triangles
+            .iter()
+            .flat_map(|&[a, b, c]| {
+                let ab = midpoint(a, b, &mut vertices);
+                let bc = midpoint(b, c, &mut vertices);
+                let ca = midpoint(c, a, &mut vertices);
+                [[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]
+            })
+            .collect();
+    }
+    let vertices = vertices.iter().map(|&v| centre + v * radius).collect();
+    (vertices, triangles)
+}

@@ -51,6 +51,8 @@ pub struct GpuMesh {
     host_winding: std::sync::OnceLock<WindingTree>,
     /// What `--sign auto` picks for the mesh, checked on first use.
     auto_sign: std::sync::OnceLock<AutoSign>,
+    /// `auto_sign::is_closed_cycle`, checked on first use (before the host mesh is released).
+    closed_cycle: std::sync::OnceLock<bool>,
 }
 
 /// One part of a mesh on the device: a scene of some of its triangles.
@@ -72,6 +74,14 @@ impl GpuMesh {
             "the host mesh was released"
         );
         self.auto_sign.get_or_init(|| auto_sign(&self.mesh))
+    }
+
+    /// Whether the winding number is constant off the surface (`auto_sign::is_closed_cycle`):
+    /// where it is, a box that meets no triangle has one sign.
+    pub fn is_closed_cycle(&self) -> bool {
+        *self
+            .closed_cycle
+            .get_or_init(|| crate::auto_sign::is_closed_cycle(&self.mesh))
     }
 
     /// The method `choice` names for this mesh.
@@ -189,6 +199,7 @@ impl Engine {
             normals: std::sync::OnceLock::new(),
             host_winding: std::sync::OnceLock::new(),
             auto_sign: std::sync::OnceLock::new(),
+            closed_cycle: std::sync::OnceLock::new(),
             mesh,
             offset,
             parts,
@@ -214,6 +225,8 @@ impl Engine {
         let mut mesh =
             self.upload_mesh_with(mesh, sign == Sign::Winding, |_| Ok::<(), Error>(()))?;
         if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
+            // Band grids ask it after the upload.
+            mesh.is_closed_cycle();
             mesh.mesh = Mesh::default();
         }
         Ok(mesh)
