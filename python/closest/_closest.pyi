@@ -88,10 +88,24 @@ class Mesh:
         pad: float = 0.1,
         bounds: Optional[Sequence[float]] = None,
         sign: Optional[str] = "auto",
+        band: Optional[float] = None,
+        band_units: str = "voxels",
     ) -> Result:
         """Signed-distance grid, corners inclusive: {"sdf" (NX, NY, NZ) float32, "origin" (3,),
         "spacing" (3,)}; sample (i, j, k) at origin + (i, j, k) * spacing. sign as for
-        `query`, "auto" by default."""
+        `query`, "auto" by default. band=W: a narrow band, samples within W of the surface
+        exact and the rest ±W (W in voxels, or world units with band_units="world")."""
+    def sdf_sparse(
+        self,
+        res: Union[int, Tuple[int, int, int]],
+        band: float,
+        pad: float = 0.1,
+        bounds: Optional[Sequence[float]] = None,
+        sign: Optional[str] = "auto",
+        band_units: str = "voxels",
+    ) -> Result:
+        """The narrow band's samples only: {"index" (M, 3) int32, "sdf" (M,) float32, "origin",
+        "spacing", "shape" (3,) int64, "band" (the width in world units)}."""
     @property
     def auto_sign(self) -> Tuple[str, str]:
         """The method sign="auto" picks for this mesh and why: ("pseudonormal" | "winding",

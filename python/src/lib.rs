@@ -7,12 +7,14 @@ use std::sync::Arc;
 use closest::GpuMesh;
 use closest::Points;
 use closest::auto_sign::SignChoice;
+use closest::engine::{BandSlab, SdfBand};
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, Spheres,
 };
 use closest::fields::{Columns, Family, Fields};
 use closest::gpu::query_point;
+use closest::job::{BandArg, BandUnits};
 use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
@@ -733,7 +735,10 @@ impl MeshTarget {
     }
 
     /// Signed-distance grid: {"sdf" (NX, NY, NZ) float32, "origin" (3,), "spacing" (3,)}.
-    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto")))]
+    /// With `band=W`, a narrow band (SPEC §8): samples within W of the surface exact, the rest
+    /// ±W (W in voxels, or world units with `band_units="world"`).
+    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto"), band=None, band_units="voxels"))]
+    #[allow(clippy::too_many_arguments)]
     fn sdf<'py>(
         &self,
         py: Python<'py>,
@@ -741,53 +746,159 @@ impl MeshTarget {
         pad: f64,
         bounds: Option<[f64; 6]>,
         sign: Option<&str>,
+        band: Option<f64>,
+        band_units: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sdf", || {
-            let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
-                [n; 3]
-            } else {
-                res.extract().map_err(|_| {
-                    input_error(
-                        "res: expected a whole number of samples an axis, or (NX, NY, NZ)".into(),
-                    )
-                })?
-            };
-            let region = match bounds {
-                Some(b) => GridRegion::Bounds(b),
-                None => GridRegion::Pad(pad),
-            };
+            let grid = self.grid_of(res, pad, bounds)?;
             let sign = parse_sign_choice(sign)?;
-            let grid = Grid::new(self.mesh.mesh(), res, region).map_err(py_error)?;
+            let band = band.map(|w| band_width(&grid, w, band_units)).transpose()?;
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let sign = py.detach(|| mesh.resolve_sign(sign));
             let values = py
                 .detach(|| {
+                    let sign = mesh.resolve_sign(sign);
                     let mut values = Vec::with_capacity(grid.len());
-                    let job = SdfGrid {
-                        mesh,
-                        grid: &grid,
-                        sign,
-                    };
-                    engine
-                        .sdf(job, &mut |_first, chunk: &[f32]| {
-                            values.extend_from_slice(chunk);
-                            Ok(())
-                        })
-                        .map(|()| values)
+                    match band {
+                        Some(width) => {
+                            let job = SdfBand {
+                                mesh,
+                                grid: &grid,
+                                sign,
+                                width,
+                            };
+                            engine.sdf_band(job, &mut |slab: BandSlab<'_>| {
+                                values.extend_from_slice(slab.values);
+                                Ok(())
+                            })?;
+                        }
+                        None => {
+                            let job = SdfGrid {
+                                mesh,
+                                grid: &grid,
+                                sign,
+                            };
+                            engine.sdf(job, &mut |_first, chunk: &[f32]| {
+                                values.extend_from_slice(chunk);
+                                Ok(())
+                            })?;
+                        }
+                    }
+                    Ok::<_, closest::Error>(values)
                 })
                 .map_err(py_error)?;
-            let dict = PyDict::new(py);
+            let dict = grid_dict(py, &grid)?;
+            let [nx, ny, nz] = grid.res;
             let sdf = values.into_pyarray(py).into_any();
-            dict.set_item(
-                "sdf",
-                sdf.call_method1("reshape", ((res[0], res[1], res[2]),))?,
-            )?;
-            let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
-            dict.set_item("origin", v(grid.origin))?;
-            dict.set_item("spacing", v(grid.spacing))?;
+            dict.set_item("sdf", sdf.call_method1("reshape", ((nx, ny, nz),))?)?;
             Ok(dict)
         })
     }
+
+    /// The narrow band's samples only (SPEC §8): {"index" (M, 3) int32, "sdf" (M,) float32,
+    /// "origin", "spacing", "shape", "band" (the width in world units)}.
+    #[pyo3(signature = (res, band, pad=0.1, bounds=None, sign=Some("auto"), band_units="voxels"))]
+    #[allow(clippy::too_many_arguments)]
+    fn sdf_sparse<'py>(
+        &self,
+        py: Python<'py>,
+        res: &Bound<'py, PyAny>,
+        band: f64,
+        pad: f64,
+        bounds: Option<[f64; 6]>,
+        sign: Option<&str>,
+        band_units: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guarded("Mesh.sdf_sparse", || {
+            let grid = self.grid_of(res, pad, bounds)?;
+            let sign = parse_sign_choice(sign)?;
+            let width = band_width(&grid, band, band_units)?;
+            let (engine, mesh) = (&self.engine, &self.mesh);
+            let [_, ny, nz] = grid.res;
+            let (index, values) = py
+                .detach(|| {
+                    let job = SdfBand {
+                        mesh,
+                        grid: &grid,
+                        sign: mesh.resolve_sign(sign),
+                        width,
+                    };
+                    let (mut index, mut values) = (Vec::new(), Vec::new());
+                    engine.sdf_band(job, &mut |slab: BandSlab<'_>| {
+                        for &k in slab.in_band {
+                            let row = slab.first + k as usize;
+                            index.extend(
+                                [row / (ny * nz), (row / nz) % ny, row % nz].map(|x| x as i32),
+                            );
+                            values.push(slab.values[k as usize]);
+                        }
+                        Ok(())
+                    })?;
+                    Ok::<_, closest::Error>((index, values))
+                })
+                .map_err(py_error)?;
+            let dict = grid_dict(py, &grid)?;
+            let m = values.len();
+            let index = index.into_pyarray(py).into_any();
+            dict.set_item("index", index.call_method1("reshape", ((m, 3),))?)?;
+            dict.set_item("sdf", values.into_pyarray(py))?;
+            dict.set_item(
+                "shape",
+                grid.res.map(|n| n as i64).to_vec().into_pyarray(py),
+            )?;
+            dict.set_item("band", width)?;
+            Ok(dict)
+        })
+    }
+}
+
+impl MeshTarget {
+    /// The grid `res`, `pad` and `bounds` describe around this mesh.
+    fn grid_of(
+        &self,
+        res: &Bound<'_, PyAny>,
+        pad: f64,
+        bounds: Option<[f64; 6]>,
+    ) -> PyResult<Grid> {
+        let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
+            [n; 3]
+        } else {
+            res.extract().map_err(|_| {
+                input_error(
+                    "res: expected a whole number of samples an axis, or (NX, NY, NZ)".into(),
+                )
+            })?
+        };
+        let region = match bounds {
+            Some(b) => GridRegion::Bounds(b),
+            None => GridRegion::Pad(pad),
+        };
+        Grid::new(self.mesh.mesh(), res, region).map_err(py_error)
+    }
+}
+
+/// A band's width in world units on `grid`: `band` in `units` ("voxels" or "world").
+fn band_width(grid: &Grid, band: f64, units: &str) -> PyResult<f64> {
+    let units = match units {
+        "voxels" => BandUnits::Voxels,
+        "world" => BandUnits::World,
+        other => {
+            return Err(input_error(format!(
+                "band_units: expected \"voxels\" or \"world\", got {other:?}"
+            )));
+        }
+    };
+    BandArg { width: band, units }
+        .world_width(grid)
+        .map_err(py_error)
+}
+
+/// A grid's `origin` and `spacing` as the start of a result dict.
+fn grid_dict<'py>(py: Python<'py>, grid: &Grid) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
+    dict.set_item("origin", v(grid.origin))?;
+    dict.set_item("spacing", v(grid.spacing))?;
+    Ok(dict)
 }
 
 /// Every adapter wgpu sees, best first: [{"name", "backend", "device_type"}].

@@ -213,3 +213,28 @@ def test_auto_sign_names_its_method_and_is_the_sdf_default(engine):
                                   bunny.query(points, sign="winding")["distance"])
     with pytest.raises(closest.InputError, match="auto, none, pseudonormal, winding"):
         bunny.query(points, sign="signed")
+
+
+def test_band_and_sparse_grids_match_the_dense_grid(engine):
+    mesh = engine.mesh(str(MESHES / "fandisk.obj"))
+    dense = mesh.sdf(40)
+    width = 2 * dense["spacing"].max()
+    band = mesh.sdf(40, band=2)
+    np.testing.assert_array_equal(band["origin"], dense["origin"])
+    d, b = dense["sdf"], band["sdf"]
+    tolerance = 1e-5 * 3.0 * 1.2 * 10  # SPEC §3 on fandisk's coordinates (|x| < 3)
+    inside = np.abs(d) < width - tolerance
+    outside = np.abs(d) > width + tolerance
+    assert inside.sum() > 1000
+    np.testing.assert_allclose(b[inside], d[inside], rtol=0, atol=tolerance)
+    np.testing.assert_array_equal(b[outside], np.where(d[outside] < 0, -width, width).astype(np.float32))
+    sparse = mesh.sdf_sparse(40, band=2)
+    assert sparse["index"].dtype == np.int32 and sparse["index"].shape[1] == 3
+    assert tuple(sparse["shape"]) == (40, 40, 40) and sparse["band"] == pytest.approx(width)
+    i, j, k = sparse["index"].T
+    np.testing.assert_array_equal(sparse["sdf"], b[i, j, k])
+    assert np.all(np.abs(sparse["sdf"]) <= width)
+    assert len(sparse["sdf"]) >= inside.sum()
+    for bad in [dict(band=0), dict(band=float("nan")), dict(band=1, band_units="parsecs")]:
+        with pytest.raises(closest.InputError, match="band"):
+            mesh.sdf(8, **bad)
