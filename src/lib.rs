@@ -24,6 +24,7 @@ pub mod math;
 pub mod mesh;
 pub mod points;
 pub mod reference;
+pub mod sample;
 pub mod sdf;
 pub mod semantics;
 #[cfg(feature = "serve")]

@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    BandArg, BandUnits, MeshQueryJob, QueryJob, SdfJob, Summary, run_contacts, run_mesh_query,
-    run_query, run_sdf, run_segments,
+    BandArg, BandUnits, MeshQueryJob, QueryJob, SampleJob, SdfJob, Summary, run_contacts,
+    run_mesh_query, run_query, run_sample, run_sdf, run_segments,
 };
 use closest::mesh::Sign;
+use closest::sample::SampleSpec;
 use closest::sdf::GridRegion;
 use closest::{Engine, EngineOptions, Error, Family, Fields, MeshRecords, Mode};
 
@@ -156,6 +157,37 @@ enum Command {
         /// Also write a PNG of the middle z-slice (blue inside, red outside, zero contour black).
         #[arg(long)]
         preview: Option<PathBuf>,
+    },
+    /// Training samples of a mesh (DeepSDF-style): surface, near-surface and uniform points
+    /// with their signed distance and its gradient.
+    Sample {
+        /// Triangle mesh (.obj, .stl, .ply).
+        mesh: PathBuf,
+        /// Points uniform over the surface (area-weighted); sdf 0, the face normal.
+        #[arg(long, default_value_t = 0)]
+        surface: usize,
+        /// Surface points moved by a normal deviate of each --sigma, split evenly among them.
+        #[arg(long, default_value_t = 0)]
+        near: usize,
+        /// The near samples' standard deviations: S or S1,S2,... (world units).
+        #[arg(long, allow_hyphen_values = true)]
+        sigma: Option<String>,
+        /// Points uniform in the mesh's box grown by --pad.
+        #[arg(long, default_value_t = 0)]
+        uniform: usize,
+        /// The uniform box's growth on each side, a fraction of the largest extent.
+        #[arg(long, default_value_t = 0.1, allow_hyphen_values = true)]
+        pad: f64,
+        /// The same seed gives the same samples on any adapter.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// auto (default), pseudonormal, winding or none, as for sdf.
+        #[arg(long, value_enum)]
+        sign: Option<SignArg>,
+        /// Output .npz: points (M,3), sdf (M,), normal (M,3), kind (M,) uint8 (0 surface,
+        /// 1 near, 2 uniform).
+        #[arg(long)]
+        out: PathBuf,
     },
     /// The query service (SPEC §7): scenes and meshes resident on the device, over HTTP.
     Serve(closest::serve::ServeArgs),
@@ -364,6 +396,45 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             report("grid samples", |progress| {
                 run_sdf(&job, || Engine::new(&options), progress)
+            })
+        }
+        Command::Sample {
+            mesh,
+            surface,
+            near,
+            sigma,
+            uniform,
+            pad,
+            seed,
+            sign,
+            out,
+        } => {
+            let sigmas = match sigma {
+                Some(text) => text
+                    .split(',')
+                    .map(|t| {
+                        t.trim().parse::<f64>().map_err(|_| {
+                            Error::Usage(format!("--sigma {text:?}: expected S or S1,S2,..."))
+                        })
+                    })
+                    .collect::<Result<Vec<f64>, Error>>()?,
+                None => Vec::new(),
+            };
+            let job = SampleJob {
+                mesh: &mesh,
+                spec: SampleSpec {
+                    surface,
+                    near,
+                    sigmas,
+                    uniform,
+                    pad,
+                    seed,
+                },
+                sign: sign.map_or(SignChoice::Auto, SignArg::choice),
+                out: &out,
+            };
+            report("training samples", |progress| {
+                run_sample(&job, || Engine::new(&options), progress)
             })
         }
         Command::Segments { a, b, out, fields } => {

@@ -9,6 +9,8 @@ use crate::fields::{Field, Fields, PackedRows};
 pub enum ColumnType {
     F32,
     I32,
+    /// Small codes (a training sample's kind).
+    U8,
 }
 
 impl ColumnType {
@@ -16,6 +18,15 @@ impl ColumnType {
         match self {
             ColumnType::F32 => "<f4",
             ColumnType::I32 => "<i4",
+            ColumnType::U8 => "|u1",
+        }
+    }
+
+    /// Bytes a value.
+    pub(super) fn item_bytes(self) -> usize {
+        match self {
+            ColumnType::U8 => 1,
+            _ => 4,
         }
     }
 }
@@ -78,6 +89,8 @@ pub enum Values<'a> {
         stride: usize,
         offset: usize,
     },
+    /// One byte a row (a `ColumnType::U8` column), held whole.
+    Bytes(&'a [u8]),
 }
 
 /// Rows converted by one task of a parallel gather: enough to outweigh the task's cost.
@@ -114,6 +127,9 @@ impl<'a> Values<'a> {
         width: usize,
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
+        if let Values::Bytes(bytes) = self {
+            return &bytes[..count];
+        }
         if let Values::Words {
             words,
             stride,
@@ -145,6 +161,7 @@ impl<'a> Values<'a> {
                     out.extend_from_slice(&f(i).to_le_bytes());
                 }
             }
+            Values::Bytes(bytes) => out.extend_from_slice(&bytes[..count]),
             &Values::Words {
                 words,
                 stride,
@@ -178,6 +195,7 @@ impl<'a> Values<'a> {
         match self {
             Values::F32(f) => cells.extend(f(i)[..width].iter().map(|v| v.to_string())),
             Values::I32(f) => cells.push(f(i).to_string()),
+            Values::Bytes(bytes) => cells.push(bytes[i].to_string()),
             &Values::Words {
                 words,
                 stride,
@@ -187,6 +205,7 @@ impl<'a> Values<'a> {
                 cells.extend(row.iter().map(|&w| match column.kind {
                     ColumnType::F32 => f32::from_bits(w).to_string(),
                     ColumnType::I32 => (w as i32).to_string(),
+                    ColumnType::U8 => (w as u8).to_string(),
                 }))
             }
         }

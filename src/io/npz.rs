@@ -143,7 +143,7 @@ impl NpzWriter {
                     c.name,
                     c.kind.descr(),
                     c.npy_shape(rows),
-                    rows * c.width * 4,
+                    rows * c.width * c.kind.item_bytes(),
                     None,
                 )
             })

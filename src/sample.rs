@@ -1,0 +1,280 @@
+//! Training samples of a mesh (SPEC §8, `closest sample`): surface samples area-weighted, near
+//! samples (surface samples moved by an isotropic normal deviate of each sigma) and uniform
+//! samples in the padded box. Every sample is a pure function of the seed, its kind and its
+//! index (a counter-based generator), so a run is the same on any adapter, in any chunking,
+//! on any number of threads; only the device's distances differ by its f32 rounding.
+
+use crate::error::{Error, Result};
+use crate::math::DVec3;
+use crate::mesh::{Mesh, face_normal};
+
+/// A sample's kind, as the `kind` column codes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SampleKind {
+    Surface = 0,
+    Near = 1,
+    Uniform = 2,
+}
+
+/// What `closest sample` asks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleSpec {
+    pub surface: usize,
+    /// Near samples in all, split evenly among the sigmas (the first ones take the rest).
+    pub near: usize,
+    pub sigmas: Vec<f64>,
+    pub uniform: usize,
+    /// The uniform samples' box: the mesh's box grown by this fraction of its largest extent.
+    pub pad: f64,
+    pub seed: u64,
+}
+
+impl SampleSpec {
+    /// The number of samples, after checking counts, sigmas and pad; bad values are usage
+    /// errors naming the flag and the value.
+    pub fn total(&self) -> Result<usize> {
+        if let Some(s) = self.sigmas.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+            return Err(Error::Usage(format!(
+                "--sigma takes finite widths > 0, got {s}"
+            )));
+        }
+        if self.near > 0 && self.sigmas.is_empty() {
+            return Err(Error::Usage("--near needs --sigma S[,S2,...]".into()));
+        }
+        if !(self.pad.is_finite() && self.pad >= 0.0) {
+            return Err(Error::Usage(format!(
+                "--pad must be a finite fraction ≥ 0, got {}",
+                self.pad
+            )));
+        }
+        let total = self
+            .surface
+            .checked_add(self.near)
+            .and_then(|n| n.checked_add(self.uniform))
+            .filter(|&n| n <= u32::MAX as usize)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "--surface {} --near {} --uniform {} ask for more than 2^32 samples",
+                    self.surface, self.near, self.uniform
+                ))
+            })?;
+        if total == 0 {
+            return Err(Error::Usage(
+                "ask for samples: --surface N, --near N (with --sigma) or --uniform N".into(),
+            ));
+        }
+        Ok(total)
+    }
+
+    /// Sample `row`'s kind, its index among that kind's, and for a near sample its sigma.
+    fn locate(&self, row: usize) -> (SampleKind, usize, f64) {
+        if row < self.surface {
+            return (SampleKind::Surface, row, 0.0);
+        }
+        let near_row = row - self.surface;
+        if near_row < self.near {
+            let groups = self.sigmas.len();
+            let (base, extra) = (self.near / groups, self.near % groups);
+            // Groups 0..extra hold base + 1 samples, the rest base.
+            let big = extra * (base + 1);
+            let group = if near_row < big {
+                near_row / (base + 1)
+            } else {
+                extra + (near_row - big) / base.max(1)
+            };
+            return (SampleKind::Near, near_row, self.sigmas[group]);
+        }
+        (SampleKind::Uniform, near_row - self.near, 0.0)
+    }
+}
+
+/// SplitMix64 (Steele, Lea & Flood): one 64-bit state, a fixed sequence per seed.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), 53 bits.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A standard normal deviate (Box–Muller).
+    fn normal(&mut self) -> f64 {
+        let u = 1.0 - self.unit(); // (0, 1]
+        let v = self.unit();
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// The generator of one sample: seeded by the run's seed, the kind and the index.
+    fn for_sample(seed: u64, kind: SampleKind, index: usize) -> SplitMix64 {
+        let mut mix = SplitMix64(seed ^ ((kind as u64) << 56));
+        let key = mix.next() ^ index as u64;
+        SplitMix64(SplitMix64(key).next())
+    }
+}
+
+/// A mesh's samples, made row by row.
+pub struct Sampler<'m> {
+    mesh: &'m Mesh,
+    spec: SampleSpec,
+    /// Running sums of the triangles' areas.
+    cumulative_area: Vec<f64>,
+    box_lo: DVec3,
+    box_size: DVec3,
+}
+
+/// One sample: where it is, its kind, and for a surface sample its face normal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub point: [f64; 3],
+    pub kind: SampleKind,
+    pub face_normal: Option<[f64; 3]>,
+}
+
+impl<'m> Sampler<'m> {
+    pub fn new(mesh: &'m Mesh, spec: SampleSpec) -> Result<Sampler<'m>> {
+        spec.total()?;
+        let mut sum = 0.0;
+        let cumulative_area: Vec<f64> = (0..mesh.triangles.len())
+            .map(|t| {
+                let [a, b, c] = mesh.corners(t);
+                sum += 0.5 * (b - a).cross(c - a).length();
+                sum
+            })
+            .collect();
+        if (spec.surface > 0 || spec.near > 0) && !(sum > 0.0 && sum.is_finite()) {
+            return Err(Error::Usage(format!(
+                "the mesh's triangles have no area ({sum}): nothing to sample on its surface"
+            )));
+        }
+        let (lo, hi) = mesh.bounds();
+        let extent = hi - lo;
+        let pad = extent.x.max(extent.y).max(extent.z) * spec.pad;
+        let pad = DVec3::new(pad, pad, pad);
+        Ok(Sampler {
+            mesh,
+            spec,
+            cumulative_area,
+            box_lo: lo - pad,
+            box_size: extent + pad * 2.0,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.spec.surface + self.spec.near + self.spec.uniform
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sample `row` (surface samples first, then near ones sigma by sigma, then uniform).
+    pub fn sample(&self, row: usize) -> Sample {
+        let (kind, index, sigma) = self.spec.locate(row);
+        let mut rng = SplitMix64::for_sample(self.spec.seed, kind, index);
+        match kind {
+            SampleKind::Uniform => {
+                let u = DVec3::new(rng.unit(), rng.unit(), rng.unit());
+                let p = self.box_lo
+                    + DVec3::new(
+                        u.x * self.box_size.x,
+                        u.y * self.box_size.y,
+                        u.z * self.box_size.z,
+                    );
+                Sample {
+                    point: p.to_array(),
+                    kind,
+                    face_normal: None,
+                }
+            }
+            SampleKind::Surface | SampleKind::Near => {
+                let (t, p) = self.on_surface(&mut rng);
+                if kind == SampleKind::Surface {
+                    return Sample {
+                        point: p.to_array(),
+                        kind,
+                        face_normal: Some(face_normal(self.mesh, t).to_array()),
+                    };
+                }
+                let moved = p + DVec3::new(rng.normal(), rng.normal(), rng.normal()) * sigma;
+                Sample {
+                    point: moved.to_array(),
+                    kind,
+                    face_normal: None,
+                }
+            }
+        }
+    }
+
+    /// A point uniform over the surface: a triangle by area, then a point uniform in it.
+    fn on_surface(&self, rng: &mut SplitMix64) -> (usize, DVec3) {
+        let total = *self.cumulative_area.last().unwrap_or(&0.0);
+        let target = rng.unit() * total;
+        let t = self
+            .cumulative_area
+            .partition_point(|&s| s <= target)
+            .min(self.cumulative_area.len() - 1);
+        let [a, b, c] = self.mesh.corners(t);
+        let (r1, r2) = (rng.unit().sqrt(), rng.unit());
+        (t, a * (1.0 - r1) + b * (r1 * (1.0 - r2)) + c * (r1 * r2))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SampleSpec {
+        SampleSpec {
+            surface: 5,
+            near: 7,
+            sigmas: vec![0.1, 0.01],
+            uniform: 3,
+            pad: 0.1,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn rows_are_laid_out_surface_near_by_sigma_uniform() {
+        let s = spec();
+        let kinds: Vec<(SampleKind, usize, f64)> = (0..15).map(|r| s.locate(r)).collect();
+        assert!(kinds[..5].iter().all(|k| k.0 == SampleKind::Surface));
+        // 7 near samples over two sigmas: 4 then 3.
+        let sigmas: Vec<f64> = kinds[5..12].iter().map(|k| k.2).collect();
+        assert_eq!(sigmas, [0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01]);
+        assert!(kinds[12..].iter().all(|k| k.0 == SampleKind::Uniform));
+        assert_eq!(kinds[14].1, 2);
+    }
+
+    #[test]
+    fn bad_specs_name_the_flag_and_value() {
+        let bad = |change: &dyn Fn(&mut SampleSpec), needle: &str| {
+            let mut s = spec();
+            change(&mut s);
+            let message = s.total().unwrap_err().to_string();
+            assert!(message.contains(needle), "{message}");
+        };
+        bad(&|s| s.sigmas = vec![0.1, 0.0], "--sigma");
+        bad(&|s| s.sigmas = vec![f64::NAN], "--sigma");
+        bad(&|s| s.sigmas.clear(), "--near needs --sigma");
+        bad(&|s| s.surface = usize::MAX, "2^32");
+        bad(&|s| s.pad = -1.0, "--pad");
+        bad(
+            &|s| {
+                s.surface = 0;
+                s.near = 0;
+                s.uniform = 0
+            },
+            "ask for samples",
+        );
+    }
+}

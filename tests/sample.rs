@@ -1,0 +1,268 @@
+//! Training samples (SPEC §8, `closest sample`): the same seed gives the same samples, the
+//! distributions are what they claim, the sdf is the f64 reference's, and the normal is the
+//! reference's gradient by finite differences away from the medial axis.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use closest::DVec3;
+use closest::mesh::{Mesh, closest_feature, winding_number};
+use closest::sample::{SampleKind, SampleSpec, Sampler};
+use common::octahedron_sphere;
+
+fn spec(seed: u64) -> SampleSpec {
+    SampleSpec {
+        surface: 400,
+        near: 600,
+        sigmas: vec![0.05, 0.005],
+        uniform: 300,
+        pad: 0.1,
+        seed,
+    }
+}
+
+fn ball() -> Mesh {
+    let (v, t) = octahedron_sphere(DVec3::new(10.0, -3.0, 2.0), 1.0, 3);
+    Mesh::new(v, t, "ball").unwrap()
+}
+
+/// The f64 reference: the signed distance by brute force, negative where the winding number
+/// exceeds ½.
+fn reference_sdf(mesh: &Mesh, p: DVec3) -> f64 {
+    let d = (0..mesh.triangles.len())
+        .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
+        .fold(f64::INFINITY, f64::min);
+    if winding_number(mesh, p) > 0.5 { -d } else { d }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_samples_in_any_order_and_another_seed_others() {
+    let mesh = ball();
+    let a = Sampler::new(&mesh, spec(3)).unwrap();
+    let b = Sampler::new(&mesh, spec(3)).unwrap();
+    let forward: Vec<_> = (0..a.len()).map(|r| a.sample(r)).collect();
+    let backward: Vec<_> = (0..b.len()).rev().map(|r| b.sample(r)).collect();
+    assert!(forward.iter().eq(backward.iter().rev()));
+    let other = Sampler::new(&mesh, spec(4)).unwrap();
+    let moved = (0..a.len())
+        .filter(|&r| other.sample(r).point != forward[r].point)
+        .count();
+    assert_eq!(moved, a.len());
+}
+
+#[test]
+fn samples_are_distributed_as_claimed() {
+    let mesh = ball();
+    let centre = DVec3::new(10.0, -3.0, 2.0);
+    let big = SampleSpec {
+        surface: 4000,
+        near: 8000,
+        sigmas: vec![0.05, 0.005],
+        uniform: 4000,
+        pad: 0.1,
+        seed: 11,
+    };
+    let sampler = Sampler::new(&mesh, big).unwrap();
+    let samples: Vec<_> = (0..sampler.len()).map(|r| sampler.sample(r)).collect();
+    let (mut up, mut surface) = (0usize, 0usize);
+    let mut near_sq = [0.0f64; 2];
+    let mut uniform_mean = DVec3::ZERO;
+    for (row, s) in samples.iter().enumerate() {
+        let p = DVec3::from_array(s.point);
+        match s.kind {
+            SampleKind::Surface => {
+                surface += 1;
+                // On the surface: a triangle's plane within rounding, and its face normal.
+                let d = reference_sdf(&mesh, p);
+                assert!(d.abs() < 1e-9, "row {row}: {d}");
+                let n = DVec3::from_array(s.face_normal.unwrap());
+                assert!((n.length() - 1.0).abs() < 1e-12);
+                assert!(n.dot(p - centre) > 0.9, "outward");
+                up += usize::from(p.z > centre.z);
+            }
+            SampleKind::Near => {
+                // The distance to the surface is about the deviate's normal component.
+                let d = reference_sdf(&mesh, p);
+                near_sq[usize::from(row >= 4000 + 4000)] += d * d;
+            }
+            SampleKind::Uniform => {
+                let pad = 0.2;
+                assert!((p - centre).max_abs() <= 1.0 + pad + 1e-12, "row {row}");
+                uniform_mean = uniform_mean + p * (1.0 / 4000.0);
+            }
+        }
+    }
+    assert_eq!(surface, 4000);
+    // Area-weighted on a sphere: half above the equator, within 4 standard deviations.
+    assert!((up as f64 - 2000.0).abs() < 4.0 * 2000f64.sqrt(), "{up}");
+    // A normal deviate of sigma has a normal component of variance sigma² (the sphere's
+    // curvature is small at these sigmas).
+    for (group, sigma) in [(0, 0.05f64), (1, 0.005)] {
+        let variance = near_sq[group] / 4000.0;
+        let ratio = variance / (sigma * sigma);
+        assert!((0.85..1.15).contains(&ratio), "sigma {sigma}: {ratio}");
+    }
+    assert!((uniform_mean - centre).max_abs() < 0.06, "{uniform_mean:?}");
+}
+
+#[test]
+fn the_sample_job_writes_reference_distances_and_gradients() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = ball();
+    let obj: String = mesh
+        .vertices
+        .iter()
+        .map(|v| format!("v {} {} {}\n", v.x, v.y, v.z))
+        .chain(
+            mesh.triangles
+                .iter()
+                .map(|t| format!("f {} {} {}\n", t[0] + 1, t[1] + 1, t[2] + 1)),
+        )
+        .collect();
+    let path = dir.path().join("ball.obj");
+    std::fs::write(&path, obj).unwrap();
+    let out = dir.path().join("s.npz");
+    let run = |out: &Path, seed: &str, extra: &[&str]| {
+        let status = Command::new(env!("CARGO_BIN_EXE_closest"))
+            .args([
+                "sample",
+                path.to_str().unwrap(),
+                "--surface",
+                "300",
+                "--near",
+                "400",
+            ])
+            .args([
+                "--sigma",
+                "0.05,0.005",
+                "--uniform",
+                "300",
+                "--seed",
+                seed,
+                "--out",
+            ])
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        String::from_utf8_lossy(&status.stderr).into_owned()
+    };
+    let summary = run(&out, "5", &[]);
+    assert!(summary.contains("1000 training samples"), "{summary}");
+    let arrays = read_npz(&out);
+    let points: Vec<f32> = f32s(&arrays["points"]);
+    let sdf = f32s(&arrays["sdf"]);
+    let normal = f32s(&arrays["normal"]);
+    let kind = &arrays["kind"];
+    assert_eq!(kind.len(), 1000);
+    // The same seed again, through the portable kernels: the same points and kinds, the
+    // distances equal within SPEC §3 (the device's rounding may differ).
+    let again = dir.path().join("again.npz");
+    run(&again, "5", &["--portable-kernels"]);
+    let arrays2 = read_npz(&again);
+    assert_eq!(arrays["points"], arrays2["points"]);
+    assert_eq!(arrays["kind"], arrays2["kind"]);
+    let tolerance = closest::tolerance(12.0);
+    for (a, b) in sdf.iter().zip(f32s(&arrays2["sdf"])) {
+        assert!((a - b).abs() as f64 <= tolerance);
+    }
+    let mut gradients_checked = 0;
+    for row in 0..1000 {
+        let p = DVec3::new(
+            points[3 * row] as f64,
+            points[3 * row + 1] as f64,
+            points[3 * row + 2] as f64,
+        );
+        let n = DVec3::new(
+            normal[3 * row] as f64,
+            normal[3 * row + 1] as f64,
+            normal[3 * row + 2] as f64,
+        );
+        assert_eq!(kind[row], u8::from(row >= 300) + u8::from(row >= 700));
+        if kind[row] == 0 {
+            assert_eq!(sdf[row], 0.0);
+            continue;
+        }
+        let reference = reference_sdf(&mesh, p);
+        assert!(
+            (sdf[row] as f64 - reference).abs() <= tolerance,
+            "row {row}: {} against {reference}",
+            sdf[row]
+        );
+        // The gradient by central differences, where the distance is smooth (|∇| ≈ 1: away
+        // from the medial axis, and off the surface by more than the step).
+        let h = 1e-4;
+        if reference.abs() < 10.0 * h {
+            continue;
+        }
+        let axis = |k: usize| {
+            let e = DVec3::new(0.0, 0.0, 0.0).with(k, h);
+            (reference_sdf(&mesh, p + e) - reference_sdf(&mesh, p - e)) / (2.0 * h)
+        };
+        let gradient = DVec3::new(axis(0), axis(1), axis(2));
+        if (gradient.length() - 1.0).abs() > 1e-3 {
+            continue;
+        }
+        gradients_checked += 1;
+        assert!(
+            (gradient - n).length() < 2e-3,
+            "row {row}: normal {n:?}, gradient {gradient:?}"
+        );
+    }
+    assert!(gradients_checked > 500, "{gradients_checked}");
+}
+
+#[test]
+fn bad_sample_arguments_exit_2_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let out = dir.path().join("s.npz");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--near", "10", "--sigma", "0"], "--sigma"),
+        (&["--near", "10", "--sigma", "-1"], "--sigma"),
+        (&["--near", "10", "--sigma", "x"], "--sigma"),
+        (&["--near", "10"], "--near needs --sigma"),
+        (&["--surface", "4294967296"], "2^32"),
+        (&[], "ask for samples"),
+    ];
+    for (args, needle) in cases {
+        let result = Command::new(env!("CARGO_BIN_EXE_closest"))
+            .args(["sample", mesh.to_str().unwrap(), "--out"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap();
+        let message = String::from_utf8_lossy(&result.stderr);
+        assert_eq!(result.status.code(), Some(2), "{args:?}: {message}");
+        assert!(message.contains(needle), "{args:?}: {message}");
+        assert!(!out.exists(), "{args:?} left an output");
+    }
+}
+
+fn read_npz(path: &Path) -> std::collections::HashMap<String, Vec<u8>> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut arrays = std::collections::HashMap::new();
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).unwrap();
+        let name = entry.name().unwrap().trim_end_matches(".npy").to_string();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+        let header = closest::io::npy::read_header(&mut &bytes[..]).unwrap();
+        arrays.insert(name, bytes[header.data_offset as usize..].to_vec());
+    }
+    arrays
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
