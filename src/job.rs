@@ -797,9 +797,6 @@ pub struct SampleJob<'a> {
     pub out: &'a Path,
 }
 
-/// Samples made, answered and written a chunk at a time.
-const SAMPLE_CHUNK_ROWS: usize = 1 << 20;
-
 /// Run a training-sample job (SPEC §8): `points` (M, 3) f32, `sdf` (M,), `normal` (M, 3) (the
 /// distance's gradient; a surface sample's face normal, and 0 for its sdf, as it lies on the
 /// surface by construction) and `kind` (M,) uint8, streamed chunk by chunk.
@@ -808,8 +805,8 @@ pub fn run_sample(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    use crate::fields::NORMAL;
-    use crate::sample::{SampleKind, Sampler};
+    use crate::engine::{MeshSamples, SampleRows};
+    use crate::sample::Sampler;
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let rows = job.spec.total()?;
     let columns = [
@@ -822,72 +819,34 @@ pub fn run_sample(
         },
     ];
     let output = OutputFile::create(job.out, rows, &columns)?;
-    // The sampler reads the host's mesh, which the job's upload may release: samples are
-    // made from a copy of what they need (the mesh itself; its memory is small beside the
-    // device's share).
+    // The upload may release the host's mesh; the sampler keeps a copy of its own.
     let host_mesh = mesh.clone();
     let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let fields = Fields::from_bits(Family::Hits, crate::fields::DISTANCE | NORMAL);
+    let fields = Fields::from_bits(
+        Family::Hits,
+        crate::fields::DISTANCE | crate::fields::NORMAL,
+    );
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, fields)?;
-    for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
-        let count = SAMPLE_CHUNK_ROWS.min(rows - first);
-        let samples: Vec<crate::sample::Sample> = {
-            use rayon::prelude::*;
-            (first..first + count)
-                .into_par_iter()
-                .map(|row| sampler.sample(row))
-                .collect()
-        };
-        let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
-        let query = MeshQuery {
-            mesh: &mesh,
-            points: Points::F64(&points),
-            sign,
-            fields,
-        };
-        let answers =
-            crate::Columns::collect(fields, count, |sink| engine.query_mesh(query, sink))?;
-        let column = |name: &str| {
-            answers
-                .f32s(name)
-                .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
-        };
-        let (distances, normals) = (column("distance")?, column("normal")?);
-        let sdf: Vec<f32> = samples
-            .iter()
-            .zip(distances)
-            .map(|(s, &d)| {
-                if s.kind == SampleKind::Surface {
-                    0.0
-                } else {
-                    d
-                }
-            })
-            .collect();
-        let normal: Vec<[f32; 3]> = samples
-            .iter()
-            .zip(normals.chunks_exact(3))
-            .map(|(s, n)| match s.face_normal {
-                Some(face) => face.map(|x| x as f32),
-                None => [n[0], n[1], n[2]],
-            })
-            .collect();
-        let kinds: Vec<u8> = samples.iter().map(|s| s.kind as u8).collect();
-        let points_f32: Vec<[f32; 3]> = points.iter().map(|p| p.map(|x| x as f32)).collect();
-        let non_finite = sdf.iter().filter(|d| !d.is_finite()).count();
+    let samples = MeshSamples {
+        mesh: &mesh,
+        sampler: &sampler,
+        sign,
+    };
+    engine.mesh_samples(samples, &mut |first, chunk: &SampleRows| {
+        let non_finite = chunk.sdf.iter().filter(|d| !d.is_finite()).count();
         out.append(
             first,
-            count,
+            chunk.sdf.len(),
             non_finite,
             &[
-                Values::f32_column(bytemuck::cast_slice(&points_f32), 3),
-                Values::f32_column(&sdf, 1),
-                Values::f32_column(bytemuck::cast_slice(&normal), 3),
-                Values::Bytes(&kinds),
+                Values::f32_column(bytemuck::cast_slice(&chunk.points), 3),
+                Values::f32_column(&chunk.sdf, 1),
+                Values::f32_column(bytemuck::cast_slice(&chunk.normal), 3),
+                Values::Bytes(&chunk.kind),
             ],
-        )?;
-    }
+        )
+    })?;
     out.finish(&engine)
 }

@@ -106,6 +106,19 @@ class Mesh:
     ) -> Result:
         """The narrow band's samples only: {"index" (M, 3) int32, "sdf" (M,) float32, "origin",
         "spacing", "shape" (3,) int64, "band" (the width in world units)}."""
+    def sample(
+        self,
+        surface: int = 0,
+        near: int = 0,
+        sigma: Union[None, float, Sequence[float]] = None,
+        uniform: int = 0,
+        pad: float = 0.1,
+        seed: int = 0,
+        sign: Optional[str] = "auto",
+    ) -> Result:
+        """Training samples as `closest sample` writes them: {"points" (M, 3) float32, "sdf"
+        (M,), "normal" (M, 3), "kind" (M,) uint8 (0 surface, 1 near, 2 uniform)}; the same
+        seed gives the same samples."""
     @property
     def auto_sign(self) -> Tuple[str, str]:
         """The method sign="auto" picks for this mesh and why: ("pseudonormal" | "winding",

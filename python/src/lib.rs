@@ -7,7 +7,7 @@ use std::sync::Arc;
 use closest::GpuMesh;
 use closest::Points;
 use closest::auto_sign::SignChoice;
-use closest::engine::{BandSlab, SdfBand};
+use closest::engine::{BandSlab, MeshSamples, SampleRows, SdfBand};
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, Spheres,
@@ -16,6 +16,7 @@ use closest::fields::{Columns, Family, Fields};
 use closest::gpu::query_point;
 use closest::job::{BandArg, BandUnits};
 use closest::mesh::{Mesh, Sign};
+use closest::sample::{SampleSpec, Sampler};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
 use numpy::{
@@ -846,6 +847,77 @@ impl MeshTarget {
                 grid.res.map(|n| n as i64).to_vec().into_pyarray(py),
             )?;
             dict.set_item("band", width)?;
+            Ok(dict)
+        })
+    }
+
+    /// Training samples (SPEC §8, `closest sample`): {"points" (M, 3) float32, "sdf" (M,),
+    /// "normal" (M, 3), "kind" (M,) uint8: 0 surface, 1 near, 2 uniform}. `sigma`: one width
+    /// or a list; the near samples are split evenly among them.
+    #[pyo3(signature = (surface=0, near=0, sigma=None, uniform=0, pad=0.1, seed=0, sign=Some("auto")))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        surface: usize,
+        near: usize,
+        sigma: Option<&Bound<'py, PyAny>>,
+        uniform: usize,
+        pad: f64,
+        seed: u64,
+        sign: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guarded("Mesh.sample", || {
+            let sigmas: Vec<f64> = match sigma {
+                None => Vec::new(),
+                Some(s) => match s.extract::<f64>() {
+                    Ok(one) => vec![one],
+                    Err(_) => s.extract().map_err(|_| {
+                        input_error("sigma: expected a width or a list of widths".into())
+                    })?,
+                },
+            };
+            let spec = SampleSpec {
+                surface,
+                near,
+                sigmas,
+                uniform,
+                pad,
+                seed,
+            };
+            let rows = spec.total().map_err(py_error)?;
+            let sign = parse_sign_choice(sign)?;
+            let (engine, mesh) = (&self.engine, &self.mesh);
+            let all = py
+                .detach(|| {
+                    let sampler = Sampler::new(mesh.mesh(), spec)?;
+                    let mut all = SampleRows::default();
+                    let job = MeshSamples {
+                        mesh,
+                        sampler: &sampler,
+                        sign: mesh.resolve_sign(sign),
+                    };
+                    engine.mesh_samples(job, &mut |_first, chunk: &SampleRows| {
+                        all.points.extend_from_slice(&chunk.points);
+                        all.sdf.extend_from_slice(&chunk.sdf);
+                        all.normal.extend_from_slice(&chunk.normal);
+                        all.kind.extend_from_slice(&chunk.kind);
+                        Ok(())
+                    })?;
+                    Ok::<_, closest::Error>(all)
+                })
+                .map_err(py_error)?;
+            let dict = PyDict::new(py);
+            let rows3 = |v: Vec<[f32; 3]>| -> PyResult<Bound<'py, PyAny>> {
+                let flat: Vec<f32> = bytemuck::cast_vec(v);
+                flat.into_pyarray(py)
+                    .into_any()
+                    .call_method1("reshape", ((rows, 3),))
+            };
+            dict.set_item("points", rows3(all.points)?)?;
+            dict.set_item("sdf", all.sdf.into_pyarray(py))?;
+            dict.set_item("normal", rows3(all.normal)?)?;
+            dict.set_item("kind", all.kind.into_pyarray(py))?;
             Ok(dict)
         })
     }

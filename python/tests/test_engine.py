@@ -238,3 +238,26 @@ def test_band_and_sparse_grids_match_the_dense_grid(engine):
     for bad in [dict(band=0), dict(band=float("nan")), dict(band=1, band_units="parsecs")]:
         with pytest.raises(closest.InputError, match="band"):
             mesh.sdf(8, **bad)
+
+
+def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path):
+    path = MESHES / "fandisk.obj"
+    mesh = engine.mesh(str(path))
+    s = mesh.sample(surface=200, near=300, sigma=[0.05, 0.005], uniform=100, seed=9)
+    assert s["points"].shape == (600, 3) and s["points"].dtype == np.float32
+    assert s["kind"].dtype == np.uint8
+    np.testing.assert_array_equal(np.bincount(s["kind"]), [200, 300, 100])
+    assert np.all(s["sdf"][:200] == 0)
+    np.testing.assert_allclose(np.linalg.norm(s["normal"], axis=1), 1, atol=1e-5)
+    again = mesh.sample(surface=200, near=300, sigma=[0.05, 0.005], uniform=100, seed=9)
+    for key in s:
+        np.testing.assert_array_equal(s[key], again[key])
+    other = mesh.sample(surface=200, near=300, sigma=[0.05, 0.005], uniform=100, seed=10)
+    assert not np.array_equal(other["points"], s["points"])
+    run_cli(cli, "sample", path, "--surface", "200", "--near", "300", "--sigma", "0.05,0.005",
+            "--uniform", "100", "--seed", "9", "--out", tmp_path / "s.npz")
+    written = np.load(tmp_path / "s.npz")
+    for key in s:
+        np.testing.assert_array_equal(s[key], written[key])
+    with pytest.raises(closest.InputError, match="--sigma"):
+        mesh.sample(near=10, sigma=0)

@@ -6,11 +6,13 @@
 mod band;
 mod contacts;
 mod mesh;
+mod samples;
 mod sdf;
 
 pub use band::{BandSlab, BandWork, SdfBand};
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use mesh::{GpuMesh, MeshQuery};
+pub use samples::{MeshSamples, SampleRows};
 pub use sdf::SdfGrid;
 
 use crate::Mode;

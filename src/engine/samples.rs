@@ -1,0 +1,95 @@
+//! Training samples of a mesh answered on the device (SPEC §8): a `sample::Sampler`'s rows,
+//! a chunk at a time, with their signed distance and its gradient.
+
+use super::{Engine, GpuMesh, MeshQuery};
+use crate::error::{Error, Result};
+use crate::fields::{DISTANCE, Family, Fields, NORMAL};
+use crate::mesh::Sign;
+use crate::points::Points;
+use crate::sample::{Sample, SampleKind, Sampler};
+
+/// Samples made, answered and handed on a chunk at a time.
+const SAMPLE_CHUNK_ROWS: usize = 1 << 20;
+
+/// A mesh's training samples: [`Engine::mesh_samples`].
+pub struct MeshSamples<'a> {
+    pub mesh: &'a GpuMesh,
+    pub sampler: &'a Sampler<'a>,
+    pub sign: Sign,
+}
+
+/// A chunk of answered samples, the columns of `closest sample`'s output.
+#[derive(Default)]
+pub struct SampleRows {
+    pub points: Vec<[f32; 3]>,
+    /// The signed distance; 0 for surface samples, which lie on the surface by construction.
+    pub sdf: Vec<f32>,
+    /// The distance's gradient; a surface sample's face normal.
+    pub normal: Vec<[f32; 3]>,
+    pub kind: Vec<u8>,
+}
+
+impl Engine {
+    /// The sampler's rows in order, chunk by chunk into `sink` with the first row's index.
+    pub fn mesh_samples(
+        &self,
+        job: MeshSamples<'_>,
+        sink: &mut dyn FnMut(usize, &SampleRows) -> Result<()>,
+    ) -> Result<()> {
+        use rayon::prelude::*;
+        let MeshSamples {
+            mesh,
+            sampler,
+            sign,
+        } = job;
+        let fields = Fields::from_bits(Family::Hits, DISTANCE | NORMAL);
+        let rows = sampler.len();
+        for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
+            let count = SAMPLE_CHUNK_ROWS.min(rows - first);
+            let samples: Vec<Sample> = (first..first + count)
+                .into_par_iter()
+                .map(|row| sampler.sample(row))
+                .collect();
+            let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
+            let query = MeshQuery {
+                mesh,
+                points: Points::F64(&points),
+                sign,
+                fields,
+            };
+            let answers =
+                crate::Columns::collect(fields, count, |sink| self.query_mesh(query, sink))?;
+            let column = |name: &str| {
+                answers
+                    .f32s(name)
+                    .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
+            };
+            let (distances, normals) = (column("distance")?, column("normal")?);
+            let chunk = SampleRows {
+                points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
+                sdf: samples
+                    .iter()
+                    .zip(distances)
+                    .map(|(s, &d)| {
+                        if s.kind == SampleKind::Surface {
+                            0.0
+                        } else {
+                            d
+                        }
+                    })
+                    .collect(),
+                normal: samples
+                    .iter()
+                    .zip(normals.chunks_exact(3))
+                    .map(|(s, n)| match s.face_normal {
+                        Some(face) => face.map(|x| x as f32),
+                        None => [n[0], n[1], n[2]],
+                    })
+                    .collect(),
+                kind: samples.iter().map(|s| s.kind as u8).collect(),
+            };
+            sink(first, &chunk)?;
+        }
+        Ok(())
+    }
+}
