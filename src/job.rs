@@ -795,6 +795,16 @@ pub struct SampleJob<'a> {
     pub spec: crate::sample::SampleSpec,
     pub sign: SignChoice,
     pub out: &'a Path,
+    pub layout: SampleLayout,
+}
+
+/// `closest sample --layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleLayout {
+    /// `points`, `sdf`, `normal`, `kind`.
+    Columns,
+    /// DeepSDF's `pos` and `neg` (K, 4): x, y, z, sdf, split by the sdf's sign (0 to `pos`).
+    DeepSdf,
 }
 
 /// Run a training-sample job (SPEC §8): `points` (M, 3) f32, `sdf` (M,), `normal` (M, 3) (the
@@ -809,6 +819,9 @@ pub fn run_sample(
     use crate::sample::Sampler;
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let rows = job.spec.total()?;
+    if job.layout == SampleLayout::DeepSdf {
+        return run_sample_deepsdf(job, (mesh, load), rows, engine_for, progress);
+    }
     let columns = [
         ColumnSpec::vector("points"),
         ColumnSpec::scalar("sdf"),
@@ -824,11 +837,7 @@ pub fn run_sample(
     let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
-    let fields = Fields::from_bits(
-        Family::Hits,
-        crate::fields::DISTANCE | crate::fields::NORMAL,
-    );
-    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, fields)?;
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
     let samples = MeshSamples {
         mesh: &mesh,
         sampler: &sampler,
@@ -848,5 +857,105 @@ pub fn run_sample(
             ],
         )
     })?;
+    out.finish(&engine)
+}
+
+/// What a sample job asks of the mesh query.
+fn sample_fields() -> Fields {
+    Fields::from_bits(
+        Family::Hits,
+        crate::fields::DISTANCE | crate::fields::NORMAL,
+    )
+}
+
+/// `--layout deepsdf`: rows (x, y, z, sdf) to `pos` or `neg` by the sdf's sign, each through a
+/// scratch file beside the target (their lengths are known at the end), then copied into the
+/// `.npz`. A NaN sdf (a sample the device could not answer) goes nowhere and is counted.
+fn run_sample_deepsdf(
+    job: &SampleJob<'_>,
+    (mesh, load): (Mesh, Duration),
+    rows: usize,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    use crate::engine::{MeshSamples, SampleRows};
+    use crate::sample::Sampler;
+    use std::io::{Read, Seek, Write};
+    if !job
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+    {
+        return Err(Error::BadFile {
+            file: job.out.display().to_string(),
+            problem: "--layout deepsdf writes an .npz".into(),
+        });
+    }
+    let scratch = |suffix: &str| {
+        let name = job.out.file_name().unwrap_or_default().to_string_lossy();
+        PendingFile::scratch(&job.out.with_file_name(format!("{name}.{suffix}")))
+    };
+    let (pos_guard, mut pos) = scratch("pos")?;
+    let (neg_guard, mut neg) = scratch("neg")?;
+    let host_mesh = mesh.clone();
+    let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
+    let engine = engine_for()?;
+    let mut out = JobOutput::maybe(None, rows, progress);
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
+    let error = |source| Error::Write {
+        path: job.out.to_path_buf(),
+        source,
+    };
+    let (mut positive, mut negative, mut non_finite) = (0usize, 0usize, 0usize);
+    let samples = MeshSamples {
+        mesh: &mesh,
+        sampler: &sampler,
+        sign,
+    };
+    engine.mesh_samples(samples, &mut |first, chunk: &SampleRows| {
+        for (p, &d) in chunk.points.iter().zip(&chunk.sdf) {
+            let row = [p[0], p[1], p[2], d];
+            if d.is_nan() {
+                non_finite += 1;
+            } else if d.is_sign_negative() && d != 0.0 {
+                neg.write_all(bytemuck::bytes_of(&row)).map_err(error)?;
+                negative += 1;
+            } else {
+                pos.write_all(bytemuck::bytes_of(&row)).map_err(error)?;
+                positive += 1;
+            }
+        }
+        out.append(first, chunk.sdf.len(), 0, &[])
+    })?;
+    let columns = [
+        ColumnSpec {
+            width: 4,
+            shape: Some(vec![positive, 4]),
+            ..ColumnSpec::scalar("pos")
+        },
+        ColumnSpec {
+            width: 4,
+            shape: Some(vec![negative, 4]),
+            ..ColumnSpec::scalar("neg")
+        },
+    ];
+    let mut output = OutputFile::create_with_constants(job.out, 0, &columns, &[])?;
+    for (column, (file, count)) in [(pos, positive), (neg, negative)].into_iter().enumerate() {
+        let mut file = file.into_inner().map_err(|e| error(e.into_error()))?;
+        file.rewind().map_err(error)?;
+        let mut words = Vec::new();
+        let mut done = 0;
+        while done < count {
+            let n = SPARSE_COPY_ROWS.min(count - done);
+            words.resize(4 * n, 0u32);
+            file.read_exact(bytemuck::cast_slice_mut(&mut words))
+                .map_err(error)?;
+            output.append_column(column, n, &Values::column(&words, 4))?;
+            done += n;
+        }
+    }
+    drop((pos_guard, neg_guard));
+    output.commit()?;
+    out.non_finite_rows = non_finite;
     out.finish(&engine)
 }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    BandArg, BandUnits, MeshQueryJob, QueryJob, SampleJob, SdfJob, Summary, run_contacts,
-    run_mesh_query, run_query, run_sample, run_sdf, run_segments,
+    BandArg, BandUnits, MeshQueryJob, QueryJob, SampleJob, SampleLayout, SdfJob, Summary,
+    run_contacts, run_mesh_query, run_query, run_sample, run_sdf, run_segments,
 };
 use closest::mesh::Sign;
 use closest::sample::SampleSpec;
@@ -185,9 +185,13 @@ enum Command {
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Output .npz: points (M,3), sdf (M,), normal (M,3), kind (M,) uint8 (0 surface,
-        /// 1 near, 2 uniform).
+        /// 1 near, 2 uniform); with --layout deepsdf, pos and neg (K,4): x, y, z, sdf.
         #[arg(long)]
         out: PathBuf,
+        /// columns (the default) or deepsdf (DeepSDF's pos/neg arrays, split by the sdf's
+        /// sign).
+        #[arg(long, value_enum, default_value = "columns")]
+        layout: LayoutArg,
     },
     /// The query service (SPEC §7): scenes and meshes resident on the device, over HTTP.
     Serve(closest::serve::ServeArgs),
@@ -231,6 +235,12 @@ impl SignArg {
             SignArg::Winding => SignChoice::Method(Sign::Winding),
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LayoutArg {
+    Columns,
+    Deepsdf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -408,6 +418,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             seed,
             sign,
             out,
+            layout,
         } => {
             let sigmas = match sigma {
                 Some(text) => text
@@ -432,6 +443,10 @@ fn run(cli: Cli) -> Result<(), Error> {
                 },
                 sign: sign.map_or(SignChoice::Auto, SignArg::choice),
                 out: &out,
+                layout: match layout {
+                    LayoutArg::Columns => SampleLayout::Columns,
+                    LayoutArg::Deepsdf => SampleLayout::DeepSdf,
+                },
             };
             report("training samples", |progress| {
                 run_sample(&job, || Engine::new(&options), progress)

@@ -266,3 +266,77 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect()
 }
+
+#[test]
+fn the_deepsdf_layout_is_the_columns_split_by_sign() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let run = |layout: &str, out: &Path| {
+        let result = Command::new(env!("CARGO_BIN_EXE_closest"))
+            .args([
+                "sample",
+                mesh.to_str().unwrap(),
+                "--near",
+                "2000",
+                "--sigma",
+                "0.05",
+            ])
+            .args([
+                "--uniform",
+                "500",
+                "--seed",
+                "2",
+                "--layout",
+                layout,
+                "--out",
+            ])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            result.status.success(),
+            "{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+    };
+    let (columns, deepsdf) = (dir.path().join("c.npz"), dir.path().join("d.npz"));
+    run("columns", &columns);
+    run("deepsdf", &deepsdf);
+    let c = read_npz(&columns);
+    let d = read_npz(&deepsdf);
+    let (points, sdf) = (f32s(&c["points"]), f32s(&c["sdf"]));
+    let (mut pos, mut neg) = (Vec::new(), Vec::new());
+    for (p, &s) in points.chunks_exact(3).zip(&sdf) {
+        let row = [p[0], p[1], p[2], s];
+        if s < 0.0 {
+            neg.extend(row)
+        } else {
+            pos.extend(row)
+        }
+    }
+    assert!(!pos.is_empty() && !neg.is_empty());
+    assert_eq!(f32s(&d["pos"]), pos);
+    assert_eq!(f32s(&d["neg"]), neg);
+    let csv = dir.path().join("d.csv");
+    let result = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .args([
+            "sample",
+            mesh.to_str().unwrap(),
+            "--uniform",
+            "10",
+            "--layout",
+            "deepsdf",
+        ])
+        .arg("--out")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert_eq!(result.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&result.stderr).contains("deepsdf writes an .npz"));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

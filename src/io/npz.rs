@@ -143,7 +143,7 @@ impl NpzWriter {
                     c.name,
                     c.kind.descr(),
                     c.npy_shape(rows),
-                    rows * c.width * c.kind.item_bytes(),
+                    c.npy_shape(rows).iter().product::<usize>() * c.kind.item_bytes(),
                     None,
                 )
             })
@@ -202,6 +202,23 @@ impl NpzWriter {
             self.file.write_all(bytes)?;
             entry.next_offset += bytes.len() as u64;
         }
+        Ok(())
+    }
+
+    /// Append `count` rows to one column alone (an archive whose arrays differ in length).
+    pub(super) fn append_to(
+        &mut self,
+        column: usize,
+        count: usize,
+        spec: &ColumnSpec,
+        values: &Values<'_>,
+    ) -> std::io::Result<()> {
+        let entry = &mut self.entries[column];
+        let bytes = values.bytes(count, spec.width, &mut self.scratch);
+        entry.crc = parallel_crc(&entry.crc, bytes);
+        self.file.seek(SeekFrom::Start(entry.next_offset))?;
+        self.file.write_all(bytes)?;
+        entry.next_offset += bytes.len() as u64;
         Ok(())
     }
 

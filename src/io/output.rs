@@ -119,6 +119,29 @@ impl OutputFile {
         Ok(())
     }
 
+    /// Append `count` rows to `column` alone, in an `.npz` laid out with no common rows
+    /// (`rows` 0) whose columns each give their own `shape`.
+    pub fn append_column(
+        &mut self,
+        column: usize,
+        count: usize,
+        values: &Values<'_>,
+    ) -> Result<()> {
+        assert_eq!(
+            self.rows, 0,
+            "columns of their own length are laid out with no common rows"
+        );
+        let written = match self.writer.as_mut().expect("open until committed") {
+            Writer::Npz(npz) => npz.append_to(column, count, &self.columns[column], values),
+            Writer::Csv(_) => {
+                return Err(Error::Usage(
+                    "arrays of different lengths are written to an .npz only".into(),
+                ));
+            }
+        };
+        written.map_err(|source| self.write_error(source))
+    }
+
     /// Finish the file and move it into place; every row must have been appended.
     pub fn commit(mut self) -> Result<()> {
         assert_eq!(
