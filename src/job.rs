@@ -456,9 +456,9 @@ pub struct SdfJob<'a> {
 
 /// Run an SDF job: samples are generated, queried and written chunk by chunk. `.npz` gets
 /// `sdf` (nx, ny, nz) f32, `origin` and `spacing` (3,) f64; `.csv` gets x, y, z, sdf rows.
-pub fn run_sdf(
+pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
     job: &SdfJob<'_>,
-    engine_for: impl FnOnce() -> Result<Engine>,
+    engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     let (mesh, load) = load_mesh_timed(job.mesh)?;
@@ -586,12 +586,12 @@ const SPARSE_COPY_ROWS: usize = 1 << 20;
 /// A narrow-band grid job: the dense grid (band samples exact, the rest ±W) to `--out` as
 /// it comes, the band's samples to `--sparse` through temporary files beside it (their count
 /// is known only at the end), both committed only when everything succeeded.
-fn run_sdf_band(
+fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
     job: &SdfJob<'_>,
     band: BandArg,
     (mesh, load): (Mesh, Duration),
     grid: Grid,
-    engine_for: impl FnOnce() -> Result<Engine>,
+    engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     let width = band.world_width(&grid)?;
@@ -810,9 +810,9 @@ pub enum SampleLayout {
 /// Run a training-sample job (SPEC §8): `points` (M, 3) f32, `sdf` (M,), `normal` (M, 3) (the
 /// distance's gradient; a surface sample's face normal, and 0 for its sdf, as it lies on the
 /// surface by construction) and `kind` (M,) uint8, streamed chunk by chunk.
-pub fn run_sample(
+pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     job: &SampleJob<'_>,
-    engine_for: impl FnOnce() -> Result<Engine>,
+    engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};
@@ -871,11 +871,11 @@ fn sample_fields() -> Fields {
 /// `--layout deepsdf`: rows (x, y, z, sdf) to `pos` or `neg` by the sdf's sign, each through a
 /// scratch file beside the target (their lengths are known at the end), then copied into the
 /// `.npz`. A NaN sdf (a sample the device could not answer) goes nowhere and is counted.
-fn run_sample_deepsdf(
+fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     job: &SampleJob<'_>,
     (mesh, load): (Mesh, Duration),
     rows: usize,
-    engine_for: impl FnOnce() -> Result<Engine>,
+    engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};

@@ -118,8 +118,14 @@ enum Command {
     },
     /// Signed-distance grid of a triangle mesh.
     Sdf {
-        /// Triangle mesh (.obj, .stl, .ply).
-        mesh: PathBuf,
+        /// Triangle mesh (.obj, .stl, .ply); with --out-dir, any number of meshes and
+        /// directories of them.
+        #[arg(required = true, num_args = 1..)]
+        mesh: Vec<PathBuf>,
+        /// One output per mesh, D/NAME.npz, one engine for the run; a mesh that fails is
+        /// reported and skipped (exit 2 at the end if any did).
+        #[arg(long, value_name = "D")]
+        out_dir: Option<PathBuf>,
         /// Samples an axis, corners inclusive: N, or NX,NY,NZ.
         #[arg(long)]
         res: String,
@@ -136,7 +142,7 @@ enum Command {
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
         /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
-        /// Required unless --band with --sparse.
+        /// Required unless --band with --sparse, or --out-dir.
         #[arg(long)]
         out: Option<PathBuf>,
         /// A narrow band: samples within W of the surface get their exact signed distance,
@@ -161,8 +167,14 @@ enum Command {
     /// Training samples of a mesh (DeepSDF-style): surface, near-surface and uniform points
     /// with their signed distance and its gradient.
     Sample {
-        /// Triangle mesh (.obj, .stl, .ply).
-        mesh: PathBuf,
+        /// Triangle mesh (.obj, .stl, .ply); with --out-dir, any number of meshes and
+        /// directories of them.
+        #[arg(required = true, num_args = 1..)]
+        mesh: Vec<PathBuf>,
+        /// One output per mesh, D/NAME.npz, one engine for the run; a mesh that fails is
+        /// reported and skipped (exit 2 at the end if any did).
+        #[arg(long, value_name = "D")]
+        out_dir: Option<PathBuf>,
         /// Points uniform over the surface (area-weighted); sdf 0, the face normal.
         #[arg(long, default_value_t = 0)]
         surface: usize,
@@ -186,8 +198,9 @@ enum Command {
         sign: Option<SignArg>,
         /// Output .npz: points (M,3), sdf (M,), normal (M,3), kind (M,) uint8 (0 surface,
         /// 1 near, 2 uniform); with --layout deepsdf, pos and neg (K,4): x, y, z, sdf.
+        /// Required unless --out-dir.
         #[arg(long)]
-        out: PathBuf,
+        out: Option<PathBuf>,
         /// columns (the default) or deepsdf (DeepSDF's pos/neg arrays, split by the sdf's
         /// sign).
         #[arg(long, value_enum, default_value = "columns")]
@@ -359,6 +372,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Query { .. } => unreachable!("clap requires --shapes or --mesh"),
         Command::Sdf {
             mesh,
+            out_dir,
             res,
             pad,
             bounds,
@@ -387,29 +401,62 @@ fn run(cli: Cli) -> Result<(), Error> {
                 )));
             }
             let res = res.map(|n| n as usize);
+            let band = band.map(|width| BandArg {
+                width,
+                units: match band_units {
+                    Some(BandUnitsArg::World) => BandUnits::World,
+                    _ => BandUnits::Voxels,
+                },
+            });
+            let sign = sign.map_or(SignChoice::Auto, SignArg::choice);
+            if let Some(dir) = out_dir {
+                if out.is_some() || sparse.is_some() || vti.is_some() || preview.is_some() {
+                    return Err(Error::Usage(
+                        "--out-dir writes DIR/NAME.npz for each mesh: leave out --out, --sparse, \
+                         --vti and --preview"
+                            .into(),
+                    ));
+                }
+                return for_each_mesh(
+                    &mesh,
+                    &dir,
+                    "grid samples",
+                    &options,
+                    |mesh, out, engine, progress| {
+                        let job = SdfJob {
+                            mesh,
+                            res,
+                            region,
+                            sign,
+                            out: Some(out),
+                            band,
+                            sparse: None,
+                            vti: None,
+                            preview: None,
+                        };
+                        run_sdf(&job, engine, progress)
+                    },
+                );
+            }
+            let mesh = only_mesh(mesh)?;
             let job = SdfJob {
                 mesh: &mesh,
                 res,
                 region,
-                sign: sign.map_or(SignChoice::Auto, SignArg::choice),
+                sign,
                 out: out.as_deref(),
-                band: band.map(|width| BandArg {
-                    width,
-                    units: match band_units {
-                        Some(BandUnitsArg::World) => BandUnits::World,
-                        _ => BandUnits::Voxels,
-                    },
-                }),
+                band,
                 sparse: sparse.as_deref(),
                 vti: vti.as_deref(),
                 preview: preview.as_deref(),
             };
             report("grid samples", |progress| {
-                run_sdf(&job, || Engine::new(&options), progress)
+                run_sdf(&job, || Engine::new(&options).map(Box::new), progress)
             })
         }
         Command::Sample {
             mesh,
+            out_dir,
             surface,
             near,
             sigma,
@@ -431,25 +478,57 @@ fn run(cli: Cli) -> Result<(), Error> {
                     .collect::<Result<Vec<f64>, Error>>()?,
                 None => Vec::new(),
             };
+            let spec = SampleSpec {
+                surface,
+                near,
+                sigmas,
+                uniform,
+                pad,
+                seed,
+            };
+            let sign = sign.map_or(SignChoice::Auto, SignArg::choice);
+            let layout = match layout {
+                LayoutArg::Columns => SampleLayout::Columns,
+                LayoutArg::Deepsdf => SampleLayout::DeepSdf,
+            };
+            if let Some(dir) = out_dir {
+                if out.is_some() {
+                    return Err(Error::Usage(
+                        "--out-dir writes DIR/NAME.npz for each mesh: leave out --out".into(),
+                    ));
+                }
+                return for_each_mesh(
+                    &mesh,
+                    &dir,
+                    "training samples",
+                    &options,
+                    |mesh, out, engine, progress| {
+                        let job = SampleJob {
+                            mesh,
+                            spec: spec.clone(),
+                            sign,
+                            out,
+                            layout,
+                        };
+                        run_sample(&job, engine, progress)
+                    },
+                );
+            }
+            let mesh = only_mesh(mesh)?;
+            let Some(out) = out else {
+                return Err(Error::Usage(
+                    "sample needs --out X.npz (or --out-dir D)".into(),
+                ));
+            };
             let job = SampleJob {
                 mesh: &mesh,
-                spec: SampleSpec {
-                    surface,
-                    near,
-                    sigmas,
-                    uniform,
-                    pad,
-                    seed,
-                },
-                sign: sign.map_or(SignChoice::Auto, SignArg::choice),
+                spec,
+                sign,
                 out: &out,
-                layout: match layout {
-                    LayoutArg::Columns => SampleLayout::Columns,
-                    LayoutArg::Deepsdf => SampleLayout::DeepSdf,
-                },
+                layout,
             };
             report("training samples", |progress| {
-                run_sample(&job, || Engine::new(&options), progress)
+                run_sample(&job, || Engine::new(&options).map(Box::new), progress)
             })
         }
         Command::Segments { a, b, out, fields } => {
@@ -536,6 +615,142 @@ fn report(
     }
     eprintln!("closest: {}", summary.line(what));
     Ok(())
+}
+
+/// The one mesh of a job without --out-dir.
+fn only_mesh(mut meshes: Vec<PathBuf>) -> Result<PathBuf, Error> {
+    if meshes.len() != 1 {
+        return Err(Error::Usage(format!(
+            "{} meshes given: several meshes need --out-dir D",
+            meshes.len()
+        )));
+    }
+    Ok(meshes.remove(0))
+}
+
+/// The mesh files `inputs` name: files as given, directories' `.obj`, `.stl` and `.ply` files
+/// in name order; two that would write the same output name are a usage error.
+fn mesh_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let is_mesh = |p: &std::path::Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| ["obj", "stl", "ply"].contains(&e.to_lowercase().as_str()))
+    };
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let entries = std::fs::read_dir(input).map_err(|e| Error::BadFile {
+                file: input.display().to_string(),
+                problem: format!("cannot list the directory: {e}"),
+            })?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && is_mesh(p))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    let mut names = std::collections::HashMap::new();
+    for file in &files {
+        let stem = file.file_stem().unwrap_or_default().to_os_string();
+        if let Some(other) = names.insert(stem, file) {
+            return Err(Error::Usage(format!(
+                "{} and {} would both write {}.npz",
+                other.display(),
+                file.display(),
+                file.file_stem().unwrap_or_default().to_string_lossy()
+            )));
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::Usage(
+            "no meshes (.obj, .stl, .ply) in the inputs".into(),
+        ));
+    }
+    Ok(files)
+}
+
+/// Run `job` for every mesh `inputs` name, one engine for all of them (opened at the first
+/// mesh that gets that far), each writing `dir/NAME.npz`: a bar over the meshes, a line per
+/// mesh, a failed mesh reported and skipped, the failures listed at the end (exit 2). An
+/// adapter that cannot be opened or a device lost ends the run.
+fn for_each_mesh(
+    inputs: &[PathBuf],
+    dir: &std::path::Path,
+    what: &str,
+    options: &EngineOptions,
+    mut job: impl FnMut(
+        &std::path::Path,
+        &std::path::Path,
+        &mut dyn FnMut() -> Result<std::sync::Arc<Engine>, Error>,
+        &mut dyn FnMut(usize, usize),
+    ) -> Result<Summary, Error>,
+) -> Result<(), Error> {
+    let meshes = mesh_files(inputs)?;
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut engine: Option<std::sync::Arc<Engine>> = None;
+    let mut failed = Vec::new();
+    let bar = progress_bar();
+    if let Some(bar) = &bar {
+        bar.set_length(meshes.len() as u64);
+    }
+    for (k, mesh) in meshes.iter().enumerate() {
+        let name = mesh
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let out = dir.join(format!(
+            "{}.npz",
+            mesh.file_stem().unwrap_or_default().to_string_lossy()
+        ));
+        let mut open = || -> Result<std::sync::Arc<Engine>, Error> {
+            if engine.is_none() {
+                engine = Some(std::sync::Arc::new(Engine::new(options)?));
+            }
+            Ok(engine.clone().expect("opened"))
+        };
+        let result = job(mesh, &out, &mut open, &mut |_, _| {});
+        let line = match result {
+            Ok(summary) => summary.line(what),
+            Err(e @ (Error::NoAdapter(_) | Error::Gpu(_))) => return Err(e),
+            Err(e) => {
+                failed.push(name.clone());
+                format!("failed: {e}")
+            }
+        };
+        let line = format!("closest: [{}/{}] {name}: {line}", k + 1, meshes.len());
+        match &bar {
+            Some(bar) => {
+                bar.println(line);
+                bar.set_position(k as u64 + 1);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if failed.is_empty() {
+        eprintln!(
+            "closest: {} meshes, all written to {}",
+            meshes.len(),
+            dir.display()
+        );
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{} of {} meshes failed: {}",
+        failed.len(),
+        meshes.len(),
+        failed.join(", ")
+    )))
 }
 
 /// A bar on a terminal only; it appears once a job has run for a second.

@@ -1436,3 +1436,94 @@ fn bad_band_arguments_exit_2_naming_the_flag_and_leave_nothing() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
+    let dir = Dir::new();
+    let inputs = dir.path("meshes");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("cube.obj"), CUBE_OBJ).unwrap();
+    std::fs::write(inputs.join("box.obj"), CUBE_OBJ.replace("v 1", "v 2")).unwrap();
+    std::fs::write(inputs.join("broken.obj"), "v 0 0 0\nf 1 2 3\n").unwrap();
+    std::fs::write(inputs.join("notes.txt"), "not a mesh").unwrap();
+    let extra = dir.file("extra.obj", CUBE_OBJ);
+    let out_dir = dir.path("out");
+    for (command, args) in [
+        ("sdf", &["--res", "6"][..]),
+        ("sample", &["--uniform", "50", "--surface", "20"][..]),
+    ] {
+        let out = closest(
+            &[
+                &[command, inputs.to_str().unwrap(), extra.to_str().unwrap()][..],
+                args,
+                &["--out-dir", out_dir.to_str().unwrap()],
+            ]
+            .concat(),
+        );
+        let msg = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command}: {msg}");
+        assert!(msg.contains("[1/4] box.obj"), "{command}: {msg}");
+        assert!(
+            msg.contains("[2/4] broken.obj: failed: "),
+            "{command}: {msg}"
+        );
+        assert!(
+            msg.contains("1 of 4 meshes failed: broken.obj"),
+            "{command}: {msg}"
+        );
+        for name in ["box", "cube", "extra"] {
+            assert!(
+                out_dir.join(format!("{name}.npz")).exists(),
+                "{command}: {name}"
+            );
+        }
+        assert!(!out_dir.join("broken.npz").exists());
+        let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".partial"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        std::fs::remove_dir_all(&out_dir).unwrap();
+    }
+    // All good: exit 0. Two meshes of one name, or several without --out-dir: exit 2.
+    closest_ok(
+        &[
+            "sdf",
+            extra.to_str().unwrap(),
+            "--res",
+            "4",
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+        ],
+        &["1 meshes, all written"],
+    );
+    std::fs::write(dir.path("extra.stl"), b"solid x\nendsolid x\n").unwrap();
+    let twice = dir.s("extra.stl");
+    let out = closest(&[
+        "sdf",
+        extra.to_str().unwrap(),
+        &twice,
+        "--res",
+        "4",
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("would both write extra.npz"),
+        "{}",
+        stderr(&out)
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "sdf",
+            extra.to_str().unwrap(),
+            extra.to_str().unwrap(),
+            "--res",
+            "4",
+        ],
+        &["several meshes need --out-dir"],
+    );
+}

@@ -174,3 +174,80 @@ def query(
             meta=np.empty((0, w) if vector else (0,), dtype),
         )
     return out
+
+
+def _mesh_files(paths):
+    """Mesh files (.obj/.stl/.ply) of ``paths``: files as given, directories' in name order."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = []
+    for path in map(os.fspath, paths):
+        if os.path.isdir(path):
+            files.extend(
+                os.path.join(path, name)
+                for name in sorted(os.listdir(path))
+                if name.lower().endswith(_MESH_SUFFIXES)
+                and os.path.isfile(os.path.join(path, name))
+            )
+        else:
+            files.append(path)
+    stems = {}
+    for f in files:
+        stem = os.path.splitext(os.path.basename(f))[0]
+        if stem in stems:
+            raise InputError(f"{stems[stem]} and {f} would both write {stem}.npz")
+        stems[stem] = f
+    if not files:
+        raise InputError("paths: no meshes (.obj, .stl, .ply) in them")
+    return [os.path.abspath(f) for f in files]
+
+
+def _mesh_task(path, job, out_dir, engine_options, options):
+    """One mesh on a worker: its grid or samples written to out_dir/NAME.npz (beside it first,
+    then renamed), or the reason it failed. The worker's engine is reused; the mesh is not kept."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    out = os.path.join(out_dir, stem + ".npz")
+    try:
+        engine_key = tuple(sorted(engine_options.items()))
+        with _lock:
+            engine = _engines.get(engine_key)
+            if engine is None:
+                engine = _engines[engine_key] = Engine(**engine_options)
+        mesh = engine.mesh(path)
+        arrays = mesh.sdf(**options) if job == "sdf" else mesh.sample(**options)
+        partial = os.path.join(out_dir, f".{stem}.npz.partial-{os.getpid()}")
+        with open(partial, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(partial, out)
+        return {"mesh": path, "out": out, "error": None}
+    except Exception as e:  # reported per mesh, as `closest sdf --out-dir` does
+        return {"mesh": path, "out": None, "error": f"{type(e).__name__}: {e}"}
+
+
+def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, timeout=None, **options):
+    """``job`` ("sdf" or "sample") for every mesh of ``paths`` (files, or directories of .obj,
+    .stl and .ply files), one task per mesh, each worker's engine reused; writes
+    ``out_dir/NAME.npz`` (the arrays of ``Mesh.sdf`` or ``Mesh.sample``, which ``options`` go
+    to). A mesh that fails is reported, not raised: returns one {"mesh", "out", "error"} a mesh,
+    in order. On a ``dask.distributed`` client, ``timeout`` (seconds) bounds the wait."""
+    import dask
+
+    if job not in ("sdf", "sample"):
+        raise InputError(f'job: expected "sdf" or "sample", got {job!r}')
+    files = _mesh_files(paths)
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    os.makedirs(out_dir, exist_ok=True)
+    engine_options = {"adapter": adapter, "portable_kernels": portable_kernels}
+    tasks = [
+        dask.delayed(_mesh_task, pure=False)(f, job, out_dir, engine_options, options)
+        for f in files
+    ]
+    try:
+        from distributed import default_client, wait
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return list(dask.compute(*tasks))
+    futures = client.compute(tasks)
+    wait(futures, timeout=timeout)
+    return client.gather(futures)

@@ -787,10 +787,11 @@ impl MeshTarget {
                     Ok::<_, closest::Error>(values)
                 })
                 .map_err(py_error)?;
-            let dict = grid_dict(py, &grid)?;
+            let dict = PyDict::new(py);
             let [nx, ny, nz] = grid.res;
             let sdf = values.into_pyarray(py).into_any();
             dict.set_item("sdf", sdf.call_method1("reshape", ((nx, ny, nz),))?)?;
+            add_grid(&dict, &grid)?;
             Ok(dict)
         })
     }
@@ -837,11 +838,12 @@ impl MeshTarget {
                     Ok::<_, closest::Error>((index, values))
                 })
                 .map_err(py_error)?;
-            let dict = grid_dict(py, &grid)?;
+            let dict = PyDict::new(py);
             let m = values.len();
             let index = index.into_pyarray(py).into_any();
             dict.set_item("index", index.call_method1("reshape", ((m, 3),))?)?;
             dict.set_item("sdf", values.into_pyarray(py))?;
+            add_grid(&dict, &grid)?;
             dict.set_item(
                 "shape",
                 grid.res.map(|n| n as i64).to_vec().into_pyarray(py),
@@ -964,13 +966,13 @@ fn band_width(grid: &Grid, band: f64, units: &str) -> PyResult<f64> {
         .map_err(py_error)
 }
 
-/// A grid's `origin` and `spacing` as the start of a result dict.
-fn grid_dict<'py>(py: Python<'py>, grid: &Grid) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
+/// A grid's `origin` and `spacing` into a result dict, after its arrays (the `.npz` order).
+fn add_grid(dict: &Bound<'_, PyDict>, grid: &Grid) -> PyResult<()> {
+    let py = dict.py();
     let v = |d: DVec3| vec![d.x, d.y, d.z].into_pyarray(py);
     dict.set_item("origin", v(grid.origin))?;
     dict.set_item("spacing", v(grid.spacing))?;
-    Ok(dict)
+    Ok(())
 }
 
 /// Every adapter wgpu sees, best first: [{"name", "backend", "device_type"}].

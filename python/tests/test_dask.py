@@ -2,6 +2,8 @@
 zarr array in 8 chunks against a mesh and a scene, written back with to_zarr, equal row for
 row to the single-process answers; each worker uploads each target once."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,36 @@ def test_a_worker_killed_mid_job_leaves_the_job_finished_or_raising(engine):
             assert time.monotonic() - started < BOUND, e
         else:
             assert got.tobytes() == want.tobytes()
+
+
+def test_map_meshes_writes_every_mesh_and_reports_the_broken_one(client, engine, tmp_path):
+    # 12 meshes: 11 boxes of different sizes and one broken file, over the 2-process cluster.
+    meshes = tmp_path / "meshes"
+    meshes.mkdir()
+    faces = "f 1 3 4\nf 1 4 2\nf 5 6 8\nf 5 8 7\nf 1 2 6\nf 1 6 5\nf 3 7 8\nf 3 8 4\nf 1 5 7\nf 1 7 3\nf 2 4 8\nf 2 8 6\n"
+    for k in range(11):
+        s = 1 + k / 4
+        corners = "".join(
+            f"v {x * s} {y * s} {z * s}\n" for z in (-1, 1) for y in (-1, 1) for x in (-1, 1)
+        )
+        (meshes / f"box{k:02}.obj").write_text(corners + faces)
+    (meshes / "broken.obj").write_text("v 0 0 0\nf 1 2 3\n")
+    out = tmp_path / "out"
+    results = closest.dask.map_meshes(meshes, "sdf", out, res=9, timeout=120)
+    assert [os.path.basename(r["mesh"]) for r in results] == ["box00.obj", "box01.obj", "box02.obj", "box03.obj", "box04.obj", "box05.obj", "box06.obj", "box07.obj", "box08.obj", "box09.obj", "box10.obj", "broken.obj"]
+    failed = [r for r in results if r["error"]]
+    assert len(failed) == 1 and "broken.obj" in failed[0]["mesh"], failed
+    assert "InputError" in failed[0]["error"]
+    for r in results[:11]:
+        written = np.load(r["out"])
+        want = engine.mesh(r["mesh"]).sdf(9)
+        np.testing.assert_array_equal(written["sdf"], want["sdf"])
+        np.testing.assert_array_equal(written["origin"], want["origin"])
+    assert sorted(os.listdir(out)) == [f"box{k:02}.npz" for k in range(11)]
+    samples = closest.dask.map_meshes(meshes / "box03.obj", "sample", out, uniform=100, seed=4,
+                                      timeout=120)
+    assert samples[0]["error"] is None
+    np.testing.assert_array_equal(np.load(samples[0]["out"])["points"],
+                                  engine.mesh(str(meshes / "box03.obj")).sample(uniform=100, seed=4)["points"])
+    with pytest.raises(closest.InputError, match="job"):
+        closest.dask.map_meshes(meshes, "voxels", out)
