@@ -530,19 +530,33 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
         }
     })?;
     // Derived files are written from the finished array, then everything moves into place.
-    let vti = job
-        .vti
-        .map(|path| PendingFile::write(path, |w| write_vti(out.grid_output(), 0, &grid, w)))
-        .transpose()?;
-    let preview = job
-        .preview
-        .map(|path| PendingFile::write(path, |w| write_preview(out.grid_output(), 0, &grid, w)))
-        .transpose()?;
+    let derived = derived_files(job, &mut out, &grid)?;
     let summary = out.finish(&engine)?;
-    for file in [vti, preview].into_iter().flatten() {
+    for file in derived {
         file.commit()?;
     }
     Ok(summary)
+}
+
+/// The `--vti` and `--preview` files of a finished dense grid, written beside their targets
+/// (committed by the caller once the grid itself is).
+fn derived_files(
+    job: &SdfJob<'_>,
+    out: &mut JobOutput<'_>,
+    grid: &Grid,
+) -> Result<Vec<PendingFile>> {
+    let mut files = Vec::new();
+    if let Some(path) = job.vti {
+        files.push(PendingFile::write(path, |w| {
+            write_vti(out.grid_output(), 0, grid, w)
+        })?);
+    }
+    if let Some(path) = job.preview {
+        files.push(PendingFile::write(path, |w| {
+            write_preview(out.grid_output(), 0, grid, w)
+        })?);
+    }
+    Ok(files)
 }
 
 /// `--band-units`: what `--band W` counts.
@@ -650,20 +664,13 @@ fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
             &[Values::f32_column(slab.values, 1)],
         )
     })?;
-    let vti = job
-        .vti
-        .map(|path| PendingFile::write(path, |w| write_vti(out.grid_output(), 0, &grid, w)))
-        .transpose()?;
-    let preview = job
-        .preview
-        .map(|path| PendingFile::write(path, |w| write_preview(out.grid_output(), 0, &grid, w)))
-        .transpose()?;
+    let derived = derived_files(job, &mut out, &grid)?;
     let sparse = sparse
         .map(|sparse| sparse.finish(&grid, width, &constants))
         .transpose()?;
     let mut summary = out.finish(&engine)?;
     summary.band = Some(work);
-    for file in [vti, preview].into_iter().flatten() {
+    for file in derived {
         file.commit()?;
     }
     if let Some(sparse) = sparse {
