@@ -24,3 +24,11 @@ pub fn map_large_blocks() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
+
+/// The host memory available to a new allocation, where the system tells it (Linux).
+pub fn host_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -752,6 +752,7 @@ impl MeshTarget {
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sdf", || {
             let grid = self.grid_of(res, pad, bounds)?;
+            check_result_fits("Mesh.sdf", grid.len(), 4)?;
             let sign = parse_sign_choice(sign)?;
             let band = band.map(|w| band_width(&grid, w, band_units)).transpose()?;
             let (engine, mesh) = (&self.engine, &self.mesh);
@@ -888,6 +889,8 @@ impl MeshTarget {
                 seed,
             };
             let rows = spec.total().map_err(py_error)?;
+            // points, sdf, normal, kind: and the chunk being answered beside them.
+            check_result_fits("Mesh.sample", rows, 2 * 29)?;
             let sign = parse_sign_choice(sign)?;
             let (engine, mesh) = (&self.engine, &self.mesh);
             let all = py
@@ -964,6 +967,21 @@ fn band_width(grid: &Grid, band: f64, units: &str) -> PyResult<f64> {
     BandArg { width: band, units }
         .world_width(grid)
         .map_err(py_error)
+}
+
+/// Refuse, before any work, a result held whole in memory that the host cannot hold (a job
+/// too large for Python's arrays streams through the CLI instead).
+fn check_result_fits(what: &str, rows: usize, bytes_a_row: usize) -> PyResult<()> {
+    let bytes = (rows as u64).saturating_mul(bytes_a_row as u64);
+    match closest::host_memory::host_available_bytes() {
+        Some(available) if bytes > available => Err(input_error(format!(
+            "{what}: {rows} rows need {:.1} GiB in memory, more than the {:.1} GiB available; \
+             ask fewer, or stream them to a file with the CLI",
+            bytes as f64 / f64::from(1 << 30),
+            available as f64 / f64::from(1 << 30)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A grid's `origin` and `spacing` into a result dict, after its arrays (the `.npz` order).

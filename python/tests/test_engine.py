@@ -261,3 +261,6 @@ def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path
         np.testing.assert_array_equal(s[key], written[key])
     with pytest.raises(closest.InputError, match="--sigma"):
         mesh.sample(near=10, sigma=0)
+    # A result too large to hold is refused before any work, not an out-of-memory kill.
+    with pytest.raises(closest.InputError, match="more than the"):
+        mesh.sample(uniform=4_000_000_000)

@@ -250,7 +250,10 @@ impl Context {
     /// adapter's device memory is the host's too. wgpu reports no device budget for hardware
     /// GPUs: there an allocation that fails is reported by the error scope around it.
     pub(crate) fn check_memory(&self, what: &str, device: u64, build: u64) -> Result<()> {
-        let Some(available) = self.memory_bytes.or_else(host_available_bytes) else {
+        let Some(available) = self
+            .memory_bytes
+            .or_else(crate::host_memory::host_available_bytes)
+        else {
             return Ok(());
         };
         let shared = self.device_memory_is_hosts();
@@ -407,12 +410,4 @@ impl Context {
             Err(Error::Gpu(errors.drain(..).collect::<Vec<_>>().join("; ")))
         }
     }
-}
-
-/// The host memory available to a new allocation, where the system tells it (Linux).
-fn host_available_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
