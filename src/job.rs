@@ -19,11 +19,11 @@ use crate::fields::{Family, Fields, PackedRows};
 use crate::io::load_mesh;
 use crate::io::output::PendingFile;
 use crate::io::row_files::{SEGMENTS, SPHERES};
+use crate::io::zarr::ZarrLayout;
 use crate::io::{
     ColumnSpec, Constant, OutputFile, PointFile, RowFile, Values, field_columns, field_values,
     load_scene,
 };
-use crate::math::DVec3;
 use crate::mesh::{Mesh, Sign};
 use crate::points::Points;
 use crate::sdf::{Grid, GridRegion, write_preview, write_vti};
@@ -208,6 +208,14 @@ impl<'a> JobOutput<'a> {
             device: engine.last_timing().device,
             band: None,
         })
+    }
+
+    /// A Zarr grid's `sign` (the method applied) and `band` (its width, or null) attributes.
+    fn set_grid_attributes(&mut self, sign: Sign, band: Option<f64>) {
+        if let Some(output) = &mut self.output {
+            output.set_attribute("sign", sign.name().into());
+            output.set_attribute("band", band.into());
+        }
     }
 
     /// The dense output, which grid jobs always have but band jobs may not.
@@ -442,10 +450,12 @@ pub struct SdfJob<'a> {
     pub res: [usize; 3],
     pub region: GridRegion,
     pub sign: SignChoice,
-    /// The dense grid (`.npz` or `.csv`); a band grid may have only `sparse`.
+    /// The dense grid (`.npz`, `.zarr` or `.csv`); a band grid may have only `sparse`.
     pub out: Option<&'a Path>,
     /// `--band W [--band-units …]`: a narrow-band grid (SPEC §8).
     pub band: Option<BandArg>,
+    /// Samples a side of a `.zarr` output's chunks (`--chunk`).
+    pub chunk: usize,
     /// `--sparse X.npz`: a band grid's samples within the band only.
     pub sparse: Option<&'a Path>,
     /// A VTK ImageData copy of the grid (`.vti`).
@@ -478,40 +488,19 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
     };
     let rows = grid.len();
     let csv = OutputFile::is_csv(out_path);
-    if csv && (job.vti.is_some() || job.preview.is_some()) {
-        return Err(Error::Usage(
-            "--vti and --preview are made from the grid in an .npz output: use --out X.npz".into(),
-        ));
-    }
-    let columns = if csv {
-        vec![
-            ColumnSpec::scalar("x"),
-            ColumnSpec::scalar("y"),
-            ColumnSpec::scalar("z"),
-            ColumnSpec::scalar("sdf"),
-        ]
+    let output = if csv {
+        refuse_derived_files(job, "an .npz output")?;
+        let columns = ["x", "y", "z", "sdf"].map(ColumnSpec::scalar);
+        OutputFile::create(out_path, rows, &columns)?
     } else {
-        vec![ColumnSpec {
-            shape: Some(job.res.to_vec()),
-            ..ColumnSpec::scalar("sdf")
-        }]
+        grid_output(job, out_path, &grid, None)?
     };
-    let v = |d: DVec3| vec![d.x, d.y, d.z];
-    let constants = [
-        Constant::f64s("origin", &v(grid.origin)),
-        Constant::f64s("spacing", &v(grid.spacing)),
-    ];
-    let output = OutputFile::create_with_constants(
-        out_path,
-        rows,
-        &columns,
-        if csv { &[] } else { &constants },
-    )?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(output, rows, progress);
     // Grid jobs ask distances alone (`Engine::sdf`), on the device where it can.
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
+    out.set_grid_attributes(sign, None);
     let sdf_job = SdfGrid {
         mesh: &mesh,
         grid: &grid,
@@ -536,6 +525,37 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
         file.commit()?;
     }
     Ok(summary)
+}
+
+/// A grid's dense output: a Zarr store for `.zarr` (a band grid's fill value is +W, and its
+/// chunks all at +W are left out), else an `.npz` with `origin` and `spacing` beside `sdf`.
+fn grid_output(
+    job: &SdfJob<'_>,
+    path: &Path,
+    grid: &Grid,
+    band_width: Option<f64>,
+) -> Result<OutputFile> {
+    let constants = grid.constants();
+    if crate::io::zarr::is_zarr(path) {
+        refuse_derived_files(job, "an .npz output")?;
+        let layout = ZarrLayout::sdf_grid(grid.res, job.chunk, band_width);
+        return OutputFile::create_zarr(path, layout, &constants);
+    }
+    let column = ColumnSpec {
+        shape: Some(grid.res.to_vec()),
+        ..ColumnSpec::scalar("sdf")
+    };
+    OutputFile::create_with_constants(path, grid.len(), &[column], &constants)
+}
+
+/// `--vti` and `--preview` are read back from an `.npz` grid: refused up front elsewhere.
+fn refuse_derived_files(job: &SdfJob<'_>, needs: &str) -> Result<()> {
+    if job.vti.is_some() || job.preview.is_some() {
+        return Err(Error::Usage(format!(
+            "--vti and --preview are made from the grid in {needs}: use --out X.npz"
+        )));
+    }
+    Ok(())
 }
 
 /// The `--vti` and `--preview` files of a finished dense grid, written beside their targets
@@ -617,33 +637,25 @@ fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
     if let Some(path) = job.out.filter(|p| OutputFile::is_csv(p)) {
         return Err(Error::BadFile {
             file: path.display().to_string(),
-            problem: "a band grid is written as .npz (dense) or with --sparse X.npz".into(),
+            problem: "a band grid is written as .npz or .zarr (dense) or with --sparse X.npz"
+                .into(),
         });
     }
-    if job.out.is_none() && (job.vti.is_some() || job.preview.is_some()) {
-        return Err(Error::Usage(
-            "--vti and --preview are made from the dense grid: give --out X.npz".into(),
-        ));
+    if job.out.is_none() {
+        refuse_derived_files(job, "a dense .npz output")?;
     }
     let rows = grid.len();
-    let v = |d: DVec3| vec![d.x, d.y, d.z];
-    let constants = [
-        Constant::f64s("origin", &v(grid.origin)),
-        Constant::f64s("spacing", &v(grid.spacing)),
-    ];
-    let column = ColumnSpec {
-        shape: Some(grid.res.to_vec()),
-        ..ColumnSpec::scalar("sdf")
-    };
+    let constants = grid.constants();
     let dense = job
         .out
-        .map(|path| OutputFile::create_with_constants(path, rows, &[column], &constants))
+        .map(|path| grid_output(job, path, &grid, Some(width)))
         .transpose()?;
     let mut sparse = job.sparse.map(SparseColumns::create).transpose()?;
     let engine = engine_for()?;
     let mut out = JobOutput::maybe(dense, rows, progress);
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
+    out.set_grid_attributes(sign, Some(width));
     let band_job = SdfBand {
         mesh: &mesh,
         grid: &grid,

@@ -141,10 +141,15 @@ enum Command {
         /// or none (unsigned).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
-        /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing) or .csv (x, y, z, sdf).
-        /// Required unless --band with --sparse, or --out-dir.
+        /// Output: .npz (arrays sdf (NX,NY,NZ), origin, spacing), .zarr (a Zarr v3 group with
+        /// the array sdf in zstd chunks, streamed in bounded memory; attributes origin,
+        /// spacing, band, sign) or .csv (x, y, z, sdf). Required unless --band with --sparse,
+        /// or --out-dir.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Samples a side of a .zarr output's chunks (1 to 256).
+        #[arg(long, default_value_t = 64)]
+        chunk: usize,
         /// A narrow band: samples within W of the surface get their exact signed distance,
         /// every other sample ±W with its sign; the work follows the surface, not the volume.
         #[arg(long, value_name = "W", allow_hyphen_values = true)]
@@ -380,6 +385,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             out,
             band,
             band_units,
+            chunk,
             sparse,
             vti,
             preview,
@@ -430,6 +436,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                             sign,
                             out: Some(out),
                             band,
+                            chunk,
                             sparse: None,
                             vti: None,
                             preview: None,
@@ -446,6 +453,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 sign,
                 out: out.as_deref(),
                 band,
+                chunk,
                 sparse: sparse.as_deref(),
                 vti: vti.as_deref(),
                 preview: preview.as_deref(),

@@ -179,6 +179,15 @@ pub enum Sign {
 }
 
 impl Sign {
+    /// The method's name, as [`Sign::parse`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sign::None => "none",
+            Sign::Pseudonormal => "pseudonormal",
+            Sign::Winding => "winding",
+        }
+    }
+
     /// A sign method by name (`none`, `pseudonormal`, `winding`), as the Python package and the
     /// service take it; anything else is a usage error listing the names.
     pub fn parse(name: &str) -> Result<Sign> {

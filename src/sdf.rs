@@ -27,6 +27,16 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// `origin` and `spacing` (3,) f64: the arrays beside a grid in its files and responses
+    /// (a Zarr store's attributes).
+    pub fn constants(&self) -> [crate::io::Constant; 2] {
+        let v = |d: DVec3| [d.x, d.y, d.z];
+        [
+            crate::io::Constant::f64s("origin", &v(self.origin)),
+            crate::io::Constant::f64s("spacing", &v(self.spacing)),
+        ]
+    }
+
     /// The grid over `region` of `mesh` with `res` samples an axis (each at least 2).
     pub fn new(mesh: &crate::mesh::Mesh, res: [usize; 3], region: GridRegion) -> Result<Grid> {
         if res.iter().any(|&n| n < 2) {

@@ -1362,6 +1362,168 @@ fn band_grid_writes_the_dense_grid_and_the_sparse_band() {
     }
 }
 
+/// A Zarr store's `sdf` array read back whole (C order), with its metadata, and how many of
+/// its chunks were written: chunks that are absent read as the fill value, as Zarr says.
+fn read_zarr_grid(store: &Path) -> (Vec<f32>, serde_json::Value, usize) {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("sdf/zarr.json")).unwrap()).unwrap();
+    let shape: Vec<usize> = serde_json::from_value(meta["shape"].clone()).unwrap();
+    let chunk: Vec<usize> =
+        serde_json::from_value(meta["chunk_grid"]["configuration"]["chunk_shape"].clone()).unwrap();
+    let fill = match &meta["fill_value"] {
+        serde_json::Value::String(s) if s == "NaN" => f32::NAN,
+        v => v.as_f64().unwrap() as f32,
+    };
+    let mut values = vec![fill; shape.iter().product()];
+    let mut written = 0;
+    let chunks: Vec<usize> = (0..3).map(|a| shape[a].div_ceil(chunk[a])).collect();
+    for ci in 0..chunks[0] {
+        for cj in 0..chunks[1] {
+            for ck in 0..chunks[2] {
+                let Ok(bytes) = std::fs::read(store.join(format!("sdf/c/{ci}/{cj}/{ck}"))) else {
+                    continue;
+                };
+                written += 1;
+                let chunk_values = f32s(&zstd::stream::decode_all(&bytes[..]).unwrap());
+                assert_eq!(chunk_values.len(), chunk.iter().product::<usize>());
+                for (n, v) in chunk_values.into_iter().enumerate() {
+                    let local = [
+                        n / (chunk[1] * chunk[2]),
+                        (n / chunk[2]) % chunk[1],
+                        n % chunk[2],
+                    ];
+                    let at = [
+                        ci * chunk[0] + local[0],
+                        cj * chunk[1] + local[1],
+                        ck * chunk[2] + local[2],
+                    ];
+                    if (0..3).all(|a| at[a] < shape[a]) {
+                        values[(at[0] * shape[1] + at[1]) * shape[2] + at[2]] = v;
+                    }
+                }
+            }
+        }
+    }
+    (values, meta, written)
+}
+
+#[test]
+fn zarr_grids_hold_the_npz_grids_and_leave_out_chunks_at_plus_w() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    let common = [
+        "sdf",
+        &cube,
+        "--res",
+        "33,20,17",
+        "--bounds",
+        "-3,-3,-3,3,3,3",
+    ];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = common.iter().chain(extra).copied().collect();
+        closest_ok(&args, &["grid samples"]);
+    };
+    run(&["--out", &dir.s("dense.npz")]);
+    run(&["--out", &dir.s("dense.zarr"), "--chunk", "8"]);
+    let band = ["--band", "0.5", "--band-units", "world"];
+    run(&[&band[..], &["--out", &dir.s("band.npz")]].concat());
+    run(&[&band[..], &["--out", &dir.s("band.zarr"), "--chunk", "8"]].concat());
+
+    let npz_values = |name: &str| {
+        f32s(
+            &read_npz(&dir.path(name))
+                .into_iter()
+                .find(|a| a.0 == "sdf")
+                .unwrap()
+                .2,
+        )
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (dense, meta, written) = read_zarr_grid(&dir.path("dense.zarr"));
+    assert_eq!(bits(&dense), bits(&npz_values("dense.npz")));
+    assert_eq!(written, 5 * 3 * 3, "every chunk of a dense grid is written");
+    assert_eq!(meta["shape"], serde_json::json!([33, 20, 17]));
+    assert_eq!(meta["data_type"], "float32");
+    assert_eq!(meta["codecs"][1]["name"], "zstd");
+    let attributes = &meta["attributes"];
+    assert_eq!(attributes["sign"], "pseudonormal");
+    assert!(attributes["band"].is_null());
+    assert_eq!(attributes["origin"], serde_json::json!([-3.0, -3.0, -3.0]));
+    assert_eq!(attributes["spacing"][0].as_f64().unwrap(), 6.0 / 32.0);
+    let group: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path("dense.zarr/zarr.json")).unwrap()).unwrap();
+    assert_eq!(group["node_type"], "group");
+    assert_eq!(&group["attributes"], attributes);
+
+    let (banded, meta, written) = read_zarr_grid(&dir.path("band.zarr"));
+    assert_eq!(bits(&banded), bits(&npz_values("band.npz")));
+    assert_eq!(meta["fill_value"].as_f64().unwrap() as f32, 0.5);
+    assert_eq!(meta["attributes"]["band"].as_f64().unwrap(), 0.5);
+    // The corners of the box are farther than 0.5 from the cube: their chunks are not written.
+    assert!(written < 5 * 3 * 3, "{written} chunks written");
+    assert!(!dir.path("band.zarr/sdf/c/0/0/0").exists());
+}
+
+#[test]
+fn bad_zarr_outputs_exit_2_and_leave_nothing() {
+    let dir = Dir::new();
+    let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    let store = dir.s("g.zarr");
+    for chunk in ["0", "257"] {
+        assert_bad_input(
+            &dir,
+            &[
+                "sdf", &cube, "--res", "8", "--out", &store, "--chunk", chunk,
+            ],
+            &["--chunk", chunk],
+        );
+    }
+    assert_bad_input(
+        &dir,
+        &[
+            "sdf",
+            &cube,
+            "--res",
+            "8",
+            "--out",
+            &store,
+            "--preview",
+            &dir.s("p.png"),
+        ],
+        &["--preview", ".npz"],
+    );
+    assert!(!dir.path("g.zarr").exists());
+    // A folder that is not a Zarr store is not replaced.
+    std::fs::create_dir(dir.path("mine.zarr")).unwrap();
+    std::fs::write(dir.path("mine.zarr/notes.txt"), "keep").unwrap();
+    let mine = dir.s("mine.zarr");
+    assert_bad_input(
+        &dir,
+        &["sdf", &cube, "--res", "8", "--out", &mine],
+        &["mine.zarr", "not a Zarr store"],
+    );
+    assert!(dir.path("mine.zarr/notes.txt").is_file());
+    // A failure after the store was started (an unwritable --sparse) leaves no store.
+    let out = closest(&[
+        "sdf",
+        &cube,
+        "--res",
+        "8",
+        "--band",
+        "1",
+        "--out",
+        &store,
+        "--sparse",
+        &dir.s("no/such/dir/b.npz"),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let entries: Vec<_> = std::fs::read_dir(dir.0.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries.len(), 2, "only the mesh and mine.zarr: {entries:?}");
+}
+
 #[test]
 fn bad_band_arguments_exit_2_naming_the_flag_and_leave_nothing() {
     let dir = Dir::new();

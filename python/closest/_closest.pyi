@@ -90,11 +90,16 @@ class Mesh:
         sign: Optional[str] = "auto",
         band: Optional[float] = None,
         band_units: str = "voxels",
+        out: Optional[Union[str, PathLike]] = None,
+        chunk: int = 64,
     ) -> Result:
         """Signed-distance grid, corners inclusive: {"sdf" (NX, NY, NZ) float32, "origin" (3,),
         "spacing" (3,)}; sample (i, j, k) at origin + (i, j, k) * spacing. sign as for
         `query`, "auto" by default. band=W: a narrow band, samples within W of the surface
-        exact and the rest ±W (W in voxels, or world units with band_units="world")."""
+        exact and the rest ±W (W in voxels, or world units with band_units="world").
+        out="x.zarr": the grid streams to a Zarr v3 store (array "sdf" in zstd chunks of
+        `chunk` samples a side; attributes origin, spacing, band, sign) in bounded memory, and
+        the dict has "out", "sign", "origin" and "spacing" instead of "sdf"."""
     def sdf_sparse(
         self,
         res: Union[int, Tuple[int, int, int]],

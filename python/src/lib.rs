@@ -14,6 +14,9 @@ use closest::engine::{
 };
 use closest::fields::{Columns, Family, Fields};
 use closest::gpu::query_point;
+use closest::io::OutputFile;
+use closest::io::Values;
+use closest::io::zarr::{ZarrLayout, is_zarr};
 use closest::job::{BandArg, BandUnits};
 use closest::mesh::{Mesh, Sign};
 use closest::sample::{SampleSpec, Sampler};
@@ -737,8 +740,10 @@ impl MeshTarget {
 
     /// Signed-distance grid: {"sdf" (NX, NY, NZ) float32, "origin" (3,), "spacing" (3,)}.
     /// With `band=W`, a narrow band (SPEC §8): samples within W of the surface exact, the rest
-    /// ±W (W in voxels, or world units with `band_units="world"`).
-    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto"), band=None, band_units="voxels"))]
+    /// ±W (W in voxels, or world units with `band_units="world"`). With `out="x.zarr"`, the
+    /// grid streams to a Zarr v3 store in chunks of `chunk` samples a side instead of memory,
+    /// and the dict has "out", "origin", "spacing" and "sign" (the method applied).
+    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto"), band=None, band_units="voxels", out=None, chunk=64))]
     #[allow(clippy::too_many_arguments)]
     fn sdf<'py>(
         &self,
@@ -749,17 +754,44 @@ impl MeshTarget {
         sign: Option<&str>,
         band: Option<f64>,
         band_units: &str,
+        out: Option<std::path::PathBuf>,
+        chunk: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sdf", || {
             let grid = self.grid_of(res, pad, bounds)?;
-            check_result_fits("Mesh.sdf", grid.len(), 4)?;
             let sign = parse_sign_choice(sign)?;
             let band = band.map(|w| band_width(&grid, w, band_units)).transpose()?;
+            let mut store = match &out {
+                Some(path) if !is_zarr(path) => {
+                    return Err(input_error(format!(
+                        "Mesh.sdf: out: expected a path ending in .zarr, got {}",
+                        path.display()
+                    )));
+                }
+                Some(path) => {
+                    let layout = ZarrLayout::sdf_grid(grid.res, chunk, band);
+                    Some(
+                        OutputFile::create_zarr(path, layout, &grid.constants())
+                            .map_err(py_error)?,
+                    )
+                }
+                None => {
+                    check_result_fits("Mesh.sdf", grid.len(), 4)?;
+                    None
+                }
+            };
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let values = py
+            let (values, sign) = py
                 .detach(|| {
                     let sign = mesh.resolve_sign(sign);
-                    let mut values = Vec::with_capacity(grid.len());
+                    let mut values = Vec::new();
+                    let mut sink = |chunk: &[f32]| match &mut store {
+                        Some(store) => store.append(chunk.len(), &[Values::f32_column(chunk, 1)]),
+                        None => {
+                            values.extend_from_slice(chunk);
+                            Ok(())
+                        }
+                    };
                     match band {
                         Some(width) => {
                             let job = SdfBand {
@@ -768,10 +800,7 @@ impl MeshTarget {
                                 sign,
                                 width,
                             };
-                            engine.sdf_band(job, &mut |slab: BandSlab<'_>| {
-                                values.extend_from_slice(slab.values);
-                                Ok(())
-                            })?;
+                            engine.sdf_band(job, &mut |slab: BandSlab<'_>| sink(slab.values))?;
                         }
                         None => {
                             let job = SdfGrid {
@@ -779,19 +808,29 @@ impl MeshTarget {
                                 grid: &grid,
                                 sign,
                             };
-                            engine.sdf(job, &mut |_first, chunk: &[f32]| {
-                                values.extend_from_slice(chunk);
-                                Ok(())
-                            })?;
+                            engine.sdf(job, &mut |_first, chunk: &[f32]| sink(chunk))?;
                         }
                     }
-                    Ok::<_, closest::Error>(values)
+                    if let Some(mut store) = store {
+                        store.set_attribute("sign", sign.name().into());
+                        store.set_attribute("band", band.into());
+                        store.commit()?;
+                    }
+                    Ok::<_, closest::Error>((values, sign))
                 })
                 .map_err(py_error)?;
             let dict = PyDict::new(py);
-            let [nx, ny, nz] = grid.res;
-            let sdf = values.into_pyarray(py).into_any();
-            dict.set_item("sdf", sdf.call_method1("reshape", ((nx, ny, nz),))?)?;
+            match out {
+                Some(path) => {
+                    dict.set_item("out", path)?;
+                    dict.set_item("sign", sign.name())?;
+                }
+                None => {
+                    let [nx, ny, nz] = grid.res;
+                    let sdf = values.into_pyarray(py).into_any();
+                    dict.set_item("sdf", sdf.call_method1("reshape", ((nx, ny, nz),))?)?;
+                }
+            }
             add_grid(&dict, &grid)?;
             Ok(dict)
         })

@@ -240,6 +240,50 @@ def test_band_and_sparse_grids_match_the_dense_grid(engine):
             mesh.sdf(8, **bad)
 
 
+def test_zarr_stores_read_back_in_zarr_and_xarray_as_the_grid(engine, cli, tmp_path):
+    import xarray  # test requirements (python/pyproject.toml): never skipped
+    import zarr
+
+    path = MESHES / "fandisk.obj"
+    mesh = engine.mesh(str(path))
+    dense = mesh.sdf((40, 33, 21))
+    store = tmp_path / "dense.zarr"
+    written = mesh.sdf((40, 33, 21), out=str(store), chunk=16)
+    assert "sdf" not in written and written["sign"] == "pseudonormal"
+    group = zarr.open_group(str(store), mode="r")
+    array = group["sdf"]
+    assert array.shape == (40, 33, 21) and array.dtype == np.float32 and array.chunks == (16, 16, 16)
+    np.testing.assert_array_equal(array[:], dense["sdf"])
+    np.testing.assert_array_equal(group.attrs["origin"], dense["origin"])
+    np.testing.assert_array_equal(group.attrs["spacing"], dense["spacing"])
+    assert group.attrs["band"] is None and group.attrs["sign"] == "pseudonormal"
+    dataset = xarray.open_zarr(str(store), consolidated=False)
+    assert dataset["sdf"].dims == ("x", "y", "z")
+    np.testing.assert_array_equal(dataset["sdf"].values, dense["sdf"])
+    assert dataset["sdf"].attrs["sign"] == "pseudonormal"
+
+    # A band store: chunks all at +W are not written and read back as the fill value; the
+    # CLI's store holds the same values.
+    band = mesh.sdf(64, band=2)
+    width = 2 * band["spacing"].max()
+    band_store = tmp_path / "band.zarr"
+    mesh.sdf(64, band=2, out=band_store, chunk=16)
+    array = zarr.open_array(str(band_store / "sdf"), mode="r")
+    assert array.fill_value == np.float32(width)
+    assert array.nchunks_initialized < array.nchunks
+    np.testing.assert_array_equal(array[:], band["sdf"])
+    assert zarr.open_group(str(band_store), mode="r").attrs["band"] == pytest.approx(width)
+    cli_store = tmp_path / "cli.zarr"
+    run_cli(cli, "sdf", path, "--res", "64", "--band", "2", "--out", cli_store, "--chunk", "16")
+    np.testing.assert_array_equal(zarr.open_array(str(cli_store / "sdf"), mode="r")[:], band["sdf"])
+
+    for bad, message in [(dict(out=str(tmp_path / "g.npz")), "zarr"), (dict(out=str(store), chunk=0), "chunk")]:
+        with pytest.raises(closest.InputError, match=message):
+            mesh.sdf(8, **bad)
+    np.testing.assert_array_equal(zarr.open_array(str(store / "sdf"), mode="r")[:], dense["sdf"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["band.zarr", "cli.zarr", "dense.zarr"]
+
+
 def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path):
     path = MESHES / "fandisk.obj"
     mesh = engine.mesh(str(path))

@@ -76,6 +76,23 @@ impl Constant {
             len: values.len(),
         }
     }
+
+    /// The values as a JSON array (a Zarr store's attribute).
+    pub fn to_json(&self) -> serde_json::Value {
+        let words = self
+            .bytes
+            .chunks_exact(8)
+            .map(|b| b.try_into().expect("8 bytes"));
+        match self.descr {
+            "<f8" => words
+                .map(|w| serde_json::Value::from(f64::from_le_bytes(w)))
+                .collect(),
+            "<i8" => words
+                .map(|w| serde_json::Value::from(i64::from_le_bytes(w)))
+                .collect(),
+            other => unreachable!("constants are f8 or i8, not {other}"),
+        }
+    }
 }
 
 /// Where an `.npz` is laid out: a file, or memory (the service's responses).

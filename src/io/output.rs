@@ -1,5 +1,5 @@
 //! Results files (SPEC §5): `.npz` with arrays `point`, `distance`, `shape`, `normal`, or
-//! `.csv` with the same columns. Rows are appended chunk by chunk as a job produces them, so
+//! `.csv` with the same columns; a grid may go to a Zarr store instead (`io::zarr`). Rows are appended chunk by chunk as a job produces them, so
 //! memory stays bounded however many rows there are. Everything goes to a temporary file
 //! beside the target, renamed into place on success: a failed job leaves no partial output.
 
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::columns::{ColumnSpec, Values};
 use super::npz::NpzWriter;
+use super::zarr::{ZarrGrid, ZarrLayout};
 use crate::error::{Error, Result};
 
 /// An output being written; dropped without [`OutputFile::commit`], it removes itself.
@@ -19,11 +20,16 @@ pub struct OutputFile {
     rows: usize,
     written: usize,
     writer: Option<Writer>,
+    /// A Zarr store's attributes, written at commit (grid constants and what the job decides,
+    /// such as its sign method).
+    attributes: serde_json::Map<String, serde_json::Value>,
 }
 
 enum Writer {
     Npz(NpzWriter),
     Csv(BufWriter<File>),
+    /// One f32 grid column; the store keeps its own folder beside the target.
+    Zarr(ZarrGrid),
 }
 
 impl OutputFile {
@@ -85,6 +91,7 @@ impl OutputFile {
             rows,
             written: 0,
             writer: None,
+            attributes: serde_json::Map::new(),
         };
         let writer = if ext == "npz" {
             Writer::Npz(
@@ -97,6 +104,40 @@ impl OutputFile {
         };
         output.writer = Some(writer);
         Ok(output)
+    }
+
+    /// A grid of `layout.shape` as the f32 array `sdf` of a Zarr store (SPEC §8), appended in C
+    /// order like a one-column output; `constants` become the store's attributes.
+    pub fn create_zarr(
+        target: &Path,
+        layout: ZarrLayout,
+        constants: &[super::npz::Constant],
+    ) -> Result<OutputFile> {
+        let store = ZarrGrid::create(target, layout)?;
+        let attributes = constants
+            .iter()
+            .map(|c| (c.name.to_string(), c.to_json()))
+            .collect();
+        Ok(OutputFile {
+            target: target.to_path_buf(),
+            // The store removes its own folder; nothing of this name is made.
+            temp: PathBuf::new(),
+            columns: vec![ColumnSpec {
+                shape: Some(layout.shape.to_vec()),
+                ..ColumnSpec::scalar("sdf")
+            }],
+            rows: layout.shape.iter().product(),
+            written: 0,
+            writer: Some(Writer::Zarr(store)),
+            attributes,
+        })
+    }
+
+    /// Set a Zarr store's attribute `name` (other formats have none: ignored).
+    pub fn set_attribute(&mut self, name: &str, value: serde_json::Value) {
+        if matches!(self.writer, Some(Writer::Zarr(_))) {
+            self.attributes.insert(name.to_string(), value);
+        }
     }
 
     /// Append the next `count` rows; `values` follow the columns given to [`OutputFile::create`].
@@ -113,6 +154,13 @@ impl OutputFile {
         let written = match self.writer.as_mut().expect("open until committed") {
             Writer::Npz(npz) => npz.append(count, &self.columns, values),
             Writer::Csv(out) => append_csv(out, count, &self.columns, values),
+            Writer::Zarr(store) => {
+                let mut scratch = Vec::new();
+                let bytes = values[0].bytes(count, 1, &mut scratch);
+                let floats: Vec<f32> = bytemuck::pod_collect_to_vec(bytes);
+                store.append(&floats)?;
+                Ok(())
+            }
         };
         written.map_err(|source| self.write_error(source))?;
         self.written += count;
@@ -133,7 +181,7 @@ impl OutputFile {
         );
         let written = match self.writer.as_mut().expect("open until committed") {
             Writer::Npz(npz) => npz.append_to(column, count, &self.columns[column], values),
-            Writer::Csv(_) => {
+            Writer::Csv(_) | Writer::Zarr(_) => {
                 return Err(Error::Usage(
                     "arrays of different lengths are written to an .npz only".into(),
                 ));
@@ -151,6 +199,7 @@ impl OutputFile {
         let finished = match self.writer.take().expect("committed once") {
             Writer::Npz(npz) => npz.finish(),
             Writer::Csv(mut out) => out.flush(),
+            Writer::Zarr(store) => return store.commit(std::mem::take(&mut self.attributes)),
         };
         finished
             .and_then(|_| std::fs::rename(&self.temp, &self.target))

@@ -489,11 +489,7 @@ pub(super) async fn mesh_sdf(
         shape: Some(grid.res.to_vec()),
         ..ColumnSpec::scalar("sdf")
     };
-    let v = |d: crate::DVec3| vec![d.x, d.y, d.z];
-    let constants = [
-        crate::io::Constant::f64s("origin", &v(grid.origin)),
-        crate::io::Constant::f64s("spacing", &v(grid.spacing)),
-    ];
+    let constants = grid.constants();
     let bytes = npz_in_memory(
         values.len(),
         &[column],
