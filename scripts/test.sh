@@ -41,4 +41,6 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo build --locked --profile test --workspace --lib --bins --tests --examples --bench '*'
 cargo test --locked --workspace
 source scripts/python_env.sh --staged
-CLOSEST_CLI=target/debug/closest "$PYTHON" -m pytest python/tests -q -p no:cacheprovider --strict-markers
+# torch is a test requirement: its tests must run here, not skip.
+CLOSEST_TEST_TORCH=required CLOSEST_CLI=target/debug/closest "$PYTHON" -m pytest python/tests -q \
+    -p no:cacheprovider --strict-markers

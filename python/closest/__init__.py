@@ -51,13 +51,14 @@ __all__ = [
     "Scene",
     "adapters",
     "dask",
+    "torch",
 ]
 
 
 def __getattr__(name):
-    # `closest.dask` without importing dask until it is used.
-    if name == "dask":
+    # `closest.dask` and `closest.torch` without importing dask or torch until they are used.
+    if name in ("dask", "torch"):
         import importlib
 
-        return importlib.import_module(".dask", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'closest' has no attribute {name!r}")
