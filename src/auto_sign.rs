@@ -282,11 +282,7 @@ impl SignChoice {
 
 /// How a job's summary names its signs: "pseudonormal", or "winding (auto: 3 open edge(s): …)".
 pub fn describe_signs(sign: Sign, auto_reason: Option<&str>) -> String {
-    let name = match sign {
-        Sign::None => "none",
-        Sign::Pseudonormal => "pseudonormal",
-        Sign::Winding => "winding",
-    };
+    let name = sign.name();
     match auto_reason {
         Some(reason) => format!("{name} (auto: {reason})"),
         None => name.to_string(),

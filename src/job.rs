@@ -1,6 +1,9 @@
 //! File-to-file jobs behind the CLI: read inputs, stream them through the engine, write the
 //! output only when everything succeeded.
 
+mod distance;
+pub use distance::{DistanceJob, DistanceReport, run_distance};
+
 use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -12,6 +12,7 @@ pub mod auto_sign;
 pub mod bench;
 pub mod bvh;
 pub mod contacts;
+pub mod deviation_map;
 pub mod engine;
 pub mod error;
 pub mod fields;

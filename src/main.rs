@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    BandArg, BandUnits, MeshQueryJob, QueryJob, SampleJob, SampleLayout, SdfJob, Summary,
-    run_contacts, run_mesh_query, run_query, run_sample, run_sdf, run_segments,
+    BandArg, BandUnits, DistanceJob, MeshQueryJob, QueryJob, SampleJob, SampleLayout, SdfJob,
+    Summary, run_contacts, run_distance, run_mesh_query, run_query, run_sample, run_sdf,
+    run_segments,
 };
 use closest::mesh::Sign;
 use closest::sample::SampleSpec;
@@ -210,6 +211,32 @@ enum Command {
         /// sign).
         #[arg(long, value_enum, default_value = "columns")]
         layout: LayoutArg,
+    },
+    /// How far two meshes deviate (SPEC §9): Hausdorff (both ways and symmetric), Chamfer,
+    /// and every vertex's deviation, over the vertices plus area-weighted surface samples.
+    Distance {
+        /// The first mesh (.obj, .stl, .ply): `a_to_b` is its vertices' deviations from B.
+        a: PathBuf,
+        /// The second mesh.
+        b: PathBuf,
+        /// Area-weighted surface samples per mesh, beside its vertices.
+        #[arg(long, default_value_t = 0)]
+        samples: usize,
+        /// The samples' seed: the same seed gives the same points on any adapter.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Sign the deviations by the other mesh's inside (auto, pseudonormal, winding);
+        /// none (the default) leaves them unsigned. Hausdorff and Chamfer use |deviation|.
+        #[arg(long, value_enum)]
+        sign: Option<SignArg>,
+        /// Output .npz: a_to_b (VA,) and b_to_a (VB,) f32 vertex deviations, and the scalars
+        /// hausdorff, hausdorff_a_to_b, hausdorff_b_to_a, chamfer, chamfer_squared,
+        /// mean_a_to_b, mean_b_to_a, mean_squared_a_to_b, mean_squared_b_to_a, samples.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// A PNG of A's vertices coloured by their deviation, from three sides.
+        #[arg(long)]
+        preview: Option<PathBuf>,
     },
     /// The query service (SPEC §7): scenes and meshes resident on the device, over HTTP.
     Serve(closest::serve::ServeArgs),
@@ -539,6 +566,29 @@ fn run(cli: Cli) -> Result<(), Error> {
                 run_sample(&job, || Engine::new(&options).map(Box::new), progress)
             })
         }
+        Command::Distance {
+            a,
+            b,
+            samples,
+            seed,
+            sign,
+            out,
+            preview,
+        } => {
+            let job = DistanceJob {
+                a: &a,
+                b: &b,
+                samples,
+                seed,
+                sign: sign.map_or(SignChoice::Method(Sign::None), SignArg::choice),
+                out: out.as_deref(),
+                preview: preview.as_deref(),
+            };
+            let report =
+                with_progress(|progress| run_distance(&job, || Engine::new(&options), progress))?;
+            eprintln!("closest: {}", report.lines());
+            Ok(())
+        }
         Command::Segments { a, b, out, fields } => {
             let fields = fields_arg(Family::Segments, fields.as_deref())?;
             report("segment pairs", |progress| {
@@ -611,8 +661,17 @@ fn report(
     what: &str,
     job: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<Summary, Error>,
 ) -> Result<(), Error> {
+    let summary = with_progress(job)?;
+    eprintln!("closest: {}", summary.line(what));
+    Ok(())
+}
+
+/// Run `job` under a progress bar (on a terminal), cleared when it ends.
+fn with_progress<T>(
+    job: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, Error>,
+) -> Result<T, Error> {
     let bar = progress_bar();
-    let summary = job(&mut |done, total| {
+    let result = job(&mut |done, total| {
         if let Some(bar) = &bar {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
@@ -621,8 +680,7 @@ fn report(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    eprintln!("closest: {}", summary.line(what));
-    Ok(())
+    Ok(result)
 }
 
 /// The one mesh of a job without --out-dir.

@@ -202,6 +202,16 @@ pub fn write_preview(
             pixels.extend_from_slice(&rgb[j * nx + col / scale]);
         }
     }
+    write_rgb_png(out, width, height, &pixels)
+}
+
+/// An 8-bit RGB PNG of `width` × `height` pixels, rows top down.
+pub(crate) fn write_rgb_png(
+    out: &mut dyn Write,
+    width: usize,
+    height: usize,
+    pixels: &[u8],
+) -> Result<()> {
     let io = |e: png::EncodingError| Error::Write {
         path: "<png>".into(),
         source: std::io::Error::other(e),
@@ -210,7 +220,7 @@ pub fn write_preview(
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().map_err(io)?;
-    writer.write_image_data(&pixels).map_err(io)?;
+    writer.write_image_data(pixels).map_err(io)?;
     writer.finish().map_err(io)
 }
 

@@ -51,8 +51,32 @@ __all__ = [
     "Scene",
     "adapters",
     "dask",
+    "mesh_distance",
     "torch",
 ]
+
+
+def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
+    """How far meshes `a` and `b` deviate (SPEC §9): `a.distance_to(b, ...)`, where `a` and `b`
+    are `closest.Mesh` objects of one engine or mesh paths (opened on `engine`, or on a default
+    `Engine()` made once). {"a_to_b", "b_to_a" (vertex deviations), "hausdorff",
+    "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer", "chamfer_squared", and the means}."""
+    if not isinstance(a, Mesh) or not isinstance(b, Mesh):
+        if engine is None:
+            engine = a.engine if isinstance(a, Mesh) else b.engine if isinstance(b, Mesh) else _default_engine()
+        a = a if isinstance(a, Mesh) else engine.mesh(_os.fspath(a))
+        b = b if isinstance(b, Mesh) else engine.mesh(_os.fspath(b))
+    return a.distance_to(b, samples=samples, seed=seed, sign=sign)
+
+
+_engine = None
+
+
+def _default_engine():
+    global _engine
+    if _engine is None:
+        _engine = Engine()
+    return _engine
 
 
 def __getattr__(name):

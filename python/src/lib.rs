@@ -7,7 +7,7 @@ use std::sync::Arc;
 use closest::GpuMesh;
 use closest::Points;
 use closest::auto_sign::SignChoice;
-use closest::engine::{BandSlab, MeshSamples, SampleRows, SdfBand};
+use closest::engine::{BandSlab, MeshDistance, MeshSamples, SampleRows, SdfBand};
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, Spheres,
@@ -832,6 +832,88 @@ impl MeshTarget {
                 }
             }
             add_grid(&dict, &grid)?;
+            Ok(dict)
+        })
+    }
+
+    /// How far this mesh (A) and `other` (B) deviate (SPEC §9), over each one's vertices plus
+    /// `samples` area-weighted surface samples: {"a_to_b" (VA,) and "b_to_a" (VB,) float32
+    /// vertex deviations, "hausdorff", "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer",
+    /// "chamfer_squared", "mean_a_to_b", "mean_b_to_a", "mean_squared_a_to_b",
+    /// "mean_squared_b_to_a" (floats)}. `sign` signs the deviations by the other mesh's inside.
+    #[pyo3(signature = (other, samples=0, seed=0, sign=None))]
+    fn distance_to<'py>(
+        &self,
+        py: Python<'py>,
+        other: &Bound<'py, PyAny>,
+        samples: usize,
+        seed: u64,
+        sign: Option<&str>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guarded("Mesh.distance_to", || {
+            let other = other.cast::<MeshTarget>().map_err(|_| {
+                input_error(format!(
+                    "Mesh.distance_to: other: expected a closest.Mesh, got {}",
+                    other
+                        .get_type()
+                        .name()
+                        .map_or("?".into(), |n| n.to_string())
+                ))
+            })?;
+            let other = other.get();
+            if !Arc::ptr_eq(&self.engine, &other.engine) {
+                return Err(input_error(
+                    "Mesh.distance_to: other: a mesh of another Engine (both must be on one device)"
+                        .into(),
+                ));
+            }
+            let sign = parse_sign_choice(sign)?;
+            let vertices = [
+                self.mesh.mesh().vertices.len(),
+                other.mesh.mesh().vertices.len(),
+            ];
+            check_result_fits("Mesh.distance_to", vertices[0] + vertices[1], 4)?;
+            let (summary, deviations) = py
+                .detach(|| {
+                    let mut deviations = [Vec::new(), Vec::new()];
+                    let job = MeshDistance {
+                        a: &self.mesh,
+                        b: &other.mesh,
+                        samples,
+                        seed,
+                        sign,
+                    };
+                    let summary =
+                        self.engine
+                            .mesh_distance(job, &mut |direction, first, values| {
+                                let side = direction as usize;
+                                if first < vertices[side] {
+                                    let count = values.len().min(vertices[side] - first);
+                                    deviations[side].extend_from_slice(&values[..count]);
+                                }
+                                Ok(())
+                            })?;
+                    Ok::<_, closest::Error>((summary, deviations))
+                })
+                .map_err(py_error)?;
+            let dict = PyDict::new(py);
+            let [a_to_b, b_to_a] = deviations;
+            dict.set_item("a_to_b", a_to_b.into_pyarray(py))?;
+            dict.set_item("b_to_a", b_to_a.into_pyarray(py))?;
+            let (ab, ba) = (&summary.a_to_b, &summary.b_to_a);
+            for (name, value) in [
+                ("hausdorff", summary.hausdorff()),
+                ("hausdorff_a_to_b", ab.max),
+                ("hausdorff_b_to_a", ba.max),
+                ("chamfer", summary.chamfer()),
+                ("chamfer_squared", summary.chamfer_squared()),
+                ("mean_a_to_b", ab.mean),
+                ("mean_b_to_a", ba.mean),
+                ("mean_squared_a_to_b", ab.mean_squared),
+                ("mean_squared_b_to_a", ba.mean_squared),
+            ] {
+                dict.set_item(name, value)?;
+            }
             Ok(dict)
         })
     }

@@ -5,12 +5,14 @@
 
 mod band;
 mod contacts;
+mod distance;
 mod mesh;
 mod samples;
 mod sdf;
 
 pub use band::{BandSlab, BandWork, SdfBand};
 pub use contacts::{SphereContacts, SphereReader, Spheres};
+pub use distance::{Deviations, Direction, MeshDistance, MeshDistanceSummary, surface_samples};
 pub use mesh::{GpuMesh, MeshQuery};
 pub use samples::{MeshSamples, SampleRows};
 pub use sdf::SdfGrid;

@@ -1,0 +1,205 @@
+//! Mesh-to-mesh distance (SPEC §9): each mesh's vertices and area-weighted surface samples
+//! queried against the other mesh on the device, reduced on the fly to the one-sided Hausdorff
+//! distances and the Chamfer means, the vertices' deviations handed on chunk by chunk.
+
+use super::{Engine, GpuMesh, MeshQuery};
+use crate::auto_sign::SignChoice;
+use crate::error::{Error, Result};
+use crate::fields::{DISTANCE, Family, Fields, PackedRows};
+use crate::mesh::{Mesh, Sign};
+use crate::points::{PointChunk, PointReader, Points};
+use crate::sample::{SampleSpec, Sampler};
+
+/// The distance between two meshes: [`Engine::mesh_distance`].
+pub struct MeshDistance<'a> {
+    pub a: &'a GpuMesh,
+    pub b: &'a GpuMesh,
+    /// Area-weighted surface samples of each mesh, beside its vertices.
+    pub samples: usize,
+    /// The samples' seed (`sample::Sampler`: the same points on any adapter).
+    pub seed: u64,
+    /// Deviations signed by the target's inside (negative inside it), or unsigned.
+    pub sign: SignChoice,
+}
+
+/// Where [`Engine::mesh_distance`] hands each chunk of deviations: its direction, the index
+/// of its first point, the values.
+pub type DeviationSink<'a> = dyn FnMut(Direction, usize, &[f32]) -> Result<()> + 'a;
+
+/// Which way a deviation is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// A's points against B.
+    AToB,
+    /// B's points against A.
+    BToA,
+}
+
+/// One direction's deviations, summarised over every point (vertices and samples).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Deviations {
+    /// Points measured: the vertices plus the samples.
+    pub points: usize,
+    /// The largest |deviation|: the one-sided Hausdorff distance.
+    pub max: f64,
+    /// The mean |deviation|.
+    pub mean: f64,
+    /// The mean squared deviation.
+    pub mean_squared: f64,
+    /// Points whose deviation is not finite (a NaN vertex), left out of the figures above.
+    pub non_finite: usize,
+    /// The sign method applied to this direction (its target's), `Sign::None` unsigned.
+    pub sign: Sign,
+}
+
+/// Both directions: [`Engine::mesh_distance`]'s answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MeshDistanceSummary {
+    pub a_to_b: Deviations,
+    pub b_to_a: Deviations,
+}
+
+impl MeshDistanceSummary {
+    /// The symmetric Hausdorff distance.
+    pub fn hausdorff(&self) -> f64 {
+        self.a_to_b.max.max(self.b_to_a.max)
+    }
+
+    /// The Chamfer distance of plain distances: the two directions' means, added.
+    pub fn chamfer(&self) -> f64 {
+        self.a_to_b.mean + self.b_to_a.mean
+    }
+
+    /// The Chamfer distance of squared distances (point-cloud-utils' and PyTorch3D's), added.
+    pub fn chamfer_squared(&self) -> f64 {
+        self.a_to_b.mean_squared + self.b_to_a.mean_squared
+    }
+}
+
+impl Engine {
+    /// A's points against B, then B's against A: `sink` gets each direction's deviations in
+    /// order (the vertices first, then the samples), chunk by chunk with the first point's
+    /// index. Memory is one chunk, however many points there are.
+    pub fn mesh_distance(
+        &self,
+        job: MeshDistance<'_>,
+        sink: &mut DeviationSink<'_>,
+    ) -> Result<MeshDistanceSummary> {
+        let MeshDistance {
+            a,
+            b,
+            samples,
+            seed,
+            sign,
+        } = job;
+        let mut one_way = |direction, from: &GpuMesh, to: &GpuMesh| {
+            let sign = to.resolve_sign(sign);
+            let mut sink = |first: usize, values: &[f32]| sink(direction, first, values);
+            self.deviations(from.mesh(), to, sign, (samples, seed), &mut sink)
+        };
+        Ok(MeshDistanceSummary {
+            a_to_b: one_way(Direction::AToB, a, b)?,
+            b_to_a: one_way(Direction::BToA, b, a)?,
+        })
+    }
+
+    /// `from`'s vertices and `samples` surface samples against `to`, signed by `sign`.
+    fn deviations(
+        &self,
+        from: &Mesh,
+        to: &GpuMesh,
+        sign: Sign,
+        (samples, seed): (usize, u64),
+        sink: &mut dyn FnMut(usize, &[f32]) -> Result<()>,
+    ) -> Result<Deviations> {
+        let sampler = if samples > 0 {
+            Some(Sampler::new(from, surface_samples(samples, seed)?)?)
+        } else {
+            None
+        };
+        let mut points = MeshPoints {
+            mesh: from,
+            sampler: sampler.as_ref(),
+        };
+        let total = points.rows();
+        if total == 0 {
+            return Err(Error::Usage(
+                "a mesh with no vertices has no distance to measure".into(),
+            ));
+        }
+        let (mut max, mut sum, mut sum_squared, mut non_finite) = (0.0f64, 0.0, 0.0, 0);
+        let query = MeshQuery {
+            mesh: to,
+            points: Points::Read(&mut points),
+            sign,
+            fields: Fields::from_bits(Family::Hits, DISTANCE),
+        };
+        self.query_mesh(query, &mut |first: usize, rows: PackedRows<'_>| {
+            let distances: &[f32] = bytemuck::cast_slice(rows.words());
+            for &d in distances {
+                let d = f64::from(d);
+                if d.is_finite() {
+                    max = max.max(d.abs());
+                    sum += d.abs();
+                    sum_squared += d * d;
+                } else {
+                    non_finite += 1;
+                }
+            }
+            sink(first, distances)
+        })?;
+        let finite = (total - non_finite).max(1) as f64;
+        Ok(Deviations {
+            points: total,
+            max,
+            mean: sum / finite,
+            mean_squared: sum_squared / finite,
+            non_finite,
+            sign,
+        })
+    }
+}
+
+/// `samples` area-weighted surface samples of a mesh, from `seed` (`--samples`, at most 2^32).
+pub fn surface_samples(samples: usize, seed: u64) -> Result<SampleSpec> {
+    if samples > u32::MAX as usize {
+        return Err(Error::Usage(format!(
+            "--samples {samples}: at most 2^32 samples a mesh"
+        )));
+    }
+    Ok(SampleSpec {
+        surface: samples,
+        near: 0,
+        sigmas: Vec::new(),
+        uniform: 0,
+        pad: 0.0,
+        seed,
+    })
+}
+
+/// A mesh's vertices, then its surface samples, as query points.
+struct MeshPoints<'a> {
+    mesh: &'a Mesh,
+    sampler: Option<&'a Sampler<'a>>,
+}
+
+impl PointReader for MeshPoints<'_> {
+    fn rows(&self) -> usize {
+        self.mesh.vertices.len() + self.sampler.map_or(0, Sampler::len)
+    }
+
+    fn read(&mut self, range: std::ops::Range<usize>, chunk: &mut PointChunk) -> Result<()> {
+        use rayon::prelude::*;
+        let vertices = self.mesh.vertices.len();
+        let rows = chunk.f64_rows();
+        rows.par_extend(range.into_par_iter().map(|row| {
+            if row < vertices {
+                self.mesh.vertices.get(row).to_array()
+            } else {
+                let sampler = self.sampler.expect("rows past the vertices are samples");
+                sampler.sample(row - vertices).point
+            }
+        }));
+        Ok(())
+    }
+}
