@@ -284,6 +284,29 @@ def test_zarr_stores_read_back_in_zarr_and_xarray_as_the_grid(engine, cli, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["band.zarr", "cli.zarr", "dense.zarr"]
 
 
+def test_mesh_distance_equals_the_cli_and_refuses_other_things(engine, cli, tmp_path):
+    a, b = MESHES / "stanford-bunny.obj", MESHES / "fandisk.obj"
+    out = tmp_path / "d.npz"
+    run_cli(cli, "distance", a, b, "--samples", "2000", "--seed", "4", "--sign", "auto", "--out", out)
+    expected = npz(out)
+    got = closest.mesh_distance(str(a), b, samples=2000, seed=4, sign="auto", engine=engine)
+    for name in ["a_to_b", "b_to_a"]:
+        assert got[name].dtype == np.float32
+        np.testing.assert_array_equal(got[name], expected[name])
+    for name in ["hausdorff", "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer", "chamfer_squared",
+                 "mean_a_to_b", "mean_b_to_a", "mean_squared_a_to_b", "mean_squared_b_to_a"]:
+        assert got[name] == pytest.approx(float(expected[name]), rel=1e-12), name
+    bunny = engine.mesh(str(a))
+    same = bunny.distance_to(engine.mesh(str(MESHES / "stanford-bunny.stl")))
+    assert same["hausdorff"] < 1e-6
+    with pytest.raises(closest.InputError, match="other"):
+        bunny.distance_to(str(b))
+    with pytest.raises(closest.InputError, match="another Engine"):
+        bunny.distance_to(closest.Engine().mesh(str(b)))
+    with pytest.raises(closest.InputError, match="sign"):
+        bunny.distance_to(bunny, sign="sideways")
+
+
 def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path):
     path = MESHES / "fandisk.obj"
     mesh = engine.mesh(str(path))

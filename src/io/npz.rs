@@ -55,7 +55,8 @@ pub struct Constant {
     pub name: &'static str,
     descr: &'static str,
     bytes: Vec<u8>,
-    len: usize,
+    /// The array's shape: (len,), or () for a scalar.
+    shape: Vec<usize>,
 }
 
 impl Constant {
@@ -64,7 +65,7 @@ impl Constant {
             name,
             descr: "<f8",
             bytes: values.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            len: values.len(),
+            shape: vec![values.len()],
         }
     }
 
@@ -73,7 +74,23 @@ impl Constant {
             name,
             descr: "<i8",
             bytes: values.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            len: values.len(),
+            shape: vec![values.len()],
+        }
+    }
+
+    /// One f64 as a 0-d array (numpy's scalar: `float(npz["name"])` reads it).
+    pub fn f64_scalar(name: &'static str, value: f64) -> Constant {
+        Constant {
+            shape: Vec::new(),
+            ..Constant::f64s(name, &[value])
+        }
+    }
+
+    /// One i64 as a 0-d array.
+    pub fn i64_scalar(name: &'static str, value: i64) -> Constant {
+        Constant {
+            shape: Vec::new(),
+            ..Constant::i64s(name, &[value])
         }
     }
 
@@ -164,11 +181,15 @@ impl NpzWriter {
                     None,
                 )
             })
-            .chain(
-                constants
-                    .iter()
-                    .map(|c| (c.name, c.descr, vec![c.len], c.bytes.len(), Some(&c.bytes))),
-            );
+            .chain(constants.iter().map(|c| {
+                (
+                    c.name,
+                    c.descr,
+                    c.shape.clone(),
+                    c.bytes.len(),
+                    Some(&c.bytes),
+                )
+            }));
         for (array, descr, shape, data, values) in arrays {
             let name = format!("{array}.npy");
             let mut npy_header = Vec::new();

@@ -181,7 +181,7 @@ fn write_npz(
     deviations: &[Vec<f32>; 2],
     job: &DistanceJob<'_>,
 ) -> Result<OutputFile> {
-    let scalar = |name, value: f64| Constant::f64s(name, &[value]);
+    let scalar = Constant::f64_scalar;
     let constants = [
         scalar("hausdorff", s.hausdorff()),
         scalar("hausdorff_a_to_b", s.a_to_b.max),
@@ -192,7 +192,7 @@ fn write_npz(
         scalar("mean_b_to_a", s.b_to_a.mean),
         scalar("mean_squared_a_to_b", s.a_to_b.mean_squared),
         scalar("mean_squared_b_to_a", s.b_to_a.mean_squared),
-        Constant::i64s("samples", &[job.samples as i64]),
+        Constant::i64_scalar("samples", job.samples as i64),
     ];
     let column = |name, len: usize| ColumnSpec {
         shape: Some(vec![len]),
