@@ -9,6 +9,7 @@ mod cone;
 mod convex_hull;
 mod cylinder;
 mod ellipsoid;
+pub mod gjk;
 mod line;
 mod plane;
 mod polyhedron;
