@@ -171,3 +171,26 @@ def test_a_broken_shape_dict_names_its_index(engine, index, drop, value):
             engine.scene(shapes)
         except closest.InputError as e:  # e.g. a 3-list where a number belongs
             assert f"shape {index}" in str(e), str(e)
+
+
+def test_bad_zarr_targets_and_mesh_distances_leave_nothing(engine, tmp_path):
+    from conftest import MESHES
+
+    mesh = engine.mesh(str(MESHES / "fandisk.obj"))
+    raises(lambda: mesh.sdf(8, out=str(tmp_path / "no" / "such" / "g.zarr")), "g.zarr")
+    mine = tmp_path / "mine.zarr"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    raises(lambda: mesh.sdf(8, out=str(mine)), "mine.zarr", "not a Zarr store")
+    assert (mine / "notes.txt").read_text() == "keep"
+    for chunk in (0, 257):
+        raises(lambda: mesh.sdf(8, out=str(tmp_path / "g.zarr"), chunk=chunk), "--chunk")
+    raises(lambda: mesh.sdf(8, out=str(tmp_path / "g.zarr"), band=-1), "band")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.zarr"]
+    raises(lambda: closest.mesh_distance(MESHES / "fandisk.obj", tmp_path / "missing.obj", engine=engine),
+           "missing.obj")
+    raises(lambda: mesh.distance_to(mesh, samples=2**33), "--samples")
+    flat = engine.mesh(vertices=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]], np.float64),
+                       triangles=np.array([[0, 1, 2]]))
+    raises(lambda: mesh.distance_to(flat, samples=10), "no area")
+    raises(lambda: mesh.distance_to(np.zeros((3, 3))), "other", "closest.Mesh")

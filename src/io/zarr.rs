@@ -97,6 +97,10 @@ impl ZarrGrid {
                 layout.chunk
             )));
         }
+        let folder = target.parent().filter(|p| !p.as_os_str().is_empty());
+        if folder.is_some_and(|f| !f.is_dir()) {
+            return Err(bad("its folder does not exist".into()));
+        }
         if target.exists() && !target.join("zarr.json").is_file() {
             return Err(bad(
                 "exists and is not a Zarr store (no zarr.json): not replaced".into(),
@@ -134,7 +138,8 @@ impl ZarrGrid {
         };
         // A leftover of an earlier failed run with this process id goes first.
         let _ = std::fs::remove_dir_all(&grid.temp);
-        std::fs::create_dir_all(grid.temp.join("sdf"))
+        std::fs::create_dir(&grid.temp)
+            .and_then(|_| std::fs::create_dir(grid.temp.join("sdf")))
             .map_err(|source| grid.write_error(source))?;
         Ok(grid)
     }
@@ -406,6 +411,13 @@ mod tests {
         let error = ZarrGrid::create(&target, layout).err().unwrap().to_string();
         assert!(error.contains("not a Zarr store"), "{error}");
         assert!(target.join("keep.txt").is_file());
+        let nowhere = dir.path().join("no/such/g.zarr");
+        let error = ZarrGrid::create(&nowhere, layout)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("folder does not exist"), "{error}");
+        assert!(!dir.path().join("no").exists());
         for chunk in [0, MAX_CHUNK + 1] {
             let layout = ZarrLayout { chunk, ..layout };
             let target = dir.path().join("new.zarr");
