@@ -123,10 +123,13 @@ enum Command {
         /// directories of them.
         #[arg(required = true, num_args = 1..)]
         mesh: Vec<PathBuf>,
-        /// One output per mesh, D/NAME.npz, one engine for the run; a mesh that fails is
-        /// reported and skipped (exit 2 at the end if any did).
+        /// One output per mesh, D/NAME.npz (or .zarr, --out-format), one engine for the run; a
+        /// mesh that fails is reported and skipped (exit 2 at the end if any did).
         #[arg(long, value_name = "D")]
         out_dir: Option<PathBuf>,
+        /// With --out-dir: npz (the default) or zarr, each grid streamed to D/NAME.zarr.
+        #[arg(long, value_enum, requires = "out_dir")]
+        out_format: Option<OutFormatArg>,
         /// Samples an axis, corners inclusive: N, or NX,NY,NZ.
         #[arg(long)]
         res: String,
@@ -283,6 +286,12 @@ impl SignArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum OutFormatArg {
+    Npz,
+    Zarr,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum LayoutArg {
     Columns,
     Deepsdf,
@@ -405,6 +414,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Sdf {
             mesh,
             out_dir,
+            out_format,
             res,
             pad,
             bounds,
@@ -450,9 +460,13 @@ fn run(cli: Cli) -> Result<(), Error> {
                             .into(),
                     ));
                 }
+                let extension = match out_format {
+                    Some(OutFormatArg::Zarr) => "zarr",
+                    _ => "npz",
+                };
                 return for_each_mesh(
                     &mesh,
-                    &dir,
+                    (&dir, extension),
                     "grid samples",
                     &options,
                     |mesh, out, engine, progress| {
@@ -534,7 +548,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 }
                 return for_each_mesh(
                     &mesh,
-                    &dir,
+                    (&dir, "npz"),
                     "training samples",
                     &options,
                     |mesh, out, engine, progress| {
@@ -740,12 +754,12 @@ fn mesh_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
 }
 
 /// Run `job` for every mesh `inputs` name, one engine for all of them (opened at the first
-/// mesh that gets that far), each writing `dir/NAME.npz`: a bar over the meshes, a line per
+/// mesh that gets that far), each writing `dir/NAME.extension`: a bar over the meshes, a line per
 /// mesh, a failed mesh reported and skipped, the failures listed at the end (exit 2). An
 /// adapter that cannot be opened or a device lost ends the run.
 fn for_each_mesh(
     inputs: &[PathBuf],
-    dir: &std::path::Path,
+    (dir, extension): (&std::path::Path, &str),
     what: &str,
     options: &EngineOptions,
     mut job: impl FnMut(
@@ -773,7 +787,7 @@ fn for_each_mesh(
             .to_string_lossy()
             .into_owned();
         let out = dir.join(format!(
-            "{}.npz",
+            "{}.{extension}",
             mesh.file_stem().unwrap_or_default().to_string_lossy()
         ));
         let mut open = || -> Result<std::sync::Arc<Engine>, Error> {

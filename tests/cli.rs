@@ -1648,6 +1648,25 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
         assert!(leftovers.is_empty(), "{leftovers:?}");
         std::fs::remove_dir_all(&out_dir).unwrap();
     }
+    // Grids to Zarr stores, one a mesh.
+    let out = closest(&[
+        "sdf",
+        inputs.to_str().unwrap(),
+        "--res",
+        "6",
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+        "--out-format",
+        "zarr",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let mut written: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["box.zarr", "cube.zarr"]);
+    assert!(out_dir.join("cube.zarr/sdf/zarr.json").is_file());
     // All good: exit 0. Two meshes of one name, or several without --out-dir: exit 2.
     closest_ok(
         &[

@@ -202,11 +202,12 @@ def _mesh_files(paths):
     return [os.path.abspath(f) for f in files]
 
 
-def _mesh_task(path, job, out_dir, engine_options, options):
+def _mesh_task(path, job, out_dir, out_format, engine_options, options):
     """One mesh on a worker: its grid or samples written to out_dir/NAME.npz (beside it first,
-    then renamed), or the reason it failed. The worker's engine is reused; the mesh is not kept."""
+    then renamed) or streamed to out_dir/NAME.zarr, or the reason it failed. The worker's engine
+    is reused; the mesh is not kept."""
     stem = os.path.splitext(os.path.basename(path))[0]
-    out = os.path.join(out_dir, stem + ".npz")
+    out = os.path.join(out_dir, f"{stem}.{out_format}")
     try:
         engine_key = tuple(sorted(engine_options.items()))
         with _lock:
@@ -214,6 +215,9 @@ def _mesh_task(path, job, out_dir, engine_options, options):
             if engine is None:
                 engine = _engines[engine_key] = Engine(**engine_options)
         mesh = engine.mesh(path)
+        if out_format == "zarr":
+            mesh.sdf(out=out, **options)
+            return {"mesh": path, "out": out, "error": None}
         arrays = mesh.sdf(**options) if job == "sdf" else mesh.sample(**options)
         partial = os.path.join(out_dir, f".{stem}.npz.partial-{os.getpid()}")
         with open(partial, "wb") as f:
@@ -224,22 +228,26 @@ def _mesh_task(path, job, out_dir, engine_options, options):
         return {"mesh": path, "out": None, "error": f"{type(e).__name__}: {e}"}
 
 
-def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, timeout=None, **options):
+def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, timeout=None,
+               out_format="npz", **options):
     """``job`` ("sdf" or "sample") for every mesh of ``paths`` (files, or directories of .obj,
     .stl and .ply files), one task per mesh, each worker's engine reused; writes
     ``out_dir/NAME.npz`` (the arrays of ``Mesh.sdf`` or ``Mesh.sample``, which ``options`` go
-    to). A mesh that fails is reported, not raised: returns one {"mesh", "out", "error"} a mesh,
-    in order. On a ``dask.distributed`` client, ``timeout`` (seconds) bounds the wait."""
+    to), or for "sdf" with ``out_format="zarr"`` streams each grid to ``out_dir/NAME.zarr``.
+    A mesh that fails is reported, not raised: returns one {"mesh", "out", "error"} a mesh, in
+    order. On a ``dask.distributed`` client, ``timeout`` (seconds) bounds the wait."""
     import dask
 
     if job not in ("sdf", "sample"):
         raise InputError(f'job: expected "sdf" or "sample", got {job!r}')
+    if out_format not in ("npz", "zarr") or (out_format == "zarr" and job != "sdf"):
+        raise InputError(f'out_format: expected "npz", or "zarr" for "sdf" grids, got {out_format!r}')
     files = _mesh_files(paths)
     out_dir = os.path.abspath(os.fspath(out_dir))
     os.makedirs(out_dir, exist_ok=True)
     engine_options = {"adapter": adapter, "portable_kernels": portable_kernels}
     tasks = [
-        dask.delayed(_mesh_task, pure=False)(f, job, out_dir, engine_options, options)
+        dask.delayed(_mesh_task, pure=False)(f, job, out_dir, out_format, engine_options, options)
         for f in files
     ]
     try:

@@ -199,5 +199,15 @@ def test_map_meshes_writes_every_mesh_and_reports_the_broken_one(client, engine,
     assert samples[0]["error"] is None
     np.testing.assert_array_equal(np.load(samples[0]["out"])["points"],
                                   engine.mesh(str(meshes / "box03.obj")).sample(uniform=100, seed=4)["points"])
+    stores = closest.dask.map_meshes([meshes / "box01.obj", meshes / "broken.obj"], "sdf", tmp_path / "zarr",
+                                     res=9, band=2, out_format="zarr", timeout=120)
+    assert stores[0]["error"] is None and stores[0]["out"].endswith("box01.zarr") and stores[1]["error"]
+    import zarr
+
+    np.testing.assert_array_equal(zarr.open_array(os.path.join(stores[0]["out"], "sdf"), mode="r")[:],
+                                  engine.mesh(str(meshes / "box01.obj")).sdf(9, band=2)["sdf"])
+    assert sorted(os.listdir(tmp_path / "zarr")) == ["box01.zarr"]
     with pytest.raises(closest.InputError, match="job"):
         closest.dask.map_meshes(meshes, "voxels", out)
+    with pytest.raises(closest.InputError, match="out_format"):
+        closest.dask.map_meshes(meshes, "sample", out, out_format="zarr")
