@@ -124,6 +124,18 @@ class Mesh:
         """Training samples as `closest sample` writes them: {"points" (M, 3) float32, "sdf"
         (M,), "normal" (M, 3), "kind" (M,) uint8 (0 surface, 1 near, 2 uniform)}; the same
         seed gives the same samples."""
+    def distance_to(
+        self,
+        other: "Mesh",
+        samples: int = 0,
+        seed: int = 0,
+        sign: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """How far this mesh (A) and `other` (B, of the same engine) deviate, over each one's
+        vertices plus `samples` area-weighted surface samples: {"a_to_b" (VA,), "b_to_a" (VB,)
+        float32 vertex deviations, "hausdorff", "hausdorff_a_to_b", "hausdorff_b_to_a",
+        "chamfer", "chamfer_squared", "mean_a_to_b", "mean_b_to_a", "mean_squared_a_to_b",
+        "mean_squared_b_to_a" (floats)}; `sign` signs deviations by the other mesh's inside."""
     @property
     def auto_sign(self) -> Tuple[str, str]:
         """The method sign="auto" picks for this mesh and why: ("pseudonormal" | "winding",
