@@ -125,7 +125,10 @@ impl ZarrGrid {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        let temp = unique_sibling(target, &name, "partial").map_err(|source| Error::Write {
+            path: target.to_path_buf(),
+            source,
+        })?;
         let grid = ZarrGrid {
             target: target.to_path_buf(),
             temp,
@@ -136,11 +139,7 @@ impl ZarrGrid {
             chunks_written: 0,
             committed: false,
         };
-        // A leftover of an earlier failed run with this process id goes first.
-        let _ = std::fs::remove_dir_all(&grid.temp);
-        std::fs::create_dir(&grid.temp)
-            .and_then(|_| std::fs::create_dir(grid.temp.join("sdf")))
-            .map_err(|source| grid.write_error(source))?;
+        std::fs::create_dir(grid.temp.join("sdf")).map_err(|source| grid.write_error(source))?;
         Ok(grid)
     }
 
@@ -260,20 +259,56 @@ impl ZarrGrid {
 
     /// Rename the finished store onto the target; a store already there is moved aside first
     /// and removed once the new one is in place.
+    /// Another writer of the same target (two threads of one Python process) may swap it
+    /// between our steps: each step is retried, and the last store committed is the one left.
     fn replace_target(&self) -> std::io::Result<()> {
-        if !self.target.exists() {
-            return std::fs::rename(&self.temp, &self.target);
+        let name = self
+            .target
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        let mut last = None;
+        for _ in 0..32 {
+            match std::fs::rename(&self.temp, &self.target) {
+                Ok(()) => return Ok(()),
+                // Renaming a folder onto a folder that is not empty fails: move that aside.
+                Err(e) if self.target.exists() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+            let old = unique_sibling(&self.target, &name, "old")?;
+            std::fs::remove_dir(&old)?;
+            match std::fs::rename(&self.target, &old) {
+                Ok(()) => {
+                    let _ = std::fs::remove_dir_all(&old);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
-        let old = self.temp.with_extension("old");
-        std::fs::rename(&self.target, &old)?;
-        std::fs::rename(&self.temp, &self.target)?;
-        std::fs::remove_dir_all(old)
+        Err(last.unwrap_or_else(|| std::io::Error::other("the target kept changing")))
     }
 
     fn write_error(&self, source: std::io::Error) -> Error {
         Error::Write {
             path: self.target.clone(),
             source,
+        }
+    }
+}
+
+/// A new empty folder `.NAME.WHAT-PID-N` beside `target`, N counting up in this process: two
+/// stores being written to one target at once (threads of one process) never share one.
+fn unique_sibling(target: &Path, name: &str, what: &str) -> std::io::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = target.with_file_name(format!(".{name}.{what}-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            // A leftover of a crashed process that had our id: take the next number.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
         }
     }
 }
@@ -394,6 +429,42 @@ mod tests {
         }
         assert_eq!(chunk(&target, [0, 0, 0]).unwrap(), vec![2.0; 8]);
         assert_eq!(dir.path().read_dir().unwrap().count(), 1);
+    }
+
+    #[test]
+    fn stores_written_to_one_target_at_once_leave_one_whole_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("g.zarr");
+        let layout = ZarrLayout {
+            shape: [4, 4, 4],
+            chunk: 2,
+            fill: f32::NAN,
+            skip_fill_chunks: false,
+        };
+        std::thread::scope(|scope| {
+            for value in 0..6 {
+                let target = &target;
+                scope.spawn(move || {
+                    for _ in 0..5 {
+                        let mut grid = ZarrGrid::create(target, layout).unwrap();
+                        grid.append(&[value as f32; 64]).unwrap();
+                        grid.commit(Map::new()).unwrap();
+                    }
+                });
+            }
+        });
+        // Every chunk is from the one store committed last.
+        let first = chunk(&target, [0, 0, 0]).unwrap();
+        for c in [[0, 0, 0], [1, 0, 1], [1, 1, 1]] {
+            assert_eq!(chunk(&target, c).unwrap(), first);
+        }
+        let names: Vec<_> = dir
+            .path()
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["g.zarr"], "no partial or old folders left");
     }
 
     #[test]
