@@ -70,23 +70,173 @@ pub fn is_closed_cycle(mesh: &Mesh) -> bool {
 /// Each triangle's corners as indices of distinct coordinates (−0 and +0 the same); `None`
 /// for a triangle with two corners at one place, which bounds nothing.
 fn welded_corners(mesh: &Mesh) -> Vec<Option<[u32; 3]>> {
+    welded(mesh).1
+}
+
+/// The distinct vertex coordinates, and each triangle's corners among them (`welded_corners`).
+fn welded(mesh: &Mesh) -> (Vec<DVec3>, Vec<Option<[u32; 3]>>) {
     let key = |v: DVec3| [v.x, v.y, v.z].map(|x| (x + 0.0).to_bits());
     let mut ids: FxHashMap<[u64; 3], u32> = FxHashMap::default();
+    let mut positions = Vec::new();
     let canonical: Vec<u32> = mesh
         .vertices
         .iter()
         .map(|v| {
             let next = ids.len() as u32;
-            *ids.entry(key(v)).or_insert(next)
+            *ids.entry(key(v)).or_insert_with(|| {
+                positions.push(v);
+                next
+            })
         })
         .collect();
-    mesh.triangles
+    let corners = mesh
+        .triangles
         .iter()
         .map(|t| {
             let [a, b, c] = t.map(|k| canonical[k as usize]);
             (a != b && b != c && c != a).then_some([a, b, c])
         })
-        .collect()
+        .collect();
+    (positions, corners)
+}
+
+/// A mesh's holes capped, for a bound on where the winding number's sign can change off the
+/// surface. The edges the faces do not use as often each way form closed chains (the mesh's
+/// boundary); the cone over each connected chain from its centroid closes the mesh, and the
+/// closed surface's winding number is an integer off it. The winding number differs from that
+/// integer by the caps' solid angle over 4π, at most Σ area / (4π ρ²) at distance ρ from them:
+/// where that stays below ½, the winding number's sign is the closed surface's, constant in any
+/// box that meets neither the mesh nor a cap.
+#[derive(Clone, Debug, Default)]
+pub struct HoleCaps {
+    caps: Vec<HoleCap>,
+}
+
+#[derive(Clone, Debug)]
+struct HoleCap {
+    /// The cone's apex, and a radius about it that holds the whole cone.
+    centre: DVec3,
+    reach: f64,
+    area: f64,
+    /// The cone's triangles (an edge of the chain, the apex) and their areas, each counted
+    /// as often as its edge is unbalanced: the finer bound near the cap.
+    triangles: Vec<([DVec3; 3], f64)>,
+}
+
+impl HoleCap {
+    /// A bound of |the cap's solid angle| / 4π over the ball (`centre`, `radius`): infinite
+    /// where the ball may meet the cap.
+    fn bound(&self, centre: DVec3, radius: f64) -> f64 {
+        let term = |area: f64, gap: f64| {
+            if gap.is_nan() || gap <= 0.0 {
+                f64::INFINITY
+            } else {
+                area / (4.0 * std::f64::consts::PI * gap * gap)
+            }
+        };
+        let whole = term(
+            self.area,
+            (centre - self.centre).length() - self.reach - radius,
+        );
+        if whole < 0.01 {
+            return whole;
+        }
+        self.triangles
+            .iter()
+            .map(|(corners, area)| {
+                let nearest = crate::mesh::closest_feature(centre, *corners).0;
+                term(*area, (nearest - centre).length() - radius)
+            })
+            .sum::<f64>()
+            .min(whole)
+    }
+}
+
+/// An edge (welded vertex ids, the smaller first) and how many more times the faces use it
+/// from the first to the second than back.
+type UnbalancedEdge = ((u32, u32), i64);
+
+/// How far below ½ the caps' bound must stay: the device's winding numbers are within 0.01 of
+/// the exact sum (`mesh::Sign::Winding`), and a margin.
+const CAP_BOUND: f64 = 0.45;
+
+impl HoleCaps {
+    pub fn of(mesh: &Mesh) -> HoleCaps {
+        let (positions, corners) = welded(mesh);
+        let mut balance: FxHashMap<(u32, u32), i64> = FxHashMap::default();
+        for [a, b, c] in corners.iter().flatten().copied() {
+            for (u, v) in [(a, b), (b, c), (c, a)] {
+                let (key, step) = if u < v { ((u, v), 1) } else { ((v, u), -1) };
+                *balance.entry(key).or_default() += step;
+            }
+        }
+        let open: Vec<UnbalancedEdge> = balance.into_iter().filter(|(_, b)| *b != 0).collect();
+        // The chains' connected parts, by the vertices they share.
+        let mut parent: FxHashMap<u32, u32> = FxHashMap::default();
+        fn root(parent: &mut FxHashMap<u32, u32>, v: u32) -> u32 {
+            let mut r = v;
+            while let Some(&p) = parent.get(&r).filter(|&&p| p != r) {
+                r = p;
+            }
+            parent.insert(v, r);
+            r
+        }
+        for &((u, v), _) in &open {
+            parent.entry(u).or_insert(u);
+            parent.entry(v).or_insert(v);
+            let (ru, rv) = (root(&mut parent, u), root(&mut parent, v));
+            parent.insert(ru, rv);
+        }
+        let mut parts: FxHashMap<u32, Vec<UnbalancedEdge>> = FxHashMap::default();
+        for &edge in &open {
+            let r = root(&mut parent, edge.0.0);
+            parts.entry(r).or_default().push(edge);
+        }
+        let caps = parts
+            .into_values()
+            .map(|edges| {
+                let mut vertices: Vec<u32> =
+                    edges.iter().flat_map(|((u, v), _)| [*u, *v]).collect();
+                vertices.sort_unstable();
+                vertices.dedup();
+                let at = |k: u32| positions[k as usize];
+                let centre = vertices.iter().fold(DVec3::ZERO, |s, &k| s + at(k))
+                    * (1.0 / vertices.len() as f64);
+                let reach = vertices
+                    .iter()
+                    .map(|&k| (at(k) - centre).length())
+                    .fold(0.0, f64::max);
+                let triangles: Vec<([DVec3; 3], f64)> = edges
+                    .iter()
+                    .map(|((u, v), b)| {
+                        let area = 0.5 * (at(*u) - centre).cross(at(*v) - centre).length();
+                        ([at(*u), at(*v), centre], area * b.abs() as f64)
+                    })
+                    .collect();
+                HoleCap {
+                    centre,
+                    reach,
+                    area: triangles.iter().map(|t| t.1).sum(),
+                    triangles,
+                }
+            })
+            .collect();
+        HoleCaps { caps }
+    }
+
+    /// Whether the winding number has one sign in the whole ball of `radius` about `centre`,
+    /// which must meet no triangle of the mesh: it meets no cap, and the caps' solid angle
+    /// keeps the winding number within `CAP_BOUND` of an integer there.
+    pub fn sign_constant_in_ball(&self, centre: DVec3, radius: f64) -> bool {
+        let mut bound = 0.0;
+        for cap in &self.caps {
+            bound += cap.bound(centre, radius);
+            if bound >= CAP_BOUND {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// Edges by how the faces use them.

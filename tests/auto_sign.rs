@@ -203,3 +203,71 @@ fn sign_names_parse_and_unknown_ones_list_the_valid_names() {
         "{message}"
     );
 }
+
+#[test]
+fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
+    // Soundness of `HoleCaps` without a twin: for balls that meet no triangle and that the caps
+    // clear, the exact f64 winding number at points all over the ball is on one side of ½, and
+    // within the caps' bound of an integer; and a closed mesh clears everywhere.
+    let mut rng = Rng::new(8);
+    let mut cleared = 0;
+    let mut refused = 0;
+    // An open tube: two holes whose winding number's ½ bulges off the flat caps.
+    let segments = 24u32;
+    let ring = |z: f64| {
+        (0..segments).map(move |k| {
+            let a = k as f64 * std::f64::consts::TAU / segments as f64;
+            DVec3::new(a.cos(), a.sin(), z)
+        })
+    };
+    let tube_vertices: Vec<DVec3> = ring(-0.6).chain(ring(0.6)).collect();
+    let tube_triangles: Vec<[u32; 3]> = (0..segments)
+        .flat_map(|k| {
+            let n = (k + 1) % segments;
+            [[k, n, segments + n], [k, segments + n, segments + k]]
+        })
+        .collect();
+    let mut meshes = messy_meshes();
+    meshes.push((
+        "an open tube",
+        mesh_of(tube_vertices, tube_triangles),
+        Sign::Winding,
+    ));
+    for (name, mesh, _) in meshes {
+        let caps = closest::auto_sign::HoleCaps::of(&mesh);
+        let (lo, hi) = mesh.bounds();
+        let size = (hi - lo).length();
+        for _ in 0..300 {
+            let centre = lo + (hi - lo) * 0.5 + rng.vec(-0.8, 0.8) * size;
+            let radius = rng.range(0.0, 0.15) * size;
+            let to_mesh = (0..mesh.triangles.len())
+                .map(|t| {
+                    (closest::mesh::closest_feature(centre, mesh.corners(t)).0 - centre).length()
+                })
+                .fold(f64::INFINITY, f64::min);
+            if to_mesh <= radius || !caps.sign_constant_in_ball(centre, radius) {
+                refused += 1;
+                continue;
+            }
+            cleared += 1;
+            let inside = winding_number(&mesh, centre) > 0.5;
+            for _ in 0..8 {
+                let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
+                let w = winding_number(&mesh, p);
+                assert_eq!(
+                    w > 0.5,
+                    inside,
+                    "{name}: {p:?} in the ball {centre:?} {radius}: {w}"
+                );
+                assert!((w - w.round()).abs() <= 0.45, "{name}: {w} at {p:?}");
+            }
+        }
+    }
+    assert!(
+        cleared > 500 && refused > 50,
+        "{cleared} balls cleared, {refused} refused"
+    );
+    let (vertices, triangles) = sphere(DVec3::ZERO, 1.0, 2);
+    let closed = closest::auto_sign::HoleCaps::of(&mesh_of(vertices, triangles));
+    assert!(closed.sign_constant_in_ball(DVec3::new(0.1, 0.0, 0.0), 0.5));
+}

@@ -9,14 +9,16 @@
 //! meets no surface, every sample in it has its centre's sign where the mesh is a closed cycle
 //! (every edge used as often each way, `GpuMesh::is_closed_cycle`: the winding number is then
 //! constant off the surface, and so is the pseudonormal's inside). Where it is not (a hole:
-//! the winding number's ½ crosses it off the surface), a far brick takes its centre's sign only
-//! when the eight corners of its box, evaluated on a shared lattice, agree with it, and every
-//! other brick near the surface or not is computed whole; a ½ crossing that enters and leaves
-//! a brick between its corners would go unseen (none on the bunny at 96³–256³ but one sample
-//! at 128³: docs/guide/meshes.md). Slabs of 8 x-planes are finished in turn, so memory stays
+//! the winding number's ½ crosses it off the surface), winding signs hold in a box that meets
+//! neither the mesh nor the holes' caps and where the caps bound the winding number away from
+//! ½ (`auto_sign::HoleCaps`, a proof); other boxes are computed whole. Pseudonormal signs have
+//! no such bound: a far brick takes its centre's sign only when the eight corners of its box,
+//! evaluated on a shared lattice, agree with it (a sample), and near bricks are computed
+//! whole. Slabs of 8 x-planes are finished in turn, so memory stays
 //! bounded at any resolution and the sink gets the grid in C order.
 
 use super::{Engine, GpuMesh, MeshQuery};
+use crate::DVec3;
 use crate::error::{Error, Result};
 use crate::fields::{DISTANCE, Family, Fields, PackedRows};
 use crate::mesh::Sign;
@@ -172,12 +174,22 @@ impl Engine {
             bricks: bricks.len(),
             ..BandWork::default()
         };
-        // Where the sign may change off the surface (the winding number across a hole), a
-        // far brick takes its centre's sign only if the corners of its box agree, and near
-        // bricks are computed whole.
+        // Where the sign may change off the surface (the winding number across a hole), a box
+        // takes its centre's sign only where the holes' caps bound the winding number away
+        // from ½ (`HoleCaps`, a proof); pseudonormal signs have no such bound, so a far brick
+        // takes its centre's sign there only if the corners of its box agree (a sample), and
+        // the other bricks are computed whole.
         let signs_vary = sign != Sign::None && !mesh.is_closed_cycle();
+        let caps = (signs_vary && sign == Sign::Winding).then(|| mesh.hole_caps());
+        let centre_sign_holds = |b: &SampleBox| match caps {
+            Some(caps) => {
+                let (centre, radius) = b.centre_and_radius(grid);
+                caps.sign_constant_in_ball(DVec3::from_array(centre), radius + slack)
+            }
+            None => !signs_vary,
+        };
         let lattice = [nx, ny, nz].map(|n| n.div_ceil(BRICK) + 1);
-        let corner_signs: Vec<bool> = if signs_vary {
+        let corner_signs: Vec<bool> = if signs_vary && caps.is_none() {
             let corners: Vec<[f64; 3]> = (0..lattice[0])
                 .flat_map(|i| {
                     (0..lattice[1]).flat_map(move |j| (0..lattice[2]).map(move |k| [i, j, k]))
@@ -226,7 +238,9 @@ impl Engine {
                 if near {
                     work.near_bricks += 1;
                 }
-                if signs_vary && (near || !corners_agree(brick, d.is_sign_negative())) {
+                let holds = centre_sign_holds(brick)
+                    || (caps.is_none() && !near && corners_agree(brick, d.is_sign_negative()));
+                if !holds {
                     whole_boxes.push(*brick);
                 } else if near {
                     near_cells.extend(brick.tiles(CELL));

@@ -53,6 +53,8 @@ pub struct GpuMesh {
     auto_sign: std::sync::OnceLock<AutoSign>,
     /// `auto_sign::is_closed_cycle`, checked on first use (before the host mesh is released).
     closed_cycle: std::sync::OnceLock<bool>,
+    /// `auto_sign::HoleCaps`, made on first use (before the host mesh is released).
+    hole_caps: std::sync::OnceLock<crate::auto_sign::HoleCaps>,
 }
 
 /// One part of a mesh on the device: a scene of some of its triangles.
@@ -82,6 +84,13 @@ impl GpuMesh {
         *self
             .closed_cycle
             .get_or_init(|| crate::auto_sign::is_closed_cycle(&self.mesh))
+    }
+
+    /// Its holes capped (`auto_sign::HoleCaps`): where the winding number's sign may change off
+    /// the surface of a mesh that is not a closed cycle.
+    pub fn hole_caps(&self) -> &crate::auto_sign::HoleCaps {
+        self.hole_caps
+            .get_or_init(|| crate::auto_sign::HoleCaps::of(&self.mesh))
     }
 
     /// The method `choice` names for this mesh.
@@ -200,6 +209,7 @@ impl Engine {
             host_winding: std::sync::OnceLock::new(),
             auto_sign: std::sync::OnceLock::new(),
             closed_cycle: std::sync::OnceLock::new(),
+            hole_caps: std::sync::OnceLock::new(),
             mesh,
             offset,
             parts,
@@ -225,8 +235,10 @@ impl Engine {
         let mut mesh =
             self.upload_mesh_with(mesh, sign == Sign::Winding, |_| Ok::<(), Error>(()))?;
         if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
-            // Band grids ask it after the upload.
-            mesh.is_closed_cycle();
+            // Band grids ask them after the upload.
+            if !mesh.is_closed_cycle() {
+                mesh.hole_caps();
+            }
             mesh.mesh = Mesh::default();
         }
         Ok(mesh)
