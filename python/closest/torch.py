@@ -1,4 +1,4 @@
-"""PyTorch tensors in and out of mesh queries (SPEC §8), the distance differentiable.
+"""PyTorch tensors in and out of mesh and scene queries (SPEC §8), the distance differentiable.
 
     import torch
     import closest, closest.torch
@@ -15,6 +15,8 @@
   and the results copied back to the points' device. docs/guide/python.md says what that costs.
 - The engine computes in float32 (SPEC §3). Float results are float32 tensors, or float64 where
   the points are float64 (converted after the query); `shape` is int32.
+- Scenes too: `closest.torch.query(scene, points, mode="surface")` (`mode` as `Scene.query`;
+  `sign` is for meshes).
 - Only `distance` is differentiable: its gradient with respect to the points is `normal` (the
   unit vector from the closest point, negated inside where signed), which is exact wherever the
   closest point is unique, that is away from the medial axis. `point`, `normal` and `shape`
@@ -34,16 +36,33 @@ __all__ = ["query"]
 _FIELDS = ("point", "distance", "shape", "normal")
 
 
-def query(mesh, points, sign=None, fields=None):
-    """The mesh's nearest triangle for each of the (N, 3) `points` tensor, as `Mesh.query` with
-    tensors: a dict of tensors on the points' device ("point", "distance", "shape", "normal",
-    or the subset `fields` names). sign: None, "pseudonormal", "winding" or "auto"."""
-    if not isinstance(mesh, closest.Mesh):
-        raise closest.InputError(f"mesh: expected a closest.Mesh, got {type(mesh).__name__}")
+def query(target, points, sign=None, fields=None, mode=None):
+    """The nearest triangle of a mesh (as `Mesh.query`, `sign`: None, "pseudonormal", "winding"
+    or "auto") or the nearest shape of a scene (as `Scene.query`, `mode`: "solid" or "surface")
+    for each row of the (N, 3) `points` tensor: a dict of tensors on the points' device
+    ("point", "distance", "shape", "normal", or the subset `fields` names)."""
+    if isinstance(target, closest.Mesh):
+        if mode is not None:
+            raise closest.InputError("mode: meshes are signed by sign=, not mode=")
+
+        def ask(p, asked):
+            return target.query(p, sign=sign, fields=asked)
+
+    elif isinstance(target, closest.Scene):
+        if sign is not None:
+            raise closest.InputError("sign: scenes take mode= (\"solid\" or \"surface\"), not sign=")
+
+        def ask(p, asked):
+            return target.query(p, mode=mode or "solid", fields=asked)
+
+    else:
+        raise closest.InputError(
+            f"target: expected a closest.Mesh or closest.Scene, got {type(target).__name__}"
+        )
     if not isinstance(points, torch.Tensor):
         raise closest.InputError(f"points: expected a torch.Tensor, got {type(points).__name__}")
     names = _field_names(fields)
-    outputs = _MeshQuery.apply(points, mesh, sign, names)
+    outputs = _Query.apply(points, ask, names)
     return dict(zip(names, outputs))
 
 
@@ -83,12 +102,12 @@ def _tensor(array, like):
     return tensor.to(like.device)
 
 
-class _MeshQuery(torch.autograd.Function):
+class _Query(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, points, mesh, sign, names):
+    def forward(ctx, points, ask, names):
         wants_gradient = ctx.needs_input_grad[0] and "distance" in names
         asked = set(names) | ({"normal"} if wants_gradient else set())
-        result = mesh.query(_host_array(points), sign=sign, fields=[n for n in _FIELDS if n in asked])
+        result = ask(_host_array(points), [n for n in _FIELDS if n in asked])
         tensors = {name: _tensor(array, points) for name, array in result.items()}
         if wants_gradient:
             ctx.save_for_backward(tensors["normal"])
@@ -101,8 +120,8 @@ class _MeshQuery(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, *grads):
         if ctx.distance_at is None:
-            return None, None, None, None
+            return None, None, None
         (normal,) = ctx.saved_tensors
         grad_distance = grads[ctx.distance_at]
         grad_points = grad_distance.unsqueeze(-1) * normal
-        return grad_points, None, None, None
+        return grad_points, None, None

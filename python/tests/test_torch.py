@@ -122,7 +122,8 @@ def test_bad_tensors_and_arguments_raise_input_error(cube):
         (lambda: closest_torch.query(cube, torch.zeros(4, 2)), "points"),
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), fields="colour"), "fields"),
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), sign="sideways"), "sign"),
-        (lambda: closest_torch.query("cube.obj", torch.zeros(2, 3)), "mesh"),
+        (lambda: closest_torch.query("cube.obj", torch.zeros(2, 3)), "target"),
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3), mode="surface"), "mode"),
     ]
     for call, message in cases:
         with pytest.raises(closest.InputError, match=message):
@@ -130,6 +131,30 @@ def test_bad_tensors_and_arguments_raise_input_error(cube):
     # Half precision is a real float: read, and answered in float32.
     out = closest_torch.query(cube, torch.tensor([[0.0, 0.0, 3.0]], dtype=torch.bfloat16))
     assert out["distance"].dtype == torch.float32 and out["distance"].item() == 2.0
+
+
+def test_scene_distances_are_differentiable_too(engine):
+    # Outside a sphere and a box, in surface mode: the gradient of the distance is the normal.
+    scene = engine.scene([
+        {"type": "sphere", "center": [0, 0, 0], "radius": 1},
+        {"type": "box", "center": [4, 0, 0], "half_extents": [0.5, 1, 0.25], "rotation": [0, 0, 0.38268343, 0.92387953]},
+    ])
+    rng = np.random.default_rng(2)
+    direction = rng.normal(size=(30, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    # Around the sphere, between 1.2 and 1.8 from its centre: nearer it than the box.
+    points = torch.tensor(direction * rng.uniform(1.2, 1.8, (30, 1)), requires_grad=True)
+
+    def distance(p):
+        return closest_torch.query(scene, p, mode="surface", fields="distance")["distance"]
+
+    assert torch.autograd.gradcheck(distance, (points,), eps=1e-3, atol=2e-3, rtol=1e-3)
+    out = closest_torch.query(scene, points, mode="surface")
+    torch.testing.assert_close(out["distance"], torch.linalg.norm(points.detach(), dim=1) - 1,
+                               atol=1e-5, rtol=0)
+    assert torch.all(out["shape"] == 0)
+    with pytest.raises(closest.InputError, match="sign"):
+        closest_torch.query(scene, points, sign="winding")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
