@@ -1525,6 +1525,62 @@ fn bad_zarr_outputs_exit_2_and_leave_nothing() {
 }
 
 #[test]
+fn an_open_mesh_s_band_through_the_cli_has_the_dense_grid_s_signs() {
+    // The CLI releases the host mesh after the upload: the holes' caps must be made before.
+    let dir = Dir::new();
+    let bunny =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/stanford-bunny.obj");
+    let bunny = bunny.to_str().unwrap();
+    closest_ok(
+        &[
+            "sdf",
+            bunny,
+            "--res",
+            "40",
+            "--band",
+            "2",
+            "--out",
+            &dir.s("band.npz"),
+        ],
+        &["signs: winding", "within the band"],
+    );
+    closest_ok(
+        &["sdf", bunny, "--res", "40", "--out", &dir.s("dense.npz")],
+        &["signs: winding"],
+    );
+    let sdf = |name: &str| {
+        f32s(
+            &read_npz(&dir.path(name))
+                .into_iter()
+                .find(|a| a.0 == "sdf")
+                .unwrap()
+                .2,
+        )
+    };
+    let spacing = read_npz(&dir.path("dense.npz"))
+        .into_iter()
+        .find(|a| a.0 == "spacing")
+        .unwrap()
+        .2
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .fold(0.0, f64::max);
+    let width = (2.0 * spacing) as f32;
+    let (band, dense) = (sdf("band.npz"), sdf("dense.npz"));
+    let far: Vec<usize> = (0..dense.len())
+        .filter(|&k| dense[k].abs() > width * 1.001)
+        .collect();
+    assert!(far.len() > 40_000, "{} far samples", far.len());
+    for k in far {
+        assert_eq!(
+            band[k].is_sign_negative(),
+            dense[k].is_sign_negative(),
+            "sample {k}"
+        );
+    }
+}
+
+#[test]
 fn bad_band_arguments_exit_2_naming_the_flag_and_leave_nothing() {
     let dir = Dir::new();
     let cube = dir.file("cube.obj", CUBE_OBJ).display().to_string();

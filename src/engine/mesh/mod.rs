@@ -89,6 +89,10 @@ impl GpuMesh {
     /// Its holes capped (`auto_sign::HoleCaps`): where the winding number's sign may change off
     /// the surface of a mesh that is not a closed cycle.
     pub fn hole_caps(&self) -> &crate::auto_sign::HoleCaps {
+        debug_assert!(
+            self.hole_caps.get().is_some() || !self.mesh.triangles.is_empty(),
+            "the host mesh was released before its holes were capped"
+        );
         self.hole_caps
             .get_or_init(|| crate::auto_sign::HoleCaps::of(&self.mesh))
     }
