@@ -9,18 +9,16 @@ its scene and querying; its distances are cross-checked against closest's (|dist
     python scripts/bench/band_open3d.py [RES] [BAND]      (default 512 3; ROUNDS, default 1)
 """
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import open3d as o3d
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_mesh import load_mesh  # noqa: E402
+from peers_mesh import load_mesh, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MESHES = ROOT / ".." / "shared" / "data" / "meshes"
@@ -28,15 +26,6 @@ CLI = os.environ.get("CLOSEST_CLI", str(ROOT / "target" / "release" / "closest")
 ROUNDS = int(os.environ.get("ROUNDS", "1"))
 RES = int(sys.argv[1]) if len(sys.argv) > 1 else 512
 BAND = sys.argv[2] if len(sys.argv) > 2 else "3"
-
-
-def timed(call):
-    times, result = [], None
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def main():
@@ -54,7 +43,7 @@ def main():
                 check=True, capture_output=True, text=True)
             return done.stderr
 
-        t_ours, log = timed(ours)
+        t_ours, log = timed(ours, ROUNDS)
         print(f"closest {name}: {t_ours:.2f} s", file=sys.stderr)
         band = np.load(sparse)
         points = (band["origin"] + band["index"] * band["spacing"]).astype(np.float32)
@@ -68,7 +57,7 @@ def main():
                                 o3d.core.Tensor(triangles.astype(np.uint32)))
             return scene.compute_signed_distance(o3d.core.Tensor(points)).numpy()
 
-        t_o3d, theirs = timed(open3d)
+        t_o3d, theirs = timed(open3d, ROUNDS)
         vertices, _ = load_mesh(mesh_path)
         size = np.linalg.norm(vertices.max(0) - vertices.min(0))
         difference = np.abs(np.abs(theirs) - np.abs(values)).max()

@@ -16,11 +16,9 @@ against closest's (the surface ones must agree within 1e-4 of the bunny's size).
     PYTHONPATH=<the closest package> python scripts/bench/peers_distance.py [SAMPLES]
 """
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,20 +27,14 @@ import trimesh
 
 import closest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers_mesh import timed  # noqa: E402
+
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SAMPLES = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 ROOT = Path(__file__).resolve().parents[2]
 BUNNY = ROOT / ".." / "shared" / "data" / "meshes" / "stanford-bunny.obj"
 CLI = os.environ.get("CLOSEST_CLI", str(ROOT / "target" / "release" / "closest"))
-
-
-def timed(call):
-    times, result = [], None
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def decimated(v, f, faces):
@@ -78,12 +70,12 @@ def main():
     points = len(pa) + len(pb)
 
     rows = []
-    t, ours = timed(lambda: closest.mesh_distance(str(BUNNY), b_path, samples=SAMPLES, engine=engine))
+    t, ours = timed(lambda: closest.mesh_distance(str(BUNNY), b_path, samples=SAMPLES, engine=engine), ROUNDS)
     rows.append(("closest.mesh_distance (files)", t, ours))
     out = work / "d.npz"
     t, _ = timed(lambda: subprocess.run(
         [CLI, "distance", BUNNY, b_path, "--samples", str(SAMPLES), "--out", out],
-        check=True, capture_output=True))
+        check=True, capture_output=True), ROUNDS)
     rows.append(("closest distance (CLI)", t, dict(np.load(out))))
 
     def trimesh_both():
@@ -107,7 +99,7 @@ def main():
     for name, call in [("point-cloud-utils closest_points_on_mesh", pcu_surface),
                        ("point-cloud-utils hausdorff + chamfer (point to point)", pcu_points),
                        ("trimesh proximity.closest_point", trimesh_both)]:
-        t, result = timed(call)
+        t, result = timed(call, ROUNDS)
         rows.append((name, t, result))
 
     size = np.linalg.norm(va.max(0) - va.min(0))

@@ -29,6 +29,18 @@ MESHES = ROOT.parent / "shared" / "data" / "meshes"
 CLOSEST = ROOT / "target" / "release" / "closest"
 
 
+def timed(call, rounds):
+    """The median time of `rounds` calls of `call`, and the last call's result."""
+    import statistics
+
+    times, result = [], None
+    for _ in range(rounds):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
 def load_mesh(path):
     """Vertices (n, 3) float64 and triangles (m, 3) int32; igea.ply's strips decoded by hand."""
     if path.suffix == ".ply":

@@ -9,9 +9,7 @@ sdf is checked against closest's at the peer's own points (sign agreement and |d
     PYTHONPATH=<the closest package> python scripts/bench/peers_sample.py [MESH ...]
 """
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ import trimesh
 import closest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_mesh import load_mesh  # noqa: E402  (igea's triangle strips, which trimesh skips)
+from peers_mesh import load_mesh, timed  # noqa: E402  (igea's triangle strips, which trimesh skips)
 
 N = 250_000
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -40,15 +38,6 @@ def unit_sphere(path):
     return trimesh.Trimesh(v, np.asarray(f), process=False)
 
 
-def timed(call):
-    times, result = [], None
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 def main(paths):
     engine = closest.Engine()
     print(f"adapter: {engine.info['adapter']}; {N} samples a mesh; median of {ROUNDS}")
@@ -62,7 +51,7 @@ def main(paths):
             m = engine.mesh(vertices=v, triangles=f)
             return m, m.sample(near=near, sigma=[0.0025, 0.00025], uniform=uniform, pad=0.0)
 
-        ours_time, (m, _) = timed(ours)
+        ours_time, (m, _) = timed(ours, ROUNDS)
         print(f"{Path(path).name:>20} {'closest':>26} {ours_time:9.3f}")
 
         def check(points, sdf):
@@ -100,7 +89,7 @@ def main(paths):
             print(f"  mesh_to_sdf: does not import here ({type(e).__name__}: {e})")
         for name, call in peers.items():
             try:
-                seconds, (points, sdf) = timed(call)
+                seconds, (points, sdf) = timed(call, ROUNDS)
             except Exception as e:
                 print(f"{Path(path).name:>20} {name:>26} failed: {type(e).__name__}: {e}")
                 continue
