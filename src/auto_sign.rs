@@ -56,7 +56,14 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
 /// so a box that meets no triangle has one sign; open meshes and flipped patches break it (the
 /// winding number changes smoothly across a hole).
 pub fn is_closed_cycle(mesh: &Mesh) -> bool {
-    let corners = welded_corners(mesh);
+    edge_balance(&welded_corners(mesh))
+        .values()
+        .all(|&b| b == 0)
+}
+
+/// For each edge (welded ids, the smaller first), how many more times the faces use it from
+/// the first to the second than back.
+fn edge_balance(corners: &[Option<[u32; 3]>]) -> FxHashMap<(u32, u32), i64> {
     let mut balance: FxHashMap<(u32, u32), i64> = FxHashMap::default();
     for [a, b, c] in corners.iter().flatten().copied() {
         for (u, v) in [(a, b), (b, c), (c, a)] {
@@ -64,7 +71,7 @@ pub fn is_closed_cycle(mesh: &Mesh) -> bool {
             *balance.entry(key).or_default() += step;
         }
     }
-    balance.values().all(|&b| b == 0)
+    balance
 }
 
 /// Each triangle's corners as indices of distinct coordinates (−0 and +0 the same); `None`
@@ -152,8 +159,7 @@ impl HoleCap {
     }
 }
 
-/// An edge (welded vertex ids, the smaller first) and how many more times the faces use it
-/// from the first to the second than back.
+/// An edge and its balance (`edge_balance`), not zero.
 type UnbalancedEdge = ((u32, u32), i64);
 
 /// How far below ½ the caps' bound must stay: the device's winding numbers are within 0.01 of
@@ -163,14 +169,10 @@ const CAP_BOUND: f64 = 0.45;
 impl HoleCaps {
     pub fn of(mesh: &Mesh) -> HoleCaps {
         let (positions, corners) = welded(mesh);
-        let mut balance: FxHashMap<(u32, u32), i64> = FxHashMap::default();
-        for [a, b, c] in corners.iter().flatten().copied() {
-            for (u, v) in [(a, b), (b, c), (c, a)] {
-                let (key, step) = if u < v { ((u, v), 1) } else { ((v, u), -1) };
-                *balance.entry(key).or_default() += step;
-            }
-        }
-        let open: Vec<UnbalancedEdge> = balance.into_iter().filter(|(_, b)| *b != 0).collect();
+        let open: Vec<UnbalancedEdge> = edge_balance(&corners)
+            .into_iter()
+            .filter(|(_, b)| *b != 0)
+            .collect();
         // The chains' connected parts, by the vertices they share.
         let mut parent: FxHashMap<u32, u32> = FxHashMap::default();
         fn root(parent: &mut FxHashMap<u32, u32>, v: u32) -> u32 {

@@ -31,6 +31,18 @@ pub struct SampleSpec {
 }
 
 impl SampleSpec {
+    /// `count` area-weighted surface samples only (`closest distance --samples`).
+    pub fn surface(count: usize, seed: u64) -> SampleSpec {
+        SampleSpec {
+            surface: count,
+            near: 0,
+            sigmas: Vec::new(),
+            uniform: 0,
+            pad: 0.0,
+            seed,
+        }
+    }
+
     /// The number of samples, after checking counts, sigmas and pad; bad values are usage
     /// errors naming the flag and the value.
     pub fn total(&self) -> Result<usize> {

@@ -1429,15 +1429,7 @@ fn zarr_grids_hold_the_npz_grids_and_leave_out_chunks_at_plus_w() {
     run(&[&band[..], &["--out", &dir.s("band.npz")]].concat());
     run(&[&band[..], &["--out", &dir.s("band.zarr"), "--chunk", "8"]].concat());
 
-    let npz_values = |name: &str| {
-        f32s(
-            &read_npz(&dir.path(name))
-                .into_iter()
-                .find(|a| a.0 == "sdf")
-                .unwrap()
-                .2,
-        )
-    };
+    let npz_values = |name: &str| f32s(&common::npz_array(&dir.path(name), "sdf"));
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let (dense, meta, written) = read_zarr_grid(&dir.path("dense.zarr"));
     assert_eq!(bits(&dense), bits(&npz_values("dense.npz")));
@@ -1548,20 +1540,8 @@ fn an_open_mesh_s_band_through_the_cli_has_the_dense_grid_s_signs() {
         &["sdf", bunny, "--res", "40", "--out", &dir.s("dense.npz")],
         &["signs: winding"],
     );
-    let sdf = |name: &str| {
-        f32s(
-            &read_npz(&dir.path(name))
-                .into_iter()
-                .find(|a| a.0 == "sdf")
-                .unwrap()
-                .2,
-        )
-    };
-    let spacing = read_npz(&dir.path("dense.npz"))
-        .into_iter()
-        .find(|a| a.0 == "spacing")
-        .unwrap()
-        .2
+    let sdf = |name: &str| f32s(&common::npz_array(&dir.path(name), "sdf"));
+    let spacing = common::npz_array(&dir.path("dense.npz"), "spacing")
         .chunks_exact(8)
         .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
         .fold(0.0, f64::max);

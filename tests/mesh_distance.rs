@@ -12,7 +12,7 @@ use closest::engine::{Direction, MeshDistance, surface_samples};
 use closest::mesh::{Mesh, Sign, closest_feature};
 use closest::sample::Sampler;
 use closest::{DVec3, EngineOptions, tolerance};
-use common::{Rng, octahedron_sphere, open_engine};
+use common::{Rng, npz_array, octahedron_sphere, open_engine};
 
 fn mesh_of((vertices, triangles): (Vec<DVec3>, Vec<[u32; 3]>)) -> Mesh {
     Mesh {
@@ -202,17 +202,6 @@ fn write_obj(path: &Path, mesh: &Mesh) {
         text += &format!("f {} {} {}\n", t[0] + 1, t[1] + 1, t[2] + 1);
     }
     std::fs::write(path, text).unwrap();
-}
-
-/// An `.npz` array's raw bytes.
-fn npz_array(path: &Path, name: &str) -> Vec<u8> {
-    use std::io::Read;
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut entry = zip.by_name(&format!("{name}.npy")).unwrap();
-    let mut bytes = Vec::new();
-    entry.read_to_end(&mut bytes).unwrap();
-    let header = closest::io::npy::read_header(&mut bytes.as_slice()).unwrap();
-    bytes[header.data_offset as usize..].to_vec()
 }
 
 #[test]

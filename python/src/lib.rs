@@ -868,14 +868,10 @@ impl MeshTarget {
                 ));
             }
             let sign = parse_sign_choice(sign)?;
-            let vertices = [
-                self.mesh.mesh().vertices.len(),
-                other.mesh.mesh().vertices.len(),
-            ];
-            check_result_fits("Mesh.distance_to", vertices[0] + vertices[1], 4)?;
+            let vertices = self.mesh.mesh().vertices.len() + other.mesh.mesh().vertices.len();
+            check_result_fits("Mesh.distance_to", vertices, 4)?;
             let (summary, deviations) = py
                 .detach(|| {
-                    let mut deviations = [Vec::new(), Vec::new()];
                     let job = MeshDistance {
                         a: &self.mesh,
                         b: &other.mesh,
@@ -883,17 +879,7 @@ impl MeshTarget {
                         seed,
                         sign,
                     };
-                    let summary =
-                        self.engine
-                            .mesh_distance(job, &mut |direction, first, values| {
-                                let side = direction as usize;
-                                if first < vertices[side] {
-                                    let count = values.len().min(vertices[side] - first);
-                                    deviations[side].extend_from_slice(&values[..count]);
-                                }
-                                Ok(())
-                            })?;
-                    Ok::<_, closest::Error>((summary, deviations))
+                    self.engine.mesh_distance_vertices(job, &mut |_, _| {})
                 })
                 .map_err(py_error)?;
             let dict = PyDict::new(py);

@@ -103,6 +103,30 @@ impl Engine {
         })
     }
 
+    /// [`Engine::mesh_distance`], keeping the vertices' deviations (`a_to_b`, then `b_to_a`, the
+    /// arrays of `closest distance`); `progress` hears of every chunk (points done, in all).
+    pub fn mesh_distance_vertices(
+        &self,
+        job: MeshDistance<'_>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(MeshDistanceSummary, [Vec<f32>; 2])> {
+        let vertices = [job.a, job.b].map(|m| m.mesh().vertices.len());
+        let total = vertices[0] + vertices[1] + 2 * job.samples;
+        let mut deviations = [Vec::new(), Vec::new()];
+        let mut done = 0;
+        let summary = self.mesh_distance(job, &mut |direction, first, values| {
+            let side = direction as usize;
+            if first < vertices[side] {
+                let count = values.len().min(vertices[side] - first);
+                deviations[side].extend_from_slice(&values[..count]);
+            }
+            done += values.len();
+            progress(done, total);
+            Ok(())
+        })?;
+        Ok((summary, deviations))
+    }
+
     /// `from`'s vertices and `samples` surface samples against `to`, signed by `sign`.
     fn deviations(
         &self,
@@ -167,14 +191,7 @@ pub fn surface_samples(samples: usize, seed: u64) -> Result<SampleSpec> {
             "--samples {samples}: at most 2^32 samples a mesh"
         )));
     }
-    Ok(SampleSpec {
-        surface: samples,
-        near: 0,
-        sigmas: Vec::new(),
-        uniform: 0,
-        pad: 0.0,
-        seed,
-    })
+    Ok(SampleSpec::surface(samples, seed))
 }
 
 /// A mesh's vertices, then its surface samples, as query points.

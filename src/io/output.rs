@@ -157,8 +157,11 @@ impl OutputFile {
             Writer::Zarr(store) => {
                 let mut scratch = Vec::new();
                 let bytes = values[0].bytes(count, 1, &mut scratch);
-                let floats: Vec<f32> = bytemuck::pod_collect_to_vec(bytes);
-                store.append(&floats)?;
+                // A column of words is read in place; anything else is gathered once.
+                match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                    Ok(floats) => store.append(floats)?,
+                    Err(_) => store.append(&bytemuck::pod_collect_to_vec::<u8, f32>(bytes))?,
+                }
                 Ok(())
             }
         };

@@ -88,8 +88,6 @@ pub fn run_distance(
     }
     let (a, _) = load_mesh_timed(job.a)?;
     let (b, _) = load_mesh_timed(job.b)?;
-    let vertices = [a.vertices.len(), b.vertices.len()];
-    let total = vertices[0] + vertices[1] + 2 * job.samples;
     for (path, mesh) in [(job.a, &a), (job.b, &b)] {
         check_samples(mesh, job.samples, job.seed).map_err(|e| match e {
             Error::Usage(problem) => Error::BadFile {
@@ -102,8 +100,6 @@ pub fn run_distance(
     let engine = engine_for()?;
     let started = Instant::now();
     let (a, b) = (engine.upload_mesh(a)?, engine.upload_mesh(b)?);
-    let mut deviations = [Vec::new(), Vec::new()];
-    let mut done = 0;
     let distance = MeshDistance {
         a: &a,
         b: &b,
@@ -111,16 +107,7 @@ pub fn run_distance(
         seed: job.seed,
         sign: job.sign,
     };
-    let summary = engine.mesh_distance(distance, &mut |direction, first, values: &[f32]| {
-        let side = direction as usize;
-        if first < vertices[side] {
-            let count = values.len().min(vertices[side] - first);
-            deviations[side].extend_from_slice(&values[..count]);
-        }
-        done += values.len();
-        progress(done, total);
-        Ok(())
-    })?;
+    let (summary, deviations) = engine.mesh_distance_vertices(distance, progress)?;
     let elapsed = started.elapsed();
     let npz = job
         .out

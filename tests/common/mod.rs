@@ -704,3 +704,14 @@ pub fn octahedron_sphere(centre: DVec3, radius: f64, levels: usize) -> (Vec<DVec
     let vertices = vertices.iter().map(|&v| centre + v * radius).collect();
     (vertices, triangles)
 }
+
+/// An `.npz` array's raw little-endian bytes (after its `.npy` header).
+pub fn npz_array(path: &std::path::Path, name: &str) -> Vec<u8> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut entry = zip.by_name(&format!("{name}.npy")).unwrap();
+    let mut bytes = Vec::new();
+    entry.read_to_end(&mut bytes).unwrap();
+    let header = closest::io::npy::read_header(&mut bytes.as_slice()).unwrap();
+    bytes[header.data_offset as usize..].to_vec()
+}
