@@ -122,6 +122,9 @@ impl AppState {
     pub(super) fn readiness(&self) -> Readiness {
         match self.readiness.load(Ordering::SeqCst) {
             0 => Readiness::Loading,
+            // Reopening from the moment a job finds the device lost, not only once the reopening
+            // task has woken: a probe between the two must not answer ready.
+            1 if self.engine().is_lost() => Readiness::Reopening,
             1 => Readiness::Ready,
             2 => Readiness::Reopening,
             _ => Readiness::DeviceFailed,
