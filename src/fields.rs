@@ -33,6 +33,20 @@ pub struct GpuSegmentHit {
     pub distance: f32,
 }
 
+/// One body's contact (SPEC §9), as the GPU writes it with every field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuBodyHit {
+    pub point_body: [f32; 3],
+    pub point_target: [f32; 3],
+    /// The separation, or minus the penetration depth.
+    pub distance: f32,
+    /// The target's shape index (scene) or triangle (mesh); −1 for a non-finite body.
+    pub shape: i32,
+    /// Unit, from the target towards the body.
+    pub normal: [f32; 3],
+}
+
 /// Receives each chunk's output rows as the device packed them, in row order.
 pub trait PackedSink {
     fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()>;
@@ -65,6 +79,10 @@ impl WholeRow for GpuSegmentHit {
     const FAMILY: Family = Family::Segments;
 }
 
+impl WholeRow for GpuBodyHit {
+    const FAMILY: Family = Family::Bodies;
+}
+
 /// Whole rows collected in row order (a job asked for every field of their family).
 impl<T: WholeRow> PackedSink for Vec<T> {
     fn take(&mut self, first_row: usize, rows: PackedRows<'_>) -> Result<()> {
@@ -91,6 +109,8 @@ pub enum Family {
     Contacts,
     /// Segment pairs: point_a, point_b, s, t, distance.
     Segments,
+    /// Bodies against shapes (SPEC §9): distance, point_body, point_target, normal, shape.
+    Bodies,
 }
 
 /// One output array of a family.
@@ -125,6 +145,11 @@ pub const S: u32 = 2;
 pub const POINT_B: u32 = 4;
 pub const T: u32 = 8;
 pub const SEGMENT_DISTANCE: u32 = 16;
+/// Device bits of body rows (the shape keeps `SHAPE`'s bit, which `non_finite_rows` reads).
+pub const POINT_BODY: u32 = 1;
+pub const POINT_TARGET: u32 = 2;
+pub const BODY_DISTANCE: u32 = 4;
+pub const BODY_NORMAL: u32 = 16;
 
 /// Fields in the default output order of each family.
 const HIT_FIELDS: &[Field] = &[
@@ -148,6 +173,14 @@ const SEGMENT_FIELDS: &[Field] = &[
     field("distance", 1, false, SEGMENT_DISTANCE),
 ];
 
+const BODY_FIELDS: &[Field] = &[
+    field("distance", 1, false, BODY_DISTANCE),
+    field("point_body", 3, false, POINT_BODY),
+    field("point_target", 3, false, POINT_TARGET),
+    field("normal", 3, false, BODY_NORMAL),
+    field("shape", 1, true, SHAPE),
+];
+
 impl Family {
     /// Every field, in the default output order.
     pub fn fields(self) -> &'static [Field] {
@@ -155,6 +188,7 @@ impl Family {
             Family::Hits => HIT_FIELDS,
             Family::Contacts => CONTACT_FIELDS,
             Family::Segments => SEGMENT_FIELDS,
+            Family::Bodies => BODY_FIELDS,
         }
     }
 
@@ -366,6 +400,11 @@ impl<'a> PackedRows<'a> {
     /// Every row as a segment-pair answer, when every segment field is there (no copy).
     pub fn as_segment_hits(&self) -> Option<&'a [GpuSegmentHit]> {
         (self.fields == Fields::all(Family::Segments)).then(|| bytemuck::cast_slice(self.words))
+    }
+
+    /// Every row as a body contact, when every body field is there (no copy).
+    pub fn as_body_hits(&self) -> Option<&'a [GpuBodyHit]> {
+        (self.fields == Fields::all(Family::Bodies)).then(|| bytemuck::cast_slice(self.words))
     }
 
     /// Append the words of the field of `bit`, row after row, to `out`.

@@ -37,7 +37,7 @@ pub mod winding;
 pub use contacts::Contact;
 pub use engine::{Engine, GpuMesh};
 pub use error::{Error, Result};
-pub use fields::{Columns, Family, Fields, PackedRows};
+pub use fields::{Columns, Family, Fields, GpuBodyHit, PackedRows};
 pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit, MeshRecords};
 pub use math::DVec3;
 pub use points::{PointChunk, PointReader, Points};

@@ -11,7 +11,7 @@ use closest::reference::gjk::{BodyContact, Convex, body_contact};
 use closest::reference::{closest_segment_pair, query_shape};
 use closest::shape::Shape;
 use closest::{DVec3, tolerance};
-use common::Rng;
+use common::{Rng, convex_kinds};
 
 fn convex(shape: &Shape) -> Convex {
     Convex::of(shape).expect("a convex kind")
@@ -19,63 +19,6 @@ fn convex(shape: &Shape) -> Convex {
 
 fn contact(body: &Shape, target: &Shape) -> BodyContact {
     body_contact(&convex(body), &convex(target))
-}
-
-/// Every convex kind, around `centre`, about `size` across, turned by `rng`.
-fn convex_kinds(rng: &mut Rng, centre: DVec3, size: f64) -> Vec<Shape> {
-    let rotation = rng.quaternion();
-    let mut at = |spread: f64| centre + rng.vec(-spread, spread) * size;
-    let (a, b, c) = (at(0.5), at(0.5), at(0.5));
-    let h = DVec3::new(0.5, 0.3, 0.2) * size;
-    let hull_points: Vec<DVec3> = (0..12).map(|_| at(0.5)).collect();
-    vec![
-        Shape::Sphere {
-            center: a,
-            radius: 0.4 * size,
-        },
-        Shape::Capsule {
-            a,
-            b,
-            radius: 0.2 * size,
-        },
-        Shape::Segment { a, b },
-        Shape::Triangle { a, b, c },
-        Shape::Aabb {
-            min: centre - h,
-            max: centre + h,
-        },
-        Shape::Box {
-            center: centre,
-            half_extents: h,
-            rotation,
-        },
-        Shape::Wedge {
-            center: centre,
-            half_extents: h,
-            rotation,
-        },
-        Shape::CornerWedge {
-            center: centre,
-            half_extents: h,
-            rotation,
-        },
-        Shape::Cylinder {
-            a,
-            b,
-            radius: 0.3 * size,
-        },
-        Shape::Cone {
-            a,
-            b,
-            radius: 0.3 * size,
-        },
-        Shape::Ellipsoid {
-            center: centre,
-            radii: h,
-            rotation,
-        },
-        Shape::ConvexHull(closest::hull::ConvexHull::new(hull_points).unwrap()),
-    ]
 }
 
 /// SPEC §3's bound for a pair, and §9's for depths and normals.

@@ -4,6 +4,7 @@
 //! `sdf.rs` for grids.
 
 mod band;
+mod bodies;
 mod contacts;
 mod distance;
 mod mesh;
@@ -11,6 +12,7 @@ mod samples;
 mod sdf;
 
 pub use band::{BandSlab, BandWork, SdfBand};
+pub use bodies::{BodyContacts, BodyPairs, check_bodies, check_torus_targets, is_body_kind};
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use distance::{Deviations, Direction, MeshDistance, MeshDistanceSummary, surface_samples};
 pub use mesh::{GpuMesh, MeshQuery};
@@ -219,16 +221,7 @@ impl Engine {
         } = job;
         check_paired_counts(shapes.len(), points.len())?;
         let (data, data_starts) = layout::ShapeData::for_paired(shapes);
-        let data = if data_starts.is_empty() {
-            None
-        } else {
-            let bytes = data.into_bytes();
-            self.gpu.check_shape_data(bytes.len())?;
-            Some(
-                self.gpu
-                    .checked(|| self.gpu.storage_buffer("paired shape data", &bytes))?,
-            )
-        };
+        let data = self.shape_data_buffer(data, &data_starts)?;
         let mut shape_source = rows::shapes_from_slice(shapes, &data_starts);
         let kind = common_kind(shapes.iter().map(Shape::kind));
         let job = plan::Job::Paired {

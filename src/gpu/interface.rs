@@ -186,10 +186,14 @@ pub enum Entry {
     /// `WindingNumbers` by whole subgroups (`mesh_subgroup.wgsl`).
     WindingNumbersSubgroup,
     SegmentPairs,
+    /// The nearest shape of a resident scene to each row's body (`bodies.wgsl`).
+    BodyNearest,
+    /// Body i against target i (`bodies.wgsl`).
+    BodyPaired,
 }
 
 impl Entry {
-    pub const ALL: [Entry; 10] = [
+    pub const ALL: [Entry; 12] = [
         Entry::Paired,
         Entry::Nearest,
         Entry::NearestSubgroup,
@@ -200,6 +204,8 @@ impl Entry {
         Entry::WindingNumbers,
         Entry::WindingNumbersSubgroup,
         Entry::SegmentPairs,
+        Entry::BodyNearest,
+        Entry::BodyPaired,
     ];
 
     pub fn name(self) -> &'static str {
@@ -214,6 +220,8 @@ impl Entry {
             Entry::WindingNumbers => "winding_numbers",
             Entry::WindingNumbersSubgroup => "winding_numbers_subgroup",
             Entry::SegmentPairs => "segment_pairs",
+            Entry::BodyNearest => "body_nearest",
+            Entry::BodyPaired => "body_paired",
         }
     }
 
@@ -234,6 +242,7 @@ impl Entry {
             Entry::Paired | Entry::Nearest => "query",
             Entry::NearestSubgroup => "query_subgroup",
             Entry::SegmentPairs => "segments",
+            Entry::BodyNearest | Entry::BodyPaired => "bodies",
             Entry::NearestTriangle | Entry::WindingSigns | Entry::WindingNumbers => "mesh",
             Entry::NearestTriangleSubgroup
             | Entry::WindingSignsSubgroup

@@ -30,6 +30,14 @@ pub(crate) enum Job<'a> {
     },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
+    /// The nearest shape of a scene to each row's body (streamed as shape records, their
+    /// hulls' faces in `data`); the scene's BVH is axis-aligned (`GpuScene::oriented` false).
+    BodyNearest {
+        scene: &'a GpuScene,
+        data: Option<&'a wgpu::Buffer>,
+    },
+    /// Body i against target i, two records a row (body, target), hull faces in `data`.
+    BodyPaired { data: Option<&'a wgpu::Buffer> },
     /// The winding number of one part of a mesh in parts (its scene, with its clusters) at
     /// each point, as the row's distance: coarse, or `fine`.
     WindingNumbers { scene: &'a GpuScene, fine: bool },
@@ -107,9 +115,20 @@ pub(crate) enum ShapeBuffers<'a> {
         data: &'a wgpu::Buffer,
         count: u32,
     },
-    /// Every row brings its own shape record, streamed beside the points, their variable-size
-    /// parts resident in `data`; the scene slots get placeholders.
-    PerRow { data: Option<&'a wgpu::Buffer> },
+    /// Every row brings `records` shape records, streamed beside the points, their
+    /// variable-size parts resident in `data`; the scene slots get placeholders.
+    PerRow {
+        data: Option<&'a wgpu::Buffer>,
+        records: usize,
+    },
+    /// Every row brings its body's record, against a resident scene (its kind ranges, texels
+    /// and shape count); the bodies' variable-size parts are in `data`.
+    BodiesAgainst {
+        kind_ranges: &'a wgpu::Buffer,
+        texels: &'a wgpu::TextureView,
+        count: u32,
+        data: Option<&'a wgpu::Buffer>,
+    },
 }
 
 /// What a chunk of a job runs.
@@ -150,7 +169,16 @@ impl GpuScene {
 
 impl Plan<'_> {
     pub(crate) fn streams_shapes(&self) -> bool {
-        matches!(self.shapes, ShapeBuffers::PerRow { .. })
+        self.records_per_row() > 0
+    }
+
+    /// Shape records each row streams.
+    pub(crate) fn records_per_row(&self) -> usize {
+        match self.shapes {
+            ShapeBuffers::PerRow { records, .. } => records,
+            ShapeBuffers::BodiesAgainst { .. } => 1,
+            ShapeBuffers::Resident { .. } => 0,
+        }
     }
 
     /// Dispatches of the longest pass: each gets its own `Params` (round r of that many);
@@ -188,7 +216,10 @@ impl Job<'_> {
         Ok(match self {
             Job::Paired { kind, data } => Plan {
                 passes: vec![pass(key(Entry::Paired, *kind), Rounds::Once)?],
-                shapes: ShapeBuffers::PerRow { data: *data },
+                shapes: ShapeBuffers::PerRow {
+                    data: *data,
+                    records: 1,
+                },
                 sign_data: None,
                 reorders_points: false,
                 grid: None,
@@ -199,12 +230,45 @@ impl Job<'_> {
             },
             Job::SegmentPairs => Plan {
                 passes: vec![pass(key(Entry::SegmentPairs, None), Rounds::Once)?],
-                shapes: ShapeBuffers::PerRow { data: None },
+                shapes: ShapeBuffers::PerRow {
+                    data: None,
+                    records: 1,
+                },
                 sign_data: None,
                 reorders_points: false,
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: gpu.point_texels,
+                fields,
+                mode,
+            },
+            Job::BodyNearest { scene, data } => Plan {
+                passes: vec![pass(key(Entry::BodyNearest, None), Rounds::Once)?],
+                shapes: ShapeBuffers::BodiesAgainst {
+                    kind_ranges: &scene.ranges,
+                    texels: &scene.texels,
+                    count: scene.count,
+                    data: *data,
+                },
+                sign_data: None,
+                reorders_points: false,
+                grid: None,
+                keeps_shapes: false,
+                shape_texels: false,
+                fields,
+                mode,
+            },
+            Job::BodyPaired { data } => Plan {
+                passes: vec![pass(key(Entry::BodyPaired, None), Rounds::Once)?],
+                shapes: ShapeBuffers::PerRow {
+                    data: *data,
+                    records: 2,
+                },
+                sign_data: None,
+                reorders_points: false,
+                grid: None,
+                keeps_shapes: false,
+                shape_texels: false,
                 fields,
                 mode,
             },

@@ -71,6 +71,9 @@ pub(crate) enum Hierarchy {
     /// Cell lists (`gpu::cells`) where the scene suits them and the engine allows them, the
     /// walk for points outside their grid.
     CellLists,
+    /// The BVH with axis-aligned boxes and plain records for every kind, triangles too: what
+    /// the body walk reads (`bodies.wgsl`).
+    AxisAligned,
 }
 
 /// A scene's records, kind ranges, hierarchies and shape data on the device; `admit` is asked
@@ -81,7 +84,11 @@ pub(crate) fn upload<E: From<Error>>(
     hierarchy: Hierarchy,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
-    let laid_out = scene_layout::scene_layout(shapes, hierarchy != Hierarchy::None);
+    let laid_out = scene_layout::scene_layout_with(
+        shapes,
+        hierarchy != Hierarchy::None,
+        hierarchy != Hierarchy::AxisAligned,
+    );
     let cells = (hierarchy == Hierarchy::CellLists && !gpu.walk_only && !laid_out.oriented)
         .then(|| {
             // The BVH's shapes come first in storage order, up to the first linear range.

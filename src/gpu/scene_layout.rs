@@ -440,6 +440,12 @@ const ORIENTED_MAX_TRIANGLES: usize = 256;
 
 /// `use_bvh: false` scans every kind linearly (the brute-force path, for comparisons).
 pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
+    scene_layout_with(shapes, use_bvh, true)
+}
+
+/// [`scene_layout`], with triangle-only hierarchies oriented or not (`orient_triangles`):
+/// the body walk (`bodies.wgsl`) reads axis-aligned boxes and plain records only.
+pub fn scene_layout_with(shapes: &[Shape], use_bvh: bool, orient_triangles: bool) -> SceneLayout {
     let bounded: Vec<(usize, Bounds)> = shapes
         .iter()
         .enumerate()
@@ -469,13 +475,17 @@ pub fn scene_layout(shapes: &[Shape], use_bvh: bool) -> SceneLayout {
         // Meshes: boxes that follow the surface. An axis-aligned box around tiny tilted
         // triangles stands out of the surface by their size, so far more leaves qualify for a
         // query point than hold its answer (docs/perf-history.md).
-        let triangles: Option<Vec<[DVec3; 3]>> = bounded
-            .iter()
-            .map(|&(i, _)| match shapes[i] {
-                Shape::Triangle { a, b, c } => Some([a, b, c]),
-                _ => None,
-            })
-            .collect();
+        let triangles: Option<Vec<[DVec3; 3]>> = if !orient_triangles {
+            None
+        } else {
+            bounded
+                .iter()
+                .map(|&(i, _)| match shapes[i] {
+                    Shape::Triangle { a, b, c } => Some([a, b, c]),
+                    _ => None,
+                })
+                .collect()
+        };
         let leaf_size = if triangles.is_some() {
             bvh::TRIANGLE_LEAF_SIZE
         } else {

@@ -26,6 +26,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/subgroup"),
     wgsl!("shared/texels"),
     wgsl!("shared/point_texels"),
+    wgsl!("shared/lane_loads"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),
@@ -44,6 +45,8 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("query"),
     wgsl!("query_subgroup"),
     wgsl!("segments"),
+    wgsl!("gjk"),
+    wgsl!("bodies"),
     wgsl!("grid_samples"),
     wgsl!("mesh_walk"),
     wgsl!("winding_walk"),
@@ -144,6 +147,10 @@ pub fn prelude() -> String {
         ("POINT_B", fields::POINT_B),
         ("T", fields::T),
         ("SEGMENT_DISTANCE", fields::SEGMENT_DISTANCE),
+        ("POINT_BODY", fields::POINT_BODY),
+        ("POINT_TARGET", fields::POINT_TARGET),
+        ("BODY_DISTANCE", fields::BODY_DISTANCE),
+        ("BODY_NORMAL", fields::BODY_NORMAL),
     ] {
         out += &format!("const FIELD_{name}: u32 = {bit}u;\n");
     }

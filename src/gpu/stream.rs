@@ -25,7 +25,7 @@ const SHAPE_TEXELS: usize = std::mem::size_of::<GpuShape>() / 16;
 
 /// The widest output row of any job: a slot's result buffer holds a chunk of these.
 fn max_output_row_bytes() -> usize {
-    [Family::Hits, Family::Segments]
+    [Family::Hits, Family::Segments, Family::Bodies]
         .map(|family| Fields::all(family).row_words() * 4)
         .into_iter()
         .max()
@@ -461,8 +461,15 @@ pub(crate) fn run(
         }
     }
     if plan.streams_shapes() {
-        for slot in slots.iter_mut().filter(|s| s.shapes.is_none()) {
-            let size = (slot.capacity * std::mem::size_of::<GpuShape>()) as u64;
+        let records = plan.records_per_row();
+        let too_small = |slot: &Slot| {
+            slot.shapes.as_ref().is_none_or(|upload| {
+                upload.storage.size()
+                    < (slot.capacity * records * std::mem::size_of::<GpuShape>()) as u64
+            })
+        };
+        for slot in slots.iter_mut().filter(|s| too_small(s)) {
+            let size = (slot.capacity * records * std::mem::size_of::<GpuShape>()) as u64;
             slot.shapes = Some(gpu.checked(|| {
                 Upload::new(gpu, "paired shapes", size, wgpu::BufferUsages::COPY_SRC)
             })?);
@@ -531,7 +538,7 @@ fn encode_chunk(
         Some(grid) => (0, grid.threads(&range), grid.header(&range)),
         None => ((n * 12) as u64, n, [0; super::grid::HEADER_WORDS]),
     };
-    let shape_bytes = (n * std::mem::size_of::<GpuShape>()) as u64;
+    let shape_bytes = (n * plan.records_per_row() * std::mem::size_of::<GpuShape>()) as u64;
     let hit_bytes = (n * fields.row_words() * 4) as u64;
     // A job without points still binds the buffer, so it is unmapped all the same.
     slot.reorder.clear();
@@ -562,7 +569,21 @@ fn encode_chunk(
             data,
             count,
         } => (*records, *kind_ranges, *texels, *data, *count),
-        ShapeBuffers::PerRow { data } => (
+        ShapeBuffers::BodiesAgainst {
+            kind_ranges,
+            texels,
+            count,
+            data,
+        } => (
+            &row_shapes
+                .expect("slots of body jobs have shape buffers")
+                .storage,
+            *kind_ranges,
+            *texels,
+            data.unwrap_or(&gpu.unused_shape_data),
+            *count,
+        ),
+        ShapeBuffers::PerRow { data, .. } => (
             &row_shapes
                 .expect("slots of per-row jobs have shape buffers")
                 .storage,

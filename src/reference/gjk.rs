@@ -6,8 +6,9 @@
 //! are subtracted after, which is exact and keeps GJK away from curved supports where it can;
 //! EPA runs on the whole shapes only when the cores themselves overlap.
 
+use crate::Mode;
 use crate::math::{DVec3, quaternion_axes};
-use crate::reference::{corner_wedge_vertices, wedge_vertices};
+use crate::reference::{corner_wedge_vertices, finish, project_point, wedge_vertices};
 use crate::shape::Shape;
 
 /// A convex shape as GJK sees it: its core's support mapping, swept by `radius`.
@@ -281,6 +282,77 @@ pub struct BodyContact {
     /// Unit, from the target towards the body: moving the body by −distance·normal makes the
     /// two touch (the minimal translation when they overlap).
     pub normal: DVec3,
+}
+
+/// The contact of `body` (a convex kind) with any `target` (SPEC §9), the twin of
+/// `bodies.wgsl`'s `target_contact`: a sphere body by its centre's projection (signed where the
+/// target has an inside, less the radius); a plane as the half-space below it, by the body's
+/// lowest point; a line or ray as the stretch of it around the body's extremes along it; the
+/// rest by GJK and EPA. `None` where the pair has no answer: a body that is not convex, or a
+/// torus against a body other than a sphere.
+pub fn target_contact(body: &Shape, target: &Shape) -> Option<BodyContact> {
+    let convex = Convex::of(body)?;
+    if let Shape::Sphere { center, radius } = *body {
+        let proj = project_point(target, center);
+        let (point, distance, normal) = finish(target, center, proj, Mode::Surface);
+        let normal = if normal == DVec3::ZERO {
+            DVec3::new(0.0, 0.0, 1.0)
+        } else {
+            normal
+        };
+        return Some(BodyContact {
+            distance: distance - radius,
+            point_body: center - normal * radius,
+            point_target: point,
+            normal,
+        });
+    }
+    // The body's extremes along the line, each end pushed out by the body's length along it:
+    // a separated pair's nearest points lie between the extremes, and an overlapping pair's
+    // minimal translation never leaves through the ends (an unbounded line has none).
+    let reachable = |a: DVec3, u: DVec3, from_zero: bool| {
+        let along = |p: DVec3| (p - a).dot(u);
+        let (low, high) = (along(convex.support(-u)), along(convex.support(u)));
+        let span = high - low;
+        let (mut low, mut high) = (low - span, high + span);
+        if from_zero {
+            (low, high) = (low.max(0.0), high.max(0.0));
+        }
+        Shape::Segment {
+            a: a + u * low,
+            b: a + u * high,
+        }
+    };
+    let target = match *target {
+        Shape::Plane { normal, offset } => {
+            let lowest = convex.support(-normal);
+            let height = normal.dot(lowest) - offset;
+            return Some(BodyContact {
+                distance: height,
+                point_body: lowest,
+                point_target: lowest - normal * height,
+                normal,
+            });
+        }
+        Shape::Line { a, b } => reachable(a, (b - a).normalize_or_zero(), false),
+        Shape::Ray { origin, direction } => reachable(origin, direction.normalize_or_zero(), true),
+        Shape::Torus { .. } => return None,
+        ref convex_target => convex_target.clone(),
+    };
+    Some(body_contact(&convex, &Convex::of(&target)?))
+}
+
+/// The nearest of `targets` to `body` (the smallest distance: the deepest overlap; ties to the
+/// lowest index), with its index; `None` where a pair has no answer or there are no targets.
+pub fn nearest_target(body: &Shape, targets: &[Shape]) -> Option<(usize, BodyContact)> {
+    let mut best: Option<(usize, BodyContact)> = None;
+    for (i, target) in targets.iter().enumerate() {
+        let contact = target_contact(body, target)?;
+        if best.is_none_or(|(_, b)| contact.distance < b.distance) {
+            best = Some((i, contact));
+        }
+    }
+    best
 }
 
 /// A support point of the Minkowski difference body − target, with the two points it came from.

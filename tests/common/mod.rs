@@ -715,3 +715,60 @@ pub fn npz_array(path: &std::path::Path, name: &str) -> Vec<u8> {
     let header = closest::io::npy::read_header(&mut bytes.as_slice()).unwrap();
     bytes[header.data_offset as usize..].to_vec()
 }
+
+/// Every convex kind, around `centre`, about `size` across, turned by `rng`.
+pub fn convex_kinds(rng: &mut Rng, centre: DVec3, size: f64) -> Vec<Shape> {
+    let rotation = rng.quaternion();
+    let mut at = |spread: f64| centre + rng.vec(-spread, spread) * size;
+    let (a, b, c) = (at(0.5), at(0.5), at(0.5));
+    let h = DVec3::new(0.5, 0.3, 0.2) * size;
+    let hull_points: Vec<DVec3> = (0..12).map(|_| at(0.5)).collect();
+    vec![
+        Shape::Sphere {
+            center: a,
+            radius: 0.4 * size,
+        },
+        Shape::Capsule {
+            a,
+            b,
+            radius: 0.2 * size,
+        },
+        Shape::Segment { a, b },
+        Shape::Triangle { a, b, c },
+        Shape::Aabb {
+            min: centre - h,
+            max: centre + h,
+        },
+        Shape::Box {
+            center: centre,
+            half_extents: h,
+            rotation,
+        },
+        Shape::Wedge {
+            center: centre,
+            half_extents: h,
+            rotation,
+        },
+        Shape::CornerWedge {
+            center: centre,
+            half_extents: h,
+            rotation,
+        },
+        Shape::Cylinder {
+            a,
+            b,
+            radius: 0.3 * size,
+        },
+        Shape::Cone {
+            a,
+            b,
+            radius: 0.3 * size,
+        },
+        Shape::Ellipsoid {
+            center: centre,
+            radii: h,
+            rotation,
+        },
+        Shape::ConvexHull(closest::hull::ConvexHull::new(hull_points).unwrap()),
+    ]
+}

@@ -1,0 +1,320 @@
+// Bodies against shapes (SPEC §9), one lane a body: `body_nearest` finds the nearest shape of a
+// resident scene (its BVH walked with the body's box grown by the best distance so far, then the
+// kinds scanned linearly); `body_paired` answers body i against target i. The narrow phase is
+// closed where that is exact (a sphere body: its centre's projection; a plane: the body's lowest
+// point), else GJK and EPA (gjk.wgsl); lines and rays become the segment of them the body can
+// reach. Twin: src/reference/gjk.rs (`target_contact`).
+#import query_walk
+#import shared/one_lane
+#import shared/lane_loads
+#import gjk
+
+// Each row's body record; `body_paired` reads two a row, the body then its target. Hull faces of
+// these records are in `shape_data` (a resident scene's own are in its texels).
+@group(0) @binding(1) var<storage, read> bodies: array<Shape>;
+
+// A hull's face entry (plane, a, b, c relative to its anchor): the rows' own in `shape_data`,
+// a resident scene's where `load_hull_face` finds them.
+fn hull_corners(at: u32, in_shape_data: bool) -> array<vec4<f32>, 4> {
+    if in_shape_data {
+        return array<vec4<f32>, 4>(shape_data[at], shape_data[at + 1u], shape_data[at + 2u], shape_data[at + 3u]);
+    }
+    return load_hull_face(at);
+}
+
+// `n`, as a loop bound the shader compiler cannot see through (`Params.round_count` is 1 for
+// body jobs): a loop of n support calls is then built once, not unrolled into n copies of the
+// kind switch, which made these pipelines take minutes to build on lavapipe.
+fn rolled(n: u32) -> u32 {
+    return n * params.round_count;
+}
+
+// A body's answer as it is written: world points, and the target's index (-1: none).
+struct BodyHit {
+    contact: Contact,
+    shape: i32,
+}
+
+fn radius_of(s: Shape) -> f32 {
+    return select(0.0, s.p0.w, s.kind == KIND_SPHERE || s.kind == KIND_CAPSULE);
+}
+
+// `s` as GJK sees it, its anchor made relative to `origin`.
+fn convex_of(s: Shape, origin: vec3<f32>, faces_in_shape_data: bool) -> Convex {
+    var relative = s;
+    relative.anchor = vec4<f32>(s.anchor.xyz - origin, 0.0);
+    return Convex(relative, s.kind, radius_of(s), faces_in_shape_data);
+}
+
+fn is_finite_record(s: Shape) -> bool {
+    return is_finite_vec3(s.anchor.xyz) && is_finite_vec3(s.p0.xyz) && is_finite_f32(s.p0.w)
+        && is_finite_vec3(s.p1.xyz) && is_finite_f32(s.p1.w);
+}
+
+// A sphere body (centre at the origin): its centre's projection, signed where the target has
+// an inside (surface mode), less the radius. Exact, as the point queries are.
+fn sphere_contact(kind: u32, other: Shape, radius: f32) -> Contact {
+    let proj = project_point(kind, other, vec3<f32>(0.0));
+    let delta = -proj.point;
+    let len = length(delta);
+    let sign = select(1.0, -1.0, proj.inside);
+    var normal = proj.normal;
+    if len > 0.0 {
+        normal = delta / len * sign;
+    }
+    if dot(normal, normal) == 0.0 {
+        // The centre on a curve or a point: any direction is as good.
+        normal = vec3<f32>(0.0, 0.0, 1.0);
+    }
+    return Contact(sign * len - radius, -normal * radius, proj.point, normal);
+}
+
+// The contact of `body` with the scene or paired shape `other`; `target_faces_in_shape_data`
+// says where a target hull's faces are. Each support or projection is called from one site
+// (see gjk.wgsl's `minkowski`).
+fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool) -> Contact {
+    var t = convex_of(other, origin, target_faces_in_shape_data);
+    if body.kind == KIND_SPHERE {
+        return sphere_contact(other.kind, t.s, body.radius);
+    }
+    if other.kind == KIND_TORUS {
+        // Refused on the host: a torus is not convex.
+        return Contact(bitcast<f32>(params.nan_bits), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    }
+    let unbounded = other.kind == KIND_PLANE || other.kind == KIND_LINE || other.kind == KIND_RAY;
+    if unbounded {
+        // The body's extremes along the plane's normal or the line: its lowest point decides a
+        // plane (the half-space below it); a line or ray is answered as the stretch of it
+        // around the extremes, each end pushed out by the body's length along it (the twin's
+        // `reachable`): a separated pair's nearest points lie between the extremes, and an
+        // overlapping pair's minimal translation never leaves through an end the line lacks.
+        let u = t.s.p0.xyz;
+        var extremes: array<vec3<f32>, 2>;
+        for (var k = 0u; k < rolled(2u); k++) {
+            extremes[k] = whole_support(body, select(-u, u, k == 1u));
+        }
+        if other.kind == KIND_PLANE {
+            let height = dot(u, extremes[0] - t.s.anchor.xyz);
+            return Contact(height, extremes[0], extremes[0] - u * height, u);
+        }
+        let extreme_low = dot(extremes[0] - t.s.anchor.xyz, u);
+        let extreme_high = dot(extremes[1] - t.s.anchor.xyz, u);
+        let span = extreme_high - extreme_low;
+        var low = extreme_low - span;
+        var high = extreme_high + span;
+        if other.kind == KIND_RAY {
+            low = max(low, 0.0);
+            high = max(high, 0.0);
+        }
+        t.s.anchor = vec4<f32>(t.s.anchor.xyz + u * low, 0.0);
+        t.s.p0 = vec4<f32>(u * (high - low), 0.0);
+        t.kind = KIND_SEGMENT;
+    }
+    // The pair's size sets GJK's and EPA's tolerances; far from the origin the records' own
+    // rounding (a few ulps of the world coordinates) is the floor.
+    let world = max(abs(origin.x), max(abs(origin.y), abs(origin.z)));
+    let size = max(max(body_size, 0.2 * world), length(t.s.anchor.xyz));
+    return convex_contact(body, t, -t.s.anchor.xyz, size);
+}
+
+// The body's box relative to its anchor (min, max): six supports from one site.
+fn body_box(body: Convex) -> array<vec3<f32>, 2> {
+    var extent: array<vec3<f32>, 2>;
+    for (var k = 0u; k < rolled(6u); k++) {
+        var d = vec3<f32>(0.0);
+        d[k % 3u] = select(-1.0, 1.0, k >= 3u);
+        let p = whole_support(body, d);
+        extent[k / 3u][k % 3u] = p[k % 3u];
+    }
+    return extent;
+}
+
+fn no_body_hit() -> BodyHit {
+    let nan = bitcast<f32>(params.nan_bits);
+    return BodyHit(Contact(nan, vec3<f32>(nan), vec3<f32>(nan), vec3<f32>(nan)), -1);
+}
+
+// Packed as the `Bodies` fields (src/fields.rs): point_body, point_target, distance, shape,
+// normal, each only where `FIELDS` has it.
+fn write_body_hit(row: u32, hit: BodyHit, origin: vec3<f32>) {
+    var at = row * body_field_words(0x1fu);
+    var c = hit.contact;
+    var point_body = c.point_body + origin;
+    var point_target = c.point_target + origin;
+    var distance = c.distance;
+    var normal = c.normal;
+    if hit.shape == TRAVERSAL_OVERFLOW {
+        let marked = bitcast<f32>(OVERFLOW_BITS);
+        point_body = vec3<f32>(marked);
+        point_target = point_body;
+        distance = marked;
+        normal = point_body;
+    }
+    if has_field(FIELD_POINT_BODY) {
+        hits[at] = bitcast<u32>(point_body.x);
+        hits[at + 1u] = bitcast<u32>(point_body.y);
+        hits[at + 2u] = bitcast<u32>(point_body.z);
+        at += 3u;
+    }
+    if has_field(FIELD_POINT_TARGET) {
+        hits[at] = bitcast<u32>(point_target.x);
+        hits[at + 1u] = bitcast<u32>(point_target.y);
+        hits[at + 2u] = bitcast<u32>(point_target.z);
+        at += 3u;
+    }
+    if has_field(FIELD_BODY_DISTANCE) {
+        hits[at] = bitcast<u32>(distance);
+        at += 1u;
+    }
+    if has_field(FIELD_SHAPE) {
+        hits[at] = bitcast<u32>(hit.shape);
+        at += 1u;
+    }
+    if has_field(FIELD_BODY_NORMAL) {
+        hits[at] = bitcast<u32>(normal.x);
+        hits[at + 1u] = bitcast<u32>(normal.y);
+        hits[at + 2u] = bitcast<u32>(normal.z);
+    }
+}
+
+// Words of the selected body fields among `bits`.
+fn body_field_words(bits: u32) -> u32 {
+    let f = FIELDS & bits;
+    return select(0u, 3u, (f & FIELD_POINT_BODY) != 0u) + select(0u, 3u, (f & FIELD_POINT_TARGET) != 0u)
+        + select(0u, 1u, (f & FIELD_BODY_DISTANCE) != 0u) + select(0u, 1u, (f & FIELD_SHAPE) != 0u)
+        + select(0u, 3u, (f & FIELD_BODY_NORMAL) != 0u);
+}
+
+// Nearer: the smaller distance (the deeper overlap), ties to the lower shape index.
+fn offer_body(c: Contact, index: u32, best: ptr<function, BodyHit>) {
+    let d = c.distance;
+    let b = (*best).contact.distance;
+    if !(d == d) {
+        return;
+    }
+    if (*best).shape < 0 || d < b || (d == b && i32(index) < (*best).shape) {
+        *best = BodyHit(c, i32(index));
+    }
+}
+
+// Distance between the body's box (lo, hi) and a child's box, 0 where they meet: a lower bound
+// for every shape in the child.
+fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
+    return length(max(max(child.min - hi, lo - child.max), vec3<f32>(0.0)));
+}
+
+fn may_hold_nearer_body(gap: f32, best: BodyHit) -> bool {
+    return best.shape < 0 || gap <= best.contact.distance;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn body_nearest(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let record = bodies[row];
+    let origin = record.anchor.xyz;
+    if !is_finite_record(record) || params.shape_count == 0u {
+        write_body_hit(row, no_body_hit(), origin);
+        return;
+    }
+    let body = convex_of(record, origin, true);
+    let extent = body_box(body);
+    let body_size = max(length(extent[0]), length(extent[1]));
+    let lo = extent[0] + origin;
+    let hi = extent[1] + origin;
+    var best = no_body_hit();
+    // The BVH's leaves, then each kind's linear range, as runs of shapes [next, end) tested
+    // at one site (see gjk.wgsl's `minkowski`).
+    var stack: array<StackEntry, STACK_SIZE>;
+    var top = 0u;
+    let root = kind_ranges[KIND_COUNT];
+    if root.y != 0u {
+        stack[0] = StackEntry(root.x, 0u, 0.0);
+        top = 1u;
+    }
+    var linear_kind = 0u;
+    var next = 0u;
+    var end = 0u;
+    loop {
+        if next < end {
+            let s = load_own_shape(next);
+            offer_body(target_contact(body, body_size, s, origin, false), s.index, &best);
+            next += 1u;
+            continue;
+        }
+        if top > 0u {
+            top -= 1u;
+            let entry = stack[top];
+            if !may_hold_nearer_body(entry.distance, best) {
+                continue;
+            }
+            if entry.count != 0u {
+                next = entry.first;
+                end = entry.first + (entry.count & ((1u << LEAF_KIND_SHIFT) - 1u));
+                continue;
+            }
+            let children = load_children(entry.first);
+            let left = StackEntry(children[0].first, children[0].count, box_gap(children[0], lo, hi));
+            let right = StackEntry(children[1].first, children[1].count, box_gap(children[1], lo, hi));
+            if top + 2u > STACK_LIMIT {
+                best.shape = TRAVERSAL_OVERFLOW;
+                break;
+            }
+            // The nearer child goes on top.
+            var near = left;
+            var far = right;
+            if right.distance < left.distance {
+                near = right;
+                far = left;
+            }
+            if may_hold_nearer_body(far.distance, best) {
+                stack[top] = far;
+                top += 1u;
+            }
+            if may_hold_nearer_body(near.distance, best) {
+                stack[top] = near;
+                top += 1u;
+            }
+            continue;
+        }
+        if linear_kind < KIND_COUNT {
+            let range = kind_ranges[linear_kind];
+            next = range.x;
+            end = range.y;
+            linear_kind += 1u;
+            continue;
+        }
+        break;
+    }
+    write_body_hit(row, best, origin);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn body_paired(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let row = row_of(group, groups, local);
+    if row >= params.row_count {
+        return;
+    }
+    let record = bodies[2u * row];
+    let other = bodies[2u * row + 1u];
+    let origin = record.anchor.xyz;
+    if !is_finite_record(record) || !is_finite_record(other) {
+        write_body_hit(row, no_body_hit(), origin);
+        return;
+    }
+    let body = convex_of(record, origin, true);
+    let extent = body_box(body);
+    let body_size = max(length(extent[0]), length(extent[1]));
+    let contact = target_contact(body, body_size, other, origin, true);
+    write_body_hit(row, BodyHit(contact, i32(params.first_row + row)), origin);
+}

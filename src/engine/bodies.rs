@@ -1,0 +1,218 @@
+//! Bodies against shapes (SPEC §9): each row a convex body, answered on the device by
+//! `bodies.wgsl` against a resident scene (its nearest shape) or against its own target
+//! (paired). Meshes are answered as scenes of their triangles ([`Engine::upload_body_targets`]).
+
+use std::ops::Range;
+
+use super::Engine;
+use crate::error::{Error, Result};
+use crate::fields::{Family, Fields, PackedSink};
+use crate::gpu::layout::{GpuShape, ShapeData};
+use crate::gpu::rows::RowSource;
+use crate::gpu::scene::Hierarchy;
+use crate::gpu::stream::Inputs;
+use crate::gpu::{GpuScene, plan, scene};
+use crate::shape::{Shape, ShapeKind};
+
+/// The nearest shape of a scene to each body: [`Engine::body_contacts`].
+pub struct BodyContacts<'a> {
+    /// Uploaded by [`Engine::upload_body_targets`].
+    pub targets: &'a GpuScene,
+    pub bodies: &'a [Shape],
+    /// Fields of the `Bodies` family.
+    pub fields: Fields,
+}
+
+/// Body i against target i: [`Engine::body_pairs`].
+pub struct BodyPairs<'a> {
+    pub bodies: &'a [Shape],
+    pub targets: &'a [Shape],
+    pub fields: Fields,
+}
+
+/// Whether `kind` can be a body: the bounded convex kinds.
+pub fn is_body_kind(kind: ShapeKind) -> bool {
+    !matches!(
+        kind,
+        ShapeKind::Plane | ShapeKind::Line | ShapeKind::Ray | ShapeKind::Torus
+    )
+}
+
+/// Refuse what cannot be a body (unbounded or not convex), naming `what` and the body's index.
+pub fn check_bodies(bodies: &[Shape], what: &str) -> Result<()> {
+    match bodies.iter().position(|b| !is_body_kind(b.kind())) {
+        Some(i) => Err(Error::Usage(format!(
+            "{what}: shape {i}: field `kind`: a {} cannot be a body (bodies are bounded and \
+             convex: sphere, capsule, box, aabb, cylinder, cone, ellipsoid, convex_hull, wedge, \
+             corner_wedge, segment, triangle)",
+            bodies[i].kind().name()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuse a torus target facing a body other than a sphere (a torus is not convex: only a
+/// sphere's centre projection answers it exactly), naming both indices.
+pub fn check_torus_targets(bodies: &[Shape], targets: &[Shape], what: &str) -> Result<()> {
+    let Some(torus) = targets.iter().position(|t| t.kind() == ShapeKind::Torus) else {
+        return Ok(());
+    };
+    match bodies.iter().position(|b| b.kind() != ShapeKind::Sphere) {
+        Some(body) => Err(torus_error(what, torus, body, bodies[body].kind())),
+        None => Ok(()),
+    }
+}
+
+fn torus_error(what: &str, torus: usize, body: usize, kind: ShapeKind) -> Error {
+    Error::Usage(format!(
+        "{what}: shape {torus}: field `kind`: a torus is not convex, so only sphere bodies are \
+         answered against it (body {body} is a {})",
+        kind.name()
+    ))
+}
+
+/// Each row's records, converted as they stream: its body (and its target, paired), hull
+/// faces at `data_starts` (per record, in the order `ShapeData::for_paired` saw them).
+fn records<'a>(rows: &'a [&'a [Shape]], data_starts: &'a [u32]) -> impl RowSource + 'a {
+    let per_row = rows.len();
+    move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+        let (slots, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        let records = range.clone().flat_map(|row| {
+            (0..per_row).map(move |k| {
+                let shape = &rows[k][row];
+                let mut record = GpuShape::from_shape(shape);
+                if matches!(shape, Shape::ConvexHull(_)) {
+                    record.set_data_start(data_starts[row * per_row + k]);
+                }
+                bytemuck::cast::<GpuShape, [u8; 96]>(record)
+            })
+        });
+        slots.write_iter(records);
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Upload shapes for body queries: an axis-aligned BVH over every kind (triangles too),
+    /// which is what the body walk reads. A mesh is uploaded as its triangles.
+    pub fn upload_body_targets(&self, shapes: &[Shape]) -> Result<GpuScene> {
+        scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, |_| Ok(()))
+    }
+
+    /// For each body, the nearest shape of `job.targets` (SPEC §9): the smallest distance
+    /// (separation, or minus the penetration depth; ties to the lowest index), its witness
+    /// points and normal; only `job.fields` computed. `sink` as for [`Engine::query_scene`].
+    pub fn body_contacts(&self, job: BodyContacts<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let BodyContacts {
+            targets,
+            bodies,
+            fields,
+        } = job;
+        check_family(fields)?;
+        check_bodies(bodies, "bodies")?;
+        if targets.oriented {
+            return Err(Error::Usage(
+                "body queries need targets uploaded by Engine::upload_body_targets".into(),
+            ));
+        }
+        let torus_bit = 1 << ShapeKind::Torus as u32;
+        if (targets.bvh_kinds | targets.linear_kinds) & torus_bit != 0
+            && let Some(body) = bodies.iter().position(|b| b.kind() != ShapeKind::Sphere)
+        {
+            return Err(Error::Usage(format!(
+                "bodies: body {body}: field `kind`: the targets hold a torus, which is not \
+                 convex: only sphere bodies are answered against it"
+            )));
+        }
+        let lists = [bodies];
+        let (data, starts) = ShapeData::for_paired(bodies);
+        let data = self.shape_data_buffer(data, &starts)?;
+        let mut source = records(&lists, &starts);
+        let job = plan::Job::BodyNearest {
+            scene: targets,
+            data: data.as_ref(),
+        };
+        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        let inputs = Inputs {
+            points: None,
+            shapes: Some(&mut source),
+        };
+        self.run(&plan, bodies.len(), inputs, sink)
+    }
+
+    /// Body i against target i (SPEC §9 `--paired`), only `job.fields` computed; `sink` as for
+    /// [`Engine::query_scene`].
+    pub fn body_pairs(&self, job: BodyPairs<'_>, sink: &mut dyn PackedSink) -> Result<()> {
+        let BodyPairs {
+            bodies,
+            targets,
+            fields,
+        } = job;
+        check_family(fields)?;
+        if bodies.len() != targets.len() {
+            return Err(Error::Usage(format!(
+                "paired bodies need as many targets as bodies ({} bodies, {} targets)",
+                bodies.len(),
+                targets.len()
+            )));
+        }
+        check_bodies(bodies, "bodies")?;
+        if let Some(i) = (0..bodies.len()).find(|&i| {
+            targets[i].kind() == ShapeKind::Torus && bodies[i].kind() != ShapeKind::Sphere
+        }) {
+            return Err(torus_error("targets", i, i, bodies[i].kind()));
+        }
+        let interleaved: Vec<&Shape> = bodies
+            .iter()
+            .zip(targets)
+            .flat_map(|(b, t)| [b, t])
+            .collect();
+        let owned: Vec<Shape>;
+        let (data, starts) = if interleaved
+            .iter()
+            .any(|s| matches!(s, Shape::ConvexHull(_)))
+        {
+            owned = interleaved.into_iter().cloned().collect();
+            ShapeData::for_paired(&owned)
+        } else {
+            (ShapeData::default(), Vec::new())
+        };
+        let data = self.shape_data_buffer(data, &starts)?;
+        let lists = [bodies, targets];
+        let mut source = records(&lists, &starts);
+        let job = plan::Job::BodyPaired {
+            data: data.as_ref(),
+        };
+        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        let inputs = Inputs {
+            points: None,
+            shapes: Some(&mut source),
+        };
+        self.run(&plan, bodies.len(), inputs, sink)
+    }
+
+    /// A per-row job's hull faces on the device, where any row has them.
+    pub(super) fn shape_data_buffer(
+        &self,
+        data: ShapeData,
+        starts: &[u32],
+    ) -> Result<Option<wgpu::Buffer>> {
+        if starts.is_empty() {
+            return Ok(None);
+        }
+        let bytes = data.into_bytes();
+        self.gpu.check_shape_data(bytes.len())?;
+        Ok(Some(self.gpu.checked(|| {
+            self.gpu.storage_buffer("per-row shape data", &bytes)
+        })?))
+    }
+}
+
+fn check_family(fields: Fields) -> Result<()> {
+    if fields.family() != Family::Bodies {
+        return Err(Error::Usage(
+            "body queries answer the fields of the Bodies family".into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,550 @@
+//! Bodies against shapes on the GPU (`bodies.wgsl`, SPEC §9) against the f64 oracle
+//! (`reference::gjk::target_contact`) on adversarial pairs: every body kind against every
+//! target kind, separated, touching, overlapping and nested, far from the origin, tiny and
+//! huge. Beside the twin, checks that need none: the witnesses lie on their shapes and realise
+//! the distance, no sampled pair of surface points is nearer, and moving an overlapping body
+//! by −distance·normal separates it.
+
+mod common;
+
+use closest::engine::{BodyContacts, BodyPairs};
+use closest::fields::{Family, Fields, GpuBodyHit};
+use closest::reference::gjk::{BodyContact, nearest_target, target_contact};
+use closest::reference::query_shape;
+use closest::shape::{Shape, ShapeKind};
+use closest::{DVec3, Mode, tolerance};
+use common::{Rng, convex_kinds, engine, within};
+
+fn v(p: [f32; 3]) -> DVec3 {
+    DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64)
+}
+
+fn pairs_on_gpu(bodies: &[Shape], targets: &[Shape]) -> Vec<GpuBodyHit> {
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    engine()
+        .body_pairs(
+            BodyPairs {
+                bodies,
+                targets,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("body pairs");
+    assert_eq!(rows.len(), bodies.len());
+    rows
+}
+
+/// The pair's scale (SPEC §3) from its shapes' boxes.
+fn scale_of(body: &Shape, target: &Shape) -> f64 {
+    body.scale().max(target.scale())
+}
+
+/// How far `p` is off the shape's surface or out of its solid (the witness of a contact may
+/// lie inside a solid where they overlap).
+fn off_shape(shape: &Shape, p: DVec3) -> f64 {
+    let d = query_shape(shape, 0, p, Mode::Surface).distance;
+    if shape.kind().is_solid() || shape.kind() == ShapeKind::Plane {
+        d.max(0.0)
+    } else {
+        d.abs()
+    }
+}
+
+/// Every check of one GPU row against the oracle's contact; each violation described.
+fn check_row(
+    body: &Shape,
+    target: &Shape,
+    got: &GpuBodyHit,
+    expected: &BodyContact,
+) -> Vec<String> {
+    let scale = scale_of(body, target);
+    let tol = tolerance(scale);
+    let depth_tol = 1e-4 * scale.max(1e-3);
+    let d = got.distance as f64;
+    let mut problems = Vec::new();
+    let bound = if expected.distance < -tol {
+        depth_tol
+    } else {
+        tol
+    };
+    if !within((d - expected.distance).abs(), bound) {
+        problems.push(format!(
+            "distance {d} vs oracle {} (|diff| {:e} > {bound:e})",
+            expected.distance,
+            (d - expected.distance).abs()
+        ));
+    }
+    let (pb, pt, n) = (v(got.point_body), v(got.point_target), v(got.normal));
+    if !within((n.length() - 1.0).abs(), 1e-3) {
+        problems.push(format!("normal {n:?} is not unit"));
+    }
+    // Both witnesses on (or, overlapping, in) their shapes, `bound` allowing for depth.
+    let witness_tol = if d < -tol { depth_tol } else { tol };
+    for (what, shape, p) in [("point_body", body, pb), ("point_target", target, pt)] {
+        let off = off_shape(shape, p);
+        if !within(off, witness_tol) {
+            problems.push(format!("{what} {p:?} is {off:e} off its shape"));
+        }
+    }
+    if d > tol {
+        // Separated: the witnesses realise the distance, along the normal.
+        let gap = (pb - pt).length();
+        if !within((gap - d).abs(), tol) {
+            problems.push(format!("witnesses {gap} apart for distance {d}"));
+        }
+        if d > 100.0 * tol && !within(((pb - pt) / gap - n).length(), 1e-3) {
+            problems.push(format!("normal {n:?} is not along the witnesses"));
+        }
+    }
+    if d < -depth_tol {
+        // Overlapping: the minimal translation separates them (to within the depth bound).
+        if let Some(moved) = translated(body, n * (-d)) {
+            if let Some(after) = target_contact(&moved, target) {
+                if !within(-after.distance, 2.0 * depth_tol) {
+                    problems.push(format!(
+                        "moving by -distance·normal leaves them {} deep",
+                        -after.distance
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// `shape` moved by `by` (bodies only).
+fn translated(shape: &Shape, by: DVec3) -> Option<Shape> {
+    Some(match shape.clone() {
+        Shape::Sphere { center, radius } => Shape::Sphere {
+            center: center + by,
+            radius,
+        },
+        Shape::Capsule { a, b, radius } => Shape::Capsule {
+            a: a + by,
+            b: b + by,
+            radius,
+        },
+        Shape::Segment { a, b } => Shape::Segment {
+            a: a + by,
+            b: b + by,
+        },
+        Shape::Triangle { a, b, c } => Shape::Triangle {
+            a: a + by,
+            b: b + by,
+            c: c + by,
+        },
+        Shape::Aabb { min, max } => Shape::Aabb {
+            min: min + by,
+            max: max + by,
+        },
+        Shape::Box {
+            center,
+            half_extents,
+            rotation,
+        } => Shape::Box {
+            center: center + by,
+            half_extents,
+            rotation,
+        },
+        Shape::Wedge {
+            center,
+            half_extents,
+            rotation,
+        } => Shape::Wedge {
+            center: center + by,
+            half_extents,
+            rotation,
+        },
+        Shape::CornerWedge {
+            center,
+            half_extents,
+            rotation,
+        } => Shape::CornerWedge {
+            center: center + by,
+            half_extents,
+            rotation,
+        },
+        Shape::Cylinder { a, b, radius } => Shape::Cylinder {
+            a: a + by,
+            b: b + by,
+            radius,
+        },
+        Shape::Cone { a, b, radius } => Shape::Cone {
+            a: a + by,
+            b: b + by,
+            radius,
+        },
+        Shape::Ellipsoid {
+            center,
+            radii,
+            rotation,
+        } => Shape::Ellipsoid {
+            center: center + by,
+            radii,
+            rotation,
+        },
+        Shape::ConvexHull(hull) => {
+            let points = hull.points.iter().map(|p| *p + by).collect();
+            Shape::ConvexHull(closest::hull::ConvexHull::new(points).ok()?)
+        }
+        _ => return None,
+    })
+}
+
+/// Targets no body kind list has: the unbounded kinds.
+fn unbounded_targets(rng: &mut Rng, centre: DVec3, size: f64) -> Vec<Shape> {
+    let normal = rng.unit();
+    let a = centre + rng.vec(-0.5, 0.5) * size;
+    vec![
+        Shape::Plane {
+            normal,
+            offset: normal.dot(centre),
+        },
+        Shape::Line {
+            a,
+            b: a + rng.unit() * size,
+        },
+        Shape::Ray {
+            origin: a,
+            direction: rng.unit(),
+        },
+    ]
+}
+
+/// Every body kind against every target kind, the target moved so that the pair is
+/// separated, touching or overlapping; far from the origin and at several sizes.
+fn adversarial_pairs(seed: u64) -> (Vec<Shape>, Vec<Shape>, Vec<String>) {
+    let mut rng = Rng::new(seed);
+    let (mut bodies, mut targets, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+    for &(offset, size) in &[
+        (DVec3::ZERO, 1.0),
+        (DVec3::new(1e4, -3e4, 2e4), 1.0),
+        (DVec3::new(0.5, 0.25, -0.5), 1e-3),
+        (DVec3::new(-3e3, 1e3, 2e3), 1e3),
+    ] {
+        for separation in [2.0, 0.6, 0.3, 0.0] {
+            let body_kinds = convex_kinds(&mut rng, offset, size);
+            let shift = rng.unit() * (separation * size);
+            let mut target_kinds = convex_kinds(&mut rng, offset + shift, size);
+            target_kinds.extend(unbounded_targets(&mut rng, offset + shift, size));
+            for body in &body_kinds {
+                for target in &target_kinds {
+                    bodies.push(body.clone());
+                    targets.push(target.clone());
+                    labels.push(format!(
+                        "{} on {} (offset {offset:?}, size {size}, separation {separation})",
+                        body.kind().name(),
+                        target.kind().name()
+                    ));
+                }
+            }
+        }
+    }
+    (bodies, targets, labels)
+}
+
+fn assert_no_failures(failures: &[String], rows: usize) {
+    assert!(
+        failures.is_empty(),
+        "{} of {rows} rows fail:\n{}",
+        failures.len(),
+        failures[..failures.len().min(25)].join("\n")
+    );
+}
+
+#[test]
+fn every_body_kind_against_every_target_kind_matches_the_oracle() {
+    let (bodies, targets, labels) = adversarial_pairs(7);
+    let rows = pairs_on_gpu(&bodies, &targets);
+    let mut failures = Vec::new();
+    for i in 0..bodies.len() {
+        let expected = target_contact(&bodies[i], &targets[i]).expect("convex pair");
+        assert_eq!(rows[i].shape, i as i32);
+        let problems = check_row(&bodies[i], &targets[i], &rows[i], &expected);
+        if !problems.is_empty() {
+            failures.push(format!("{}: {}", labels[i], problems.join("; ")));
+        }
+    }
+    assert_no_failures(&failures, bodies.len());
+}
+
+/// Bodies among scenes of every kind the bodies can face (tori only with spheres): the nearest
+/// shape and its contact, against the oracle's nearest; another shape only at a near tie.
+#[test]
+fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
+    let mut rng = Rng::new(11);
+    // Enough shapes for a hierarchy, a plane and a line scanned linearly beside it.
+    let mut scene: Vec<Shape> = (0..30)
+        .flat_map(|_| convex_kinds(&mut rng, DVec3::ZERO, 1.0))
+        .enumerate()
+        .map(|(k, s)| {
+            translated(
+                &s,
+                DVec3::new((k % 7) as f64, (k / 7 % 7) as f64, (k / 49) as f64) * 3.0,
+            )
+            .expect("convex")
+        })
+        .collect();
+    scene.extend(unbounded_targets(
+        &mut rng,
+        DVec3::new(10.0, 10.0, -4.0),
+        1.0,
+    ));
+    let mut bodies = Vec::new();
+    for _ in 0..25 {
+        let (centre, size) = (rng.vec(-2.0, 22.0), rng.range(0.2, 3.0));
+        bodies.extend(convex_kinds(&mut rng, centre, size));
+    }
+    let targets = engine().upload_body_targets(&scene).expect("upload");
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &targets,
+                bodies: &bodies,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("body contacts");
+    let mut failures = Vec::new();
+    for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
+        let (best, expected) = nearest_target(body, &scene).expect("an answer");
+        let Some(chosen) = usize::try_from(got.shape).ok().filter(|&c| c < scene.len()) else {
+            failures.push(format!("body {i}: shape {}", got.shape));
+            continue;
+        };
+        let own = target_contact(body, &scene[chosen]).expect("convex pair");
+        let scale = scale_of(body, &scene[chosen]).max(scale_of(body, &scene[best]));
+        let tie = if expected.distance < 0.0 {
+            1e-4 * scale
+        } else {
+            tolerance(scale)
+        };
+        if chosen != best && !within(own.distance - expected.distance, tie) {
+            failures.push(format!(
+                "body {i} ({}): chose shape {chosen} at {} but shape {best} is at {}",
+                body.kind().name(),
+                own.distance,
+                expected.distance
+            ));
+            continue;
+        }
+        let problems = check_row(body, &scene[chosen], got, &own);
+        if !problems.is_empty() {
+            failures.push(format!(
+                "body {i} ({} on shape {chosen}, {}): {}",
+                body.kind().name(),
+                scene[chosen].kind().name(),
+                problems.join("; ")
+            ));
+        }
+    }
+    assert_no_failures(&failures, bodies.len());
+}
+
+/// A check that needs no twin: no pair of points sampled on the two surfaces is nearer than
+/// the GPU's separation.
+#[test]
+fn no_sampled_pair_of_surface_points_is_nearer_than_the_separation() {
+    let mut rng = Rng::new(5);
+    let (mut bodies, mut targets) = (Vec::new(), Vec::new());
+    for _ in 0..6 {
+        let kinds = convex_kinds(&mut rng, DVec3::ZERO, 1.0);
+        let shift = rng.unit() * 1.5;
+        let others = convex_kinds(&mut rng, shift, 1.0);
+        for body in &kinds {
+            for target in &others {
+                bodies.push(body.clone());
+                targets.push(target.clone());
+            }
+        }
+    }
+    let rows = pairs_on_gpu(&bodies, &targets);
+    let surface_points = |shape: &Shape, rng: &mut Rng| -> Vec<DVec3> {
+        // Points thrown around the shape, projected onto its surface by the point query.
+        (0..300)
+            .map(|_| {
+                let p = rng.vec(-3.0, 3.0);
+                query_shape(shape, 0, p, Mode::Surface).point
+            })
+            .collect()
+    };
+    let mut failures = Vec::new();
+    for (i, got) in rows.iter().enumerate() {
+        let d = got.distance as f64;
+        if d <= 0.0 {
+            continue;
+        }
+        let a = surface_points(&bodies[i], &mut rng);
+        let b = surface_points(&targets[i], &mut rng);
+        let nearest = a
+            .iter()
+            .flat_map(|p| b.iter().map(move |q| (*p - *q).length()))
+            .fold(f64::MAX, f64::min);
+        let tol = tolerance(scale_of(&bodies[i], &targets[i]));
+        if nearest < d - tol {
+            failures.push(format!(
+                "{} on {}: sampled pair {nearest} apart, answer {d}",
+                bodies[i].kind().name(),
+                targets[i].kind().name()
+            ));
+        }
+    }
+    assert_no_failures(&failures, rows.len());
+}
+
+/// A body with a NaN coordinate gets a NaN row and shape −1; the rows around it are answered.
+#[test]
+fn a_non_finite_body_is_isolated() {
+    let good = Shape::Box {
+        center: DVec3::new(0.0, 0.0, 2.0),
+        half_extents: DVec3::new(0.5, 0.5, 0.5),
+        rotation: [0.0, 0.0, 0.0, 1.0],
+    };
+    let bad = Shape::Capsule {
+        a: DVec3::new(f64::NAN, 0.0, 0.0),
+        b: DVec3::new(1.0, 0.0, 0.0),
+        radius: 0.5,
+    };
+    let floor = Shape::Plane {
+        normal: DVec3::new(0.0, 0.0, 1.0),
+        offset: 0.0,
+    };
+    let bodies = [good.clone(), bad, good];
+    let targets = vec![floor; 3];
+    let rows = pairs_on_gpu(&bodies, &targets);
+    assert!(
+        rows[1].distance.is_nan() && rows[1].shape == -1,
+        "{:?}",
+        rows[1]
+    );
+    assert!(
+        rows[1]
+            .point_body
+            .iter()
+            .chain(&rows[1].normal)
+            .all(|x| x.is_nan())
+    );
+    for row in [&rows[0], &rows[2]] {
+        assert!((row.distance - 1.5).abs() <= 1e-6, "{row:?}");
+        assert_eq!(row.normal, [0.0, 0.0, 1.0]);
+    }
+    let scene = engine().upload_body_targets(&targets[..1]).expect("upload");
+    let mut nearest: Vec<GpuBodyHit> = Vec::new();
+    engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &scene,
+                bodies: &bodies,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut nearest,
+        )
+        .expect("body contacts");
+    assert_eq!(nearest[1].shape, -1);
+    assert!((nearest[0].distance - 1.5).abs() <= 1e-6 && nearest[2].shape == 0);
+}
+
+/// Unbounded or non-convex bodies, and tori facing anything but spheres, are refused with the
+/// index and the field; nothing runs.
+#[test]
+fn bodies_that_are_not_convex_are_refused_with_their_index() {
+    let sphere = Shape::Sphere {
+        center: DVec3::ZERO,
+        radius: 1.0,
+    };
+    let torus = Shape::Torus {
+        center: DVec3::ZERO,
+        axis: DVec3::new(0.0, 0.0, 1.0),
+        major_radius: 2.0,
+        minor_radius: 0.5,
+    };
+    let plane = Shape::Plane {
+        normal: DVec3::new(0.0, 0.0, 1.0),
+        offset: 0.0,
+    };
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    let refused = engine()
+        .body_pairs(
+            BodyPairs {
+                bodies: &[sphere.clone(), plane.clone()],
+                targets: &[sphere.clone(), sphere.clone()],
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("shape 1") && refused.contains("`kind`") && refused.contains("plane"),
+        "{refused}"
+    );
+    let cube = Shape::Aabb {
+        min: DVec3::new(-1.0, -1.0, -1.0),
+        max: DVec3::new(1.0, 1.0, 1.0),
+    };
+    let refused = engine()
+        .body_pairs(
+            BodyPairs {
+                bodies: &[sphere.clone(), cube.clone()],
+                targets: &[torus.clone(), torus.clone()],
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("shape 1") && refused.contains("torus"),
+        "{refused}"
+    );
+    // Spheres are answered against a torus exactly (the point query of their centres).
+    let ring = engine()
+        .upload_body_targets(std::slice::from_ref(&torus))
+        .expect("upload");
+    let ball = Shape::Sphere {
+        center: DVec3::new(2.0, 0.0, 1.0),
+        radius: 0.25,
+    };
+    engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &ring,
+                bodies: &[ball],
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("a sphere against a torus");
+    assert!((rows[0].distance - 0.25).abs() <= 1e-6, "{:?}", rows[0]);
+    assert!(rows.is_empty() || rows.len() == 1);
+}
+
+/// Only the asked fields come back, in the device's packing, and agree with the whole rows.
+#[test]
+fn body_rows_carry_only_the_asked_fields() {
+    let (bodies, targets, _) = adversarial_pairs(3);
+    let (bodies, targets) = (&bodies[..200], &targets[..200]);
+    let whole = pairs_on_gpu(bodies, targets);
+    let fields = Fields::parse(Family::Bodies, "distance,shape").expect("fields");
+    let columns = closest::Columns::collect(fields, bodies.len(), |sink| {
+        engine().body_pairs(
+            BodyPairs {
+                bodies,
+                targets,
+                fields,
+            },
+            sink,
+        )
+    })
+    .expect("two fields");
+    let distances = columns.f32s("distance").expect("distance");
+    let shapes = columns.i32s("shape").expect("shape");
+    assert!(columns.f32s("normal").is_none());
+    for (i, row) in whole.iter().enumerate() {
+        assert_eq!(distances[i].to_bits(), row.distance.to_bits());
+        assert_eq!(shapes[i], row.shape);
+    }
+}
