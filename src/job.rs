@@ -14,8 +14,8 @@ use crate::auto_sign::{SignChoice, describe_signs};
 use crate::contacts::check_radius;
 use crate::engine::{BandSlab, BandWork, GpuMesh, SdfBand};
 use crate::engine::{
-    MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
-    SphereContacts, SphereReader, Spheres,
+    BodyContacts, BodyPairs, MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs,
+    SegmentReader, SegmentRows, SphereContacts, SphereReader, Spheres,
 };
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
@@ -401,6 +401,104 @@ pub fn run_contacts(
         out.append_rows(first, fields, rows)
     })?;
     out.finish(&engine)
+}
+
+/// What `closest contacts --bodies` answers the bodies against.
+#[derive(Clone, Copy, Debug)]
+pub enum BodyTargets<'a> {
+    /// A scene file (SPEC §1); with `paired`, body i against shape i.
+    Scene { path: &'a Path, paired: bool },
+    /// A mesh file: each body's nearest triangle.
+    Mesh(&'a Path),
+}
+
+/// `closest contacts (--shapes S [--paired] | --mesh M) --bodies B --out O` (SPEC §9).
+pub struct BodyJob<'a> {
+    pub bodies: &'a Path,
+    pub targets: BodyTargets<'a>,
+    pub out: &'a Path,
+    /// Fields of the `Bodies` family.
+    pub fields: Fields,
+}
+
+/// Bodies against a scene or a mesh: every file is read and checked before anything runs,
+/// then the rows stream into the output.
+pub fn run_body_contacts(
+    job: &BodyJob<'_>,
+    engine_for: impl FnOnce() -> Result<Engine>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary> {
+    let bodies = load_scene(job.bodies)?;
+    let bad_bodies = |e: Error| match e {
+        Error::Usage(problem) => Error::BadFile {
+            file: job.bodies.display().to_string(),
+            problem,
+        },
+        other => other,
+    };
+    crate::engine::check_bodies(&bodies, "bodies").map_err(bad_bodies)?;
+    let rows = bodies.len();
+    match job.targets {
+        BodyTargets::Scene { path, paired } => {
+            let shapes = load_scene(path)?;
+            let bad_targets = |problem: String| Error::BadFile {
+                file: path.display().to_string(),
+                problem,
+            };
+            if paired && shapes.len() != rows {
+                return Err(bad_targets(format!(
+                    "--paired needs one shape per body: {} shapes for {rows} bodies",
+                    shapes.len()
+                )));
+            }
+            if !paired && shapes.is_empty() && rows > 0 {
+                return Err(bad_targets("the scene has no shapes".into()));
+            }
+            if let Some((torus, body)) = crate::engine::torus_conflict(&bodies, &shapes, paired) {
+                let kind = bodies[body].kind();
+                return Err(bad_targets(crate::engine::torus_refusal(torus, body, kind)));
+            }
+            let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
+            let engine = engine_for()?;
+            let mut out = JobOutput::new(output, rows, progress);
+            let mut sink =
+                |first: usize, packed: PackedRows<'_>| out.append_rows(first, job.fields, packed);
+            if paired {
+                let pairs = BodyPairs {
+                    bodies: &bodies,
+                    targets: &shapes,
+                    fields: job.fields,
+                };
+                engine.body_pairs(pairs, &mut sink)?;
+            } else {
+                let targets = engine.upload_body_targets(&shapes)?;
+                let nearest = BodyContacts {
+                    targets: &targets,
+                    bodies: &bodies,
+                    fields: job.fields,
+                };
+                engine.body_contacts(nearest, &mut sink)?;
+            }
+            out.finish(&engine)
+        }
+        BodyTargets::Mesh(path) => {
+            let mesh = load_mesh(path)?;
+            let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
+            let engine = engine_for()?;
+            let mut out = JobOutput::new(output, rows, progress);
+            let targets = engine.upload_mesh_body_targets(&mesh)?;
+            drop(mesh);
+            let nearest = BodyContacts {
+                targets: &targets,
+                bodies: &bodies,
+                fields: job.fields,
+            };
+            engine.body_contacts(nearest, &mut |first: usize, packed: PackedRows<'_>| {
+                out.append_rows(first, job.fields, packed)
+            })?;
+            out.finish(&engine)
+        }
+    }
 }
 
 /// A spheres file, its radii checked as each chunk is read.

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    BandArg, BandUnits, DistanceJob, MeshQueryJob, QueryJob, SampleJob, SampleLayout, SdfJob,
-    Summary, run_contacts, run_distance, run_mesh_query, run_query, run_sample, run_sdf,
-    run_segments,
+    BandArg, BandUnits, BodyJob, BodyTargets, DistanceJob, MeshQueryJob, QueryJob, SampleJob,
+    SampleLayout, SdfJob, Summary, run_body_contacts, run_contacts, run_distance, run_mesh_query,
+    run_query, run_sample, run_sdf, run_segments,
 };
 use closest::mesh::Sign;
 use closest::sample::SampleSpec;
@@ -102,18 +102,31 @@ enum Command {
         #[arg(long)]
         fields: Option<String>,
     },
-    /// Contacts of spheres with a scene (collision response): depth, normal, contact point.
+    /// Contacts for collision response: spheres against a scene (depth, normal, contact
+    /// point), or convex bodies against a scene or a mesh (separation or penetration, witness
+    /// points, normal).
     Contacts {
         /// Scene file (JSON, SPEC §1).
-        #[arg(long)]
-        shapes: PathBuf,
+        #[arg(long, required_unless_present = "mesh", conflicts_with = "mesh")]
+        shapes: Option<PathBuf>,
+        /// Triangle mesh (.obj, .stl, .ply), with --bodies: each body's nearest triangle.
+        #[arg(long, requires = "bodies")]
+        mesh: Option<PathBuf>,
         /// Spheres: .npy (N, 4) as cx, cy, cz, r, or .csv with 4 columns.
+        #[arg(long, required_unless_present = "bodies", conflicts_with = "bodies")]
+        spheres: Option<PathBuf>,
+        /// Bodies: a scene file (JSON) of convex shapes (sphere, capsule, box, aabb, cylinder,
+        /// cone, ellipsoid, convex_hull, wedge, corner_wedge, segment, triangle).
         #[arg(long)]
-        spheres: PathBuf,
-        /// Output: .npz (arrays point, depth, normal, shape) or .csv.
+        bodies: Option<PathBuf>,
+        /// With --bodies and --shapes: body i against shape i (as many shapes as bodies).
+        #[arg(long, requires = "bodies", conflicts_with = "mesh")]
+        paired: bool,
+        /// Output: .npz or .csv; spheres: arrays point, depth, normal, shape; bodies: distance,
+        /// point_body, point_target, normal, shape.
         #[arg(long)]
         out: PathBuf,
-        /// Only these arrays (comma-separated: point, depth, normal, shape). Default: all.
+        /// Only these arrays (comma-separated, of the ones --out lists). Default: all.
         #[arg(long)]
         fields: Option<String>,
     },
@@ -611,13 +624,39 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Contacts {
             shapes,
+            mesh,
             spheres,
+            bodies,
+            paired,
             out,
             fields,
         } => {
+            let engine = || Engine::new(&options);
+            if let Some(bodies) = bodies {
+                let fields = fields_arg(Family::Bodies, fields.as_deref())?;
+                let targets = match (&shapes, &mesh) {
+                    (Some(path), _) => BodyTargets::Scene { path, paired },
+                    (None, Some(path)) => BodyTargets::Mesh(path),
+                    (None, None) => unreachable!("clap requires --shapes or --mesh"),
+                };
+                let job = BodyJob {
+                    bodies: &bodies,
+                    targets,
+                    out: &out,
+                    fields,
+                };
+                return report("body contacts", |progress| {
+                    run_body_contacts(&job, engine, progress)
+                });
+            }
+            let (Some(shapes), Some(spheres)) = (shapes, spheres) else {
+                return Err(Error::Usage(
+                    "contacts: spheres are answered against --shapes (a mesh takes --bodies)"
+                        .into(),
+                ));
+            };
             let fields = fields_arg(Family::Contacts, fields.as_deref())?;
             report("sphere contacts", |progress| {
-                let engine = || Engine::new(&options);
                 run_contacts(&shapes, &spheres, &out, fields, engine, progress)
             })
         }

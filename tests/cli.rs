@@ -651,6 +651,176 @@ fn contacts_job_writes_every_array() {
 }
 
 #[test]
+fn body_contacts_against_a_scene_a_mesh_and_paired() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    // A box whose bottom face is 0.5 above the unit sphere; a capsule sunk 0.25 into the aabb's
+    // top (y = 6).
+    let bodies = dir
+        .file(
+            "bodies.json",
+            r#"{"shapes": [
+                {"type": "box", "center": [0, 2, 0], "half_extents": [0.5, 0.5, 0.5], "rotation": [0, 0, 0, 1]},
+                {"type": "capsule", "a": [1.5, 6.25, 0], "b": [2.5, 6.25, 0], "radius": 0.5},
+                {"type": "sphere", "center": [0, 0, 40], "radius": 1}
+            ]}"#,
+        )
+        .display()
+        .to_string();
+    closest_ok(
+        &[
+            "contacts",
+            "--shapes",
+            &scene,
+            "--bodies",
+            &bodies,
+            "--out",
+            &dir.s("b.npz"),
+        ],
+        &["3 body contacts"],
+    );
+    let arrays = read_npz(&dir.path("b.npz"));
+    let names: Vec<&str> = arrays.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(
+        names,
+        ["distance", "point_body", "point_target", "normal", "shape"]
+    );
+    let distance = f32s(&arrays[0].2);
+    let shape: Vec<i32> = bytemuck::pod_collect_to_vec(&arrays[4].2);
+    assert!(
+        (distance[0] - 0.5).abs() < 1e-6 && shape[0] == 0,
+        "{distance:?} {shape:?}"
+    );
+    assert!(
+        (distance[1] + 0.25).abs() < 1e-5 && shape[1] == 1,
+        "{distance:?} {shape:?}"
+    );
+    assert_eq!(f32s(&arrays[3].2)[3..6], [0.0, 1.0, 0.0]);
+    // Paired: body i against shape i only.
+    closest_ok(
+        &[
+            "contacts",
+            "--shapes",
+            &scene,
+            "--bodies",
+            &bodies,
+            "--paired",
+            "--fields",
+            "distance,shape",
+            "--out",
+            &dir.s("p.npz"),
+        ],
+        &[],
+    );
+    let paired = read_npz(&dir.path("p.npz"));
+    let names: Vec<&str> = paired.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(names, ["distance", "shape"]);
+    let shape: Vec<i32> = bytemuck::pod_collect_to_vec(&paired[1].2);
+    assert_eq!(shape, [0, 1, 2]);
+    // A mesh: the nearest triangle of the bunny to a sphere beside it, as the point query says.
+    let bunny = "../shared/data/meshes/stanford-bunny.obj";
+    let ball = dir
+        .file(
+            "ball.json",
+            r#"{"shapes": [{"type": "sphere", "center": [0.3, 0.1, 0.0], "radius": 0.01}]}"#,
+        )
+        .display()
+        .to_string();
+    closest_ok(
+        &[
+            "contacts",
+            "--mesh",
+            bunny,
+            "--bodies",
+            &ball,
+            "--out",
+            &dir.s("m.npz"),
+        ],
+        &["1 body contacts"],
+    );
+    let mesh = closest::io::load_mesh(Path::new(bunny)).unwrap();
+    let expected = (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            let triangle = closest::Shape::Triangle { a, b, c };
+            reference::query_shape(&triangle, t, DVec3::new(0.3, 0.1, 0.0), Mode::Surface).distance
+        })
+        .fold(f64::MAX, f64::min);
+    let got = f32s(&read_npz(&dir.path("m.npz"))[0].2)[0] as f64;
+    assert!(
+        (got - (expected - 0.01)).abs() < 1e-5,
+        "{got} vs {expected}"
+    );
+}
+
+#[test]
+fn bad_bodies_exit_2_naming_the_file_shape_and_field() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let planes = dir
+        .file(
+            "planes.json",
+            r#"{"shapes": [
+                {"type": "sphere", "center": [0, 0, 0], "radius": 1},
+                {"type": "plane", "normal": [0, 0, 1], "offset": 0}
+            ]}"#,
+        )
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &scene, "--bodies", &planes],
+        &["planes.json", "shape 1", "`kind`", "plane"],
+    );
+    let boxes = dir
+        .file(
+            "boxes.json",
+            r#"{"shapes": [{"type": "aabb", "min": [0, 0, 0], "max": [1, 1, 1]}]}"#,
+        )
+        .display()
+        .to_string();
+    let ring = dir
+        .file(
+            "ring.json",
+            r#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1},
+                {"type": "torus", "center": [0, 0, 0], "axis": [0, 0, 1], "major_radius": 2, "minor_radius": 0.5}]}"#,
+        )
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &ring, "--bodies", &boxes],
+        &["ring.json", "shape 1", "torus", "body 0"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "contacts", "--shapes", &scene, "--bodies", &boxes, "--paired",
+        ],
+        &["scene.json", "3 shapes for 1 bodies"],
+    );
+    let missing = dir
+        .file(
+            "missing.json",
+            r#"{"shapes": [{"type": "box", "center": [0, 0, 0]}]}"#,
+        )
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &scene, "--bodies", &missing],
+        &["missing.json", "shape 0", "half_extents"],
+    );
+    assert_bad_input(
+        &dir,
+        &[
+            "contacts", "--shapes", &scene, "--bodies", &boxes, "--fields", "depth",
+        ],
+        &["depth", "distance, point_body"],
+    );
+}
+
+#[test]
 fn bad_segment_and_sphere_inputs_exit_2() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE).display().to_string();

@@ -97,6 +97,44 @@ fn every_route_answers_as_the_cli() {
     );
     assert!(reply.body == want, "contacts differ from the CLI's .npz");
 
+    // Bodies (SPEC §9): a scene JSON of convex shapes, against the scene and the mesh.
+    let bodies = br#"{"shapes": [
+        {"type": "box", "center": [0.5, 1.5, 0.25], "half_extents": [0.5, 0.3, 0.2], "rotation": [0, 0, 0.3826834, 0.9238795]},
+        {"type": "capsule", "a": [-2, 0, 0], "b": [-1, 0.5, 0], "radius": 0.25},
+        {"type": "cylinder", "a": [3, 3, 3], "b": [3, 4, 3], "radius": 0.5}
+    ]}"#;
+    std::fs::write(d("bodies.json"), bodies).unwrap();
+    let reply = server.post("/v1/scenes/demo/bodies", bodies);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "contacts",
+            "--shapes",
+            &scene_s,
+            "--bodies",
+            &d("bodies.json"),
+        ],
+    );
+    assert!(
+        reply.body == want,
+        "scene bodies differ from the CLI's .npz"
+    );
+    let reply = server.post("/v1/meshes/fandisk/bodies?fields=distance,shape", bodies);
+    let want = cli_npz(
+        dir.path(),
+        &[
+            "contacts",
+            "--mesh",
+            &fandisk_s,
+            "--bodies",
+            &d("bodies.json"),
+            "--fields",
+            "distance,shape",
+        ],
+    );
+    assert!(reply.body == want, "mesh bodies differ from the CLI's .npz");
+
     let reply = server.post("/v1/meshes/fandisk/sdf?res=12,13,14&sign=winding", &[]);
     let want = cli_npz(
         dir.path(),
@@ -193,6 +231,22 @@ fn every_error_has_its_status_and_names_the_problem() {
         .assert_error(400, &["body"]);
     let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
     assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    server
+        .post(
+            "/v1/scenes/s/bodies",
+            br#"{"shapes": [{"type": "sphere", "center": [0, 0, 3], "radius": 1},
+                {"type": "ray", "origin": [0, 0, 0], "direction": [1, 0, 0]}]}"#,
+        )
+        .assert_error(400, &["shape 1", "`kind`", "ray"]);
+    server
+        .post("/v1/scenes/s/bodies", br#"{"shapes": [{"type": "box"}]}"#)
+        .assert_error(400, &["shape 0", "missing"]);
+    server
+        .post("/v1/scenes/nothing/bodies", scene)
+        .assert_error(404, &["nothing"]);
+    server
+        .post("/v1/scenes/s/bodies?fields=depth", scene)
+        .assert_error(400, &["depth"]);
     // 507: the bunny takes more than 3 MiB of device memory; nothing resident is evicted.
     let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
     let big = bunny.len() > 1 << 20;

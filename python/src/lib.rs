@@ -7,7 +7,9 @@ use std::sync::Arc;
 use closest::GpuMesh;
 use closest::Points;
 use closest::auto_sign::SignChoice;
-use closest::engine::{BandSlab, MeshDistance, MeshSamples, SampleRows, SdfBand};
+use closest::engine::{
+    BandSlab, BodyContacts, BodyPairs, MeshDistance, MeshSamples, SampleRows, SdfBand,
+};
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
     SphereContacts, Spheres,
@@ -424,6 +426,8 @@ impl Engine {
                 engine,
                 scene,
                 count,
+                shapes,
+                body_targets: std::sync::OnceLock::new(),
             })
         })
     }
@@ -457,6 +461,7 @@ impl Engine {
                 engine,
                 mesh,
                 triangles,
+                body_targets: std::sync::OnceLock::new(),
             })
         })
     }
@@ -580,6 +585,10 @@ struct Scene {
     engine: Arc<closest::Engine>,
     scene: GpuScene,
     count: usize,
+    /// The shapes, for paired bodies and for the body walk's own upload.
+    shapes: Vec<Shape>,
+    /// The scene as body targets (an axis-aligned BVH), uploaded at the first body query.
+    body_targets: std::sync::OnceLock<GpuScene>,
 }
 
 #[pymethods]
@@ -621,15 +630,33 @@ impl Scene {
         })
     }
 
-    /// Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal", "shape"}.
-    #[pyo3(signature = (spheres, fields=None))]
+    /// Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal",
+    /// "shape"}; or, with `bodies=` (shape dicts or a scene .json path of convex shapes), each
+    /// body's nearest shape (`paired=True`: body i against shape i): {"distance",
+    /// "point_body", "point_target", "normal", "shape"} (SPEC §9).
+    #[pyo3(signature = (spheres=None, fields=None, *, bodies=None, paired=false))]
     fn contacts<'py>(
         &self,
         py: Python<'py>,
-        spheres: &Bound<'py, PyAny>,
+        spheres: Option<&Bound<'py, PyAny>>,
         fields: Option<&Bound<'py, PyAny>>,
+        bodies: Option<&Bound<'py, PyAny>>,
+        paired: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Scene.contacts", || {
+            let spheres = match (spheres, bodies) {
+                (Some(spheres), None) if !paired => spheres,
+                (None, Some(bodies)) => {
+                    let bodies = parse_bodies(bodies)?;
+                    let fields = parse_fields(Family::Bodies, fields)?;
+                    return self.body_contacts(py, &bodies, paired, fields);
+                }
+                _ => {
+                    return Err(input_error(
+                        "contacts: pass spheres, or bodies= (paired= goes with bodies=)".into(),
+                    ));
+                }
+            };
             let borrowed = float_rows(spheres, "spheres", &[4])?;
             let fields = parse_fields(Family::Contacts, fields)?;
             let rows = borrowed.rows()?;
@@ -669,12 +696,69 @@ impl Scene {
     }
 }
 
+impl Scene {
+    fn body_contacts<'py>(
+        &self,
+        py: Python<'py>,
+        bodies: &[Shape],
+        paired: bool,
+        fields: Fields,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let engine = &self.engine;
+        if let Some((torus, body)) = closest::engine::torus_conflict(bodies, &self.shapes, paired) {
+            let problem = closest::engine::torus_refusal(torus, body, bodies[body].kind());
+            return Err(input_error(format!("shapes: {problem}")));
+        }
+        if !paired && self.count == 0 && !bodies.is_empty() {
+            return Err(input_error("shapes: the scene has no shapes".into()));
+        }
+        let columns = py
+            .detach(|| {
+                if paired {
+                    let job = BodyPairs {
+                        bodies,
+                        targets: &self.shapes,
+                        fields,
+                    };
+                    return Columns::collect(fields, bodies.len(), |sink| {
+                        engine.body_pairs(job, sink)
+                    });
+                }
+                let targets = match self.body_targets.get() {
+                    Some(targets) => targets,
+                    None => {
+                        let uploaded = engine.upload_body_targets(&self.shapes)?;
+                        self.body_targets.get_or_init(|| uploaded)
+                    }
+                };
+                let job = BodyContacts {
+                    targets,
+                    bodies,
+                    fields,
+                };
+                Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+            })
+            .map_err(py_error)?;
+        columns_to_dict(py, columns)
+    }
+}
+
+/// Bodies as shape dicts or a scene .json path, each a convex kind (SPEC §9), refused with
+/// its index and field otherwise.
+fn parse_bodies(bodies: &Bound<'_, PyAny>) -> PyResult<Vec<Shape>> {
+    let bodies = parse_shapes(bodies)?;
+    closest::engine::check_bodies(&bodies, "bodies").map_err(py_error)?;
+    Ok(bodies)
+}
+
 /// A triangle mesh resident on the device.
 #[pyclass(frozen, module = "closest", name = "Mesh")]
 struct MeshTarget {
     engine: Arc<closest::Engine>,
     mesh: GpuMesh,
     triangles: usize,
+    /// The triangles as body targets, uploaded at the first body query.
+    body_targets: std::sync::OnceLock<GpuScene>,
 }
 
 #[pymethods]
@@ -702,6 +786,40 @@ impl MeshTarget {
             _ => "winding",
         };
         (name, auto.reason)
+    }
+
+    /// Each body's nearest triangle (SPEC §9), bodies as shape dicts or a scene .json path of
+    /// convex shapes: {"distance", "point_body", "point_target", "normal", "shape"}.
+    #[pyo3(signature = (*, bodies, fields=None))]
+    fn contacts<'py>(
+        &self,
+        py: Python<'py>,
+        bodies: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guarded("Mesh.contacts", || {
+            let bodies = parse_bodies(bodies)?;
+            let fields = parse_fields(Family::Bodies, fields)?;
+            let engine = &self.engine;
+            let columns = py
+                .detach(|| {
+                    let targets = match self.body_targets.get() {
+                        Some(targets) => targets,
+                        None => {
+                            let uploaded = engine.upload_mesh_body_targets(self.mesh.mesh())?;
+                            self.body_targets.get_or_init(|| uploaded)
+                        }
+                    };
+                    let job = BodyContacts {
+                        targets,
+                        bodies: &bodies,
+                        fields,
+                    };
+                    Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+                })
+                .map_err(py_error)?;
+            columns_to_dict(py, columns)
+        })
     }
 
     /// Nearest triangle for every point; `sign`: None, "pseudonormal", "winding" or "auto".

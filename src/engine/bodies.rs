@@ -12,6 +12,7 @@ use crate::gpu::rows::RowSource;
 use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream::Inputs;
 use crate::gpu::{GpuScene, plan, scene};
+use crate::mesh::Mesh;
 use crate::shape::{Shape, ShapeKind};
 
 /// The nearest shape of a scene to each body: [`Engine::body_contacts`].
@@ -51,24 +52,31 @@ pub fn check_bodies(bodies: &[Shape], what: &str) -> Result<()> {
     }
 }
 
-/// Refuse a torus target facing a body other than a sphere (a torus is not convex: only a
-/// sphere's centre projection answers it exactly), naming both indices.
-pub fn check_torus_targets(bodies: &[Shape], targets: &[Shape], what: &str) -> Result<()> {
-    let Some(torus) = targets.iter().position(|t| t.kind() == ShapeKind::Torus) else {
-        return Ok(());
-    };
-    match bodies.iter().position(|b| b.kind() != ShapeKind::Sphere) {
-        Some(body) => Err(torus_error(what, torus, body, bodies[body].kind())),
-        None => Ok(()),
-    }
+/// The first torus target facing a body other than a sphere, as (torus index, body index):
+/// a torus is not convex, so only a sphere's centre projection answers it exactly. Paired,
+/// target i faces body i only.
+pub fn torus_conflict(bodies: &[Shape], targets: &[Shape], paired: bool) -> Option<(usize, usize)> {
+    let not_sphere = |b: &Shape| b.kind() != ShapeKind::Sphere;
+    targets
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.kind() == ShapeKind::Torus)
+        .find_map(|(i, _)| {
+            if paired {
+                bodies.get(i).filter(|b| not_sphere(b)).map(|_| (i, i))
+            } else {
+                bodies.iter().position(not_sphere).map(|b| (i, b))
+            }
+        })
 }
 
-fn torus_error(what: &str, torus: usize, body: usize, kind: ShapeKind) -> Error {
-    Error::Usage(format!(
-        "{what}: shape {torus}: field `kind`: a torus is not convex, so only sphere bodies are \
-         answered against it (body {body} is a {})",
+/// The refusal of [`torus_conflict`]'s pair, naming the target's index and field.
+pub fn torus_refusal(torus: usize, body: usize, kind: ShapeKind) -> String {
+    format!(
+        "shape {torus}: field `kind`: a torus is not convex, so only sphere bodies are answered \
+         against it (body {body} is a {})",
         kind.name()
-    ))
+    )
 }
 
 /// Each row's records, converted as they stream: its body (and its target, paired), hull
@@ -97,6 +105,17 @@ impl Engine {
     /// which is what the body walk reads. A mesh is uploaded as its triangles.
     pub fn upload_body_targets(&self, shapes: &[Shape]) -> Result<GpuScene> {
         scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, |_| Ok(()))
+    }
+
+    /// A mesh's triangles as body targets: shape i is triangle i.
+    pub fn upload_mesh_body_targets(&self, mesh: &Mesh) -> Result<GpuScene> {
+        let triangles: Vec<Shape> = (0..mesh.triangles.len())
+            .map(|t| {
+                let [a, b, c] = mesh.corners(t);
+                Shape::Triangle { a, b, c }
+            })
+            .collect();
+        self.upload_body_targets(&triangles)
     }
 
     /// For each body, the nearest shape of `job.targets` (SPEC §9): the smallest distance
@@ -157,10 +176,11 @@ impl Engine {
             )));
         }
         check_bodies(bodies, "bodies")?;
-        if let Some(i) = (0..bodies.len()).find(|&i| {
-            targets[i].kind() == ShapeKind::Torus && bodies[i].kind() != ShapeKind::Sphere
-        }) {
-            return Err(torus_error("targets", i, i, bodies[i].kind()));
+        if let Some((torus, body)) = torus_conflict(bodies, targets, true) {
+            return Err(Error::Usage(format!(
+                "targets: {}",
+                torus_refusal(torus, body, bodies[body].kind())
+            )));
         }
         let interleaved: Vec<&Shape> = bodies
             .iter()

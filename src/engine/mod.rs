@@ -12,7 +12,9 @@ mod samples;
 mod sdf;
 
 pub use band::{BandSlab, BandWork, SdfBand};
-pub use bodies::{BodyContacts, BodyPairs, check_bodies, check_torus_targets, is_body_kind};
+pub use bodies::{
+    BodyContacts, BodyPairs, check_bodies, is_body_kind, torus_conflict, torus_refusal,
+};
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use distance::{Deviations, Direction, MeshDistance, MeshDistanceSummary, surface_samples};
 pub use mesh::{GpuMesh, MeshQuery};

@@ -18,7 +18,9 @@ pub(super) fn api() -> (Router<Arc<AppState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(put_mesh, delete_mesh))
         .routes(routes!(scene_query))
         .routes(routes!(scene_contacts))
+        .routes(routes!(scene_bodies))
         .routes(routes!(mesh_query))
+        .routes(routes!(mesh_bodies))
         .routes(routes!(mesh_sdf))
         .routes(routes!(segments))
         .routes(routes!(paired))
@@ -382,6 +384,92 @@ pub(super) async fn scene_contacts(
         fields,
     )
     .await
+}
+
+#[utoipa::path(post, path = "/v1/scenes/{name}/bodies", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::FieldsParams),
+    request_body(content = api::SceneBody,
+        description = "A scene file (SPEC §1) of convex bodies: each body's nearest shape"),
+    responses(
+        (status = 200, description = ".npz as `closest contacts --bodies B --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
+pub(super) async fn scene_bodies(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    body_contacts(&state, (Kind::Scene, name), &headers, body, params).await
+}
+
+#[utoipa::path(post, path = "/v1/meshes/{name}/bodies", tag = "queries",
+    params(("name" = String, Path, example = "demo"), api::FieldsParams),
+    request_body(content = api::SceneBody,
+        description = "A scene file (SPEC §1) of convex bodies: each body's nearest triangle"),
+    responses(
+        (status = 200, description = ".npz as `closest contacts --mesh M --bodies B --out X.npz`",
+            body = api::Binary, content_type = "application/octet-stream"),
+        api::TargetQueryErrors))]
+pub(super) async fn mesh_bodies(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(params): Query<api::FieldsParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    body_contacts(&state, (Kind::Mesh, name), &headers, body, params).await
+}
+
+/// Bodies (a scene JSON body) against a resident target: checked whole before anything runs,
+/// answered on the worker pool (they are few and large next to point rows: no batching).
+async fn body_contacts(
+    state: &Arc<AppState>,
+    (kind, name): (Kind, String),
+    headers: &HeaderMap,
+    body: Body,
+    params: api::FieldsParams,
+) -> ApiResult<Response> {
+    let fields = parse_fields(Family::Bodies, params.fields.as_deref())?;
+    let resident = state.resident(kind, &name)?;
+    let (body, held) = state.body(headers, body)?.whole().await?;
+    let text = String::from_utf8(body).map_err(|_| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be scene JSON (UTF-8) of bodies",
+        )
+    })?;
+    let bodies = crate::io::parse_scene(&text, "body")?;
+    crate::engine::check_bodies(&bodies, "body")?;
+    if let Source::Scene(shapes) = &resident.source {
+        if let Some((torus, body)) = crate::engine::torus_conflict(&bodies, shapes, false) {
+            let problem = crate::engine::torus_refusal(torus, body, bodies[body].kind());
+            return Err(ApiError::bad(format!("target `{name}`: {problem}")));
+        }
+        resident.check_answerable(bodies.len())?;
+    }
+    let engine = state.engine();
+    let rows = bodies.len();
+    let columns = blocking(move || {
+        let targets = resident.body_targets(&engine)?;
+        let job = crate::engine::BodyContacts {
+            targets,
+            bodies: &bodies,
+            fields,
+        };
+        Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+    })
+    .await?;
+    Ok(logged(
+        npz_response(&columns),
+        Access {
+            target: Some(name),
+            rows: Some(rows),
+            bytes_in: Some(held.bytes() as u64),
+            ..Access::default()
+        },
+    ))
 }
 
 pub(super) fn parse_sign(sign: Option<&str>, default: SignChoice) -> ApiResult<SignChoice> {

@@ -35,9 +35,25 @@ pub(super) struct Resident {
     pub(super) size: usize,
     pub(super) bytes: u64,
     pub(super) jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+    /// The target as body targets (an axis-aligned BVH of its shapes or triangles), uploaded
+    /// at the first body query (`body_targets`); outside the memory budget.
+    pub(super) body_targets: std::sync::OnceLock<crate::GpuScene>,
 }
 
 impl Resident {
+    /// The target as body targets on `engine`, uploaded at the first call.
+    pub(super) fn body_targets(&self, engine: &Engine) -> crate::Result<&crate::GpuScene> {
+        if let Some(targets) = self.body_targets.get() {
+            return Ok(targets);
+        }
+        let uploaded = match (&self.source, self.target.as_ref()) {
+            (Source::Scene(shapes), _) => engine.upload_body_targets(shapes)?,
+            (Source::Mesh, Target::Mesh(mesh)) => engine.upload_mesh_body_targets(mesh.mesh())?,
+            (Source::Mesh, Target::Scene(_)) => unreachable!("a mesh's source"),
+        };
+        Ok(self.body_targets.get_or_init(|| uploaded))
+    }
+
     /// A scene without shapes answers no rows (as the CLI refuses such a job).
     pub(super) fn check_answerable(&self, values: usize) -> ApiResult<()> {
         if self.size == 0 && values > 0 {
@@ -231,6 +247,7 @@ pub(super) async fn reopen_lost_devices(state: Arc<AppState>) {
                     size: old.size,
                     bytes: old.bytes,
                     jobs,
+                    body_targets: Default::default(),
                 };
                 targets.insert(key, Arc::new(resident));
             }
@@ -343,6 +360,7 @@ impl AppState {
             size,
             bytes,
             jobs,
+            body_targets: Default::default(),
         });
         let (kind, name) = key.clone();
         let replaced = targets.insert(key, resident).is_some();
