@@ -66,8 +66,17 @@ class Scene:
     def query(self, points: np.ndarray, mode: str = "solid", fields: Fields = None) -> Result:
         """Nearest shape of every point (N, 3): {"point", "distance", "shape", "normal"};
         mode "solid" or "surface"; fields a subset such as "distance,shape"."""
-    def contacts(self, spheres: np.ndarray, fields: Fields = None) -> Result:
-        """Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal", "shape"}."""
+    def contacts(
+        self,
+        spheres: Optional[np.ndarray] = None,
+        fields: Fields = None,
+        *,
+        bodies: Optional[Shapes] = None,
+        paired: bool = False,
+    ) -> Result:
+        """Sphere contacts, spheres (N, 4) as cx, cy, cz, r: {"point", "depth", "normal",
+        "shape"}; or, with `bodies=` (convex shapes), each body's nearest shape (`paired=True`:
+        body i against shape i): {"distance", "point_body", "point_target", "normal", "shape"}."""
 
 class Mesh:
     """A triangle mesh resident on the device."""
@@ -76,6 +85,9 @@ class Mesh:
     @property
     def records(self) -> str:
         """How the triangles are stored on the device: "packed" or "indexed"."""
+    def contacts(self, *, bodies: Shapes, fields: Fields = None) -> Result:
+        """Each body's nearest triangle: {"distance", "point_body", "point_target", "normal",
+        "shape"}."""
     def query(
         self, points: np.ndarray, sign: Optional[str] = None, fields: Fields = None
     ) -> Result:

@@ -63,12 +63,7 @@ class Client:
         """Upload ``shapes`` (a list of shape dicts or a scene .json path) as scene ``name``,
         or, without shapes, use the resident one."""
         if shapes is not None:
-            if isinstance(shapes, (str, os.PathLike)):
-                with open(shapes, "rb") as f:
-                    body = f.read()
-            else:
-                body = json.dumps({"shapes": shapes}, default=_plain).encode()
-            self._json("PUT", f"/v1/scenes/{_quote(name)}", body)
+            self._json("PUT", f"/v1/scenes/{_quote(name)}", _scene_json(shapes))
         return RemoteScene(self, name)
 
     def mesh(self, name, path=None):
@@ -120,7 +115,14 @@ class RemoteScene:
         return self.client._npz(f"/v1/scenes/{_quote(self.name)}/query", body,
                                 {"mode": mode, "fields": _fields(fields)})
 
-    def contacts(self, spheres, fields=None):
+    def contacts(self, spheres=None, fields=None, *, bodies=None):
+        """Sphere contacts, or with ``bodies=`` (shape dicts or a scene .json path of convex
+        shapes) each body's nearest shape, as ``Scene.contacts``."""
+        if (spheres is None) == (bodies is None):
+            raise InputError("contacts: pass spheres, or bodies=")
+        if bodies is not None:
+            return self.client._npz(f"/v1/scenes/{_quote(self.name)}/bodies",
+                                    _scene_json(bodies), {"fields": _fields(fields)})
         body = _npy(_array(spheres, "spheres", (4,)))
         return self.client._npz(f"/v1/scenes/{_quote(self.name)}/contacts", body,
                                 {"fields": _fields(fields)})
@@ -137,6 +139,11 @@ class RemoteMesh:
         return self.client._npz(f"/v1/meshes/{_quote(self.name)}/query", body,
                                 {"sign": sign, "fields": _fields(fields)})
 
+    def contacts(self, *, bodies, fields=None):
+        """Each body's nearest triangle, as ``Mesh.contacts``."""
+        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/bodies",
+                                _scene_json(bodies), {"fields": _fields(fields)})
+
     def sdf(self, res, pad=0.1, bounds=None, sign="auto"):
         res = ",".join(map(str, res)) if isinstance(res, (tuple, list)) else str(res)
         params = {"res": res, "sign": sign or "none"}
@@ -145,6 +152,14 @@ class RemoteMesh:
         else:
             params["pad"] = repr(float(pad))
         return self.client._npz(f"/v1/meshes/{_quote(self.name)}/sdf", None, params)
+
+
+def _scene_json(shapes):
+    """A scene body: a .json file's bytes, or shape dicts as a scene."""
+    if isinstance(shapes, (str, os.PathLike)):
+        with open(shapes, "rb") as f:
+            return f.read()
+    return json.dumps({"shapes": shapes}, default=_plain).encode()
 
 
 def _quote(name):

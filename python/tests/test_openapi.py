@@ -34,6 +34,7 @@ def test_openapi_describes_every_route(cli):
         ("PUT", "/v1/scenes/{name}"), ("DELETE", "/v1/scenes/{name}"),
         ("PUT", "/v1/meshes/{name}"), ("DELETE", "/v1/meshes/{name}"),
         ("POST", "/v1/scenes/{name}/query"), ("POST", "/v1/scenes/{name}/contacts"),
+        ("POST", "/v1/scenes/{name}/bodies"), ("POST", "/v1/meshes/{name}/bodies"),
         ("POST", "/v1/meshes/{name}/query"), ("POST", "/v1/meshes/{name}/sdf"),
         ("POST", "/v1/segments"), ("POST", "/v1/paired"),
     }
