@@ -203,8 +203,10 @@ fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
     return length(max(max(child.min - hi, lo - child.max), vec3<f32>(0.0)));
 }
 
+// Whether a child `gap` away may hold a shape nearer than `best`: a box apart from the body
+// holds nothing nearer than its gap, but one that meets the body may hold any depth.
 fn may_hold_nearer_body(gap: f32, best: BodyHit) -> bool {
-    return best.shape < 0 || gap <= best.contact.distance;
+    return best.shape < 0 || gap <= max(best.contact.distance, 0.0);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

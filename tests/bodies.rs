@@ -548,3 +548,75 @@ fn body_rows_carry_only_the_asked_fields() {
         assert_eq!(shapes[i], row.shape);
     }
 }
+
+/// Capsules through a mesh, most of them crossing several triangles: the deepest overlap wins
+/// (a walk that stops at the first overlap it meets answers too shallow), as the oracle says.
+#[test]
+fn bodies_through_a_mesh_find_their_deepest_triangle() {
+    let (vertices, triangles) = common::octahedron_sphere(DVec3::new(3.0, -2.0, 1.0), 1.0, 3);
+    let mesh = closest::mesh::Mesh::new(vertices, triangles, "sphere").expect("a mesh");
+    let shapes: Vec<Shape> = (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            Shape::Triangle { a, b, c }
+        })
+        .collect();
+    let mut rng = Rng::new(17);
+    let bodies: Vec<Shape> = (0..400)
+        .map(|k| {
+            let centre = DVec3::new(3.0, -2.0, 1.0) + rng.unit() * rng.range(0.6, 1.4);
+            let half = rng.unit() * rng.range(0.05, 0.4);
+            match k % 3 {
+                0 => Shape::Capsule {
+                    a: centre - half,
+                    b: centre + half,
+                    radius: rng.range(0.02, 0.2),
+                },
+                1 => Shape::Box {
+                    center: centre,
+                    half_extents: rng.vec(0.05, 0.3),
+                    rotation: rng.quaternion(),
+                },
+                _ => Shape::Sphere {
+                    center: centre,
+                    radius: rng.range(0.02, 0.3),
+                },
+            }
+        })
+        .collect();
+    let targets = engine().upload_mesh_body_targets(&mesh).expect("upload");
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &targets,
+                bodies: &bodies,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("body contacts");
+    let mut failures = Vec::new();
+    let mut overlapping = 0;
+    for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
+        let (best, expected) = nearest_target(body, &shapes).expect("an answer");
+        overlapping += usize::from(expected.distance < 0.0);
+        let scale = scale_of(body, &shapes[best]);
+        let bound = if expected.distance < 0.0 {
+            1e-4 * scale
+        } else {
+            tolerance(scale)
+        };
+        if !within((got.distance as f64 - expected.distance).abs(), bound) {
+            failures.push(format!(
+                "body {i} ({}): {} on triangle {} vs the oracle's {} on triangle {best}",
+                body.kind().name(),
+                got.distance,
+                got.shape,
+                expected.distance
+            ));
+        }
+    }
+    assert!(overlapping > 100, "only {overlapping} bodies overlap the mesh");
+    assert_no_failures(&failures, bodies.len());
+}
