@@ -9,6 +9,21 @@
 #import shared/lane_loads
 #import gjk
 
+// Loop iterations an invocation may run, counted roughly (`loop_work`); 0: no limit. Software
+// adapters get one below Mesa 22's loop limiter, which leaves every loop once an invocation
+// has run 65,535 iterations in all: a body that would need more is reported (as a traversal
+// overflow) rather than answered from a cut walk.
+override LOOP_BUDGET: u32 = 0u;
+var<private> loop_work: u32;
+
+// Candidates a body walk gathers before answering them.
+const BODY_BATCH: u32 = 16u;
+
+// Whether the invocation has spent its loop budget.
+fn out_of_loop_budget() -> bool {
+    return LOOP_BUDGET != 0u && loop_work >= LOOP_BUDGET;
+}
+
 // Each row's body record; `body_paired` reads two a row, the body then its target. Hull faces of
 // these records are in `shape_data` (a resident scene's own are in its texels).
 @group(0) @binding(1) var<storage, read> bodies: array<Shape>;
@@ -203,6 +218,59 @@ fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
     return length(max(max(child.min - hi, lo - child.max), vec3<f32>(0.0)));
 }
 
+// A ball around the shape of record `s` (centre, radius), from its record alone and without
+// a loop; radius -1 where there is none cheaply (hulls, and the unbounded kinds).
+fn bounding_ball(s: Shape) -> vec4<f32> {
+    let a = s.anchor.xyz;
+    switch s.kind {
+        case KIND_SPHERE: {
+            return vec4<f32>(a, s.p0.w);
+        }
+        case KIND_CAPSULE, KIND_SEGMENT: {
+            return vec4<f32>(a + s.p0.xyz * 0.5, length(s.p0.xyz) * 0.5 + radius_of(s));
+        }
+        case KIND_TRIANGLE: {
+            let centroid = (s.p0.xyz + s.p1.xyz) / 3.0;
+            let far = max(length(centroid), max(length(s.p0.xyz - centroid), length(s.p1.xyz - centroid)));
+            return vec4<f32>(a + centroid, far);
+        }
+        case KIND_AABB, KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE: {
+            return vec4<f32>(a, length(s.p0.xyz));
+        }
+        case KIND_CYLINDER, KIND_CONE: {
+            let half = s.p0.w * 0.5;
+            return vec4<f32>(a + s.p0.xyz * half, sqrt(half * half + s.p1.w * s.p1.w));
+        }
+        case KIND_ELLIPSOID: {
+            return vec4<f32>(a, max(s.p0.x, max(s.p0.y, s.p0.z)));
+        }
+        case KIND_TORUS: {
+            return vec4<f32>(a, s.p0.w + s.p1.w);
+        }
+        default: {
+            return vec4<f32>(a, -1.0);
+        }
+    }
+}
+
+// A lower bound on the distance of any body within `reach` of `centre` to `s` (its bounding
+// ball's gap, less the rounding of f32 world coordinates); -F32_BIG where `s` has no ball.
+// A triangle's own distance from the centre is as cheap and much tighter: a mesh's triangles
+// near a body all have balls about as near as the nearest one.
+fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
+    let rounding = 4.0e-6 * (max(abs(centre.x), max(abs(centre.y), abs(centre.z))) + reach);
+    if s.kind == KIND_TRIANGLE {
+        let local = centre - s.anchor.xyz;
+        let foot = project_triangle_record(s, local).point;
+        return length(local - foot) - reach - rounding;
+    }
+    let ball = bounding_ball(s);
+    if ball.w < 0.0 {
+        return -F32_BIG;
+    }
+    return length(centre - ball.xyz) - ball.w - reach - rounding;
+}
+
 // Whether a child `gap` away may hold a shape nearer than `best`: a box apart from the body
 // holds nothing nearer than its gap, but one that meets the body may hold any depth.
 fn may_hold_nearer_body(gap: f32, best: BodyHit) -> bool {
@@ -230,6 +298,8 @@ fn body_nearest(
     let body_size = max(length(extent[0]), length(extent[1]));
     let lo = extent[0] + origin;
     let hi = extent[1] + origin;
+    let centre = (lo + hi) * 0.5;
+    let reach = length(hi - lo) * 0.5;
     var best = no_body_hit();
     // The BVH's leaves, then each kind's linear range, as runs of shapes [next, end) tested
     // at one site (see gjk.wgsl's `minkowski`).
@@ -243,56 +313,93 @@ fn body_nearest(
     var linear_kind = 0u;
     var next = 0u;
     var end = 0u;
+    var walked = false;
+    loop_work = 0u;
+    // Candidates are gathered a batch at a time by a walk whose loop holds no other loop, then
+    // answered by GJK: software adapters run every loop nested in a loop's body at least once
+    // a step, masked (and Mesa counts each such pass towards its loop limiter), so a walk step
+    // beside the narrow phase would cost as much as dozens.
+    var batch: array<u32, BODY_BATCH>;
     loop {
-        if next < end {
-            let s = load_own_shape(next);
+        loop_work += 64u;
+        if out_of_loop_budget() {
+            best.shape = TRAVERSAL_OVERFLOW;
+            break;
+        }
+        var gathered = 0u;
+        loop {
+            loop_work += 2u;
+            if next < end {
+                let s = load_own_shape(next);
+                next += 1u;
+                // The body lies within `reach` of `centre`: a shape whose bound is farther
+                // than the best distance plus the reach cannot be nearer.
+                if best.shape >= 0 && shape_gap(s, centre, reach) > max(best.contact.distance, 0.0) {
+                    continue;
+                }
+                batch[gathered] = next - 1u;
+                gathered += 1u;
+                if gathered == BODY_BATCH {
+                    break;
+                }
+                continue;
+            }
+            if top > 0u {
+                top -= 1u;
+                let entry = stack[top];
+                if !may_hold_nearer_body(entry.distance, best) {
+                    continue;
+                }
+                if entry.count != 0u {
+                    next = entry.first;
+                    end = entry.first + (entry.count & ((1u << LEAF_KIND_SHIFT) - 1u));
+                    continue;
+                }
+                let children = load_children(entry.first);
+                let left = StackEntry(children[0].first, children[0].count, box_gap(children[0], lo, hi));
+                let right = StackEntry(children[1].first, children[1].count, box_gap(children[1], lo, hi));
+                if top + 2u > STACK_LIMIT {
+                    best.shape = TRAVERSAL_OVERFLOW;
+                    walked = true;
+                    break;
+                }
+                // The nearer child goes on top.
+                var near = left;
+                var far = right;
+                if right.distance < left.distance {
+                    near = right;
+                    far = left;
+                }
+                if may_hold_nearer_body(far.distance, best) {
+                    stack[top] = far;
+                    top += 1u;
+                }
+                if may_hold_nearer_body(near.distance, best) {
+                    stack[top] = near;
+                    top += 1u;
+                }
+                continue;
+            }
+            if linear_kind < KIND_COUNT {
+                let range = kind_ranges[linear_kind];
+                next = range.x;
+                end = range.y;
+                linear_kind += 1u;
+                continue;
+            }
+            walked = true;
+            break;
+        }
+        if best.shape == TRAVERSAL_OVERFLOW {
+            break;
+        }
+        for (var k = 0u; k < gathered; k++) {
+            let s = load_own_shape(batch[k]);
             offer_body(target_contact(body, body_size, s, origin, false), s.index, &best);
-            next += 1u;
-            continue;
         }
-        if top > 0u {
-            top -= 1u;
-            let entry = stack[top];
-            if !may_hold_nearer_body(entry.distance, best) {
-                continue;
-            }
-            if entry.count != 0u {
-                next = entry.first;
-                end = entry.first + (entry.count & ((1u << LEAF_KIND_SHIFT) - 1u));
-                continue;
-            }
-            let children = load_children(entry.first);
-            let left = StackEntry(children[0].first, children[0].count, box_gap(children[0], lo, hi));
-            let right = StackEntry(children[1].first, children[1].count, box_gap(children[1], lo, hi));
-            if top + 2u > STACK_LIMIT {
-                best.shape = TRAVERSAL_OVERFLOW;
-                break;
-            }
-            // The nearer child goes on top.
-            var near = left;
-            var far = right;
-            if right.distance < left.distance {
-                near = right;
-                far = left;
-            }
-            if may_hold_nearer_body(far.distance, best) {
-                stack[top] = far;
-                top += 1u;
-            }
-            if may_hold_nearer_body(near.distance, best) {
-                stack[top] = near;
-                top += 1u;
-            }
-            continue;
+        if walked {
+            break;
         }
-        if linear_kind < KIND_COUNT {
-            let range = kind_ranges[linear_kind];
-            next = range.x;
-            end = range.y;
-            linear_kind += 1u;
-            continue;
-        }
-        break;
     }
     write_body_hit(row, best, origin);
 }

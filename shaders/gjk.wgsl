@@ -6,8 +6,8 @@
 // precision at the size of the shapes, wherever they are.
 #import shared/types
 #import shared/math
-// The importer (bodies.wgsl) provides `hull_corners` (a hull's face entries) and `rolled` (a
-// loop bound the compiler cannot see through).
+// The importer (bodies.wgsl) provides `hull_corners` (a hull's face entries), `rolled` (a
+// loop bound the compiler cannot see through) and `loop_work` (the invocation's loop count).
 
 // A convex shape as GJK sees it: its record with the anchor made relative, the kind its support
 // follows (lines and rays become segments), the ball its core is swept by, and where a hull's
@@ -340,13 +340,20 @@ fn collapsed(sx: Simplex, v: vec3<f32>) -> Simplex {
 // the pair's size, the scale of its tolerances. Twin: gjk::gjk.
 fn gjk(body: Convex, other: Convex, whole: bool, start: vec3<f32>, size: f32) -> Simplex {
     let touch = (GJK_TOUCH * size) * (GJK_TOUCH * size);
+    // Stored, not declared zero: a compiler that inlines this function may zero a declared
+    // variable once per invocation rather than once per call (lavapipe did, and the walk's
+    // second target started from the first one's simplex).
     var sx: Simplex;
+    sx.count = 0u;
+    sx.overlapping = false;
     // The first support is along -start (one support site in the loop: see `minkowski`).
     var v = start;
     if dot(start, start) == 0.0 {
         v = vec3<f32>(-1.0, 0.0, 0.0);
     }
     for (var iteration = 0u; iteration < GJK_ITERATIONS; iteration++) {
+        // This iteration's loops (supports, the simplex's small loops), for the budget.
+        loop_work += 48u;
         let vv = dot(v, v);
         if sx.count > 0u && vv <= touch {
             sx.overlapping = true;
@@ -539,6 +546,7 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
     var nearest = 0u;
     var converged = false;
     loop {
+        loop_work += 8u + 3u * face_count;
         nearest = 0u;
         for (var f = 1u; f < face_count; f++) {
             if distances[f] < distances[nearest] {
@@ -558,6 +566,9 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
         // The faces the new vertex sees go; the edges they leave unshared form the horizon.
         // Which faces see it is decided once (`seen_faces`, a bit each).
         var seen_faces: array<u32, EPA_FACE_WORDS>;
+        for (var k = 0u; k < EPA_FACE_WORDS; k++) {
+            seen_faces[k] = 0u;
+        }
         var edge_count = 0u;
         var seen = 0u;
         var overflow = false;

@@ -617,6 +617,55 @@ fn bodies_through_a_mesh_find_their_deepest_triangle() {
             ));
         }
     }
-    assert!(overlapping > 100, "only {overlapping} bodies overlap the mesh");
+    assert!(
+        overlapping > 100,
+        "only {overlapping} bodies overlap the mesh"
+    );
     assert_no_failures(&failures, bodies.len());
+}
+
+/// A body that would need more loop iterations than Mesa's software adapters run an
+/// invocation (their loop limiter cuts loops short silently) is refused with an error that
+/// says so, never answered from a cut walk; hardware adapters answer it.
+#[test]
+fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
+    // 2,000 copies of one far triangle: no copy can be culled by the best so far (each is as
+    // near), so each costs a GJK; then the one near triangle.
+    let far = Shape::Triangle {
+        a: DVec3::new(100.0, 0.0, 0.0),
+        b: DVec3::new(101.0, 0.0, 0.0),
+        c: DVec3::new(100.0, 1.0, 0.0),
+    };
+    let near = Shape::Triangle {
+        a: DVec3::new(-1.0, -1.0, 0.0),
+        b: DVec3::new(1.0, -1.0, 0.0),
+        c: DVec3::new(0.0, 1.0, 0.0),
+    };
+    let mut scene = vec![far; 2000];
+    scene.push(near);
+    let capsule = Shape::Capsule {
+        a: DVec3::new(-0.5, 0.0, 1.0),
+        b: DVec3::new(0.5, 0.0, 1.0),
+        radius: 0.25,
+    };
+    let targets = engine().upload_scene_brute_force(&scene).expect("upload");
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    let answer = engine().body_contacts(
+        BodyContacts {
+            targets: &targets,
+            bodies: std::slice::from_ref(&capsule),
+            fields: Fields::all(Family::Bodies),
+        },
+        &mut rows,
+    );
+    if engine().adapter_info().device_type == wgpu::DeviceType::Cpu {
+        let message = answer.expect_err("beyond the loop budget").to_string();
+        assert!(message.contains("loop iterations"), "{message}");
+    } else {
+        answer.expect("a hardware adapter answers");
+        assert!(
+            (rows[0].distance - 0.75).abs() < 1e-5 && rows[0].shape == 2000,
+            "{rows:?}"
+        );
+    }
 }

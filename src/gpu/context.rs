@@ -150,8 +150,21 @@ impl Context {
             .map_or(crate::bvh::STACK_SIZE, |n| {
                 n.clamp(1, crate::bvh::STACK_SIZE)
             }) as u32;
+        // Mesa's software adapters leave every loop once an invocation has run 65,535 loop
+        // iterations (its loop limiter): body walks stop short of that and say so.
+        let loop_budget = if info.device_type == wgpu::DeviceType::Cpu {
+            60_000
+        } else {
+            0
+        };
         let kernels = in_error_scope(&device, || {
-            build_kernels(&device, subgroup_kernels, point_texels, stack_limit)
+            build_kernels(
+                &device,
+                subgroup_kernels,
+                point_texels,
+                stack_limit,
+                loop_budget,
+            )
         })??;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;

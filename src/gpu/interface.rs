@@ -301,10 +301,13 @@ pub enum Override {
     /// The accuracy of `winding_numbers`: 0 coarse, 1 fine (`winding::COARSE_ACCURACY`,
     /// `winding::ACCURACY`).
     FineWinding,
+    /// The loop iterations a body walk may run an invocation (0: no limit): software adapters
+    /// get one below Mesa's loop limiter (`bodies.wgsl`).
+    LoopBudget,
 }
 
 impl Override {
-    pub const ALL: [Override; 11] = [
+    pub const ALL: [Override; 12] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -316,6 +319,7 @@ impl Override {
         Override::PointTexels,
         Override::StackLimit,
         Override::FineWinding,
+        Override::LoopBudget,
     ];
 
     pub fn name(self) -> &'static str {
@@ -331,6 +335,7 @@ impl Override {
             Override::PointTexels => "POINT_TEXELS",
             Override::StackLimit => "STACK_LIMIT",
             Override::FineWinding => "FINE_WINDING",
+            Override::LoopBudget => "LOOP_BUDGET",
         }
     }
 }

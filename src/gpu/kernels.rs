@@ -22,6 +22,8 @@ pub(crate) struct Kernels {
     point_texels: bool,
     /// `STACK_LIMIT`: the entries a walk's stack may hold (`EngineOptions::walk_stack_entries`).
     pub stack_limit: u32,
+    /// `LOOP_BUDGET`: the loop iterations a body walk may run an invocation (0: no limit).
+    pub loop_budget: u32,
 }
 
 /// What a pipeline is specialised for: software adapters run every branch the compiler cannot
@@ -90,6 +92,7 @@ impl Kernels {
                     Override::PointTexels => u32::from(self.point_texels),
                     Override::StackLimit => self.stack_limit,
                     Override::FineWinding => u32::from(fine_winding),
+                    Override::LoopBudget => self.loop_budget,
                 };
                 (o.name(), f64::from(value))
             })
@@ -117,6 +120,7 @@ pub(super) fn build_kernels(
     subgroups: bool,
     point_texels: bool,
     stack_limit: u32,
+    loop_budget: u32,
 ) -> Result<Kernels> {
     // Every entry point shares one workgroup size (the dispatch grid is computed once).
     let mut modules = HashMap::new();
@@ -159,6 +163,7 @@ pub(super) fn build_kernels(
         workgroup_size,
         point_texels,
         stack_limit,
+        loop_budget,
     })
 }
 

@@ -377,9 +377,18 @@ impl Slot {
             // answer it.
             match rows.overflowed_row() {
                 Some(k) => Err(Error::Gpu(format!(
-                    "BVH traversal overflowed its stack of {} entries at row {}",
+                    "BVH traversal overflowed its stack of {} entries at row {}{}",
                     gpu.kernels.stack_limit,
-                    flight.range.start + k
+                    flight.range.start + k,
+                    if gpu.kernels.loop_budget != 0 {
+                        format!(
+                            " (or, a body, its budget of {} loop iterations: Mesa's software \
+                             adapters stop longer loops)",
+                            gpu.kernels.loop_budget
+                        )
+                    } else {
+                        String::new()
+                    }
                 ))),
                 None => sink.take(flight.range.start, rows),
             }
