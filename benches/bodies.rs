@@ -1,5 +1,6 @@
 //! Bodies against meshes and scenes (SPEC §9), the GPU beside parry3d on all cores (rayon),
-//! same bodies, same run: capsules against each shared mesh (parry3d's `TriMesh`), and boxes
+//! same bodies, same run: capsules about each shared mesh's surface, 1 % of its size (parry3d's
+//! `TriMesh`), and boxes
 //! against a scene of 10^4 mixed shapes (parry3d's `Compound`), both BVH-backed on its side.
 //! The GPU runs `Engine::body_contacts` with every field (distance, both witness points,
 //! normal, shape) and with the distance alone. parry3d answers the same question the way a
@@ -80,17 +81,21 @@ impl Lcg {
     }
 }
 
-/// `count` capsules over the padded box of `lo..hi`, each `size` long with radius size / 2.
-fn capsules(count: usize, lo: DVec3, hi: DVec3, size: f64) -> Vec<Shape> {
-    let pad = (hi - lo) * 0.1;
+/// `count` capsules `size` long (radius size / 2) about the surface of `mesh`, as collision
+/// bodies are: centred within `size` of a random triangle's centroid, turned at random.
+fn capsules(count: usize, mesh: &closest::mesh::Mesh, size: f64) -> Vec<Shape> {
     let mut rng = Lcg(7);
+    let one = DVec3::new(1.0, 1.0, 1.0);
     (0..count)
         .map(|_| {
-            let c = rng.within(lo - pad, hi + pad);
+            let t =
+                ((rng.unit() * mesh.triangles.len() as f64) as usize).min(mesh.triangles.len() - 1);
+            let [a, b, c] = mesh.corners(t);
+            let centre = (a + b + c) * (1.0 / 3.0) + rng.within(-one, one) * size;
             let half = rng.direction() * (size / 2.0);
             Shape::Capsule {
-                a: c - half,
-                b: c + half,
+                a: centre - half,
+                b: centre + half,
                 radius: size / 2.0,
             }
         })
@@ -282,7 +287,7 @@ fn main() {
         let mesh = load_mesh(&path).expect("a shared mesh");
         let (lo, hi) = mesh.bounds();
         let extent = hi - lo;
-        let bodies = capsules(count, lo, hi, extent.x.max(extent.y).max(extent.z) * 0.02);
+        let bodies = capsules(count, &mesh, extent.x.max(extent.y).max(extent.z) * 0.01);
         let targets = engine.upload_mesh_body_targets(&mesh).expect("upload");
         let trimesh = with_parry.then(|| {
             let vertices = mesh.vertices.iter().map(v).collect();

@@ -722,6 +722,8 @@ fn barycentric(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> vec3<f
 // shapes, the depth too while the cores are apart); EPA on the whole shapes where the cores
 // overlap. Twin: gjk::body_contact.
 fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32) -> Contact {
+    // Every loop below runs at least once a call on software adapters, masked, taken or not.
+    loop_work += 64u;
     let radii = body.radius + other.radius;
     var around: Simplex;
     // The cores first, then (where they overlap and are swept) the whole shapes: one GJK site.
