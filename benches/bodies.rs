@@ -13,13 +13,13 @@
 //! CLOSEST_BENCH_MESHES (comma-separated paths) and CLOSEST_BENCH_PARRY=0 override.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use closest::engine::BodyContacts;
 use closest::fields::{BODY_DISTANCE, Family, Fields};
 use closest::io::load_mesh;
 use closest::{Columns, DVec3, Engine, GpuScene, Shape};
-use parry3d::math::{Pose, Vector};
+use parry3d::math::Pose;
 use parry3d::query;
 use parry3d::shape::{Capsule, Compound, Cuboid, SharedShape, TriMesh};
 use rayon::prelude::*;
@@ -27,24 +27,7 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{bench_engine, env_count, env_flag, oriented_pose, v};
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
-    let mut answer = None;
-    let times = (0..repeats)
-        .map(|_| {
-            let started = Instant::now();
-            answer = Some(run());
-            started.elapsed()
-        })
-        .collect();
-    (median(times), answer.expect("at least one run"))
-}
+use common::{bench_engine, env_count, env_flag, oriented_pose, parry_part, timed, v};
 
 /// A small deterministic generator (the same bodies every run).
 struct Lcg(u64);
@@ -317,34 +300,7 @@ fn main() {
     let scene = closest::bench::sample_scene(10_000);
     let targets = engine.upload_body_targets(&scene).expect("upload");
     let compound = with_parry.then(|| {
-        let parts = scene
-            .iter()
-            .map(|shape| match *shape {
-                Shape::Sphere { center, radius } => (
-                    Pose::from_translation(v(center)),
-                    SharedShape::ball(radius as f32),
-                ),
-                Shape::Box {
-                    center,
-                    half_extents,
-                    rotation,
-                } => {
-                    let h: Vector = v(half_extents);
-                    (
-                        oriented_pose(center, rotation),
-                        SharedShape::cuboid(h.x, h.y, h.z),
-                    )
-                }
-                Shape::Capsule { a, b, radius } => (
-                    Pose::IDENTITY,
-                    SharedShape::capsule(v(a), v(b), radius as f32),
-                ),
-                Shape::Triangle { a, b, c } => {
-                    (Pose::IDENTITY, SharedShape::triangle(v(a), v(b), v(c)))
-                }
-                ref other => panic!("no parry twin for {other:?}"),
-            })
-            .collect();
+        let parts = scene.iter().map(parry_part).collect();
         Compound::new(parts)
     });
     compare(

@@ -15,7 +15,7 @@
 //! adapter's); CLOSEST_BENCH_CHUNK_ROWS sets the rows a chunk. Open3D and Warp run from `scripts/bench/peers_mesh.py`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use closest::Engine;
 use closest::fields::{DISTANCE, Family, Fields};
@@ -30,31 +30,13 @@ use rayon::prelude::*;
 #[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{bench_engine, env_count, env_flag, v};
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
+use common::{bench_engine, env_count, env_flag, timed, v};
 
 /// The rows of one workload: query points, or an SDF grid's samples (which the GPU computes
 /// itself and parry3d gets as points).
 enum Rows<'a> {
     Points(&'a [[f64; 3]]),
     Grid(&'a Grid, &'a [[f64; 3]]),
-}
-
-/// The median time of `repeats` runs of `run`, and its last answer.
-fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
-    let mut answer = None;
-    let times = (0..repeats)
-        .map(|_| {
-            let started = Instant::now();
-            answer = Some(run());
-            started.elapsed()
-        })
-        .collect();
-    (median(times), answer.expect("at least one run"))
 }
 
 /// One table row: the GPU and parry3d on the same rows around `mesh`. The GPU's columns: every

@@ -11,12 +11,13 @@ use closest::Shape;
 use closest::bench::{ScenePeer, run_scene_table};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::PointQuery;
-use parry3d::shape::{Compound, SharedShape};
+use parry3d::shape::Compound;
 use rayon::prelude::*;
 
+#[allow(dead_code, reason = "this bench uses part of the shared helpers")]
 mod common;
 
-use common::{bench_engine, env_count, oriented_pose, v};
+use common::{bench_engine, env_count, parry_part};
 
 /// parry3d's compound shape: its own BVH over the parts, best-first point projection.
 #[derive(Default)]
@@ -30,34 +31,7 @@ impl ScenePeer for ParryCompound {
     }
 
     fn prepare(&mut self, shapes: &[Shape]) {
-        let parts = shapes
-            .iter()
-            .map(|shape| match *shape {
-                Shape::Sphere { center, radius } => (
-                    Pose::from_translation(v(center)),
-                    SharedShape::ball(radius as f32),
-                ),
-                Shape::Box {
-                    center,
-                    half_extents,
-                    rotation,
-                } => {
-                    let h = v(half_extents);
-                    (
-                        oriented_pose(center, rotation),
-                        SharedShape::cuboid(h.x, h.y, h.z),
-                    )
-                }
-                Shape::Capsule { a, b, radius } => (
-                    Pose::IDENTITY,
-                    SharedShape::capsule(v(a), v(b), radius as f32),
-                ),
-                Shape::Triangle { a, b, c } => {
-                    (Pose::IDENTITY, SharedShape::triangle(v(a), v(b), v(c)))
-                }
-                ref other => panic!("the scene bench has no parry twin for {other:?}"),
-            })
-            .collect();
+        let parts = shapes.iter().map(parry_part).collect();
         self.compound = Some(Compound::new(parts));
     }
 

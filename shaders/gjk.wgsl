@@ -161,8 +161,8 @@ fn whole_support(c: Convex, d: vec3<f32>) -> vec3<f32> {
 }
 
 // A point of body − other along `d`: one support site for both shapes, in a loop `rolled`
-// keeps rolled (a compiler inlines every call and unrolls short loops, and software adapters
-// compile every copy of the kind switch: each copy cost seconds of pipeline build on lavapipe).
+// keeps rolled (a compiler inlines every call, and each copy of the kind switch is more for
+// software adapters to build).
 fn minkowski(body: Convex, other: Convex, d: vec3<f32>, whole: bool) -> Support {
     var points: array<vec3<f32>, 2>;
     for (var k = 0u; k < rolled(2u); k++) {

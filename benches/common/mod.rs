@@ -1,8 +1,11 @@
 //! What the benchmarks share: their environment overrides and the conversions of our shapes'
 //! placements into parry3d's types.
 
-use closest::DVec3;
+use std::time::{Duration, Instant};
+
+use closest::{DVec3, Shape};
 use parry3d::math::{Pose, Rotation, Vector};
+use parry3d::shape::SharedShape;
 
 /// `name` from the environment as a count, else `default` (CLOSEST_BENCH_POINTS and friends).
 pub fn env_count(name: &str, default: usize) -> usize {
@@ -38,4 +41,49 @@ pub fn v(p: DVec3) -> Vector {
 pub fn oriented_pose(center: DVec3, rotation: [f64; 4]) -> Pose {
     let [x, y, z, w] = rotation.map(|c| c as f32);
     Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize())
+}
+
+pub fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The median time of `repeats` runs of `run`, and its last answer.
+pub fn timed<T>(repeats: usize, mut run: impl FnMut() -> T) -> (Duration, T) {
+    let mut answer = None;
+    let times = (0..repeats)
+        .map(|_| {
+            let started = Instant::now();
+            answer = Some(run());
+            started.elapsed()
+        })
+        .collect();
+    (median(times), answer.expect("at least one run"))
+}
+
+/// A part of `closest::bench::sample_scene` as parry3d's pose and shape.
+pub fn parry_part(shape: &Shape) -> (Pose, SharedShape) {
+    match *shape {
+        Shape::Sphere { center, radius } => (
+            Pose::from_translation(v(center)),
+            SharedShape::ball(radius as f32),
+        ),
+        Shape::Box {
+            center,
+            half_extents,
+            rotation,
+        } => {
+            let h = v(half_extents);
+            (
+                oriented_pose(center, rotation),
+                SharedShape::cuboid(h.x, h.y, h.z),
+            )
+        }
+        Shape::Capsule { a, b, radius } => (
+            Pose::IDENTITY,
+            SharedShape::capsule(v(a), v(b), radius as f32),
+        ),
+        Shape::Triangle { a, b, c } => (Pose::IDENTITY, SharedShape::triangle(v(a), v(b), v(c))),
+        ref other => panic!("the benches have no parry twin for {other:?}"),
+    }
 }

@@ -200,14 +200,7 @@ pub(super) async fn put_scene(
     body: Body,
 ) -> ApiResult<Response> {
     check_name(&name)?;
-    let (body, _held) = state.body(&headers, body)?.whole().await?;
-    let text = String::from_utf8(body).map_err(|_| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "the body must be scene JSON (UTF-8)",
-        )
-    })?;
-    let shapes = crate::io::parse_scene(&text, "body")?;
+    let (shapes, _held) = scene_body(&state, &headers, body).await?;
     let engine = state.engine();
     state
         .install((Kind::Scene, name), move |admit| {
@@ -422,6 +415,22 @@ pub(super) async fn mesh_bodies(
     body_contacts(&state, (Kind::Mesh, name), &headers, body, params).await
 }
 
+/// A request body holding a scene file (SPEC §1), parsed; 415 where it is not UTF-8.
+async fn scene_body(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<(Vec<crate::shape::Shape>, super::body::Reservation)> {
+    let (body, held) = state.body(headers, body)?.whole().await?;
+    let text = String::from_utf8(body).map_err(|_| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be scene JSON (UTF-8)",
+        )
+    })?;
+    Ok((crate::io::parse_scene(&text, "body")?, held))
+}
+
 /// Bodies (a scene JSON body) against a resident target: checked whole before anything runs,
 /// answered on the worker pool (they are few and large next to point rows: no batching).
 async fn body_contacts(
@@ -433,14 +442,7 @@ async fn body_contacts(
 ) -> ApiResult<Response> {
     let fields = parse_fields(Family::Bodies, params.fields.as_deref())?;
     let resident = state.resident(kind, &name)?;
-    let (body, held) = state.body(headers, body)?.whole().await?;
-    let text = String::from_utf8(body).map_err(|_| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "the body must be scene JSON (UTF-8) of bodies",
-        )
-    })?;
-    let bodies = crate::io::parse_scene(&text, "body")?;
+    let (bodies, held) = scene_body(state, headers, body).await?;
     crate::engine::check_bodies(&bodies, "body")?;
     if let Source::Scene(shapes) = &resident.source {
         if let Some((torus, body)) = crate::engine::torus_conflict(&bodies, shapes, false) {
