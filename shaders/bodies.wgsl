@@ -8,6 +8,7 @@
 #import shared/one_lane
 #import shared/lane_loads
 #import gjk
+#import body_closed_forms
 
 // Loop iterations an invocation may run, counted roughly (`loop_work`); 0: no limit. Software
 // adapters get one below Mesa 22's loop limiter, which leaves every loop once an invocation
@@ -15,6 +16,38 @@
 // overflow) rather than answered from a cut walk.
 override LOOP_BUDGET: u32 = 0u;
 var<private> loop_work: u32;
+
+// The kinds among the rows' bodies and among their targets (a scene's, or the paired ones), a
+// bit each: the narrow phase is compiled for these only, since software adapters run every
+// case of a switch on loaded data (a capsule job on a mesh compiles no GJK at all).
+override BODY_KINDS: u32 = 0xffffffffu;
+override TARGET_KINDS: u32 = 0xffffffffu;
+// The kinds a support is taken of: the bodies', the targets', and segments where lines or
+// rays stand for them.
+override SUPPORT_KINDS: u32 = BODY_KINDS | TARGET_KINDS
+    | ((((TARGET_KINDS >> KIND_LINE) | (TARGET_KINDS >> KIND_RAY)) & 1u) << KIND_SEGMENT);
+
+fn among_bodies(kind: u32) -> bool {
+    return (BODY_KINDS & (1u << kind)) != 0u;
+}
+
+fn among_targets(kind: u32) -> bool {
+    return (TARGET_KINDS & (1u << kind)) != 0u;
+}
+
+fn may_support(kind: u32) -> bool {
+    return (SUPPORT_KINDS & (1u << kind)) != 0u;
+}
+
+// Whether some pair of the job's kinds has no closed form, so GJK and EPA are compiled: bodies
+// other than spheres, capsules and segments, or any of those but spheres against targets other
+// than triangles and planes.
+fn needs_gjk() -> bool {
+    let closed_bodies = (1u << KIND_SPHERE) | (1u << KIND_CAPSULE) | (1u << KIND_SEGMENT);
+    let closed_targets = (1u << KIND_TRIANGLE) | (1u << KIND_PLANE);
+    return (BODY_KINDS & ~closed_bodies) != 0u
+        || ((BODY_KINDS & ~(1u << KIND_SPHERE)) != 0u && (TARGET_KINDS & ~closed_targets) != 0u);
+}
 
 // Candidates a body walk gathers before answering them.
 const BODY_BATCH: u32 = 16u;
@@ -70,7 +103,7 @@ fn is_finite_record(s: Shape) -> bool {
 // A sphere body (centre at the origin): its centre's projection, signed where the target has
 // an inside (surface mode), less the radius. Exact, as the point queries are.
 fn sphere_contact(kind: u32, other: Shape, radius: f32) -> Contact {
-    let proj = project_point(kind, other, vec3<f32>(0.0));
+    let proj = project_point_among(TARGET_KINDS, kind, other, vec3<f32>(0.0));
     let delta = -proj.point;
     let len = length(delta);
     let sign = select(1.0, -1.0, proj.inside);
@@ -90,14 +123,16 @@ fn sphere_contact(kind: u32, other: Shape, radius: f32) -> Contact {
 // (see gjk.wgsl's `minkowski`).
 fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool) -> Contact {
     var t = convex_of(other, origin, target_faces_in_shape_data);
-    if body.kind == KIND_SPHERE {
+    if among_bodies(KIND_SPHERE) && body.kind == KIND_SPHERE {
         return sphere_contact(other.kind, t.s, body.radius);
     }
+    let refused = Contact(bitcast<f32>(params.nan_bits), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
     if other.kind == KIND_TORUS {
         // Refused on the host: a torus is not convex.
-        return Contact(bitcast<f32>(params.nan_bits), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+        return refused;
     }
-    let unbounded = other.kind == KIND_PLANE || other.kind == KIND_LINE || other.kind == KIND_RAY;
+    let unbounded = (among_targets(KIND_PLANE) || among_targets(KIND_LINE) || among_targets(KIND_RAY))
+        && (other.kind == KIND_PLANE || other.kind == KIND_LINE || other.kind == KIND_RAY);
     if unbounded {
         // The body's extremes along the plane's normal or the line: its lowest point decides a
         // plane (the half-space below it); a line or ray is answered as the stretch of it
@@ -130,6 +165,15 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
     // rounding (a few ulps of the world coordinates) is the floor.
     let world = max(abs(origin.x), max(abs(origin.y), abs(origin.z)));
     let size = max(max(body_size, 0.2 * world), length(t.s.anchor.xyz));
+    if among_targets(KIND_TRIANGLE) && other.kind == KIND_TRIANGLE
+        && (among_bodies(KIND_CAPSULE) || among_bodies(KIND_SEGMENT))
+        && (body.kind == KIND_CAPSULE || body.kind == KIND_SEGMENT) {
+        return capsule_triangle_contact(body.s.anchor.xyz, body.s.p0.xyz, body.radius, t.s, size);
+    }
+    if !needs_gjk() {
+        // Every pair of this job's kinds was answered above.
+        return refused;
+    }
     return convex_contact(body, t, -t.s.anchor.xyz, size);
 }
 
@@ -223,35 +267,33 @@ fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
 // a loop; radius -1 where there is none cheaply (hulls, and the unbounded kinds).
 fn bounding_ball(s: Shape) -> vec4<f32> {
     let a = s.anchor.xyz;
-    switch s.kind {
-        case KIND_SPHERE: {
-            return vec4<f32>(a, s.p0.w);
-        }
-        case KIND_CAPSULE, KIND_SEGMENT: {
-            return vec4<f32>(a + s.p0.xyz * 0.5, length(s.p0.xyz) * 0.5 + radius_of(s));
-        }
-        case KIND_TRIANGLE: {
-            let centroid = (s.p0.xyz + s.p1.xyz) / 3.0;
-            let far = max(length(centroid), max(length(s.p0.xyz - centroid), length(s.p1.xyz - centroid)));
-            return vec4<f32>(a + centroid, far);
-        }
-        case KIND_AABB, KIND_BOX, KIND_WEDGE, KIND_CORNER_WEDGE: {
-            return vec4<f32>(a, length(s.p0.xyz));
-        }
-        case KIND_CYLINDER, KIND_CONE: {
-            let half = s.p0.w * 0.5;
-            return vec4<f32>(a + s.p0.xyz * half, sqrt(half * half + s.p1.w * s.p1.w));
-        }
-        case KIND_ELLIPSOID: {
-            return vec4<f32>(a, max(s.p0.x, max(s.p0.y, s.p0.z)));
-        }
-        case KIND_TORUS: {
-            return vec4<f32>(a, s.p0.w + s.p1.w);
-        }
-        default: {
-            return vec4<f32>(a, -1.0);
-        }
+    let k = s.kind;
+    if among_targets(KIND_SPHERE) && k == KIND_SPHERE {
+        return vec4<f32>(a, s.p0.w);
     }
+    if (among_targets(KIND_CAPSULE) || among_targets(KIND_SEGMENT)) && (k == KIND_CAPSULE || k == KIND_SEGMENT) {
+        return vec4<f32>(a + s.p0.xyz * 0.5, length(s.p0.xyz) * 0.5 + radius_of(s));
+    }
+    if among_targets(KIND_TRIANGLE) && k == KIND_TRIANGLE {
+        let centroid = (s.p0.xyz + s.p1.xyz) / 3.0;
+        let far = max(length(centroid), max(length(s.p0.xyz - centroid), length(s.p1.xyz - centroid)));
+        return vec4<f32>(a + centroid, far);
+    }
+    let boxes = (1u << KIND_AABB) | (1u << KIND_BOX) | (1u << KIND_WEDGE) | (1u << KIND_CORNER_WEDGE);
+    if (TARGET_KINDS & boxes) != 0u && (boxes & (1u << k)) != 0u {
+        return vec4<f32>(a, length(s.p0.xyz));
+    }
+    if (among_targets(KIND_CYLINDER) || among_targets(KIND_CONE)) && (k == KIND_CYLINDER || k == KIND_CONE) {
+        let half = s.p0.w * 0.5;
+        return vec4<f32>(a + s.p0.xyz * half, sqrt(half * half + s.p1.w * s.p1.w));
+    }
+    if among_targets(KIND_ELLIPSOID) && k == KIND_ELLIPSOID {
+        return vec4<f32>(a, max(s.p0.x, max(s.p0.y, s.p0.z)));
+    }
+    if among_targets(KIND_TORUS) && k == KIND_TORUS {
+        return vec4<f32>(a, s.p0.w + s.p1.w);
+    }
+    return vec4<f32>(a, -1.0);
 }
 
 // A lower bound on the distance of any body within `reach` of `centre` to `s` (its bounding
@@ -260,7 +302,7 @@ fn bounding_ball(s: Shape) -> vec4<f32> {
 // near a body all have balls about as near as the nearest one.
 fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
     let rounding = 4.0e-6 * (max(abs(centre.x), max(abs(centre.y), abs(centre.z))) + reach);
-    if s.kind == KIND_TRIANGLE {
+    if among_targets(KIND_TRIANGLE) && s.kind == KIND_TRIANGLE {
         let local = centre - s.anchor.xyz;
         let foot = project_triangle_record(s, local).point;
         return length(local - foot) - reach - rounding;

@@ -7,7 +7,8 @@
 #import shared/types
 #import shared/math
 // The importer (bodies.wgsl) provides `hull_corners` (a hull's face entries), `rolled` (a
-// loop bound the compiler cannot see through) and `loop_work` (the invocation's loop count).
+// loop bound the compiler cannot see through), `loop_work` (the invocation's loop count) and
+// `may_support` (whether a job's shapes may have a kind).
 
 // A convex shape as GJK sees it: its record with the anchor made relative, the kind its support
 // follows (lines and rays become segments), the ball its core is swept by, and where a hull's
@@ -71,83 +72,78 @@ fn disk_support(axis: vec3<f32>, d: vec3<f32>) -> vec3<f32> {
 }
 
 // The farthest point of the core along `d` (any point for d = 0), relative to the body's anchor.
+// Each kind's case is compiled only where `may_support` (bodies.wgsl) says a job has it.
 fn core_support(c: Convex, d: vec3<f32>) -> vec3<f32> {
     let s = c.s;
     let a = s.anchor.xyz;
-    switch c.kind {
-        case KIND_SPHERE: {
+    if (may_support(KIND_CAPSULE) || may_support(KIND_SEGMENT)) && (c.kind == KIND_CAPSULE || c.kind == KIND_SEGMENT) {
+        return a + select(vec3<f32>(0.0), s.p0.xyz, dot(s.p0.xyz, d) > 0.0);
+    }
+    if may_support(KIND_TRIANGLE) && c.kind == KIND_TRIANGLE {
+        return a + farther(farther(vec3<f32>(0.0), s.p0.xyz, d), s.p1.xyz, d);
+    }
+    if may_support(KIND_AABB) && c.kind == KIND_AABB {
+        return a + select(-s.p0.xyz, s.p0.xyz, d > vec3<f32>(0.0));
+    }
+    if may_support(KIND_BOX) && c.kind == KIND_BOX {
+        let local = rotate(conjugate(s.p1), d);
+        return a + rotate(s.p1, select(-s.p0.xyz, s.p0.xyz, local > vec3<f32>(0.0)));
+    }
+    if may_support(KIND_WEDGE) && c.kind == KIND_WEDGE {
+        // Vertices (±x, −y, −z), (±x, −y, +z), (±x, +y, +z) times the half extents.
+        let local = rotate(conjugate(s.p1), d);
+        let h = s.p0.xyz;
+        let x = select(-h.x, h.x, local.x > 0.0);
+        var best = vec3<f32>(x, -h.y, -h.z);
+        best = farther(best, vec3<f32>(x, -h.y, h.z), local);
+        best = farther(best, vec3<f32>(x, h.y, h.z), local);
+        return a + rotate(s.p1, best);
+    }
+    if may_support(KIND_CORNER_WEDGE) && c.kind == KIND_CORNER_WEDGE {
+        // The base (±x, −y, ±z) and the apex (+x, +y, −z) times the half extents.
+        let local = rotate(conjugate(s.p1), d);
+        let h = s.p0.xyz;
+        let base = vec3<f32>(select(-h.x, h.x, local.x > 0.0), -h.y, select(-h.z, h.z, local.z > 0.0));
+        return a + rotate(s.p1, farther(base, vec3<f32>(h.x, h.y, -h.z), local));
+    }
+    if may_support(KIND_CYLINDER) && c.kind == KIND_CYLINDER {
+        let axis = s.p0.xyz;
+        let end = select(vec3<f32>(0.0), axis * s.p0.w, dot(axis, d) > 0.0);
+        return a + end + disk_support(axis, d) * s.p1.w;
+    }
+    if may_support(KIND_CONE) && c.kind == KIND_CONE {
+        let axis = s.p0.xyz;
+        let rim = disk_support(axis, d) * s.p1.w;
+        return a + farther(rim, axis * s.p0.w, d);
+    }
+    if may_support(KIND_ELLIPSOID) && c.kind == KIND_ELLIPSOID {
+        // x = R (r² ∘ d') / |r ∘ d'| with d' = Rᵀ d.
+        let local = rotate(conjugate(s.p1), d);
+        let scaled = s.p0.xyz * local;
+        let length_scaled = length(scaled);
+        if length_scaled == 0.0 {
             return a;
         }
-        case KIND_CAPSULE, KIND_SEGMENT: {
-            return a + select(vec3<f32>(0.0), s.p0.xyz, dot(s.p0.xyz, d) > 0.0);
-        }
-        case KIND_TRIANGLE: {
-            return a + farther(farther(vec3<f32>(0.0), s.p0.xyz, d), s.p1.xyz, d);
-        }
-        case KIND_AABB: {
-            return a + select(-s.p0.xyz, s.p0.xyz, d > vec3<f32>(0.0));
-        }
-        case KIND_BOX: {
-            let local = rotate(conjugate(s.p1), d);
-            return a + rotate(s.p1, select(-s.p0.xyz, s.p0.xyz, local > vec3<f32>(0.0)));
-        }
-        case KIND_WEDGE: {
-            // Vertices (±x, −y, −z), (±x, −y, +z), (±x, +y, +z) times the half extents.
-            let local = rotate(conjugate(s.p1), d);
-            let h = s.p0.xyz;
-            let x = select(-h.x, h.x, local.x > 0.0);
-            var best = vec3<f32>(x, -h.y, -h.z);
-            best = farther(best, vec3<f32>(x, -h.y, h.z), local);
-            best = farther(best, vec3<f32>(x, h.y, h.z), local);
-            return a + rotate(s.p1, best);
-        }
-        case KIND_CORNER_WEDGE: {
-            // The base (±x, −y, ±z) and the apex (+x, +y, −z) times the half extents.
-            let local = rotate(conjugate(s.p1), d);
-            let h = s.p0.xyz;
-            let base = vec3<f32>(select(-h.x, h.x, local.x > 0.0), -h.y, select(-h.z, h.z, local.z > 0.0));
-            return a + rotate(s.p1, farther(base, vec3<f32>(h.x, h.y, -h.z), local));
-        }
-        case KIND_CYLINDER: {
-            let axis = s.p0.xyz;
-            let end = select(vec3<f32>(0.0), axis * s.p0.w, dot(axis, d) > 0.0);
-            return a + end + disk_support(axis, d) * s.p1.w;
-        }
-        case KIND_CONE: {
-            let axis = s.p0.xyz;
-            let rim = disk_support(axis, d) * s.p1.w;
-            return a + farther(rim, axis * s.p0.w, d);
-        }
-        case KIND_ELLIPSOID: {
-            // x = R (r² ∘ d') / |r ∘ d'| with d' = Rᵀ d.
-            let local = rotate(conjugate(s.p1), d);
-            let scaled = s.p0.xyz * local;
-            let length_scaled = length(scaled);
-            if length_scaled == 0.0 {
-                return a;
-            }
-            return a + rotate(s.p1, s.p0.xyz * scaled / length_scaled);
-        }
-        case KIND_CONVEX_HULL: {
-            let words = bitcast<vec3<u32>>(s.p0.xyz);
-            var best = vec3<f32>(0.0);
-            var best_dot = -F32_BIG;
-            for (var k = 0u; k < words.y; k++) {
-                let corners = hull_corners(words.x + 4u * k, c.faces_in_shape_data);
-                for (var j = 1u; j < 4u; j++) {
-                    let dot_j = dot(corners[j].xyz, d);
-                    if dot_j > best_dot {
-                        best_dot = dot_j;
-                        best = corners[j].xyz;
-                    }
+        return a + rotate(s.p1, s.p0.xyz * scaled / length_scaled);
+    }
+    if may_support(KIND_CONVEX_HULL) && c.kind == KIND_CONVEX_HULL {
+        let words = bitcast<vec3<u32>>(s.p0.xyz);
+        var best = vec3<f32>(0.0);
+        var best_dot = -F32_BIG;
+        for (var k = 0u; k < words.y; k++) {
+            let corners = hull_corners(words.x + 4u * k, c.faces_in_shape_data);
+            for (var j = 1u; j < 4u; j++) {
+                let dot_j = dot(corners[j].xyz, d);
+                if dot_j > best_dot {
+                    best_dot = dot_j;
+                    best = corners[j].xyz;
                 }
             }
-            return a + best;
         }
-        default: {
-            return a;
-        }
+        return a + best;
     }
+    // Spheres (their core is the centre), and kinds no record has.
+    return a;
 }
 
 fn unit_or_zero(d: vec3<f32>) -> vec3<f32> {

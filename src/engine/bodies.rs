@@ -150,6 +150,7 @@ impl Engine {
         let job = plan::Job::BodyNearest {
             scene: targets,
             data: data.as_ref(),
+            body_kinds: kind_bits(bodies),
         };
         let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
         let inputs = Inputs {
@@ -202,6 +203,8 @@ impl Engine {
         let mut source = records(&lists, &starts);
         let job = plan::Job::BodyPaired {
             data: data.as_ref(),
+            body_kinds: kind_bits(bodies),
+            target_kinds: kind_bits(targets),
         };
         let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
         let inputs = Inputs {
@@ -226,6 +229,11 @@ impl Engine {
             self.gpu.storage_buffer("per-row shape data", &bytes)
         })?))
     }
+}
+
+/// The kinds among `shapes`, a bit each (`BODY_KINDS`, `TARGET_KINDS`).
+fn kind_bits(shapes: &[Shape]) -> u32 {
+    shapes.iter().fold(0, |bits, s| bits | 1 << s.kind() as u32)
 }
 
 fn check_family(fields: Fields) -> Result<()> {

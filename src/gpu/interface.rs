@@ -304,10 +304,14 @@ pub enum Override {
     /// The loop iterations a body walk may run an invocation (0: no limit): software adapters
     /// get one below Mesa's loop limiter (`bodies.wgsl`).
     LoopBudget,
+    /// The kinds among a body job's bodies, a bit each: the narrow phase is compiled for them.
+    BodyKinds,
+    /// The kinds among a body job's targets (a scene's, or the paired ones), a bit each.
+    TargetKinds,
 }
 
 impl Override {
-    pub const ALL: [Override; 12] = [
+    pub const ALL: [Override; 14] = [
         Override::Fields,
         Override::OnlyKind,
         Override::BvhKinds,
@@ -320,6 +324,8 @@ impl Override {
         Override::StackLimit,
         Override::FineWinding,
         Override::LoopBudget,
+        Override::BodyKinds,
+        Override::TargetKinds,
     ];
 
     pub fn name(self) -> &'static str {
@@ -336,12 +342,14 @@ impl Override {
             Override::StackLimit => "STACK_LIMIT",
             Override::FineWinding => "FINE_WINDING",
             Override::LoopBudget => "LOOP_BUDGET",
+            Override::BodyKinds => "BODY_KINDS",
+            Override::TargetKinds => "TARGET_KINDS",
         }
     }
 }
 
 /// Overrides the WGSL computes from others; the engine never sets them.
-pub const DERIVED_OVERRIDES: &[&str] = &["ONLY_KIND_INDEX"];
+pub const DERIVED_OVERRIDES: &[&str] = &["ONLY_KIND_INDEX", "SUPPORT_KINDS"];
 
 /// A kernel's interface as naga reads it from the composed module.
 #[derive(Clone, Debug)]

@@ -49,6 +49,10 @@ pub(crate) struct PipelineKey {
     pub one_shape: bool,
     /// `FINE_WINDING`: `winding_numbers` at the fine accuracy.
     pub fine_winding: bool,
+    /// `BODY_KINDS`: the kinds among a body job's bodies, a bit each.
+    pub body_kinds: u32,
+    /// `TARGET_KINDS`: the kinds among a body job's targets, a bit each.
+    pub target_kinds: u32,
 }
 
 impl Kernels {
@@ -73,6 +77,8 @@ impl Kernels {
             grid_samples,
             one_shape,
             fine_winding,
+            body_kinds,
+            target_kinds,
         } = key;
         let (module, declared) = &self.modules[entry.shader()];
         // Each override where the kernel declares it.
@@ -93,6 +99,8 @@ impl Kernels {
                     Override::StackLimit => self.stack_limit,
                     Override::FineWinding => u32::from(fine_winding),
                     Override::LoopBudget => self.loop_budget,
+                    Override::BodyKinds => body_kinds,
+                    Override::TargetKinds => target_kinds,
                 };
                 (o.name(), f64::from(value))
             })

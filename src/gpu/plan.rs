@@ -32,12 +32,19 @@ pub(crate) enum Job<'a> {
     SegmentPairs,
     /// The nearest shape of a scene to each row's body (streamed as shape records, their
     /// hulls' faces in `data`); the scene's BVH is axis-aligned (`GpuScene::oriented` false).
+    /// `body_kinds`: the kinds among the bodies, a bit each.
     BodyNearest {
         scene: &'a GpuScene,
         data: Option<&'a wgpu::Buffer>,
+        body_kinds: u32,
     },
-    /// Body i against target i, two records a row (body, target), hull faces in `data`.
-    BodyPaired { data: Option<&'a wgpu::Buffer> },
+    /// Body i against target i, two records a row (body, target), hull faces in `data`; the
+    /// kinds among each, a bit each.
+    BodyPaired {
+        data: Option<&'a wgpu::Buffer>,
+        body_kinds: u32,
+        target_kinds: u32,
+    },
     /// The winding number of one part of a mesh in parts (its scene, with its clusters) at
     /// each point, as the row's distance: coarse, or `fine`.
     WindingNumbers { scene: &'a GpuScene, fine: bool },
@@ -206,6 +213,8 @@ impl Job<'_> {
             grid_samples: false,
             one_shape: false,
             fine_winding: false,
+            body_kinds: u32::MAX,
+            target_kinds: u32::MAX,
         };
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
@@ -242,8 +251,19 @@ impl Job<'_> {
                 fields,
                 mode,
             },
-            Job::BodyNearest { scene, data } => Plan {
-                passes: vec![pass(key(Entry::BodyNearest, None), Rounds::Once)?],
+            Job::BodyNearest {
+                scene,
+                data,
+                body_kinds,
+            } => Plan {
+                passes: vec![pass(
+                    PipelineKey {
+                        body_kinds: *body_kinds,
+                        target_kinds: scene.bvh_kinds | scene.linear_kinds,
+                        ..key(Entry::BodyNearest, None)
+                    },
+                    Rounds::Once,
+                )?],
                 shapes: ShapeBuffers::BodiesAgainst {
                     kind_ranges: &scene.ranges,
                     texels: &scene.texels,
@@ -258,8 +278,19 @@ impl Job<'_> {
                 fields,
                 mode,
             },
-            Job::BodyPaired { data } => Plan {
-                passes: vec![pass(key(Entry::BodyPaired, None), Rounds::Once)?],
+            Job::BodyPaired {
+                data,
+                body_kinds,
+                target_kinds,
+            } => Plan {
+                passes: vec![pass(
+                    PipelineKey {
+                        body_kinds: *body_kinds,
+                        target_kinds: *target_kinds,
+                        ..key(Entry::BodyPaired, None)
+                    },
+                    Rounds::Once,
+                )?],
                 shapes: ShapeBuffers::PerRow {
                     data: *data,
                     records: 2,

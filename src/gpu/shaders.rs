@@ -27,6 +27,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("shared/texels"),
     wgsl!("shared/point_texels"),
     wgsl!("shared/lane_loads"),
+    wgsl!("shared/segment_pair"),
     wgsl!("shapes/sphere"),
     wgsl!("shapes/aabb"),
     wgsl!("shapes/plane"),
@@ -46,6 +47,7 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("query_subgroup"),
     wgsl!("segments"),
     wgsl!("gjk"),
+    wgsl!("body_closed_forms"),
     wgsl!("bodies"),
     wgsl!("grid_samples"),
     wgsl!("mesh_walk"),
@@ -204,6 +206,11 @@ pub fn generated_shapes() -> String {
     out += &per_kind(PROJECT_CASE);
     // No record has another kind; WGSL wants a default all the same.
     out += "        default: {\n            return Projection(p_world, false, vec3<f32>(0.0));\n        }\n    }\n}\n";
+    out += "\n// `project_point` among the kinds of `kinds` (a bit each) only: with `kinds` an override,\n\
+            // the compiler drops the other kinds' cases.\n\
+            fn project_point_among(kinds: u32, kind: u32, s: Shape, p_world: vec3<f32>) -> Projection {\n";
+    out += &per_kind(PROJECT_AMONG);
+    out += "    return Projection(p_world, false, vec3<f32>(0.0));\n}\n";
     out += "\n// Every kind's linearly scanned shapes, each loop compiled for its kind alone.\n\
             fn scan_every_kind(p: vec3<f32>, best: ptr<function, Hit>) {\n";
     out += &per_kind(SCAN_KIND);
@@ -230,6 +237,10 @@ fn project_point_{name}(s: Shape, p_world: vec3<f32>) -> Projection {
 const PROJECT_CASE: &str = "        case {kind}: {
             return project_point_{name}(s, p_world);
         }
+";
+const PROJECT_AMONG: &str = "    if (kinds & (1u << {kind})) != 0u && kind == {kind} {
+        return project_point_{name}(s, p_world);
+    }
 ";
 const SCAN_KIND: &str = "    if (LINEAR_KINDS & (1u << {kind})) != 0u {
         let range = kind_ranges[{kind}];

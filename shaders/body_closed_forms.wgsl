@@ -1,0 +1,126 @@
+// Closed forms of the narrow phase (SPEC §9) where they are exact and need no loop, which
+// software adapters would run masked for every lane: a capsule (or segment) body against a
+// triangle. Twin: the GJK and EPA of src/reference/gjk.rs (`target_contact`), a different
+// method, so a blind spot here is not shared there. Coordinates are relative to the body's
+// anchor, as in gjk.wgsl, whose `Contact` and tolerances these answers use.
+#import shared/types
+#import shared/math
+#import shared/segment_pair
+#import shapes/triangle
+
+// The closest points of segment [p, p + d] and the triangle of record `t`, as (on the
+// segment, on the triangle). The nearest pair has the segment's point at an end, the
+// triangle's on an edge, or both where the segment crosses the face; each candidate is a
+// pair of points on the two, so the nearest of them is the answer. Ties keep the first.
+fn segment_triangle_closest(p: vec3<f32>, d: vec3<f32>, t: Shape) -> array<vec3<f32>, 2> {
+    let a = t.anchor.xyz;
+    let e0 = t.p0.xyz;
+    let e1 = t.p1.xyz;
+    let n = t.p2.xyz;
+    var on_segment = p;
+    var on_triangle = a + project_triangle(p - a, e0, e1, n).point;
+    var best = dot(on_segment - on_triangle, on_segment - on_triangle);
+    let end = p + d;
+    let from_end = a + project_triangle(end - a, e0, e1, n).point;
+    let end_gap = dot(end - from_end, end - from_end);
+    if end_gap < best {
+        on_segment = end;
+        on_triangle = from_end;
+        best = end_gap;
+    }
+    // Where the segment crosses the face's plane (a degenerate triangle has n = 0: no plane).
+    let hp = dot(p - a, n);
+    let hq = dot(end - a, n);
+    if hp * hq <= 0.0 && hp != hq {
+        let x = p + d * (hp / (hp - hq));
+        let under = a + project_triangle(x - a, e0, e1, n).point;
+        let cross_gap = dot(x - under, x - under);
+        if cross_gap < best {
+            on_segment = x;
+            on_triangle = under;
+            best = cross_gap;
+        }
+    }
+    // The three edges, written out (SIMD compilers keep a loop over an array in memory).
+    let st0 = closest_parameters(d, a - p, e0);
+    let s0 = p + d * st0.x;
+    let t0 = a + e0 * st0.y;
+    let gap0 = dot(s0 - t0, s0 - t0);
+    if gap0 < best {
+        on_segment = s0;
+        on_triangle = t0;
+        best = gap0;
+    }
+    let st1 = closest_parameters(d, a + e0 - p, e1 - e0);
+    let s1 = p + d * st1.x;
+    let t1 = a + e0 + (e1 - e0) * st1.y;
+    let gap1 = dot(s1 - t1, s1 - t1);
+    if gap1 < best {
+        on_segment = s1;
+        on_triangle = t1;
+        best = gap1;
+    }
+    let st2 = closest_parameters(d, a + e1 - p, -e1);
+    let s2 = p + d * st2.x;
+    let t2 = a + e1 - e1 * st2.y;
+    let gap2 = dot(s2 - t2, s2 - t2);
+    if gap2 < best {
+        on_segment = s2;
+        on_triangle = t2;
+    }
+    return array<vec3<f32>, 2>(on_segment, on_triangle);
+}
+
+// `deepest` (xyz: the unit direction the body is pushed along, w: how far) or, if shorter,
+// the push along `axis` (either way) that separates segment [p, p + d] from triangle `t`.
+fn shorter_push(deepest: vec4<f32>, axis: vec3<f32>, p: vec3<f32>, d: vec3<f32>, t: Shape) -> vec4<f32> {
+    let len = length(axis);
+    if !(len > 0.0) {
+        return deepest;
+    }
+    let u = axis / len;
+    let s0 = dot(p, u);
+    let s1 = dot(p + d, u);
+    let a = t.anchor.xyz;
+    let t0 = dot(a, u);
+    let t1 = dot(a + t.p0.xyz, u);
+    let t2 = dot(a + t.p1.xyz, u);
+    let up = max(t0, max(t1, t2)) - min(s0, s1);
+    let down = max(s0, s1) - min(t0, min(t1, t2));
+    var best = deepest;
+    if up < best.w {
+        best = vec4<f32>(u, up);
+    }
+    if down < best.w {
+        best = vec4<f32>(-u, down);
+    }
+    return best;
+}
+
+// A capsule (core [p, p + d], `radius`; a segment has radius 0) against triangle `t`; `size`
+// is the pair's size, the scale of gjk.wgsl's touching tolerance. Cores apart: their closest
+// points, the radius subtracted. Cores that meet: the penetration depth of the core and the
+// triangle is the shortest push along a face normal of their Minkowski difference (the
+// triangle's normal, and d × each edge; any other direction only bounds it from above), and
+// the capsule's depth is that plus the radius; the witnesses are where the pushed core touches.
+fn capsule_triangle_contact(p: vec3<f32>, d: vec3<f32>, radius: f32, t: Shape, size: f32) -> Contact {
+    let closest = segment_triangle_closest(p, d, t);
+    let between = closest[0] - closest[1];
+    let gap = length(between);
+    if gap > GJK_TOUCH * size {
+        let normal = between / gap;
+        return Contact(gap - radius, closest[0] - normal * radius, closest[1], normal);
+    }
+    let e0 = t.p0.xyz;
+    let e1 = t.p1.xyz;
+    // A direction that always counts (degenerate pairs have no face normal: any is as deep).
+    var deepest = shorter_push(vec4<f32>(0.0, 0.0, 1.0, F32_BIG), any_perpendicular(d), p, d, t);
+    deepest = shorter_push(deepest, t.p2.xyz, p, d, t);
+    deepest = shorter_push(deepest, cross(d, e0), p, d, t);
+    deepest = shorter_push(deepest, cross(d, e1 - e0), p, d, t);
+    deepest = shorter_push(deepest, cross(d, e1), p, d, t);
+    let u = deepest.xyz;
+    let depth = max(deepest.w, 0.0);
+    let touching = segment_triangle_closest(p + u * depth, d, t);
+    return Contact(-(depth + radius), touching[0] - u * (depth + radius), touching[1], u);
+}
