@@ -27,16 +27,20 @@ override TARGET_KINDS: u32 = 0xffffffffu;
 override SUPPORT_KINDS: u32 = BODY_KINDS | TARGET_KINDS
     | ((((TARGET_KINDS >> KIND_LINE) | (TARGET_KINDS >> KIND_RAY)) & 1u) << KIND_SEGMENT);
 
+fn has_kind(kinds: u32, kind: u32) -> bool {
+    return (kinds & (1u << kind)) != 0u;
+}
+
 fn among_bodies(kind: u32) -> bool {
-    return (BODY_KINDS & (1u << kind)) != 0u;
+    return has_kind(BODY_KINDS, kind);
 }
 
 fn among_targets(kind: u32) -> bool {
-    return (TARGET_KINDS & (1u << kind)) != 0u;
+    return has_kind(TARGET_KINDS, kind);
 }
 
 fn may_support(kind: u32) -> bool {
-    return (SUPPORT_KINDS & (1u << kind)) != 0u;
+    return has_kind(SUPPORT_KINDS, kind);
 }
 
 // Whether some pair of the job's kinds has no closed form, so GJK and EPA are compiled: bodies
@@ -49,8 +53,13 @@ fn needs_gjk() -> bool {
         || ((BODY_KINDS & ~(1u << KIND_SPHERE)) != 0u && (TARGET_KINDS & ~closed_targets) != 0u);
 }
 
-// Candidates a body walk gathers before answering them.
+// Candidates a body walk gathers before answering them: closed forms are cheap beside the
+// walk, so larger batches; GJK is not, and the best so far culls more in smaller ones
+// (docs/PERF.md, "Bodies, against parry3d").
 const BODY_BATCH: u32 = 16u;
+fn body_batch() -> u32 {
+    return select(BODY_BATCH, 2u, needs_gjk());
+}
 
 // Whether the invocation has spent its loop budget.
 fn out_of_loop_budget() -> bool {
@@ -264,33 +273,34 @@ fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
 }
 
 // A ball around the shape of record `s` (centre, radius), from its record alone and without
-// a loop; radius -1 where there is none cheaply (hulls, and the unbounded kinds).
-fn bounding_ball(s: Shape) -> vec4<f32> {
+// a loop; radius -1 where there is none cheaply (hulls, and the unbounded kinds). Only the
+// cases of `kinds` (an override: BODY_KINDS or TARGET_KINDS) are compiled.
+fn bounding_ball(kinds: u32, s: Shape) -> vec4<f32> {
     let a = s.anchor.xyz;
     let k = s.kind;
-    if among_targets(KIND_SPHERE) && k == KIND_SPHERE {
+    if has_kind(kinds, KIND_SPHERE) && k == KIND_SPHERE {
         return vec4<f32>(a, s.p0.w);
     }
-    if (among_targets(KIND_CAPSULE) || among_targets(KIND_SEGMENT)) && (k == KIND_CAPSULE || k == KIND_SEGMENT) {
+    if (has_kind(kinds, KIND_CAPSULE) || has_kind(kinds, KIND_SEGMENT)) && (k == KIND_CAPSULE || k == KIND_SEGMENT) {
         return vec4<f32>(a + s.p0.xyz * 0.5, length(s.p0.xyz) * 0.5 + radius_of(s));
     }
-    if among_targets(KIND_TRIANGLE) && k == KIND_TRIANGLE {
+    if has_kind(kinds, KIND_TRIANGLE) && k == KIND_TRIANGLE {
         let centroid = (s.p0.xyz + s.p1.xyz) / 3.0;
         let far = max(length(centroid), max(length(s.p0.xyz - centroid), length(s.p1.xyz - centroid)));
         return vec4<f32>(a + centroid, far);
     }
     let boxes = (1u << KIND_AABB) | (1u << KIND_BOX) | (1u << KIND_WEDGE) | (1u << KIND_CORNER_WEDGE);
-    if (TARGET_KINDS & boxes) != 0u && (boxes & (1u << k)) != 0u {
+    if (kinds & boxes) != 0u && (boxes & (1u << k)) != 0u {
         return vec4<f32>(a, length(s.p0.xyz));
     }
-    if (among_targets(KIND_CYLINDER) || among_targets(KIND_CONE)) && (k == KIND_CYLINDER || k == KIND_CONE) {
+    if (has_kind(kinds, KIND_CYLINDER) || has_kind(kinds, KIND_CONE)) && (k == KIND_CYLINDER || k == KIND_CONE) {
         let half = s.p0.w * 0.5;
         return vec4<f32>(a + s.p0.xyz * half, sqrt(half * half + s.p1.w * s.p1.w));
     }
-    if among_targets(KIND_ELLIPSOID) && k == KIND_ELLIPSOID {
+    if has_kind(kinds, KIND_ELLIPSOID) && k == KIND_ELLIPSOID {
         return vec4<f32>(a, max(s.p0.x, max(s.p0.y, s.p0.z)));
     }
-    if among_targets(KIND_TORUS) && k == KIND_TORUS {
+    if has_kind(kinds, KIND_TORUS) && k == KIND_TORUS {
         return vec4<f32>(a, s.p0.w + s.p1.w);
     }
     return vec4<f32>(a, -1.0);
@@ -307,7 +317,7 @@ fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
         let foot = project_triangle_record(s, local).point;
         return length(local - foot) - reach - rounding;
     }
-    let ball = bounding_ball(s);
+    let ball = bounding_ball(TARGET_KINDS, s);
     if ball.w < 0.0 {
         return -F32_BIG;
     }
@@ -341,8 +351,16 @@ fn body_nearest(
     let body_size = max(length(extent[0]), length(extent[1]));
     let lo = extent[0] + origin;
     let hi = extent[1] + origin;
-    let centre = (lo + hi) * 0.5;
-    let reach = length(hi - lo) * 0.5;
+    // The body lies within `reach` of `centre`: its own ball where that is tighter than its
+    // box's (a capsule's is about 0.6 of the box's, so a third of the triangles of a surface
+    // it lies on are candidates).
+    var centre = (lo + hi) * 0.5;
+    var reach = length(hi - lo) * 0.5;
+    let ball = bounding_ball(BODY_KINDS, record);
+    if ball.w >= 0.0 && ball.w < reach {
+        centre = ball.xyz;
+        reach = ball.w;
+    }
     var best = no_body_hit();
     // The BVH's leaves, then each kind's linear range, as runs of shapes [next, end) tested
     // at one site (see gjk.wgsl's `minkowski`).
@@ -382,7 +400,7 @@ fn body_nearest(
                 }
                 batch[gathered] = next - 1u;
                 gathered += 1u;
-                if gathered == BODY_BATCH {
+                if gathered == body_batch() {
                     break;
                 }
                 continue;

@@ -292,21 +292,45 @@ fn capsules_on_triangles_in_closed_form_match_the_oracle() {
             let triangle = Shape::Triangle {
                 a: at(-0.5, -0.4, 0.0),
                 b: at(0.6, -0.3, 0.0),
-                c: if degenerate { at(1.7, -0.2, 0.0) } else { at(0.1, 0.5, 0.0) },
+                c: if degenerate {
+                    at(1.7, -0.2, 0.0)
+                } else {
+                    at(0.1, 0.5, 0.0)
+                },
             };
             let r = 0.2;
             let mut cores: Vec<(&str, DVec3, DVec3)> = vec![
-                ("parallel above the face", at(-0.3, 0.0, 0.5), at(0.3, 0.1, 0.5)),
-                ("parallel within the radius", at(-0.3, 0.0, 0.1), at(0.3, 0.1, 0.1)),
-                ("in the face's plane across it", at(-0.9, 0.0, 0.0), at(0.9, 0.1, 0.0)),
+                (
+                    "parallel above the face",
+                    at(-0.3, 0.0, 0.5),
+                    at(0.3, 0.1, 0.5),
+                ),
+                (
+                    "parallel within the radius",
+                    at(-0.3, 0.0, 0.1),
+                    at(0.3, 0.1, 0.1),
+                ),
+                (
+                    "in the face's plane across it",
+                    at(-0.9, 0.0, 0.0),
+                    at(0.9, 0.1, 0.0),
+                ),
                 ("piercing square", at(0.0, 0.0, -0.3), at(0.0, 0.0, 0.4)),
                 ("piercing aslant", at(-0.2, -0.1, -0.3), at(0.3, 0.2, 0.2)),
                 ("end on the face", at(0.05, 0.0, 0.0), at(0.05, 0.0, 0.7)),
-                ("crossing an edge", at(0.05, -0.8, 0.15), at(0.05, 0.2, -0.05)),
+                (
+                    "crossing an edge",
+                    at(0.05, -0.8, 0.15),
+                    at(0.05, 0.2, -0.05),
+                ),
                 ("edge on edge", at(0.0, -0.6, -0.3), at(0.1, -0.2, 0.3)),
                 ("touching a vertex", at(-0.5, -0.4, r), at(-0.9, -0.6, 0.6)),
                 ("zero length, apart", at(0.1, 0.1, 0.5), at(0.1, 0.1, 0.5)),
-                ("zero length, in the face", at(0.1, 0.0, 0.0), at(0.1, 0.0, 0.0)),
+                (
+                    "zero length, in the face",
+                    at(0.1, 0.0, 0.0),
+                    at(0.1, 0.0, 0.0),
+                ),
             ];
             for k in 0..8 {
                 let a = at(0.0, 0.0, 0.0) + rng.vec(-0.8, 0.8) * size;
@@ -316,13 +340,21 @@ fn capsules_on_triangles_in_closed_form_match_the_oracle() {
             }
             for (label, a, b) in cores {
                 for body in [
-                    Shape::Capsule { a, b, radius: r * size },
+                    Shape::Capsule {
+                        a,
+                        b,
+                        radius: r * size,
+                    },
                     Shape::Segment { a, b },
                 ] {
                     labels.push(format!(
                         "{} {label} (offset {offset:?}, size {size}{})",
                         body.kind().name(),
-                        if degenerate { ", degenerate triangle" } else { "" }
+                        if degenerate {
+                            ", degenerate triangle"
+                        } else {
+                            ""
+                        }
                     ));
                     bodies.push(body);
                     targets.push(triangle.clone());
