@@ -106,3 +106,26 @@ def test_bad_bodies_raise_input_errors_naming_index_and_field(engine):
     nan = {"type": "sphere", "center": [float("nan"), 0, 0], "radius": 1}
     with pytest.raises(closest.InputError, match=r"shape 1.*`center`.*finite"):
         scene.contacts(bodies=[BODIES[0], nan, BODIES[1]])
+
+
+def test_the_readme_collision_example_settles_the_capsule(engine, tmp_path):
+    """README's worked example as scripts/collision_example.py runs it (and draws its PNG): the
+    sunk capsule is pushed up out of the terrain and then rests on it."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "collision_example.py"
+    spec = importlib.util.spec_from_file_location("collision_example", script)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.write_terrain(tmp_path / "terrain.obj")
+    terrain = engine.mesh(str(tmp_path / "terrain.obj"))
+    a, b, r = np.array([0.0, 1.2, 0.0]), np.array([0.0, 1.9, 0.0]), 0.3
+    path = example.settle(terrain, a, b, r)
+    assert len(path) >= 2, "the capsule starts sunk"
+    rest_a, rest_b = path[-1]
+    assert rest_a[1] > a[1] + 0.1, path
+    after = terrain.contacts(bodies=[{"type": "capsule", "a": list(rest_a), "b": list(rest_b), "radius": r}])
+    assert -1e-5 < float(after["distance"][0]) < 1e-3, after
+    example.draw(tmp_path / "collision.png", (a, b), path[-1], r, z=0.0)
+    assert (tmp_path / "collision.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
