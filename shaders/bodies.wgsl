@@ -43,14 +43,20 @@ fn may_support(kind: u32) -> bool {
     return has_kind(SUPPORT_KINDS, kind);
 }
 
-// Whether some pair of the job's kinds has no closed form, so GJK and EPA are compiled: bodies
-// other than spheres, capsules and segments, or any of those but spheres against targets other
-// than triangles and planes.
+// Whether some pair of the job's kinds has no closed form, so GJK and EPA are compiled. Closed:
+// sphere bodies against anything; planes (and tori, refused on the host) against any body;
+// sphere targets against bodies other than hulls (whose faces a projection would look for in
+// the targets' place); capsules and segments against triangles, capsules and segments.
 fn needs_gjk() -> bool {
-    let closed_bodies = (1u << KIND_SPHERE) | (1u << KIND_CAPSULE) | (1u << KIND_SEGMENT);
-    let closed_targets = (1u << KIND_TRIANGLE) | (1u << KIND_PLANE);
-    return (BODY_KINDS & ~closed_bodies) != 0u
-        || ((BODY_KINDS & ~(1u << KIND_SPHERE)) != 0u && (TARGET_KINDS & ~closed_targets) != 0u);
+    let closed_for_all = (1u << KIND_PLANE) | (1u << KIND_TORUS);
+    let swept = (1u << KIND_CAPSULE) | (1u << KIND_SEGMENT);
+    let hull = 1u << KIND_CONVEX_HULL;
+    let sphere = 1u << KIND_SPHERE;
+    let other_bodies = BODY_KINDS & ~(sphere | swept | hull);
+    return ((BODY_KINDS & swept) != 0u
+            && (TARGET_KINDS & ~(closed_for_all | sphere | swept | (1u << KIND_TRIANGLE))) != 0u)
+        || (other_bodies != 0u && (TARGET_KINDS & ~(closed_for_all | sphere)) != 0u)
+        || ((BODY_KINDS & hull) != 0u && (TARGET_KINDS & ~closed_for_all) != 0u);
 }
 
 // Candidates a body walk gathers before answering them: closed forms are cheap beside the
@@ -110,21 +116,28 @@ fn is_finite_record(s: Shape) -> bool {
 }
 
 // A sphere body (centre at the origin): its centre's projection, signed where the target has
-// an inside (surface mode), less the radius. Exact, as the point queries are.
-fn sphere_contact(kind: u32, other: Shape, radius: f32) -> Contact {
+// an inside (surface mode), less the radius. Exact, as the point queries are; `near` as for
+// `centre_direction`.
+fn sphere_contact(kind: u32, other: Shape, radius: f32, near: f32) -> Contact {
     let proj = project_point_among(TARGET_KINDS, kind, other, vec3<f32>(0.0));
-    let delta = -proj.point;
-    let len = length(delta);
+    let toward_centre = centre_direction(-proj.point, proj, other.p0.xyz, near);
     let sign = select(1.0, -1.0, proj.inside);
-    var normal = proj.normal;
-    if len > 0.0 {
-        normal = delta / len * sign;
+    return Contact(sign * length(proj.point) - radius, -toward_centre * radius, proj.point, toward_centre);
+}
+
+// The unit direction from a shape's surface towards a sphere's centre, `delta` from its
+// projection `proj` (reversed inside a solid). Within `near` of the surface the offset is
+// rounding, so the surface's normal there says which way (where it has one; else a direction
+// square to `line`, a segment's, line's or ray's direction).
+fn centre_direction(delta: vec3<f32>, proj: Projection, line: vec3<f32>, near: f32) -> vec3<f32> {
+    let len = length(delta);
+    if len > near {
+        return delta / len * select(1.0, -1.0, proj.inside);
     }
-    if dot(normal, normal) == 0.0 {
-        // The centre on a curve or a point: any direction is as good.
-        normal = vec3<f32>(0.0, 0.0, 1.0);
+    if dot(proj.normal, proj.normal) > 0.0 {
+        return normalize(proj.normal);
     }
-    return Contact(sign * len - radius, -normal * radius, proj.point, normal);
+    return any_perpendicular(line);
 }
 
 // The contact of `body` with the scene or paired shape `other`; `target_faces_in_shape_data`
@@ -132,8 +145,14 @@ fn sphere_contact(kind: u32, other: Shape, radius: f32) -> Contact {
 // (see gjk.wgsl's `minkowski`).
 fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool) -> Contact {
     var t = convex_of(other, origin, target_faces_in_shape_data);
+    // The pair's size sets the tolerances; far from the origin the records' own rounding (a few
+    // ulps of the world coordinates) is the floor.
+    let world = max(abs(origin.x), max(abs(origin.y), abs(origin.z)));
+    let pair_size = max(max(body_size, 0.2 * world), length(t.s.anchor.xyz));
+    // A sphere's centre this near a surface is on it, within the rounding of f32 coordinates.
+    let near = 1.0e-5 * pair_size;
     if among_bodies(KIND_SPHERE) && body.kind == KIND_SPHERE {
-        return sphere_contact(other.kind, t.s, body.radius);
+        return sphere_contact(other.kind, t.s, body.radius, near);
     }
     let refused = Contact(bitcast<f32>(params.nan_bits), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
     if other.kind == KIND_TORUS {
@@ -170,14 +189,20 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
         t.s.p0 = vec4<f32>(u * (high - low), 0.0);
         t.kind = KIND_SEGMENT;
     }
-    // The pair's size sets GJK's and EPA's tolerances; far from the origin the records' own
-    // rounding (a few ulps of the world coordinates) is the floor.
-    let world = max(abs(origin.x), max(abs(origin.y), abs(origin.z)));
-    let size = max(max(body_size, 0.2 * world), length(t.s.anchor.xyz));
-    if among_targets(KIND_TRIANGLE) && other.kind == KIND_TRIANGLE
-        && (among_bodies(KIND_CAPSULE) || among_bodies(KIND_SEGMENT))
-        && (body.kind == KIND_CAPSULE || body.kind == KIND_SEGMENT) {
+    // A line or ray's stretch may have moved the target's anchor.
+    let size = max(pair_size, length(t.s.anchor.xyz));
+    let swept_body = (among_bodies(KIND_CAPSULE) || among_bodies(KIND_SEGMENT))
+        && (body.kind == KIND_CAPSULE || body.kind == KIND_SEGMENT);
+    if swept_body && among_targets(KIND_TRIANGLE) && other.kind == KIND_TRIANGLE {
         return capsule_triangle_contact(body.s.anchor.xyz, body.s.p0.xyz, body.radius, t.s, size);
+    }
+    if swept_body && (among_targets(KIND_CAPSULE) || among_targets(KIND_SEGMENT))
+        && (other.kind == KIND_CAPSULE || other.kind == KIND_SEGMENT) {
+        return capsule_pair_contact(body.s.anchor.xyz, body.s.p0.xyz, body.radius, t.s.anchor.xyz,
+            t.s.p0.xyz, t.radius, size);
+    }
+    if among_targets(KIND_SPHERE) && other.kind == KIND_SPHERE && body.kind != KIND_CONVEX_HULL {
+        return sphere_target_contact(body.s, t.s.anchor.xyz, t.radius, near);
     }
     if !needs_gjk() {
         // Every pair of this job's kinds was answered above.

@@ -1,8 +1,9 @@
 // Closed forms of the narrow phase (SPEC §9) where they are exact and need no loop, which
 // software adapters would run masked for every lane: a capsule (or segment) body against a
-// triangle. Twin: the GJK and EPA of src/reference/gjk.rs (`target_contact`), a different
-// method, so a blind spot here is not shared there. Coordinates are relative to the body's
-// anchor, as in gjk.wgsl, whose `Contact` and tolerances these answers use.
+// triangle, a capsule or a segment, and any body but a hull against a sphere. Twin: the GJK and
+// EPA of src/reference/gjk.rs (`target_contact`), a different method, so a blind spot here is
+// not shared there. Coordinates are relative to the body's anchor, as in gjk.wgsl, whose
+// `Contact` and tolerances these answers use.
 #import shared/types
 #import shared/math
 #import shared/segment_pair
@@ -123,4 +124,36 @@ fn capsule_triangle_contact(p: vec3<f32>, d: vec3<f32>, radius: f32, t: Shape, s
     let depth = max(deepest.w, 0.0);
     let touching = segment_triangle_closest(p + u * depth, d, t);
     return Contact(-(depth + radius), touching[0] - u * (depth + radius), touching[1], u);
+}
+
+// A capsule or segment body (core [p, p + d], `radius`) against a capsule or segment target
+// (core [q, q + e], `target_radius`): the closest points of the cores, the radii subtracted.
+// Cores that meet overlap by the two radii exactly (their Minkowski difference is flat, so the
+// shortest push is across its plane, d × e, or any direction square to collinear cores).
+fn capsule_pair_contact(p: vec3<f32>, d: vec3<f32>, radius: f32, q: vec3<f32>, e: vec3<f32>, target_radius: f32, size: f32) -> Contact {
+    let st = closest_parameters(d, q - p, e);
+    let on_body = p + d * st.x;
+    let on_target = q + e * st.y;
+    let between = on_body - on_target;
+    let gap = length(between);
+    var normal = between / gap;
+    var distance = gap - radius - target_radius;
+    if !(gap > GJK_TOUCH * size) {
+        let across = cross(d, e);
+        normal = select(any_perpendicular(select(d, e, dot(d, d) == 0.0)), normalize(across), dot(across, across) > 0.0);
+        distance = -(radius + target_radius);
+    }
+    return Contact(distance, on_body - normal * radius, on_target + normal * target_radius, normal);
+}
+
+// A sphere target (centre `centre`, `target_radius`) against a body of any kind whose
+// projection reads nothing beside its record (hulls excluded): the centre's projection onto
+// the body, signed inside it, less the radius; `sphere_contact` (bodies.wgsl) with the roles
+// swapped, `near` as there.
+fn sphere_target_contact(body: Shape, centre: vec3<f32>, target_radius: f32, near: f32) -> Contact {
+    let proj = project_point_among(BODY_KINDS, body.kind, body, centre);
+    let delta = centre - proj.point;
+    let toward_centre = centre_direction(delta, proj, body.p0.xyz, near);
+    let sign = select(1.0, -1.0, proj.inside);
+    return Contact(sign * length(delta) - target_radius, proj.point, centre - toward_centre * target_radius, -toward_centre);
 }

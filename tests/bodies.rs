@@ -374,6 +374,135 @@ fn capsules_on_triangles_in_closed_form_match_the_oracle() {
     assert_no_failures(&failures, bodies.len());
 }
 
+/// Capsule and segment pairs, spheres as targets of every body kind but hulls and sphere bodies
+/// on every kind, each a job of those kinds alone (closed forms, no GJK compiled), against the
+/// oracle (GJK where the cores are apart, the centre's projection for spheres, and where
+/// capsules' cores cross the radii: exact, where EPA on balls is not): cores crossing,
+/// parallel, collinear and overlapping, apart; sphere centres inside, on the surface (where
+/// rounding makes the centre's offset point anywhere) and outside; far, tiny and huge.
+#[test]
+fn capsule_pairs_and_sphere_targets_in_closed_form_match_the_oracle() {
+    let mut rng = Rng::new(13);
+    let (mut swept, mut swept_targets, mut swept_labels) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut others, mut spheres, mut sphere_labels) = (Vec::new(), Vec::new(), Vec::new());
+    for &(offset, size) in &[
+        (DVec3::ZERO, 1.0),
+        (DVec3::new(-1e4, 2e4, 3e4), 1.0),
+        (DVec3::new(0.5, 0.25, -0.25), 1e-3),
+        (DVec3::new(2e3, 3e3, -1e3), 1e3),
+    ] {
+        let [u, w, n] = closest::math::quaternion_axes(rng.quaternion());
+        let at = |x: f64, y: f64, z: f64| offset + (u * x + w * y + n * z) * size;
+        let cores = [
+            (
+                "crossing",
+                (at(-0.5, 0.0, 0.0), at(0.5, 0.0, 0.0)),
+                (at(0.0, -0.5, 0.0), at(0.0, 0.5, 0.0)),
+            ),
+            (
+                "crossing aslant",
+                (at(-0.5, -0.1, 0.0), at(0.5, 0.2, 0.0)),
+                (at(0.1, -0.5, -0.3), at(-0.1, 0.5, 0.3)),
+            ),
+            (
+                "parallel, overlapping",
+                (at(-0.5, 0.0, 0.0), at(0.5, 0.0, 0.0)),
+                (at(-0.2, 0.0, 0.25), at(0.8, 0.0, 0.25)),
+            ),
+            (
+                "collinear, overlapping",
+                (at(-0.5, 0.0, 0.0), at(0.5, 0.0, 0.0)),
+                (at(0.2, 0.0, 0.0), at(0.9, 0.0, 0.0)),
+            ),
+            (
+                "apart",
+                (at(-0.5, 0.0, 0.0), at(0.5, 0.0, 0.0)),
+                (at(0.0, -0.5, 0.7), at(0.3, 0.5, 0.9)),
+            ),
+            (
+                "end to end",
+                (at(-0.5, 0.0, 0.0), at(0.5, 0.0, 0.0)),
+                (at(0.5, 0.0, 0.3), at(0.5, 0.0, 0.9)),
+            ),
+            (
+                "zero length",
+                (at(0.1, 0.1, 0.1), at(0.1, 0.1, 0.1)),
+                (at(0.0, -0.5, 0.0), at(0.0, 0.5, 0.0)),
+            ),
+        ];
+        for (label, (a, b), (c, d)) in cores {
+            for body in [
+                Shape::Capsule {
+                    a,
+                    b,
+                    radius: 0.2 * size,
+                },
+                Shape::Segment { a, b },
+            ] {
+                for target in [
+                    Shape::Capsule {
+                        a: c,
+                        b: d,
+                        radius: 0.15 * size,
+                    },
+                    Shape::Segment { a: c, b: d },
+                ] {
+                    swept_labels.push(format!(
+                        "{} on {} {label} (offset {offset:?}, size {size})",
+                        body.kind().name(),
+                        target.kind().name()
+                    ));
+                    swept.push(body.clone());
+                    swept_targets.push(target);
+                }
+            }
+        }
+        for body in convex_kinds(&mut rng, offset, size) {
+            // Centres inside, on the surface (the projection of a point outside) and outside;
+            // hulls take GJK as bodies, and every kind is a target of the sphere bodies.
+            let outside = offset + rng.unit() * (1.2 * size);
+            let on_surface = query_shape(&body, 0, outside, Mode::Surface).point;
+            for (label, centre) in [
+                ("centre inside", offset + rng.vec(-0.05, 0.05) * size),
+                ("centre on the surface", on_surface),
+                ("centre outside", outside),
+            ] {
+                let sphere = Shape::Sphere {
+                    center: centre,
+                    radius: 0.1 * size,
+                };
+                for (b, t) in [(&body, &sphere), (&sphere, &body)] {
+                    if matches!(b, Shape::ConvexHull(_)) {
+                        continue;
+                    }
+                    sphere_labels.push(format!(
+                        "{} on {}, {label} (offset {offset:?}, size {size})",
+                        b.kind().name(),
+                        t.kind().name()
+                    ));
+                    others.push(b.clone());
+                    spheres.push(t.clone());
+                }
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    for (bodies, targets, labels) in [
+        (&swept, &swept_targets, &swept_labels),
+        (&others, &spheres, &sphere_labels),
+    ] {
+        let rows = pairs_on_gpu(bodies, targets);
+        for i in 0..bodies.len() {
+            let expected = target_contact(&bodies[i], &targets[i]).expect("convex pair");
+            let problems = check_row(&bodies[i], &targets[i], &rows[i], &expected);
+            if !problems.is_empty() {
+                failures.push(format!("{}: {}", labels[i], problems.join("; ")));
+            }
+        }
+    }
+    assert_no_failures(&failures, swept.len() + others.len());
+}
+
 /// Bodies among scenes of every kind the bodies can face (tori only with spheres): the nearest
 /// shape and its contact, against the oracle's nearest; another shape only at a near tie.
 #[test]

@@ -286,26 +286,36 @@ pub struct BodyContact {
 
 /// The contact of `body` (a convex kind) with any `target` (SPEC §9), the twin of
 /// `bodies.wgsl`'s `target_contact`: a sphere body by its centre's projection (signed where the
-/// target has an inside, less the radius); a plane as the half-space below it, by the body's
-/// lowest point; a line or ray as the stretch of it around the body's extremes along it; the
-/// rest by GJK and EPA. `None` where the pair has no answer: a body that is not convex, or a
+/// target has an inside, less the radius), and a sphere target likewise with the roles swapped;
+/// capsules and segments whose cores cross by their radii; a plane as the half-space below it,
+/// by the body's lowest point; a line or ray as the stretch of it around the body's extremes
+/// along it; the rest by GJK and EPA. The kernel's closed forms for capsules against triangles
+/// (`body_closed_forms.wgsl`) have no twin of their own here: GJK and EPA judge them. `None` where the pair has no answer: a body that is not convex, or a
 /// torus against a body other than a sphere.
 pub fn target_contact(body: &Shape, target: &Shape) -> Option<BodyContact> {
     let convex = Convex::of(body)?;
     if let Shape::Sphere { center, radius } = *body {
-        let proj = project_point(target, center);
-        let (point, distance, normal) = finish(target, center, proj, Mode::Surface);
-        let normal = if normal == DVec3::ZERO {
-            DVec3::new(0.0, 0.0, 1.0)
-        } else {
-            normal
-        };
+        let (point, distance, normal) = centre_projection(target, center);
         return Some(BodyContact {
             distance: distance - radius,
             point_body: center - normal * radius,
             point_target: point,
             normal,
         });
+    }
+    if let Shape::Sphere { center, radius } = *target {
+        // The same with the roles swapped: exact, where EPA on a ball is not (to about 1e-3
+        // of the radius where the centre lies on the body's surface).
+        let (point, distance, outward) = centre_projection(body, center);
+        return Some(BodyContact {
+            distance: distance - radius,
+            point_body: point,
+            point_target: center - outward * radius,
+            normal: -outward,
+        });
+    }
+    if let Some(contact) = crossing_swept_segments(body, target) {
+        return Some(contact);
     }
     // The body's extremes along the line, each end pushed out by the body's length along it:
     // a separated pair's nearest points lie between the extremes, and an overlapping pair's
@@ -340,6 +350,53 @@ pub fn target_contact(body: &Shape, target: &Shape) -> Option<BodyContact> {
         ref convex_target => convex_target.clone(),
     };
     Some(body_contact(&convex, &Convex::of(&target)?))
+}
+
+/// A sphere's centre projected onto `shape` (surface mode): the nearest point, the signed
+/// distance and the unit direction from the shape towards the centre (its surface normal there
+/// where the centre lies on it; any direction where that has none).
+fn centre_projection(shape: &Shape, center: DVec3) -> (DVec3, f64, DVec3) {
+    let (point, distance, normal) =
+        finish(shape, center, project_point(shape, center), Mode::Surface);
+    let normal = if normal == DVec3::ZERO {
+        DVec3::new(0.0, 0.0, 1.0)
+    } else {
+        normal
+    };
+    (point, distance, normal)
+}
+
+/// Two capsules or segments whose cores meet overlap by their radii exactly: the Minkowski
+/// difference of the cores is flat and holds the origin, so the shortest push is across its
+/// plane (d × e; any direction square to collinear cores). EPA on the balls only
+/// approximates that. `None` for other pairs and for cores apart (GJK is exact there).
+fn crossing_swept_segments(body: &Shape, target: &Shape) -> Option<BodyContact> {
+    let core = |s: &Shape| match *s {
+        Shape::Capsule { a, b, radius } => Some((a, b, radius)),
+        Shape::Segment { a, b } => Some((a, b, 0.0)),
+        _ => None,
+    };
+    let ((a0, a1, r1), (b0, b1, r2)) = (core(body)?, core(target)?);
+    let pair = crate::reference::closest_segment_pair(a0, a1, b0, b1);
+    let scale = [a0, a1, b0, b1]
+        .iter()
+        .fold(0.0f64, |m, p| m.max(p.max_abs()));
+    if pair.distance > 1e-12 * scale.max(1e-300) {
+        return None;
+    }
+    let (d, e) = (a1 - a0, b1 - b0);
+    let across = d.cross(e).normalize_or_zero();
+    let normal = if across != DVec3::ZERO {
+        across
+    } else {
+        crate::math::any_perpendicular(if d == DVec3::ZERO { e } else { d })
+    };
+    Some(BodyContact {
+        distance: -(r1 + r2),
+        point_body: pair.point_a - normal * r1,
+        point_target: pair.point_b + normal * r2,
+        normal,
+    })
 }
 
 /// The nearest of `targets` to `body` (the smallest distance: the deepest overlap; ties to the
