@@ -276,6 +276,25 @@ fn every_error_has_its_status_and_names_the_problem() {
         server.get("/v1/targets").json().as_array().unwrap().len(),
         2
     );
+    // A body query uploads its target's body targets, against the same budget: fandisk's
+    // triangles again, in their own hierarchy, do not fit beside it; the scene's one sphere
+    // does, and its bytes are then listed with the scene's.
+    let capsule =
+        br#"{"shapes": [{"type": "capsule", "a": [0, 0, 3], "b": [0, 0, 4], "radius": 0.5}]}"#;
+    server
+        .post("/v1/meshes/fandisk/bodies", capsule)
+        .assert_error(507, &["body targets of `fandisk`", "--max-resident-mb"]);
+    let listed_bytes = |server: &Server| -> u64 {
+        let list = server.get("/v1/targets").json();
+        let scene = list.as_array().unwrap().iter().find(|t| t["name"] == "s");
+        scene.unwrap()["device_bytes"].as_u64().unwrap()
+    };
+    let before = listed_bytes(&server);
+    assert_eq!(server.post("/v1/scenes/s/bodies", capsule).status, 200);
+    assert!(
+        listed_bytes(&server) > before,
+        "the body targets are counted"
+    );
 
     let p = points_npy(&points(10, 3, -1.0, 1.0));
     server

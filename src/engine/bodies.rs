@@ -104,18 +104,37 @@ impl Engine {
     /// Upload shapes for body queries: an axis-aligned BVH over every kind (triangles too),
     /// which is what the body walk reads. A mesh is uploaded as its triangles.
     pub fn upload_body_targets(&self, shapes: &[Shape]) -> Result<GpuScene> {
-        scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, |_| Ok(()))
+        self.upload_body_targets_admitted(shapes, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_body_targets`], asking `admit` first with the device bytes they will
+    /// take, before any is allocated (a service's memory budget); its refusal is returned.
+    pub fn upload_body_targets_admitted<E: From<Error>>(
+        &self,
+        shapes: &[Shape],
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
+        scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, admit)
     }
 
     /// A mesh's triangles as body targets: shape i is triangle i.
     pub fn upload_mesh_body_targets(&self, mesh: &Mesh) -> Result<GpuScene> {
+        self.upload_mesh_body_targets_admitted(mesh, |_| Ok(()))
+    }
+
+    /// [`Engine::upload_mesh_body_targets`], admitted as [`Engine::upload_body_targets_admitted`].
+    pub fn upload_mesh_body_targets_admitted<E: From<Error>>(
+        &self,
+        mesh: &Mesh,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuScene, E> {
         let triangles: Vec<Shape> = (0..mesh.triangles.len())
             .map(|t| {
                 let [a, b, c] = mesh.corners(t);
                 Shape::Triangle { a, b, c }
             })
             .collect();
-        self.upload_body_targets(&triangles)
+        self.upload_body_targets_admitted(&triangles, admit)
     }
 
     /// For each body, the nearest shape of `job.targets` (SPEC §9): the smallest distance

@@ -49,7 +49,7 @@ pub(crate) struct TargetInfo {
     pub triangles: Option<usize>,
     /// Device memory it holds against `--max-resident-mb` (for a mesh, its winding-number
     /// clusters, built with its hierarchy, and its pseudonormal table's share, reserved on
-    /// upload).
+    /// upload; and its body targets once a body query has uploaded them).
     pub device_bytes: u64,
 }
 

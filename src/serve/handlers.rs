@@ -82,7 +82,10 @@ pub(super) async fn health_live(State(state): State<Arc<AppState>>) -> Response 
             batch sizes, queue depth, latency", body = String, content_type = "text/plain"),
         api::ReadErrors))]
 pub(super) async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
-    let resident: u64 = read(&state.targets).values().map(|r| r.bytes).sum();
+    let resident: u64 = read(&state.targets)
+        .values()
+        .map(|r| r.resident_bytes())
+        .sum();
     let targets = read(&state.targets).len() as u64;
     let connections = &state.connections;
     let gauges = [
@@ -137,7 +140,7 @@ pub(super) async fn list_targets(State(state): State<Arc<AppState>>) -> Response
             kind: kind.name().into(),
             shapes: (*kind == Kind::Scene).then_some(r.size),
             triangles: (*kind == Kind::Mesh).then_some(r.size),
-            device_bytes: r.bytes,
+            device_bytes: r.resident_bytes(),
         })
         .collect();
     list.sort_by(|a, b| (&a.name, &a.kind).cmp(&(&b.name, &b.kind)));
@@ -453,8 +456,12 @@ async fn body_contacts(
     }
     let engine = state.engine();
     let rows = bodies.len();
+    let admitting = state.clone();
+    let target_name = name.clone();
     let columns = blocking(move || {
-        let targets = resident.body_targets(&engine)?;
+        let targets = resident.body_targets(&engine, |bytes| {
+            admitting.admit_body_targets(&target_name, bytes)
+        })?;
         let job = crate::engine::BodyContacts {
             targets,
             bodies: &bodies,

@@ -2,6 +2,7 @@
 //! from (to upload them again on a new device), readiness, and the uploads themselves.
 
 use super::*;
+use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Kind {
@@ -36,22 +37,58 @@ pub(super) struct Resident {
     pub(super) bytes: u64,
     pub(super) jobs: tokio::sync::mpsc::UnboundedSender<Job>,
     /// The target as body targets (an axis-aligned BVH of its shapes or triangles), uploaded
-    /// at the first body query (`body_targets`); outside the memory budget.
+    /// at the first body query (`body_targets`), and their device bytes once they are: counted
+    /// against the memory budget with `bytes` (`resident_bytes`).
     pub(super) body_targets: std::sync::OnceLock<crate::GpuScene>,
+    pub(super) body_bytes: AtomicU64,
 }
 
 impl Resident {
-    /// The target as body targets on `engine`, uploaded at the first call.
-    pub(super) fn body_targets(&self, engine: &Engine) -> crate::Result<&crate::GpuScene> {
+    pub(super) fn new(
+        target: Arc<Target>,
+        source: Source,
+        size: usize,
+        bytes: u64,
+        jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+    ) -> Resident {
+        Resident {
+            target,
+            source,
+            size,
+            bytes,
+            jobs,
+            body_targets: Default::default(),
+            body_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Device bytes held: the target's, and its body targets' once uploaded.
+    pub(super) fn resident_bytes(&self) -> u64 {
+        self.bytes + self.body_bytes.load(Ordering::SeqCst)
+    }
+
+    /// The target as body targets on `engine`, uploaded at the first call if `admit` allows
+    /// their device bytes (asked before anything is allocated).
+    pub(super) fn body_targets(
+        &self,
+        engine: &Engine,
+        admit: impl FnOnce(u64) -> crate::Result<()>,
+    ) -> crate::Result<&crate::GpuScene> {
         if let Some(targets) = self.body_targets.get() {
             return Ok(targets);
         }
         let uploaded = match (&self.source, self.target.as_ref()) {
-            (Source::Scene(shapes), _) => engine.upload_body_targets(shapes)?,
-            (Source::Mesh, Target::Mesh(mesh)) => engine.upload_mesh_body_targets(mesh.mesh())?,
+            (Source::Scene(shapes), _) => engine.upload_body_targets_admitted(shapes, admit)?,
+            (Source::Mesh, Target::Mesh(mesh)) => {
+                engine.upload_mesh_body_targets_admitted(mesh.mesh(), admit)?
+            }
             (Source::Mesh, Target::Scene(_)) => unreachable!("a mesh's source"),
         };
-        Ok(self.body_targets.get_or_init(|| uploaded))
+        // Two first queries at once both upload; one copy is kept, and counted once.
+        let targets = self.body_targets.get_or_init(|| uploaded);
+        self.body_bytes
+            .store(targets.device_bytes(), Ordering::SeqCst);
+        Ok(targets)
     }
 
     /// A scene without shapes answers no rows (as the CLI refuses such a job).
@@ -241,14 +278,7 @@ pub(super) async fn reopen_lost_devices(state: Arc<AppState>) {
             for (key, old, target) in fresh {
                 let target = Arc::new(target);
                 let jobs = batch::start(engine.clone(), target.clone(), worker.shared.clone());
-                let resident = Resident {
-                    target,
-                    source: old.source.clone(),
-                    size: old.size,
-                    bytes: old.bytes,
-                    jobs,
-                    body_targets: Default::default(),
-                };
+                let resident = Resident::new(target, old.source.clone(), old.size, old.bytes, jobs);
                 targets.insert(key, Arc::new(resident));
             }
             Ok(())
@@ -288,7 +318,7 @@ impl AppState {
         let others: u64 = targets
             .iter()
             .filter(|(k, _)| *k != key)
-            .map(|(_, r)| r.bytes)
+            .map(|(_, r)| r.resident_bytes())
             .sum();
         let budget = self.config.max_resident_bytes;
         if others.saturating_add(bytes) > budget {
@@ -301,6 +331,25 @@ impl AppState {
                     key.1
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Out of memory (507) unless the body targets of `name`, `bytes` of device memory, fit
+    /// the budget beside everything resident.
+    pub(super) fn admit_body_targets(&self, name: &str, bytes: u64) -> crate::Result<()> {
+        let resident: u64 = read(&self.targets)
+            .values()
+            .map(|r| r.resident_bytes())
+            .sum();
+        let budget = self.config.max_resident_bytes;
+        if resident.saturating_add(bytes) > budget {
+            return Err(Error::OutOfMemory(format!(
+                "the body targets of `{name}` (its shapes or triangles in an axis-aligned \
+                 hierarchy, uploaded at its first body query) need {bytes} bytes of device \
+                 memory and {resident} are resident: more than --max-resident-mb allows \
+                 ({budget} bytes); nothing was evicted, DELETE a target first"
+            )));
         }
         Ok(())
     }
@@ -354,14 +403,7 @@ impl AppState {
         self.admit(&targets, &key, bytes)?;
         let target = Arc::new(target);
         let jobs = batch::start(engine, target.clone(), self.shared.clone());
-        let resident = Arc::new(Resident {
-            target,
-            source,
-            size,
-            bytes,
-            jobs,
-            body_targets: Default::default(),
-        });
+        let resident = Arc::new(Resident::new(target, source, size, bytes, jobs));
         let (kind, name) = key.clone();
         let replaced = targets.insert(key, resident).is_some();
         let status = if replaced {
