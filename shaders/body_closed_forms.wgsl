@@ -9,67 +9,53 @@
 #import shared/segment_pair
 #import shapes/triangle
 
+// A pair of points, one on each shape, and the square of their distance.
+struct PointPair {
+    on_segment: vec3<f32>,
+    on_triangle: vec3<f32>,
+    gap2: f32,
+}
+
+// `best`, or the pair (on_segment, on_triangle) where it is strictly nearer.
+fn nearer_pair(best: PointPair, on_segment: vec3<f32>, on_triangle: vec3<f32>) -> PointPair {
+    let gap2 = dot(on_segment - on_triangle, on_segment - on_triangle);
+    if gap2 < best.gap2 {
+        return PointPair(on_segment, on_triangle, gap2);
+    }
+    return best;
+}
+
+// The pair of segment [p, p + d] and edge [a, a + e] nearest each other.
+fn nearer_edge_pair(best: PointPair, p: vec3<f32>, d: vec3<f32>, a: vec3<f32>, e: vec3<f32>) -> PointPair {
+    let st = closest_parameters(d, a - p, e);
+    return nearer_pair(best, p + d * st.x, a + e * st.y);
+}
+
 // The closest points of segment [p, p + d] and the triangle of record `t`, as (on the
 // segment, on the triangle). The nearest pair has the segment's point at an end, the
 // triangle's on an edge, or both where the segment crosses the face; each candidate is a
 // pair of points on the two, so the nearest of them is the answer. Ties keep the first.
+// Written out, not as a loop over an array, which SIMD compilers keep in memory.
 fn segment_triangle_closest(p: vec3<f32>, d: vec3<f32>, t: Shape) -> array<vec3<f32>, 2> {
     let a = t.anchor.xyz;
     let e0 = t.p0.xyz;
     let e1 = t.p1.xyz;
     let n = t.p2.xyz;
-    var on_segment = p;
-    var on_triangle = a + project_triangle(p - a, e0, e1, n).point;
-    var best = dot(on_segment - on_triangle, on_segment - on_triangle);
     let end = p + d;
-    let from_end = a + project_triangle(end - a, e0, e1, n).point;
-    let end_gap = dot(end - from_end, end - from_end);
-    if end_gap < best {
-        on_segment = end;
-        on_triangle = from_end;
-        best = end_gap;
-    }
+    var best = PointPair(p, p, F32_BIG);
+    best = nearer_pair(best, p, a + project_triangle(p - a, e0, e1, n).point);
+    best = nearer_pair(best, end, a + project_triangle(end - a, e0, e1, n).point);
     // Where the segment crosses the face's plane (a degenerate triangle has n = 0: no plane).
     let hp = dot(p - a, n);
     let hq = dot(end - a, n);
     if hp * hq <= 0.0 && hp != hq {
         let x = p + d * (hp / (hp - hq));
-        let under = a + project_triangle(x - a, e0, e1, n).point;
-        let cross_gap = dot(x - under, x - under);
-        if cross_gap < best {
-            on_segment = x;
-            on_triangle = under;
-            best = cross_gap;
-        }
+        best = nearer_pair(best, x, a + project_triangle(x - a, e0, e1, n).point);
     }
-    // The three edges, written out (SIMD compilers keep a loop over an array in memory).
-    let st0 = closest_parameters(d, a - p, e0);
-    let s0 = p + d * st0.x;
-    let t0 = a + e0 * st0.y;
-    let gap0 = dot(s0 - t0, s0 - t0);
-    if gap0 < best {
-        on_segment = s0;
-        on_triangle = t0;
-        best = gap0;
-    }
-    let st1 = closest_parameters(d, a + e0 - p, e1 - e0);
-    let s1 = p + d * st1.x;
-    let t1 = a + e0 + (e1 - e0) * st1.y;
-    let gap1 = dot(s1 - t1, s1 - t1);
-    if gap1 < best {
-        on_segment = s1;
-        on_triangle = t1;
-        best = gap1;
-    }
-    let st2 = closest_parameters(d, a + e1 - p, -e1);
-    let s2 = p + d * st2.x;
-    let t2 = a + e1 - e1 * st2.y;
-    let gap2 = dot(s2 - t2, s2 - t2);
-    if gap2 < best {
-        on_segment = s2;
-        on_triangle = t2;
-    }
-    return array<vec3<f32>, 2>(on_segment, on_triangle);
+    best = nearer_edge_pair(best, p, d, a, e0);
+    best = nearer_edge_pair(best, p, d, a + e0, e1 - e0);
+    best = nearer_edge_pair(best, p, d, a + e1, -e1);
+    return array<vec3<f32>, 2>(best.on_segment, best.on_triangle);
 }
 
 // `deepest` (xyz: the unit direction the body is pushed along, w: how far) or, if shorter,

@@ -253,10 +253,14 @@ fn assert_no_failures(failures: &[String], rows: usize) {
     );
 }
 
-#[test]
-fn every_body_kind_against_every_target_kind_matches_the_oracle() {
-    let (bodies, targets, labels) = adversarial_pairs(7);
-    let rows = pairs_on_gpu(&bodies, &targets);
+/// Each pair answered on the GPU (paired) and checked against the oracle: the failures,
+/// labelled.
+fn failures_against_the_oracle(
+    bodies: &[Shape],
+    targets: &[Shape],
+    labels: &[String],
+) -> Vec<String> {
+    let rows = pairs_on_gpu(bodies, targets);
     let mut failures = Vec::new();
     for i in 0..bodies.len() {
         let expected = target_contact(&bodies[i], &targets[i]).expect("convex pair");
@@ -266,6 +270,13 @@ fn every_body_kind_against_every_target_kind_matches_the_oracle() {
             failures.push(format!("{}: {}", labels[i], problems.join("; ")));
         }
     }
+    failures
+}
+
+#[test]
+fn every_body_kind_against_every_target_kind_matches_the_oracle() {
+    let (bodies, targets, labels) = adversarial_pairs(7);
+    let failures = failures_against_the_oracle(&bodies, &targets, &labels);
     assert_no_failures(&failures, bodies.len());
 }
 
@@ -362,15 +373,7 @@ fn capsules_on_triangles_in_closed_form_match_the_oracle() {
             }
         }
     }
-    let rows = pairs_on_gpu(&bodies, &targets);
-    let mut failures = Vec::new();
-    for i in 0..bodies.len() {
-        let expected = target_contact(&bodies[i], &targets[i]).expect("convex pair");
-        let problems = check_row(&bodies[i], &targets[i], &rows[i], &expected);
-        if !problems.is_empty() {
-            failures.push(format!("{}: {}", labels[i], problems.join("; ")));
-        }
-    }
+    let failures = failures_against_the_oracle(&bodies, &targets, &labels);
     assert_no_failures(&failures, bodies.len());
 }
 
@@ -486,20 +489,12 @@ fn capsule_pairs_and_sphere_targets_in_closed_form_match_the_oracle() {
             }
         }
     }
-    let mut failures = Vec::new();
-    for (bodies, targets, labels) in [
-        (&swept, &swept_targets, &swept_labels),
-        (&others, &spheres, &sphere_labels),
-    ] {
-        let rows = pairs_on_gpu(bodies, targets);
-        for i in 0..bodies.len() {
-            let expected = target_contact(&bodies[i], &targets[i]).expect("convex pair");
-            let problems = check_row(&bodies[i], &targets[i], &rows[i], &expected);
-            if !problems.is_empty() {
-                failures.push(format!("{}: {}", labels[i], problems.join("; ")));
-            }
-        }
-    }
+    let mut failures = failures_against_the_oracle(&swept, &swept_targets, &swept_labels);
+    failures.extend(failures_against_the_oracle(
+        &others,
+        &spheres,
+        &sphere_labels,
+    ));
     assert_no_failures(&failures, swept.len() + others.len());
 }
 
