@@ -645,6 +645,24 @@ fn a_stalled_upload_times_out_with_408() {
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("--request-timeout-s"), "{text}");
     assert_eq!(server.get("/v1/health").status, 200);
+    // The same for a body of bodies that stops halfway.
+    let bodies =
+        br#"{"shapes": [{"type": "capsule", "a": [0, 0, 3], "b": [0, 1, 3], "radius": 0.5}]}"#;
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "POST /v1/scenes/s/bodies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        bodies.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&bodies[..20]).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert_eq!(server.post("/v1/scenes/s/bodies", bodies).status, 200);
 }
 
 #[test]

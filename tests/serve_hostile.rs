@@ -367,6 +367,28 @@ fn a_panic_in_one_request_costs_that_request_only() {
     );
     assert_eq!(metric(&server, "closest_queue_depth"), 0.0);
     assert_eq!(server.get("/v1/health/ready").status, 200);
+    // The bodies route runs on the worker pool, unbatched: a panic there is its own 500, and
+    // the next bodies request gets the lone answer.
+    let bodies_path = "/v1/scenes/s/bodies";
+    let capsule =
+        br#"{"shapes": [{"type": "capsule", "a": [0, 0, 3], "b": [0, 1, 3], "radius": 0.5}]}"#;
+    let lone_bodies = server.post(bodies_path, capsule);
+    assert_eq!(lone_bodies.status, 200, "{}", lone_bodies.text());
+    for _ in 0..3 {
+        server
+            .request(
+                "POST",
+                bodies_path,
+                &[("X-Closest-Test-Fault", "panic-worker")],
+                capsule,
+            )
+            .assert_error(500, &["panicked"]);
+        let next = server.post(bodies_path, capsule);
+        assert!(
+            next.status == 200 && next.body == lone_bodies.body,
+            "after a panic"
+        );
+    }
     // Without --test-hooks the header does nothing.
     let plain = Server::start(&[]);
     assert_eq!(plain.put("/v1/scenes/s", SCENE).status, 201);

@@ -458,6 +458,7 @@ async fn body_contacts(
     let rows = bodies.len();
     let admitting = state.clone();
     let target_name = name.clone();
+    let panics = state.fault(headers) == Some(Fault::Panic);
     let columns = blocking(move || {
         let targets = resident.body_targets(&engine, |bytes| {
             admitting.admit_body_targets(&target_name, bytes)
@@ -467,7 +468,12 @@ async fn body_contacts(
             bodies: &bodies,
             fields,
         };
-        Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+        Columns::collect(fields, bodies.len(), |sink| {
+            if panics {
+                panic!("test hook: a panic in the engine call");
+            }
+            engine.body_contacts(job, sink)
+        })
     })
     .await?;
     Ok(logged(
