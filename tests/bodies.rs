@@ -851,6 +851,36 @@ fn bodies_through_a_mesh_find_their_deepest_triangle() {
         "only {overlapping} bodies overlap the mesh"
     );
     assert_no_failures(&failures, bodies.len());
+    // Dispatched in Morton order of their anchors (the default on CPU adapters) or in row
+    // order, in chunks of 64 rows: the same rows, bit for bit, in row order.
+    let own = common::open_engine(closest::EngineOptions {
+        chunk_rows: Some(64),
+        ..Default::default()
+    });
+    let own_targets = own.upload_mesh_body_targets(&mesh).expect("upload");
+    let mut run = |reorder: bool| {
+        own.set_reorder_queries(reorder);
+        let mut rows: Vec<GpuBodyHit> = Vec::new();
+        own.body_contacts(
+            BodyContacts {
+                targets: &own_targets,
+                bodies: &bodies,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("body contacts");
+        rows
+    };
+    let (sorted, in_order) = (run(true), run(false));
+    assert!(
+        bytemuck::cast_slice::<_, u8>(&sorted) == bytemuck::cast_slice::<_, u8>(&in_order),
+        "Morton order changed the answers"
+    );
+    assert!(
+        bytemuck::cast_slice::<_, u8>(&sorted) == bytemuck::cast_slice::<_, u8>(&rows),
+        "chunks of 64 rows changed the answers"
+    );
 }
 
 /// A body that would need more loop iterations than Mesa's software adapters run an

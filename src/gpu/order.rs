@@ -1,9 +1,10 @@
-//! Query coherence: a chunk's points are dispatched in Morton order, so neighbouring
-//! invocations walk the BVH along similar paths, and the results are put back in row order
-//! on the way out (measured in docs/perf-history.md).
+//! Query coherence: a chunk's points (or a body job's bodies) are dispatched in Morton order,
+//! so neighbouring invocations walk the BVH along similar paths, and the results are put back
+//! in row order on the way out (measured in docs/perf-history.md and docs/PERF.md).
 
 use std::ops::Range;
 
+use super::layout::GpuShape;
 use super::rows::RowSource;
 use crate::error::Result;
 
@@ -96,6 +97,7 @@ pub(crate) struct Reorder {
     /// Dispatch position k holds the chunk's row `order[k]`; empty when not reordered.
     order: Vec<u32>,
     points: Vec<[f32; 3]>,
+    records: Vec<GpuShape>,
     keys: Vec<u64>,
     spare_keys: Vec<u64>,
     rows: Vec<u32>,
@@ -116,6 +118,48 @@ impl Reorder {
             range,
             wgpu::WriteOnly::from(bytemuck::cast_slice_mut::<_, u8>(&mut self.points[..])),
         )?;
+        self.sort_points();
+        let (rows, _) = out.into_chunks::<12>();
+        rows.write_iter(
+            self.order
+                .iter()
+                .map(|&i| bytemuck::cast::<[f32; 3], [u8; 12]>(self.points[i as usize])),
+        );
+        Ok(())
+    }
+
+    /// [`Reorder::fill_sorted`] for rows of shape records (a body job's bodies), sorted by
+    /// their anchors.
+    pub fn fill_sorted_records(
+        &mut self,
+        source: &mut dyn RowSource,
+        range: Range<usize>,
+        out: wgpu::WriteOnly<'_, [u8]>,
+    ) -> Result<()> {
+        self.records.clear();
+        self.records.resize(range.len(), GpuShape::default());
+        source.fill(
+            range,
+            wgpu::WriteOnly::from(bytemuck::cast_slice_mut::<_, u8>(&mut self.records[..])),
+        )?;
+        self.points.clear();
+        self.points.extend(
+            self.records
+                .iter()
+                .map(|r| [r.anchor[0], r.anchor[1], r.anchor[2]]),
+        );
+        self.sort_points();
+        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
+        rows.write_iter(self.order.iter().map(|&i| {
+            bytemuck::cast::<GpuShape, [u8; std::mem::size_of::<GpuShape>()]>(
+                self.records[i as usize],
+            )
+        }));
+        Ok(())
+    }
+
+    /// `order` from `points`: along the Morton curve of their (finite) bounding box.
+    fn sort_points(&mut self) {
         let (mut lo, mut hi) = ([f32::MAX; 3], [f32::MIN; 3]);
         for p in self
             .points
@@ -138,13 +182,6 @@ impl Reorder {
         sort_by_code(&mut self.keys, &mut self.spare_keys);
         self.order.clear();
         self.order.extend(self.keys.iter().map(|&key| key as u32));
-        let (rows, _) = out.into_chunks::<12>();
-        rows.write_iter(
-            self.order
-                .iter()
-                .map(|&i| bytemuck::cast::<[f32; 3], [u8; 12]>(self.points[i as usize])),
-        );
-        Ok(())
     }
 
     /// Output rows of `row_words` each, back in row order; unchanged when not reordered.

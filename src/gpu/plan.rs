@@ -144,7 +144,8 @@ pub(crate) struct Plan<'a> {
     pub shapes: ShapeBuffers<'a>,
     /// A mesh's sign data, for the passes that sign by it.
     pub sign_data: Option<&'a wgpu::Buffer>,
-    /// Points go to the device in Morton order (it pays when they traverse a hierarchy).
+    /// Points (or a body job's bodies) go to the device in Morton order (it pays when they
+    /// traverse a hierarchy).
     pub reorders_points: bool,
     /// Rows are this grid's samples: chunks are its boxes, each passing only a header
     /// (`Params::grid`).
@@ -271,7 +272,11 @@ impl Job<'_> {
                     data: *data,
                 },
                 sign_data: None,
-                reorders_points: false,
+                // Bodies in Morton order of their anchors: lanes side by side walk alike
+                // (docs/PERF.md, "Bodies, against parry3d").
+                reorders_points: gpu
+                    .reorder_queries
+                    .load(std::sync::atomic::Ordering::Relaxed),
                 grid: None,
                 keeps_shapes: false,
                 shape_texels: false,

@@ -563,6 +563,17 @@ fn encode_chunk(
         points => slot.points.fill(gpu, point_bytes, range.clone(), points)?,
     }
     let row_shapes = match (plan.streams_shapes(), slot.shapes.as_mut(), shapes) {
+        // A body job's rows are its bodies: sorted as points are (one record a row).
+        (true, Some(upload), Some(source))
+            if plan.reorders_points && plan.records_per_row() == 1 =>
+        {
+            let reorder = &mut slot.reorder;
+            let mut sorted = |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+                reorder.fill_sorted_records(source, range, out)
+            };
+            upload.fill(gpu, shape_bytes, range.clone(), Some(&mut sorted))?;
+            Some(&*upload)
+        }
         (true, Some(upload), Some(source)) => {
             upload.fill(gpu, shape_bytes, range.clone(), Some(source))?;
             Some(&*upload)
