@@ -858,7 +858,7 @@ fn bodies_through_a_mesh_find_their_deepest_triangle() {
         ..Default::default()
     });
     let own_targets = own.upload_mesh_body_targets(&mesh).expect("upload");
-    let mut run = |reorder: bool| {
+    let run = |reorder: bool| {
         own.set_reorder_queries(reorder);
         let mut rows: Vec<GpuBodyHit> = Vec::new();
         own.body_contacts(
