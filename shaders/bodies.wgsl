@@ -466,7 +466,9 @@ fn body_nearest(
                 }
                 continue;
             }
-            if linear_kind < KIND_COUNT {
+            // LINEAR_KINDS (query_walk.wgsl): a mesh's triangles are all in the BVH, and this
+            // branch, run masked at every step on software adapters, is compiled out.
+            if LINEAR_KINDS != 0u && linear_kind < KIND_COUNT {
                 let range = kind_ranges[linear_kind];
                 next = range.x;
                 end = range.y;

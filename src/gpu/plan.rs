@@ -261,6 +261,7 @@ impl Job<'_> {
                     PipelineKey {
                         body_kinds: *body_kinds,
                         target_kinds: scene.bvh_kinds | scene.linear_kinds,
+                        linear_kinds: scene.linear_kinds,
                         ..key(Entry::BodyNearest, None)
                     },
                     Rounds::Once,
