@@ -155,7 +155,7 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
         return sphere_contact(other.kind, t.s, body.radius, near);
     }
     let refused = Contact(bitcast<f32>(params.nan_bits), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
-    if other.kind == KIND_TORUS {
+    if among_targets(KIND_TORUS) && other.kind == KIND_TORUS {
         // Refused on the host: a torus is not convex.
         return refused;
     }
@@ -342,7 +342,8 @@ fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
         let foot = project_triangle_record(s, local).point;
         return length(local - foot) - reach - rounding;
     }
-    let ball = bounding_ball(TARGET_KINDS, s);
+    // Triangles were answered above: their ball's case is not compiled here.
+    let ball = bounding_ball(TARGET_KINDS & ~(1u << KIND_TRIANGLE), s);
     if ball.w < 0.0 {
         return -F32_BIG;
     }
