@@ -1,9 +1,10 @@
 // Bodies against shapes (SPEC §9), one lane a body: `body_nearest` finds the nearest shape of a
 // resident scene (its BVH walked with the body's box grown by the best distance so far, then the
 // kinds scanned linearly); `body_paired` answers body i against target i. The narrow phase is
-// closed where that is exact (a sphere body: its centre's projection; a plane: the body's lowest
-// point), else GJK and EPA (gjk.wgsl); lines and rays become the segment of them the body can
-// reach. Twin: src/reference/gjk.rs (`target_contact`).
+// closed where that is exact (a sphere body or target: its centre's projection; a plane: the
+// body's lowest point; capsules and segments against triangles, capsules and segments:
+// body_closed_forms.wgsl), else GJK and EPA (gjk.wgsl); lines and rays become the segment of
+// them the body can reach. Twin: src/reference/gjk.rs (`target_contact`).
 #import query_walk
 #import shared/one_lane
 #import shared/lane_loads
