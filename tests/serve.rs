@@ -662,7 +662,8 @@ fn a_stalled_upload_times_out_with_408() {
     let _ = stream.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert_eq!(server.post("/v1/scenes/s/bodies", bodies).status, 200);
+    // (Not a bodies request: its first pipeline build may take longer than this server's 1 s.)
+    assert_eq!(server.get("/v1/health").status, 200);
 }
 
 #[test]
@@ -698,4 +699,72 @@ fn a_mesh_larger_than_memory_is_refused_with_507() {
         .assert_error(507, &["out of memory", "a mesh of 12946 triangles", "MiB"]);
     let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
     assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+}
+
+/// Two first body requests at once, on two targets, with room in `--max-resident-mb` for one
+/// target's body targets only: one is answered, the other refused with 507 (the admission
+/// reserves the bytes under the targets' lock, so both cannot see the same free room).
+#[test]
+fn concurrent_first_body_requests_cannot_pass_the_memory_budget_together() {
+    let spheres: Vec<String> = (0..12_000)
+        .map(|i| {
+            let (x, y, z) = ((i % 30) as f64, ((i / 30) % 20) as f64, (i / 600) as f64);
+            format!(r#"{{"type": "sphere", "center": [{x}, {y}, {z}], "radius": 0.3}}"#)
+        })
+        .collect();
+    let scene = format!(r#"{{"shapes": [{}]}}"#, spheres.join(", "));
+    let capsule =
+        br#"{"shapes": [{"type": "capsule", "a": [0, 0, -3], "b": [1, 0, -3], "radius": 0.5}]}"#;
+    let device_bytes = |server: &Server, name: &str| -> u64 {
+        let list = server.get("/v1/targets").json();
+        let target = list.as_array().unwrap().iter().find(|t| t["name"] == name);
+        target.unwrap()["device_bytes"].as_u64().unwrap()
+    };
+    // Measured first, without a budget: a scene's bytes, and its body targets'.
+    let probe = Server::start(&[]);
+    assert_eq!(probe.put("/v1/scenes/a", scene.as_bytes()).status, 201);
+    let scene_bytes = device_bytes(&probe, "a");
+    assert_eq!(probe.post("/v1/scenes/a/bodies", capsule).status, 200);
+    let body_bytes = device_bytes(&probe, "a") - scene_bytes;
+    let mib = 1u64 << 20;
+    let budget_mb = (2 * scene_bytes + body_bytes).div_ceil(mib);
+    assert!(
+        2 * scene_bytes + body_bytes <= budget_mb * mib
+            && budget_mb * mib < 2 * scene_bytes + 2 * body_bytes,
+        "no whole MiB between one and two body targets ({scene_bytes}, {body_bytes})"
+    );
+    let server = Server::start(&["--max-resident-mb", &budget_mb.to_string()]);
+    for name in ["a", "b"] {
+        let path = format!("/v1/scenes/{name}");
+        assert_eq!(server.put(&path, scene.as_bytes()).status, 201);
+    }
+    let clients: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let address = server.address.clone();
+            let path = format!("/v1/scenes/{name}/bodies");
+            std::thread::spawn(move || request(&address, "POST", &path, &[], capsule))
+        })
+        .collect();
+    let replies: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let mut statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [200, 507],
+        "{:?}",
+        replies.iter().map(|r| r.text()).collect::<Vec<_>>()
+    );
+    // The refused one stays refused, and the answered one keeps answering.
+    let refused = if replies[0].status == 507 { "a" } else { "b" };
+    let answered = if refused == "a" { "b" } else { "a" };
+    server
+        .post(&format!("/v1/scenes/{refused}/bodies"), capsule)
+        .assert_error(507, &["body targets", "--max-resident-mb"]);
+    assert_eq!(
+        server
+            .post(&format!("/v1/scenes/{answered}/bodies"), capsule)
+            .status,
+        200
+    );
 }

@@ -461,7 +461,7 @@ async fn body_contacts(
     let panics = state.fault(headers) == Some(Fault::Panic);
     let columns = blocking(move || {
         let targets = resident.body_targets(&engine, |bytes| {
-            admitting.admit_body_targets(&target_name, bytes)
+            admitting.admit_body_targets(&resident, &target_name, bytes)
         })?;
         let job = crate::engine::BodyContacts {
             targets,

@@ -68,7 +68,8 @@ impl Resident {
     }
 
     /// The target as body targets on `engine`, uploaded at the first call if `admit` allows
-    /// their device bytes (asked before anything is allocated).
+    /// their device bytes (asked before anything is allocated; it reserves them in
+    /// `body_bytes`, given back if the upload fails).
     pub(super) fn body_targets(
         &self,
         engine: &Engine,
@@ -78,11 +79,20 @@ impl Resident {
             return Ok(targets);
         }
         let uploaded = match (&self.source, self.target.as_ref()) {
-            (Source::Scene(shapes), _) => engine.upload_body_targets_admitted(shapes, admit)?,
+            (Source::Scene(shapes), _) => engine.upload_body_targets_admitted(shapes, admit),
             (Source::Mesh, Target::Mesh(mesh)) => {
-                engine.upload_mesh_body_targets_admitted(mesh.mesh(), admit)?
+                engine.upload_mesh_body_targets_admitted(mesh.mesh(), admit)
             }
             (Source::Mesh, Target::Scene(_)) => unreachable!("a mesh's source"),
+        };
+        let uploaded = match uploaded {
+            Ok(uploaded) => uploaded,
+            Err(e) => {
+                if self.body_targets.get().is_none() {
+                    self.body_bytes.store(0, Ordering::SeqCst);
+                }
+                return Err(e);
+            }
         };
         // Two first queries at once both upload; one copy is kept, and counted once.
         let targets = self.body_targets.get_or_init(|| uploaded);
@@ -335,22 +345,31 @@ impl AppState {
         Ok(())
     }
 
-    /// Out of memory (507) unless the body targets of `name`, `bytes` of device memory, fit
-    /// the budget beside everything resident.
-    pub(super) fn admit_body_targets(&self, name: &str, bytes: u64) -> crate::Result<()> {
-        let resident: u64 = read(&self.targets)
-            .values()
-            .map(|r| r.resident_bytes())
-            .sum();
+    /// Out of memory (507) unless the body targets of `resident` (named `name`), `bytes` of
+    /// device memory, fit the budget beside everything resident and reserved; if they do, they
+    /// are reserved on `resident`, under the targets' lock, so that two first body requests at
+    /// once cannot both pass a budget that holds one (one already reserved here: no more).
+    pub(super) fn admit_body_targets(
+        &self,
+        resident: &Resident,
+        name: &str,
+        bytes: u64,
+    ) -> crate::Result<()> {
+        let targets = write(&self.targets);
+        if resident.body_bytes.load(Ordering::SeqCst) != 0 {
+            return Ok(());
+        }
+        let resident_bytes: u64 = targets.values().map(|r| r.resident_bytes()).sum();
         let budget = self.config.max_resident_bytes;
-        if resident.saturating_add(bytes) > budget {
+        if resident_bytes.saturating_add(bytes) > budget {
             return Err(Error::OutOfMemory(format!(
                 "the body targets of `{name}` (its shapes or triangles in an axis-aligned \
                  hierarchy, uploaded at its first body query) need {bytes} bytes of device \
-                 memory and {resident} are resident: more than --max-resident-mb allows \
+                 memory and {resident_bytes} are resident: more than --max-resident-mb allows \
                  ({budget} bytes); nothing was evicted, DELETE a target first"
             )));
         }
+        resident.body_bytes.store(bytes, Ordering::SeqCst);
         Ok(())
     }
 
