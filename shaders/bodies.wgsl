@@ -68,6 +68,9 @@ fn body_batch() -> u32 {
     return select(BODY_BATCH, 2u, needs_gjk());
 }
 
+// Candidates whose cores overlap that a body walk holds before answering them by EPA.
+const DEFERRED_LIMIT: u32 = 8u;
+
 // Whether the invocation has spent its loop budget.
 fn out_of_loop_budget() -> bool {
     return LOOP_BUDGET != 0u && loop_work >= LOOP_BUDGET;
@@ -144,7 +147,7 @@ fn centre_direction(delta: vec3<f32>, proj: Projection, line: vec3<f32>, near: f
 // The contact of `body` with the scene or paired shape `other`; `target_faces_in_shape_data`
 // says where a target hull's faces are. Each support or projection is called from one site
 // (see gjk.wgsl's `minkowski`).
-fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool) -> Contact {
+fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool, with_epa: bool) -> Contact {
     var t = convex_of(other, origin, target_faces_in_shape_data);
     // The pair's size sets the tolerances; far from the origin the records' own rounding (a few
     // ulps of the world coordinates) is the floor.
@@ -209,7 +212,7 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
         // Every pair of this job's kinds was answered above.
         return refused;
     }
-    return convex_contact(body, t, -t.s.anchor.xyz, size);
+    return convex_contact(body, t, -t.s.anchor.xyz, size, with_epa);
 }
 
 // The body's box relative to its anchor (min, max): six supports from one site.
@@ -351,12 +354,6 @@ fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
     return length(centre - ball.xyz) - ball.w - reach - rounding;
 }
 
-// Whether a child `gap` away may hold a shape nearer than `best`: a box apart from the body
-// holds nothing nearer than its gap, but one that meets the body may hold any depth.
-fn may_hold_nearer_body(gap: f32, best: BodyHit) -> bool {
-    return best.shape < 0 || gap <= max(best.contact.distance, 0.0);
-}
-
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn body_nearest(
     @builtin(workgroup_id) group: vec3<u32>,
@@ -408,85 +405,119 @@ fn body_nearest(
     // a step, masked (and Mesa counts each such pass towards its loop limiter), so a walk step
     // beside the narrow phase would cost as much as dozens.
     var batch: array<u32, BODY_BATCH>;
+    // Candidates whose cores overlap, answered by EPA once the walk ends or the list fills:
+    // EPA's code in the batch loop would run, masked, for every candidate on software
+    // adapters, where few need it (docs/PERF.md). Pruning needs only to know that some overlap
+    // exists, not how deep.
+    var deferred: array<u32, DEFERRED_LIMIT>;
+    var deferred_count = 0u;
     loop {
-        loop_work += 64u;
-        if out_of_loop_budget() {
-            best.shape = TRAVERSAL_OVERFLOW;
-            break;
-        }
-        var gathered = 0u;
         loop {
-            loop_work += 2u;
-            if next < end {
-                let s = load_own_shape(next);
-                next += 1u;
-                // The body lies within `reach` of `centre`: a shape whose bound is farther
-                // than the best distance plus the reach cannot be nearer.
-                if best.shape >= 0 && shape_gap(s, centre, reach) > max(best.contact.distance, 0.0) {
+            loop_work += 64u;
+            if out_of_loop_budget() {
+                best.shape = TRAVERSAL_OVERFLOW;
+                break;
+            }
+            // A shape or box farther than this cannot be nearer than what is known: the best
+            // distance, 0 once any overlap is (an overlap may be of any depth), nothing at first.
+            var level = F32_BIG;
+            if best.shape >= 0 {
+                level = max(best.contact.distance, 0.0);
+            }
+            if deferred_count > 0u {
+                level = 0.0;
+            }
+            var gathered = 0u;
+            loop {
+                loop_work += 2u;
+                if next < end {
+                    let s = load_own_shape(next);
+                    next += 1u;
+                    // The body lies within `reach` of `centre`: a shape whose bound is farther
+                    // than the level plus the reach cannot be nearer.
+                    if shape_gap(s, centre, reach) > level {
+                        continue;
+                    }
+                    batch[gathered] = next - 1u;
+                    gathered += 1u;
+                    if gathered == body_batch() {
+                        break;
+                    }
                     continue;
                 }
-                batch[gathered] = next - 1u;
-                gathered += 1u;
-                if gathered == body_batch() {
-                    break;
-                }
-                continue;
-            }
-            if top > 0u {
-                top -= 1u;
-                let entry = stack[top];
-                if !may_hold_nearer_body(entry.distance, best) {
+                if top > 0u {
+                    top -= 1u;
+                    let entry = stack[top];
+                    if entry.distance > level {
+                        continue;
+                    }
+                    if entry.count != 0u {
+                        next = entry.first;
+                        end = entry.first + (entry.count & ((1u << LEAF_KIND_SHIFT) - 1u));
+                        continue;
+                    }
+                    let children = load_children(entry.first);
+                    let left = StackEntry(children[0].first, children[0].count, box_gap(children[0], lo, hi));
+                    let right = StackEntry(children[1].first, children[1].count, box_gap(children[1], lo, hi));
+                    if top + 2u > STACK_LIMIT {
+                        best.shape = TRAVERSAL_OVERFLOW;
+                        walked = true;
+                        break;
+                    }
+                    // The nearer child goes on top.
+                    var near = left;
+                    var far = right;
+                    if right.distance < left.distance {
+                        near = right;
+                        far = left;
+                    }
+                    if far.distance <= level {
+                        stack[top] = far;
+                        top += 1u;
+                    }
+                    if near.distance <= level {
+                        stack[top] = near;
+                        top += 1u;
+                    }
                     continue;
                 }
-                if entry.count != 0u {
-                    next = entry.first;
-                    end = entry.first + (entry.count & ((1u << LEAF_KIND_SHIFT) - 1u));
+                // LINEAR_KINDS (query_walk.wgsl): a mesh's triangles are all in the BVH, and
+                // this branch, run masked at every step on software adapters, is compiled out.
+                if LINEAR_KINDS != 0u && linear_kind < KIND_COUNT {
+                    let range = kind_ranges[linear_kind];
+                    next = range.x;
+                    end = range.y;
+                    linear_kind += 1u;
                     continue;
                 }
-                let children = load_children(entry.first);
-                let left = StackEntry(children[0].first, children[0].count, box_gap(children[0], lo, hi));
-                let right = StackEntry(children[1].first, children[1].count, box_gap(children[1], lo, hi));
-                if top + 2u > STACK_LIMIT {
-                    best.shape = TRAVERSAL_OVERFLOW;
-                    walked = true;
-                    break;
-                }
-                // The nearer child goes on top.
-                var near = left;
-                var far = right;
-                if right.distance < left.distance {
-                    near = right;
-                    far = left;
-                }
-                if may_hold_nearer_body(far.distance, best) {
-                    stack[top] = far;
-                    top += 1u;
-                }
-                if may_hold_nearer_body(near.distance, best) {
-                    stack[top] = near;
-                    top += 1u;
-                }
-                continue;
+                walked = true;
+                break;
             }
-            // LINEAR_KINDS (query_walk.wgsl): a mesh's triangles are all in the BVH, and this
-            // branch, run masked at every step on software adapters, is compiled out.
-            if LINEAR_KINDS != 0u && linear_kind < KIND_COUNT {
-                let range = kind_ranges[linear_kind];
-                next = range.x;
-                end = range.y;
-                linear_kind += 1u;
-                continue;
+            if best.shape == TRAVERSAL_OVERFLOW {
+                break;
             }
-            walked = true;
-            break;
+            for (var k = 0u; k < gathered; k++) {
+                let s = load_own_shape(batch[k]);
+                let c = target_contact(body, body_size, s, origin, false, false);
+                if c.distance == DEFERRED_DEPTH {
+                    deferred[deferred_count] = batch[k];
+                    deferred_count += 1u;
+                } else {
+                    offer_body(c, s.index, &best);
+                }
+            }
+            if walked || deferred_count + body_batch() > DEFERRED_LIMIT {
+                break;
+            }
         }
         if best.shape == TRAVERSAL_OVERFLOW {
             break;
         }
-        for (var k = 0u; k < gathered; k++) {
-            let s = load_own_shape(batch[k]);
-            offer_body(target_contact(body, body_size, s, origin, false), s.index, &best);
+        for (var j = 0u; j < deferred_count; j++) {
+            let s = load_own_shape(deferred[j]);
+            offer_body(target_contact(body, body_size, s, origin, false, true), s.index, &best);
         }
+        deferred_count = 0u;
         if walked {
             break;
         }
@@ -514,6 +545,6 @@ fn body_paired(
     let body = convex_of(record, origin, true);
     let extent = body_box(body);
     let body_size = max(length(extent[0]), length(extent[1]));
-    let contact = target_contact(body, body_size, other, origin, true);
+    let contact = target_contact(body, body_size, other, origin, true, true);
     write_body_hit(row, BodyHit(contact, i32(params.first_row + row)), origin);
 }

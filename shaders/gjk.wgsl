@@ -47,6 +47,8 @@ const EPA_EDGES: u32 = 64u;
 // EPA stops when the support along the nearest face's normal is no farther out than this
 // fraction of the pair's size.
 const EPA_RELATIVE: f32 = 2.0e-6;
+// The distance `convex_contact` without EPA answers where the cores overlap: EPA decides.
+const DEFERRED_DEPTH: f32 = -F32_BIG;
 // Steps of `deepest_descent`, where EPA runs out of room.
 const EPA_DESCENT_STEPS: u32 = 24u;
 
@@ -716,8 +718,8 @@ fn barycentric(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> vec3<f
 
 // The contact of two convex shapes: GJK on the cores, their radii subtracted (exact for swept
 // shapes, the depth too while the cores are apart); EPA on the whole shapes where the cores
-// overlap. Twin: gjk::body_contact.
-fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32) -> Contact {
+// overlap, or, `with_epa` false, DEFERRED_DEPTH there. Twin: gjk::body_contact.
+fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with_epa: bool) -> Contact {
     // Every loop below runs at least once a call on software adapters, masked, taken or not.
     loop_work += 64u;
     let radii = body.radius + other.radius;
@@ -736,6 +738,10 @@ fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32) -> C
             let normal = v / gap;
             return Contact(gap - radii, point_body - normal * body.radius,
                 point_body - v + normal * other.radius, normal);
+        }
+        if !with_epa {
+            // The cores overlap: EPA is the caller's to run, later (bodies.wgsl defers it).
+            return Contact(DEFERRED_DEPTH, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
         }
         if radii == 0.0 {
             break;
