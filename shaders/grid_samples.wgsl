@@ -1,10 +1,20 @@
-// SDF grid samples computed on the device (src/gpu/grid.rs): with GRID_SAMPLES = 1 no points
-// are uploaded, `params.grid` holds the chunk's header, a row is an invocation of the chunk's
-// bricks, and its answer goes to its sample's C-order row. Header words: origin (moved
-// like the mesh) 0–2, ny 3, spacing 4–6, nz 7, the chunk's box (first plane, first row, planes,
-// rows) 8–11, log2 of a brick's depth in planes 12, bricks along y 13 and along z 14.
+// SDF grid samples computed on the device (src/gpu/grid.rs). With GRID_SAMPLES = 1 (a dense
+// chunk) no points are uploaded, `params.grid` holds the chunk's header, a row is an
+// invocation of the chunk's bricks, and its answer goes to its sample's C-order row. Header
+// words: origin (moved like the mesh) 0–2, ny 3, spacing 4–6, nz 7, the chunk's box (first
+// plane, first row, planes, rows) 8–11, log2 of a brick's depth in planes 12, bricks along y 13
+// and along z 14.
+//
+// With GRID_SAMPLES = 2 (listed boxes, a narrow band's) the points buffer holds boxes of the
+// grid, four floats each (first sample i, j, k; its extents, a byte each, as an integer: whole
+// numbers below 2^24, exact in f32, where bit patterns could be denormal), and rows are eight
+// a box, in Morton order: the centres of the box's 2 × 2 × 2 tiles of side `tile` (header word
+// 8; a tile cut by the box's far faces has its samples' midpoint), answered in row order.
+// Rows of tiles outside the box answer nothing.
 
 override GRID_SAMPLES: u32 = 0u;
+const DENSE_CHUNK: u32 = 1u;
+const LISTED_BOXES: u32 = 2u;
 
 const BRICK_BITS: u32 = 6u;
 
@@ -53,10 +63,33 @@ fn grid_sample(row: u32) -> GridSample {
     return GridSample(local + vec3<u32>(grid_word(8u), grid_word(9u), 0u), valid);
 }
 
+// Tile (row & 7) of listed box row / 8: its position in samples (a half where a cut tile's
+// midpoint falls between two), and whether the tile is inside the box.
+struct BoxTile {
+    index: vec3<f32>,
+    valid: bool,
+}
+
+fn box_tile(row: u32) -> BoxTile {
+    let at = 4u * (row >> 3u);
+    let first = vec3<u32>(u32(points[at]), u32(points[at + 1u]), u32(points[at + 2u]));
+    let extent_bits = u32(points[at + 3u]);
+    let extent = vec3<u32>(extent_bits & 0xffu, (extent_bits >> 8u) & 0xffu, extent_bits >> 16u);
+    let tile = grid_word(8u);
+    let offset = vec3<u32>((row >> 2u) & 1u, (row >> 1u) & 1u, row & 1u) * tile;
+    let valid = all(offset < extent);
+    let samples = min(vec3<u32>(tile), extent - min(offset, extent));
+    let index = vec3<f32>(first + offset) + 0.5 * vec3<f32>(max(samples, vec3<u32>(1u)) - vec3<u32>(1u));
+    return BoxTile(index, valid);
+}
+
 fn grid_point(row: u32) -> vec3<f32> {
-    let s = grid_sample(row).ijk;
     let origin = vec3<f32>(grid_float(0u), grid_float(1u), grid_float(2u));
     let spacing = vec3<f32>(grid_float(4u), grid_float(5u), grid_float(6u));
+    if GRID_SAMPLES == LISTED_BOXES {
+        return origin + box_tile(row).index * spacing;
+    }
+    let s = grid_sample(row).ijk;
     return origin + vec3<f32>(s) * spacing;
 }
 
@@ -65,12 +98,15 @@ fn row_in_chunk(row: u32) -> bool {
     if GRID_SAMPLES == 0u {
         return row < params.row_count;
     }
+    if GRID_SAMPLES == LISTED_BOXES {
+        return row < params.row_count && box_tile(row).valid;
+    }
     return row < params.row_count && grid_sample(row).valid;
 }
 
 // Where invocation `row` writes its answer: its own row, or its sample's row of the chunk.
 fn output_row(row: u32) -> u32 {
-    if GRID_SAMPLES == 0u {
+    if GRID_SAMPLES != DENSE_CHUNK {
         return row;
     }
     let s = grid_sample(row).ijk;

@@ -91,14 +91,15 @@ impl Summary {
         if let Some(work) = self.band {
             line += &format!(
                 "; band: {} of {} samples computed ({:.2} %), {} within the band; near bricks {} \
-                 of {}, near cells {}",
+                 of {}, near cells {}; {} distances asked",
                 work.samples,
                 self.rows,
                 100.0 * work.samples as f64 / self.rows.max(1) as f64,
                 work.in_band,
                 work.near_bricks,
                 work.bricks,
-                work.near_cells
+                work.near_cells,
+                work.queries
             );
         }
         if let Some(device) = self.device {

@@ -53,11 +53,37 @@ fn check_against_dense(name: &str, mesh: Mesh, res: [usize; 3], sign: Sign, voxe
     let dense = engine.sdf_values(&gpu, &grid, sign).unwrap();
     let s = grid.spacing;
     let width = voxels * s.x.max(s.y).max(s.z);
-    let (band, in_band, work) = band_grid(engine, &gpu, &grid, sign, width);
+    // Boxes listed to the device (their samples made there), and the host's points.
+    for on_device in [true, false] {
+        engine.set_grid_on_device(on_device);
+        let (band, in_band, work) = band_grid(engine, &gpu, &grid, sign, width);
+        engine.set_grid_on_device(true);
+        let name = format!("{name}, samples made on the device: {on_device}");
+        check_band(
+            &name,
+            &gpu,
+            sign,
+            &dense,
+            width,
+            tolerance,
+            (band, in_band, work),
+        );
+    }
+}
+
+fn check_band(
+    name: &str,
+    gpu: &GpuMesh,
+    sign: Sign,
+    dense: &[f32],
+    width: f64,
+    tolerance: f32,
+    (band, in_band, work): (Vec<f32>, Vec<usize>, BandWork),
+) {
     assert_eq!(band.len(), dense.len(), "{name}");
     let w = width as f32;
     let mut exact = 0;
-    for (row, (&b, &d)) in band.iter().zip(&dense).enumerate() {
+    for (row, (&b, &d)) in band.iter().zip(dense).enumerate() {
         if d.abs() <= w - tolerance {
             exact += 1;
             assert!(

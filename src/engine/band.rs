@@ -21,11 +21,15 @@ use super::{Engine, GpuMesh, MeshQuery};
 use crate::DVec3;
 use crate::error::{Error, Result};
 use crate::fields::{DISTANCE, Family, Fields, PackedRows};
+use crate::gpu::grid::box_record;
 use crate::mesh::Sign;
 use crate::points::Points;
 use crate::sdf::Grid;
 
-/// Samples a side of a brick, the first level's boxes (and the x-planes of a slab).
+/// Samples a side of a block, the coarsest level's boxes: they cull bricks unasked.
+pub const BLOCK: usize = 32;
+/// Samples a side of a brick, the first level whose boxes are all known (and the x-planes of
+/// a slab).
 pub const BRICK: usize = 8;
 /// Samples a side of a cell, the second level's boxes.
 pub const CELL: usize = 2;
@@ -59,6 +63,9 @@ pub struct BandWork {
     pub near_cells: usize,
     /// Samples whose distance was computed (those of the near cells).
     pub samples: usize,
+    /// Distances asked of the device at every level (block, brick and cell centres, corners,
+    /// samples).
+    pub queries: usize,
     /// Samples found within the band.
     pub in_band: usize,
 }
@@ -87,6 +94,18 @@ impl SampleBox {
         })
     }
 
+    /// Its 2 × 2 × 2 tiles of `side` samples a side, in Morton order (x the slowest), as
+    /// the device lists them (`grid_samples.wgsl`): `None` for those outside it.
+    fn tiles8(self, side: usize) -> [Option<SampleBox>; 8] {
+        std::array::from_fn(|t| {
+            let lo: [usize; 3] = std::array::from_fn(|a| self.lo[a] + (t >> (2 - a) & 1) * side);
+            (0..3).all(|a| lo[a] < self.hi[a]).then(|| SampleBox {
+                lo,
+                hi: std::array::from_fn(|a| (lo[a] + side).min(self.hi[a])),
+            })
+        })
+    }
+
     /// The midpoint of its first and last samples, and the distance from there to either.
     fn centre_and_radius(self, grid: &Grid) -> ([f64; 3], f64) {
         let at = |a: usize, index: f64| grid.origin.get(a) + index * grid.spacing.get(a);
@@ -105,6 +124,19 @@ impl SampleBox {
 /// sample, can hold a sample within `width`: the bound allows the device's rounding (`slack`).
 fn may_hold_band(distance: f32, radius: f64, width: f64, slack: f64) -> bool {
     f64::from(distance.abs()) - radius - slack <= width
+}
+
+/// Whether a box inside a box whose centre lies `distance` from the surface can hold a band
+/// sample, by that distance alone: the inner box's samples lie within `offset` (centre to
+/// centre) plus `radius` of the outer centre, so they are at least `|distance|` less that from
+/// the surface. One that cannot lies in the outer centre's surface-free ball and has its sign
+/// wherever that ball's sign is constant.
+fn inner_may_hold_band(distance: f32, offset: f64, radius: f64, width: f64, slack: f64) -> bool {
+    may_hold_band(distance, offset + radius, width, slack)
+}
+
+fn centre_offset(a: [f64; 3], b: [f64; 3]) -> f64 {
+    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt()
 }
 
 /// ±width with the sign of `distance` (−0 counts as inside, as the device marks it).
@@ -161,18 +193,34 @@ impl Engine {
             })?;
             Ok(values)
         };
-        let whole = SampleBox {
-            lo: [0; 3],
-            hi: grid.res,
-        };
-        let bricks: Vec<SampleBox> = whole.tiles(BRICK).collect();
-        let brick_centres: Vec<[f64; 3]> =
-            bricks.iter().map(|b| b.centre_and_radius(grid).0).collect();
-        let brick_distances = distances(&brick_centres)?;
-        drop(brick_centres);
-        let mut work = BandWork {
-            bricks: bricks.len(),
-            ..BandWork::default()
+        // Eight a box: made on the device from the boxes' records where it can (no points go
+        // up), from the tiles' centres otherwise.
+        let tile_distances = |boxes: &[SampleBox], tile: usize| -> Result<Vec<f32>> {
+            if boxes.is_empty() {
+                return Ok(Vec::new());
+            }
+            if self.samples_grids_on_device() {
+                let records: Vec<[f32; 4]> = boxes
+                    .iter()
+                    .map(|b| box_record(b.lo, std::array::from_fn(|a| b.hi[a] - b.lo[a])))
+                    .collect();
+                if let Some(values) =
+                    self.box_tiles_on_device(mesh, grid, sign, &records, tile as u32)?
+                {
+                    return Ok(values);
+                }
+            }
+            let tiles: Vec<Option<SampleBox>> = boxes.iter().flat_map(|b| b.tiles8(tile)).collect();
+            let centres: Vec<[f64; 3]> = tiles
+                .iter()
+                .flatten()
+                .map(|t| t.centre_and_radius(grid).0)
+                .collect();
+            let mut answers = distances(&centres)?.into_iter();
+            Ok(tiles
+                .iter()
+                .map(|t| t.and_then(|_| answers.next()).unwrap_or(f32::NAN))
+                .collect())
         };
         // Where the sign may change off the surface (the winding number across a hole), a box
         // takes its centre's sign only where the holes' caps bound the winding number away
@@ -188,6 +236,49 @@ impl Engine {
             }
             None => !signs_vary,
         };
+        let whole = SampleBox {
+            lo: [0; 3],
+            hi: grid.res,
+        };
+        // Blocks bound their bricks: a brick that cannot hold a band sample by its block's
+        // distance alone is not asked, and takes the block's sign with its distance less the
+        // offset (a lower bound) where the block's sign holds.
+        let blocks: Vec<SampleBox> = whole.tiles(BLOCK).collect();
+        let block_centres: Vec<[f64; 3]> =
+            blocks.iter().map(|b| b.centre_and_radius(grid).0).collect();
+        let block_distances = distances(&block_centres)?;
+        let block_signs_hold: Vec<bool> = blocks.iter().map(centre_sign_holds).collect();
+        let blocks_along = [ny, nz].map(|n| n.div_ceil(BLOCK));
+        let block_of = |b: &SampleBox| {
+            let m = b.lo.map(|x| x / BLOCK);
+            (m[0] * blocks_along[0] + m[1]) * blocks_along[1] + m[2]
+        };
+        let bricks: Vec<SampleBox> = whole.tiles(BRICK).collect();
+        let mut brick_distances = vec![0.0f32; bricks.len()];
+        let mut asked = Vec::new();
+        for (k, brick) in bricks.iter().enumerate() {
+            let (centre, radius) = brick.centre_and_radius(grid);
+            let b = block_of(brick);
+            let (d, offset) = (block_distances[b], centre_offset(centre, block_centres[b]));
+            if block_signs_hold[b] && !inner_may_hold_band(d, offset, radius, width, slack) {
+                brick_distances[k] = ((f64::from(d.abs()) - offset) as f32).copysign(d);
+            } else {
+                asked.push(k);
+            }
+        }
+        let asked_centres: Vec<[f64; 3]> = asked
+            .iter()
+            .map(|&k| bricks[k].centre_and_radius(grid).0)
+            .collect();
+        for (&k, d) in asked.iter().zip(distances(&asked_centres)?) {
+            brick_distances[k] = d;
+        }
+        let mut work = BandWork {
+            bricks: bricks.len(),
+            queries: blocks.len() + asked.len(),
+            ..BandWork::default()
+        };
+        drop((block_centres, asked, asked_centres));
         let lattice = [nx, ny, nz].map(|n| n.div_ceil(BRICK) + 1);
         let corner_signs: Vec<bool> = if signs_vary && caps.is_none() {
             let corners: Vec<[f64; 3]> = (0..lattice[0])
@@ -201,6 +292,7 @@ impl Engine {
                     })
                 })
                 .collect();
+            work.queries += corners.len();
             distances(&corners)?
                 .iter()
                 .map(|d| d.is_sign_negative())
@@ -224,16 +316,17 @@ impl Engine {
             let local = |[i, j, k]: [usize; 3]| ((i - i0) * ny + j) * nz + k;
             values.clear();
             values.resize(planes * ny * nz, 0.0f32);
+            let samples_before = work.samples;
             // Far bricks take their centre's sign; near ones are split into cells (or, where
             // signs vary off the surface, computed whole, as are far ones whose corners
             // disagree).
-            let mut near_cells = Vec::new();
-            let mut whole_boxes = Vec::new();
+            let mut cell_parents = Vec::new();
+            let mut sample_boxes = Vec::new();
             for (brick, &d) in slab_bricks
                 .iter()
                 .zip(&brick_distances[slab * bricks_a_slab..])
             {
-                let (_, radius) = brick.centre_and_radius(grid);
+                let (centre, radius) = brick.centre_and_radius(grid);
                 let near = may_hold_band(d, radius, width, slack);
                 if near {
                     work.near_bricks += 1;
@@ -241,55 +334,57 @@ impl Engine {
                 let holds = centre_sign_holds(brick)
                     || (caps.is_none() && !near && corners_agree(brick, d.is_sign_negative()));
                 if !holds {
-                    whole_boxes.push(*brick);
+                    sample_boxes.extend(brick.tiles(CELL));
                 } else if near {
-                    near_cells.extend(brick.tiles(CELL));
+                    // Boxes of 2 × 2 × 2 cells that cannot hold a band sample by the brick's
+                    // distance alone are not asked: they take its sign, which holds in its
+                    // ball.
+                    for parent in brick.tiles(2 * CELL) {
+                        let (parent_centre, parent_radius) = parent.centre_and_radius(grid);
+                        let offset = centre_offset(parent_centre, centre);
+                        if inner_may_hold_band(d, offset, parent_radius, width, slack) {
+                            cell_parents.push(parent);
+                        } else {
+                            fill_box(&mut values, parent, local, clamped(d, width_f32));
+                        }
+                    }
                 } else {
                     fill_box(&mut values, *brick, local, clamped(d, width_f32));
                 }
             }
-            let cell_centres: Vec<[f64; 3]> = near_cells
-                .iter()
-                .map(|c| c.centre_and_radius(grid).0)
-                .collect();
-            let cell_distances = distances(&cell_centres)?;
-            let mut samples = Vec::new();
-            let mut sample_rows = Vec::new();
-            let mut add_samples = |b: SampleBox| {
-                for sample in b.tiles(1) {
-                    let index = sample.lo;
-                    samples.push(std::array::from_fn(|a| {
-                        grid.origin.get(a) + index[a] as f64 * grid.spacing.get(a)
-                    }));
-                    sample_rows.push(local(index) as u32);
+            let cell_distances = tile_distances(&cell_parents, CELL)?;
+            for (parent, distances) in cell_parents.iter().zip(cell_distances.chunks(8)) {
+                for (cell, &d) in parent.tiles8(CELL).iter().zip(distances) {
+                    let Some(cell) = *cell else { continue };
+                    work.queries += 1;
+                    let (_, radius) = cell.centre_and_radius(grid);
+                    if may_hold_band(d, radius, width, slack) {
+                        work.near_cells += 1;
+                        sample_boxes.push(cell);
+                    } else {
+                        fill_box(&mut values, cell, local, clamped(d, width_f32));
+                    }
                 }
-            };
-            for (cell, &d) in near_cells.iter().zip(&cell_distances) {
-                let (_, radius) = cell.centre_and_radius(grid);
-                if !may_hold_band(d, radius, width, slack) {
-                    fill_box(&mut values, *cell, local, clamped(d, width_f32));
-                    continue;
-                }
-                work.near_cells += 1;
-                add_samples(*cell);
             }
-            for b in whole_boxes {
-                add_samples(b);
-            }
-            let sample_distances = distances(&samples)?;
-            work.samples += samples.len();
+            let sample_distances = tile_distances(&sample_boxes, 1)?;
             in_band.clear();
-            for (&row, &d) in sample_rows.iter().zip(&sample_distances) {
-                // NaN (a sample the device could not answer) stays NaN, out of the band.
-                if f64::from(d.abs()) <= width {
-                    values[row as usize] = d;
-                    in_band.push(row);
-                } else if d.is_nan() {
-                    values[row as usize] = d;
-                } else {
-                    values[row as usize] = clamped(d, width_f32);
+            for (cell, distances) in sample_boxes.iter().zip(sample_distances.chunks(8)) {
+                for (sample, &d) in cell.tiles8(1).iter().zip(distances) {
+                    let Some(sample) = sample else { continue };
+                    work.samples += 1;
+                    let row = local(sample.lo) as u32;
+                    // NaN (a sample the device could not answer) stays NaN, out of the band.
+                    if f64::from(d.abs()) <= width {
+                        values[row as usize] = d;
+                        in_band.push(row);
+                    } else if d.is_nan() {
+                        values[row as usize] = d;
+                    } else {
+                        values[row as usize] = clamped(d, width_f32);
+                    }
                 }
             }
+            work.queries += work.samples - samples_before;
             in_band.sort_unstable();
             work.in_band += in_band.len();
             sink(BandSlab {

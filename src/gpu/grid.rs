@@ -2,7 +2,8 @@
 //! box of the grid whose rows are contiguous in C order (whole x-planes, or whole z-rows of
 //! one plane), and its samples are walked in bricks of 64 so the lanes of a subgroup and the
 //! seeded rounds stay close together; each answer is written at its C-order row. The host
-//! uploads 16 words a chunk instead of 12 bytes a sample.
+//! uploads 16 words a chunk instead of 12 bytes a sample. A narrow band lists its boxes
+//! instead (`GridRows::Boxes`): 16 bytes for 8 rows.
 
 use std::ops::Range;
 
@@ -124,5 +125,101 @@ impl GridSamples {
             u(bk),
             0,
         ]
+    }
+}
+
+/// A grid job's rows as the device makes them (`GRID_SAMPLES`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GridRows {
+    /// Every sample of a grid, in chunks of whole planes or z-rows, answers in C order.
+    Dense(GridSamples),
+    /// Eight rows a listed box (`box_record`, in the points buffer): the centres of its
+    /// 2 × 2 × 2 tiles of `tile` samples a side, in Morton order, answers in row order.
+    Boxes {
+        origin: [f32; 3],
+        spacing: [f32; 3],
+        tile: u32,
+    },
+}
+
+/// Rows a listed box makes.
+pub const ROWS_PER_BOX: usize = 8;
+
+/// A listed box as the device reads it: its first sample and its extents (at most 255 a side,
+/// a byte each), as floats (exact below 2^24, `grid_samples.wgsl`).
+pub fn box_record(first: [usize; 3], extent: [usize; 3]) -> [f32; 4] {
+    debug_assert!(extent.iter().all(|&e| (1..256).contains(&e)));
+    let packed = extent[0] | extent[1] << 8 | extent[2] << 16;
+    [
+        first[0] as f32,
+        first[1] as f32,
+        first[2] as f32,
+        packed as f32,
+    ]
+}
+
+/// Whether a grid of `res` samples a side can list its boxes (`box_record`'s floats are exact).
+pub fn lists_boxes(res: [usize; 3]) -> bool {
+    res.iter().all(|&n| n < 1 << 24)
+}
+
+impl GridRows {
+    /// The `GRID_SAMPLES` override.
+    pub fn mode(&self) -> u32 {
+        match self {
+            GridRows::Dense(_) => 1,
+            GridRows::Boxes { .. } => 2,
+        }
+    }
+
+    /// The chunks of a job of `rows` rows, in row order (listed boxes: whole boxes a chunk).
+    pub fn chunks(&self, chunk_rows: usize, rows: usize) -> Vec<Range<usize>> {
+        match self {
+            GridRows::Dense(grid) => grid.chunks(chunk_rows),
+            GridRows::Boxes { .. } => {
+                let step = (chunk_rows / ROWS_PER_BOX).max(1) * ROWS_PER_BOX;
+                (0..rows)
+                    .step_by(step)
+                    .map(|start| start..(start + step).min(rows))
+                    .collect()
+            }
+        }
+    }
+
+    /// Invocations a chunk of `rows` dispatches.
+    pub fn threads(&self, rows: &Range<usize>) -> usize {
+        match self {
+            GridRows::Dense(grid) => grid.threads(rows),
+            GridRows::Boxes { .. } => rows.len(),
+        }
+    }
+
+    /// Bytes of a chunk's points buffer the host fills: none for a dense chunk, its boxes'
+    /// records for listed ones.
+    pub fn point_bytes(&self, rows: &Range<usize>) -> u64 {
+        match self {
+            GridRows::Dense(_) => 0,
+            GridRows::Boxes { .. } => (rows.len().div_ceil(ROWS_PER_BOX) * 16) as u64,
+        }
+    }
+
+    /// The header of a chunk of `rows` (shaders/grid_samples.wgsl reads the same words).
+    pub fn header(&self, rows: &Range<usize>) -> [u32; HEADER_WORDS] {
+        match self {
+            GridRows::Dense(grid) => grid.header(rows),
+            GridRows::Boxes {
+                origin,
+                spacing,
+                tile,
+            } => {
+                let mut header = [0; HEADER_WORDS];
+                for a in 0..3 {
+                    header[a] = origin[a].to_bits();
+                    header[4 + a] = spacing[a].to_bits();
+                }
+                header[8] = *tile;
+                header
+            }
+        }
     }
 }

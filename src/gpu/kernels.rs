@@ -43,8 +43,9 @@ pub(crate) struct PipelineKey {
     pub indexed_triangles: bool,
     /// `PSEUDONORMAL_SIGNS`: a mesh's rows are signed by pseudonormal as they are answered.
     pub pseudonormal_signs: bool,
-    /// `GRID_SAMPLES`: rows are the samples of an SDF grid, computed on the device.
-    pub grid_samples: bool,
+    /// `GRID_SAMPLES`: rows are the samples of an SDF grid, computed on the device (0 no,
+    /// `GridRows::mode` yes).
+    pub grid_samples: u32,
     /// `ONE_SHAPE`: the scene is one shape of `kind`, without a hierarchy.
     pub one_shape: bool,
     /// `FINE_WINDING`: `winding_numbers` at the fine accuracy.
@@ -93,7 +94,7 @@ impl Kernels {
                     Override::LinearKinds => linear_kinds,
                     Override::TriangleRecords => u32::from(indexed_triangles),
                     Override::PseudonormalSigns => u32::from(pseudonormal_signs),
-                    Override::GridSamples => u32::from(grid_samples),
+                    Override::GridSamples => grid_samples,
                     Override::OneShape => u32::from(one_shape),
                     Override::PointTexels => u32::from(self.point_texels),
                     Override::StackLimit => self.stack_limit,

@@ -3,7 +3,7 @@
 //! (`stream.rs`) carries out a plan knowing nothing of the job's kind.
 
 use super::context::Context;
-use super::grid::GridSamples;
+use super::grid::GridRows;
 use super::interface::Entry;
 use super::kernels::PipelineKey;
 use super::layout::{SEED_ROUNDS, SEED_STRIDE};
@@ -26,7 +26,7 @@ pub(crate) enum Job<'a> {
     Nearest {
         scene: &'a GpuScene,
         sign: DeviceSign<'a>,
-        grid: Option<GridSamples>,
+        grid: Option<GridRows>,
     },
     /// Segment pair i (streamed as shape records, see `GpuShape::from_segment_pair`).
     SegmentPairs,
@@ -147,9 +147,9 @@ pub(crate) struct Plan<'a> {
     /// Points (or a body job's bodies) go to the device in Morton order (it pays when they
     /// traverse a hierarchy).
     pub reorders_points: bool,
-    /// Rows are this grid's samples: chunks are its boxes, each passing only a header
-    /// (`Params::grid`).
-    pub grid: Option<GridSamples>,
+    /// Rows are this grid's samples, made on the device: dense chunks are its boxes, each
+    /// passing only a header (`Params::grid`); listed boxes pass their records as points.
+    pub grid: Option<GridRows>,
     /// Later rounds or passes read each row's shape: rows that do not move it back keep it
     /// on the device (`Params::kept_shapes`).
     pub keeps_shapes: bool,
@@ -211,7 +211,7 @@ impl Job<'_> {
             fields: fields.bits(),
             indexed_triangles: false,
             pseudonormal_signs: false,
-            grid_samples: false,
+            grid_samples: 0,
             one_shape: false,
             fine_winding: false,
             body_kinds: u32::MAX,
@@ -333,7 +333,7 @@ impl Job<'_> {
                 let triangles = |entry| PipelineKey {
                     indexed_triangles: scene.indexed,
                     pseudonormal_signs: matches!(sign, DeviceSign::Pseudonormal(_)),
-                    grid_samples: grid.is_some(),
+                    grid_samples: grid.map_or(0, |g| g.mode()),
                     ..key(entry, None)
                 };
                 let nearest = if scene.oriented {

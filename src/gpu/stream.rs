@@ -448,7 +448,7 @@ pub(crate) fn run(
     gpu.take_device_error()?;
     *crate::sync::lock(&gpu.timing) = JobTiming::default();
     let chunks: Vec<Range<usize>> = match plan.grid {
-        Some(grid) => grid.chunks(gpu.chunk_rows),
+        Some(grid) => grid.chunks(gpu.chunk_rows, rows),
         None => (0..rows)
             .step_by(gpu.chunk_rows)
             .map(|start| start..(start + gpu.chunk_rows).min(rows))
@@ -541,10 +541,14 @@ fn encode_chunk(
     let points = inputs.points.as_deref_mut();
     let shapes = inputs.shapes.as_deref_mut();
     let n = range.len();
-    // A grid chunk uploads no points: its header goes in `Params`, and it dispatches whole
-    // bricks.
+    // A dense grid chunk uploads no points: its header goes in `Params`, and it dispatches
+    // whole bricks; listed boxes upload their records.
     let (point_bytes, threads, grid_header) = match plan.grid {
-        Some(grid) => (0, grid.threads(&range), grid.header(&range)),
+        Some(grid) => (
+            grid.point_bytes(&range),
+            grid.threads(&range),
+            grid.header(&range),
+        ),
         None => ((n * 12) as u64, n, [0; super::grid::HEADER_WORDS]),
     };
     let shape_bytes = (n * plan.records_per_row() * std::mem::size_of::<GpuShape>()) as u64;
@@ -670,6 +674,7 @@ fn encode_chunk(
     }
     if let Some((texture, _)) = &slot.point_texels
         && point_bytes > 0
+        && plan.grid.is_none()
     {
         copy_to_row_texture(
             &mut encoder,
