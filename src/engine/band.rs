@@ -1,10 +1,14 @@
 //! Narrow-band SDF grids (SPEC §8): samples within `width` of the surface get their exact
 //! signed distance, every other sample ±`width` with its sign; the work follows the surface.
 //!
-//! Three levels, each culled by a conservative bound before the next is computed: the signed
-//! distance at the centre of every brick of 8³ samples (one job for the whole grid); at the
-//! centre of every cell of 2³ samples in the bricks that can hold a band sample; at every
-//! sample of the cells that can. A box whose centre is farther than `width` plus its
+//! Levels, each culled by a conservative bound before the next is computed: the signed
+//! distance at the centre of every block of 32³ samples, then of every brick of 8³ samples
+//! (one job each for the whole grid); at the centre of every cell of 2³ samples in the bricks
+//! that can hold a band sample; at every sample of the cells that can. A box inside one whose
+//! centre lies d from the surface is at least d less its offset and radius from it, so bricks
+//! (and a near brick's boxes of 4³) that this rules out are never asked. Cells and samples are
+//! made on the device from their boxes' records (`Engine::box_tiles_on_device`, 16 bytes for
+//! 8 rows) where it can, from f64 points otherwise. A box whose centre is farther than `width` plus its
 //! half-diagonal (plus SPEC §3's tolerance) from the surface holds no band sample, and since it
 //! meets no surface, every sample in it has its centre's sign where the mesh is a closed cycle
 //! (every edge used as often each way, `GpuMesh::is_closed_cycle`: the winding number is then
