@@ -49,8 +49,9 @@ const EPA_EDGES: u32 = 64u;
 const EPA_RELATIVE: f32 = 2.0e-6;
 // The distance `convex_contact` without EPA answers where the cores overlap: EPA decides.
 const DEFERRED_DEPTH: f32 = -F32_BIG;
-// Steps of `deepest_descent`, where EPA runs out of room.
+// Steps of `deepest_descent`, where EPA runs out of room, and its starts (the nearest faces).
 const EPA_DESCENT_STEPS: u32 = 24u;
+const EPA_DESCENT_STARTS: u32 = 4u;
 
 fn conjugate(q: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(-q.xyz, q.w);
@@ -637,9 +638,38 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
         return touching(b[0]);
     }
     if !converged {
-        // Out of room before the face's support met it (curved shapes): its normal only
-        // starts the descent of the depth along a direction.
-        return deepest_descent(body, other, plane.xyz, size);
+        // Out of room before the face's support met it (curved shapes), or stopped where
+        // rounding bent the polytope: its nearest faces' normals only start descents of the
+        // depth along a direction, and the least depth found stands. The depth along a
+        // direction has a local minimum at every face of a polytope: one start is not enough.
+        var found = touching(b[0]);
+        var last = nearest;
+        var direction = plane.xyz;
+        // One call site: each inlined copy of the descent costs software adapters build time.
+        for (var start = 0u; start < rolled(EPA_DESCENT_STARTS); start++) {
+            if start > 0u {
+                // The next face in (distance, index) order after `last`.
+                var next_face = face_count;
+                for (var f = 0u; f < face_count; f++) {
+                    let after_last = distances[f] > distances[last]
+                        || (distances[f] == distances[last] && f > last);
+                    if after_last && (next_face == face_count || distances[f] < distances[next_face]) {
+                        next_face = f;
+                    }
+                }
+                if next_face == face_count {
+                    break;
+                }
+                last = next_face;
+                let corners = face_of(faces[next_face]);
+                direction = face_plane(w[corners.x], w[corners.y], w[corners.z]).xyz;
+            }
+            let descended = deepest_descent(body, other, direction, size);
+            if start == 0u || descended.distance > found.distance {
+                found = descended;
+            }
+        }
+        return found;
     }
     // The origin's projection on the face, in barycentric weights, gives the witnesses.
     let weights = barycentric(plane.xyz * plane.w, w[face.x], w[face.y], w[face.z]);

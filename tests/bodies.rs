@@ -9,7 +9,7 @@ mod common;
 
 use closest::engine::{BodyContacts, BodyPairs};
 use closest::fields::{Family, Fields, GpuBodyHit};
-use closest::reference::gjk::{BodyContact, nearest_target, target_contact};
+use closest::reference::gjk::{BodyContact, Convex, nearest_target, target_contact};
 use closest::reference::query_shape;
 use closest::shape::{Shape, ShapeKind};
 use closest::{DVec3, Mode, tolerance};
@@ -940,4 +940,155 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
     } else {
         answered(&answer.expect("a hardware adapter answers"));
     }
+}
+
+/// The shape's support value along `u` (`max u·x` over it), from the reference's support
+/// point; `support_points_lie_on_their_shapes_and_bound_them` checks it without a twin.
+fn support_value(shape: &Convex, u: DVec3) -> f64 {
+    u.dot(shape.support(u))
+}
+
+/// The least push that separates `body` from `target` by support values alone: the distance
+/// from the origin to the boundary of target − body, min over unit u of h_target(u) +
+/// h_body(−u), with the direction. A dense set of directions, the best few refined by a
+/// pattern search on the sphere: an upper bound of the true minimum, tight to the search's
+/// last step. A method of its own: neither GJK nor EPA, and no closed form.
+fn least_push(body: &Convex, target: &Convex) -> (f64, DVec3) {
+    let f = |u: DVec3| support_value(target, u) + support_value(body, -u);
+    let count = 800;
+    let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+    let mut samples: Vec<(f64, DVec3)> = (0..count)
+        .map(|k| {
+            let z = 1.0 - 2.0 * (k as f64 + 0.5) / count as f64;
+            let r = (1.0 - z * z).sqrt();
+            let t = golden * k as f64;
+            let u = DVec3::new(r * t.cos(), r * t.sin(), z);
+            (f(u), u)
+        })
+        .collect();
+    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best = samples[0];
+    for &(mut value, mut u) in samples.iter().take(6) {
+        let mut step = 0.1;
+        while step > 1e-10 {
+            let t1 = closest::math::any_perpendicular(u).normalize_or_zero();
+            let t2 = u.cross(t1);
+            let moves = [t1, -t1, t2, -t2, t1 + t2, t1 - t2, -t1 + t2, -t1 - t2];
+            let better = moves
+                .iter()
+                .map(|m| (u + *m * step).normalize_or_zero())
+                .map(|w| (f(w), w))
+                .filter(|(fw, _)| *fw < value)
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            match better {
+                Some((fw, w)) => (value, u) = (fw, w),
+                None => step *= 0.5,
+            }
+        }
+        if value < best.0 {
+            best = (value, u);
+        }
+    }
+    best
+}
+
+/// Overlapping pairs of every bounded kind, judged without the oracle: the answered depth is
+/// no larger than the least push found from support values alone (it is minimal), and the
+/// answered normal's support value is the depth (pushing along it by the depth just touches).
+/// The existing check that moving by −distance·normal separates bounds the depth from below.
+#[test]
+fn overlap_depths_are_the_least_push_by_support_values() {
+    least_push_failures(&[23]);
+}
+
+/// The same on nine more seeds: three known failures of 8,406 overlapping pairs (two wedge
+/// pairs where f32 EPA stops on a polytope rounding bent and the descents stall at a kink of
+/// the depth along a direction, 0.288 against 0.271 and 232.8 against 231.7; a sphere whose
+/// centre lies 2e-4 off a capsule's axis, its normal 3.3e-4 off square to the axis, above
+/// SPEC §9's 1e-4). Run with `--ignored` to see them.
+#[test]
+#[ignore = "three known failures, in the issue's note"]
+fn overlap_depths_are_the_least_push_on_more_seeds() {
+    least_push_failures(&[24, 25, 26, 27, 28, 29, 30, 31, 32]);
+}
+
+fn least_push_failures(seeds: &[u64]) {
+    let mut failures = Vec::new();
+    let mut judged = 0;
+    for &seed in seeds {
+        let (bodies, targets, labels) = adversarial_pairs(seed);
+        let rows = pairs_on_gpu(&bodies, &targets);
+        for (i, got) in rows.iter().enumerate() {
+            let (Some(body), Some(target)) = (Convex::of(&bodies[i]), Convex::of(&targets[i]))
+            else {
+                continue;
+            };
+            let scale = scale_of(&bodies[i], &targets[i]);
+            let depth_tol = 1e-4 * scale.max(1e-3);
+            let depth = -(got.distance as f64);
+            if depth <= depth_tol {
+                continue;
+            }
+            judged += 1;
+            let (least, direction) = least_push(&body, &target);
+            let n = v(got.normal).normalize_or_zero();
+            let along_normal = support_value(&target, n) + support_value(&body, -n);
+            if depth > least + depth_tol {
+                failures.push(format!(
+                    "{}: depth {depth} exceeds the least push {least} (along {direction:?})",
+                    labels[i]
+                ));
+            }
+            if (along_normal - depth).abs() > depth_tol {
+                failures.push(format!(
+                    "{}: depth {depth}, but the support value along the normal {n:?} is \
+                 {along_normal}",
+                    labels[i]
+                ));
+            }
+        }
+    }
+    assert!(
+        judged > 300 * seeds.len(),
+        "only {judged} overlapping pairs judged"
+    );
+    assert_no_failures(&failures, judged);
+}
+
+/// The support points the depth check stands on: each lies on its shape (by the point query,
+/// another method) and no point of the shape's surface, thrown and projected, lies farther
+/// along the direction.
+#[test]
+fn support_points_lie_on_their_shapes_and_bound_them() {
+    let mut rng = Rng::new(29);
+    let mut failures = Vec::new();
+    for &(offset, size) in &[(DVec3::ZERO, 1.0), (DVec3::new(1e3, -2e3, 5e2), 10.0)] {
+        for shape in convex_kinds(&mut rng, offset, size) {
+            let convex = Convex::of(&shape).expect("bounded convex kinds");
+            let tol = tolerance(shape.scale());
+            let surface: Vec<DVec3> = (0..400)
+                .map(|_| {
+                    let p = offset + rng.vec(-3.0, 3.0) * size;
+                    query_shape(&shape, 0, p, Mode::Surface).point
+                })
+                .collect();
+            for _ in 0..50 {
+                let u = rng.unit();
+                let s = convex.support(u);
+                let off = off_shape(&shape, s);
+                let beyond = surface
+                    .iter()
+                    .map(|x| u.dot(*x - s))
+                    .fold(f64::MIN, f64::max);
+                if off > tol || beyond > tol {
+                    failures.push(format!(
+                        "{} along {u:?}: support {s:?} is {off:e} off the shape, a surface \
+                         point {beyond:e} beyond it",
+                        shape.kind().name()
+                    ));
+                }
+            }
+        }
+    }
+    assert_no_failures(&failures, 2 * 12 * 50);
 }
