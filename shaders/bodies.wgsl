@@ -135,10 +135,23 @@ fn sphere_contact(kind: u32, other: Shape, radius: f32, near: f32) -> Contact {
 // square to `line`, a segment's, line's or ray's direction).
 fn centre_direction(delta: vec3<f32>, proj: Projection, line: vec3<f32>, near: f32) -> vec3<f32> {
     let len = length(delta);
+    let has_normal = dot(proj.normal, proj.normal) > 0.0;
     if len > near {
-        return delta / len * select(1.0, -1.0, proj.inside);
+        let direction = delta / len * select(1.0, -1.0, proj.inside);
+        // Farther out the offset's direction still carries the rounding of the pair's
+        // coordinates (a few ulps of its size: 0.05 near), turned by up to that over its
+        // length; a surface normal that agrees with it as closely is the precise direction (a
+        // centre 2e-4 off a capsule turned the offset by 3e-4).
+        if has_normal {
+            let normal = normalize(proj.normal);
+            let noise = 0.05 * near / len;
+            if noise < 0.5 && dot(normal, direction) >= 1.0 - 0.5 * noise * noise {
+                return normal;
+            }
+        }
+        return direction;
     }
-    if dot(proj.normal, proj.normal) > 0.0 {
+    if has_normal {
         return normalize(proj.normal);
     }
     return any_perpendicular(line);
