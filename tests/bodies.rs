@@ -1091,3 +1091,49 @@ fn support_points_lie_on_their_shapes_and_bound_them() {
     }
     assert_no_failures(&failures, 2 * 12 * 50);
 }
+
+/// A sphere whose centre lies 2e-4 outside a capsule: the offset's direction carries the
+/// rounding of the coordinates over that length (it turned the normal 3.3e-4 off square to the
+/// axis, above SPEC §9's 1e-4); the capsule's own normal there is the precise one.
+#[test]
+fn a_sphere_a_hair_off_a_capsule_is_pushed_square_to_its_axis() {
+    let body = Shape::Sphere {
+        center: DVec3::new(0.4614890871288506, -0.43081778066758425, 0.3670883656326255),
+        radius: 0.4,
+    };
+    let (a, b) = (
+        DVec3::new(
+            0.35868383271299836,
+            -0.7843839556613963,
+            0.01786003427361002,
+        ),
+        DVec3::new(0.7837689175907718, 0.012672108875908472, 0.390671648656858),
+    );
+    let target = Shape::Capsule { a, b, radius: 0.2 };
+    // Judged with and without the kinds of a job that has GJK (a capsule body beside it).
+    let other = Shape::Capsule {
+        a: a + DVec3::X,
+        b: b + DVec3::X,
+        radius: 0.1,
+    };
+    let rows = pairs_on_gpu(&[body.clone(), other], &[target.clone(), target.clone()]);
+    let expected = target_contact(&body, &target).unwrap();
+    let n = v(rows[0].normal);
+    let axis = (b - a).normalize_or_zero();
+    assert!(
+        n.dot(axis).abs() <= 1e-4,
+        "normal {n:?} is {} off square to the axis",
+        n.dot(axis)
+    );
+    let depth = -(rows[0].distance as f64);
+    let (body, target) = (Convex::of(&body).unwrap(), Convex::of(&target).unwrap());
+    let along = support_value(&target, n) + support_value(&body, -n);
+    assert!(
+        (along - depth).abs() <= 1e-4,
+        "{along} along the normal, depth {depth}"
+    );
+    assert!(
+        (depth + expected.distance).abs() <= 1e-4,
+        "{depth} against {expected:?}"
+    );
+}
