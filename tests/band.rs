@@ -8,7 +8,7 @@ use closest::engine::{BandSlab, BandWork, SdfBand};
 use closest::mesh::{Mesh, Sign};
 use closest::sdf::{Grid, GridRegion};
 use closest::{Engine, GpuMesh};
-use common::{TestJobs, engine};
+use common::{TestJobs, engine, open_engine};
 
 fn shared_mesh(name: &str) -> Mesh {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -45,7 +45,10 @@ fn band_grid(
 }
 
 fn check_against_dense(name: &str, mesh: Mesh, res: [usize; 3], sign: Sign, voxels: f64) {
-    let engine = engine();
+    check_on(engine(), name, mesh, res, sign, voxels);
+}
+
+fn check_on(engine: &Engine, name: &str, mesh: Mesh, res: [usize; 3], sign: Sign, voxels: f64) {
     let grid = Grid::new(&mesh, res, GridRegion::Pad(0.1)).unwrap();
     let scale = mesh.bounds().0.max_abs().max(mesh.bounds().1.max_abs()) * 1.2;
     let tolerance = closest::tolerance(scale) as f32;
@@ -184,4 +187,30 @@ fn a_band_width_that_is_not_positive_and_finite_is_a_usage_error() {
             "{width}: {error}"
         );
     }
+}
+
+/// Chunks of 100 rows (not a multiple of a box's 8): listed boxes split across many chunks,
+/// each with its own records, seeded rounds and winding pass.
+#[test]
+fn band_grids_in_small_chunks_are_the_dense_grids() {
+    let engine = open_engine(closest::EngineOptions {
+        chunk_rows: Some(100),
+        ..Default::default()
+    });
+    check_on(
+        &engine,
+        "fandisk in chunks of 100, pseudonormal",
+        shared_mesh("fandisk.obj"),
+        [61, 53, 47],
+        Sign::Pseudonormal,
+        1.5,
+    );
+    check_on(
+        &engine,
+        "bunny in chunks of 100, winding",
+        shared_mesh("stanford-bunny.obj"),
+        [45, 45, 45],
+        Sign::Winding,
+        1.5,
+    );
 }
