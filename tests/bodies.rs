@@ -2,8 +2,9 @@
 //! (`reference::gjk::target_contact`) on adversarial pairs: every body kind against every
 //! target kind, separated, touching, overlapping and nested, far from the origin, tiny and
 //! huge. Beside the twin, checks that need none: the witnesses lie on their shapes and realise
-//! the distance, no sampled pair of surface points is nearer, and moving an overlapping body
-//! by −distance·normal separates it.
+//! the distance, no sampled pair of surface points is nearer, moving an overlapping body by
+//! −distance·normal separates it, and (every overlapping row of bounded shapes) no push found
+//! from support values alone is shorter than the depth, whose normal's support value it is.
 
 mod common;
 
@@ -98,6 +99,7 @@ fn check_row(
         }
     }
     if d < -depth_tol {
+        problems.extend(least_push_problems(body, target, got).unwrap_or_default());
         // Overlapping: the minimal translation separates them (to within the depth bound).
         if let Some(moved) = translated(body, n * (-d)) {
             if let Some(after) = target_contact(&moved, target) {
@@ -1018,33 +1020,11 @@ fn least_push_failures(seeds: &[u64]) {
         let (bodies, targets, labels) = adversarial_pairs(seed);
         let rows = pairs_on_gpu(&bodies, &targets);
         for (i, got) in rows.iter().enumerate() {
-            let (Some(body), Some(target)) = (Convex::of(&bodies[i]), Convex::of(&targets[i]))
-            else {
+            let Some(problems) = least_push_problems(&bodies[i], &targets[i], got) else {
                 continue;
             };
-            let scale = scale_of(&bodies[i], &targets[i]);
-            let depth_tol = 1e-4 * scale.max(1e-3);
-            let depth = -(got.distance as f64);
-            if depth <= depth_tol {
-                continue;
-            }
             judged += 1;
-            let (least, direction) = least_push(&body, &target);
-            let n = v(got.normal).normalize_or_zero();
-            let along_normal = support_value(&target, n) + support_value(&body, -n);
-            if depth > least + depth_tol {
-                failures.push(format!(
-                    "{}: depth {depth} exceeds the least push {least} (along {direction:?})",
-                    labels[i]
-                ));
-            }
-            if (along_normal - depth).abs() > depth_tol {
-                failures.push(format!(
-                    "{}: depth {depth}, but the support value along the normal {n:?} is \
-                 {along_normal}",
-                    labels[i]
-                ));
-            }
+            failures.extend(problems.iter().map(|p| format!("{}: {p}", labels[i])));
         }
     }
     assert!(
@@ -1052,6 +1032,33 @@ fn least_push_failures(seeds: &[u64]) {
         "only {judged} overlapping pairs judged"
     );
     assert_no_failures(&failures, judged);
+}
+
+/// An overlapping pair of bounded shapes judged by support values alone (`least_push`): its
+/// answered depth is no larger than the least push found, and the support value along its
+/// normal is its depth. `None` for pairs that are not both bounded and overlapping.
+fn least_push_problems(body: &Shape, target: &Shape, got: &GpuBodyHit) -> Option<Vec<String>> {
+    let (convex_body, convex_target) = (Convex::of(body)?, Convex::of(target)?);
+    let depth_tol = 1e-4 * scale_of(body, target).max(1e-3);
+    let depth = -(got.distance as f64);
+    if depth <= depth_tol {
+        return None;
+    }
+    let mut problems = Vec::new();
+    let (least, direction) = least_push(&convex_body, &convex_target);
+    let n = v(got.normal).normalize_or_zero();
+    let along_normal = support_value(&convex_target, n) + support_value(&convex_body, -n);
+    if depth > least + depth_tol {
+        problems.push(format!(
+            "depth {depth} exceeds the least push {least} (along {direction:?})"
+        ));
+    }
+    if (along_normal - depth).abs() > depth_tol {
+        problems.push(format!(
+            "depth {depth}, but the support value along the normal {n:?} is {along_normal}"
+        ));
+    }
+    Some(problems)
 }
 
 /// The support points the depth check stands on: each lies on its shape (by the point query,
