@@ -671,8 +671,11 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
         }
         return found;
     }
-    // The origin's projection on the face, in barycentric weights, gives the witnesses.
-    let weights = barycentric(plane.xyz * plane.w, w[face.x], w[face.y], w[face.z]);
+    // The origin's projection on the face, in barycentric weights, gives the witnesses. Far
+    // from the origin rounding can leave that projection off the face (the origin a hair
+    // outside a polytope GJK said holds it): weights clamped to the face keep the witnesses
+    // on their shapes, where extrapolated ones strayed by a whole unit at 3e4.
+    let weights = clamped_weights(barycentric(plane.xyz * plane.w, w[face.x], w[face.y], w[face.z]));
     let point_body = b[face.x] * weights.x + b[face.y] * weights.y + b[face.z] * weights.z;
     let difference = w[face.x] * weights.x + w[face.y] * weights.y + w[face.z] * weights.z;
     // The face's normal n points out of body − other; the body leaves along −n.
@@ -726,6 +729,17 @@ fn face_of(packed: u32) -> vec3<u32> {
 // A directed edge's two vertex indices in one word.
 fn pack_edge(tail: u32, head: u32) -> u32 {
     return tail | (head << 8u);
+}
+
+// Barycentric weights made those of a point of the triangle: negatives dropped, the rest
+// scaled to sum to one.
+fn clamped_weights(weights: vec3<f32>) -> vec3<f32> {
+    let kept = max(weights, vec3<f32>(0.0));
+    let sum = kept.x + kept.y + kept.z;
+    if !(sum > 0.0) {
+        return vec3<f32>(1.0, 0.0, 0.0);
+    }
+    return kept / sum;
 }
 
 fn barycentric(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> vec3<f32> {

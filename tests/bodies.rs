@@ -1003,7 +1003,8 @@ fn overlap_depths_are_the_least_push_by_support_values() {
     least_push_failures(&[23]);
 }
 
-/// The same on nine more seeds: two known failures of 7,446 overlapping pairs, both wedge
+/// The same on nine more seeds (and the oracle's comparison there: the same two rows fail, of
+/// 25,920): two known failures of 7,446 overlapping pairs, both wedge
 /// pairs where f32 EPA stops on a polytope rounding bent and the descents stall at a kink of
 /// the depth along a direction (0.288 against 0.271; 232.8 against 231.7 at size 1000). Run
 /// with `--ignored` to see them.
@@ -1143,4 +1144,30 @@ fn a_sphere_a_hair_off_a_capsule_is_pushed_square_to_its_axis() {
         (depth + expected.distance).abs() <= 1e-4,
         "{depth} against {expected:?}"
     );
+}
+
+/// A triangle a hair into a box 3e4 from the origin: rounding left the origin just outside
+/// the polytope GJK said holds it, and the witnesses, extrapolated from the face's barycentric
+/// weights, strayed a whole unit off their shapes.
+#[test]
+fn witnesses_of_a_touching_pair_far_away_stay_on_their_shapes() {
+    let body = Shape::Triangle {
+        a: DVec3::new(9999.727245340682, -30000.333317009237, 20000.43065994283),
+        b: DVec3::new(9999.641066263877, -29999.79091554185, 20000.178918002413),
+        c: DVec3::new(9999.813344682736, -30000.24509980322, 19999.97909008486),
+    };
+    let target = Shape::Box {
+        center: DVec3::new(10000.043744393086, -29999.71102462954, 19999.932326790065),
+        half_extents: DVec3::new(0.5, 0.3, 0.2),
+        rotation: [
+            -0.5465462765168518,
+            0.14644725555217594,
+            0.6647599639062716,
+            0.4877853619719772,
+        ],
+    };
+    let rows = pairs_on_gpu(std::slice::from_ref(&body), std::slice::from_ref(&target));
+    let expected = target_contact(&body, &target).unwrap();
+    let problems = check_row(&body, &target, &rows[0], &expected);
+    assert!(problems.is_empty(), "{problems:?}");
 }
