@@ -622,45 +622,38 @@ fn the_paired_route_answers_as_the_cli() {
         .assert_error(400, &[&count.to_string(), &(count - 1).to_string()]);
 }
 
+/// A POST to `path` declaring all of `body` that sends its first `sent` bytes and then
+/// nothing: what the server answers when it gives up.
+fn stalled_request(server: &Server, path: &str, body: &[u8], sent: usize) -> String {
+    let mut stream = TcpStream::connect(&server.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body[..sent]).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
 #[test]
 fn a_stalled_upload_times_out_with_408() {
     let server = Server::start(&["--request-timeout-s", "1"]);
     let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
     assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
-    let mut stream = TcpStream::connect(&server.address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
     let body = points_npy(&points(100, 1, -1.0, 1.0));
-    let head = format!(
-        "POST /v1/scenes/s/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&body[..200]).unwrap();
-    // ... and nothing more: the server answers when the time is up.
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
+    let text = stalled_request(&server, "/v1/scenes/s/query", &body, 200);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("--request-timeout-s"), "{text}");
     assert_eq!(server.get("/v1/health").status, 200);
     // The same for a body of bodies that stops halfway.
     let bodies =
         br#"{"shapes": [{"type": "capsule", "a": [0, 0, 3], "b": [0, 1, 3], "radius": 0.5}]}"#;
-    let mut stream = TcpStream::connect(&server.address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let head = format!(
-        "POST /v1/scenes/s/bodies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
-        bodies.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&bodies[..20]).unwrap();
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
+    let text = stalled_request(&server, "/v1/scenes/s/bodies", bodies, 20);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     // (Not a bodies request: its first pipeline build may take longer than this server's 1 s.)
     assert_eq!(server.get("/v1/health").status, 200);

@@ -112,19 +112,9 @@ impl Reorder {
         range: Range<usize>,
         out: wgpu::WriteOnly<'_, [u8]>,
     ) -> Result<()> {
-        self.points.clear();
-        self.points.resize(range.len(), [0.0; 3]);
-        source.fill(
-            range,
-            wgpu::WriteOnly::from(bytemuck::cast_slice_mut::<_, u8>(&mut self.points[..])),
-        )?;
+        read_rows(&mut self.points, source, range)?;
         self.sort_points();
-        let (rows, _) = out.into_chunks::<12>();
-        rows.write_iter(
-            self.order
-                .iter()
-                .map(|&i| bytemuck::cast::<[f32; 3], [u8; 12]>(self.points[i as usize])),
-        );
+        write_in_order::<_, 12>(&self.order, &self.points, out);
         Ok(())
     }
 
@@ -136,12 +126,7 @@ impl Reorder {
         range: Range<usize>,
         out: wgpu::WriteOnly<'_, [u8]>,
     ) -> Result<()> {
-        self.records.clear();
-        self.records.resize(range.len(), GpuShape::default());
-        source.fill(
-            range,
-            wgpu::WriteOnly::from(bytemuck::cast_slice_mut::<_, u8>(&mut self.records[..])),
-        )?;
+        read_rows(&mut self.records, source, range)?;
         self.points.clear();
         self.points.extend(
             self.records
@@ -149,12 +134,7 @@ impl Reorder {
                 .map(|r| [r.anchor[0], r.anchor[1], r.anchor[2]]),
         );
         self.sort_points();
-        let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
-        rows.write_iter(self.order.iter().map(|&i| {
-            bytemuck::cast::<GpuShape, [u8; std::mem::size_of::<GpuShape>()]>(
-                self.records[i as usize],
-            )
-        }));
+        write_in_order::<_, { std::mem::size_of::<GpuShape>() }>(&self.order, &self.records, out);
         Ok(())
     }
 
@@ -215,6 +195,34 @@ impl Reorder {
     pub fn clear(&mut self) {
         self.order.clear();
     }
+}
+
+/// Rows `range` of `source` into `rows`, as they come.
+fn read_rows<T: bytemuck::Pod>(
+    rows: &mut Vec<T>,
+    source: &mut dyn RowSource,
+    range: Range<usize>,
+) -> Result<()> {
+    rows.clear();
+    rows.resize(range.len(), T::zeroed());
+    source.fill(
+        range,
+        wgpu::WriteOnly::from(bytemuck::cast_slice_mut::<_, u8>(&mut rows[..])),
+    )
+}
+
+/// `rows` (of `N` bytes each) into `out` in dispatch order: position k gets row `order[k]`.
+fn write_in_order<T: bytemuck::Pod, const N: usize>(
+    order: &[u32],
+    rows: &[T],
+    out: wgpu::WriteOnly<'_, [u8]>,
+) {
+    let (chunks, _) = out.into_chunks::<N>();
+    chunks.write_iter(
+        order
+            .iter()
+            .map(|&i| bytemuck::cast::<T, [u8; N]>(rows[i as usize])),
+    );
 }
 
 #[cfg(test)]
