@@ -994,24 +994,16 @@ fn least_push(body: &Convex, target: &Convex) -> (f64, DVec3) {
     best
 }
 
-/// Overlapping pairs of every bounded kind, judged without the oracle: the answered depth is
-/// no larger than the least push found from support values alone (it is minimal), and the
-/// answered normal's support value is the depth (pushing along it by the depth just touches).
-/// The existing check that moving by −distance·normal separates bounds the depth from below.
+/// Overlapping pairs of every bounded kind on ten seeds, judged without the oracle: the
+/// answered depth is no larger than the least push found from support values alone (it is
+/// minimal), and the answered normal's support value is the depth (pushing along it by the
+/// depth just touches). The existing check that moving by −distance·normal separates bounds
+/// the depth from below. Seed 23 alone once found 11 non-minimal depths; seeds 24–32 found
+/// two wedge pairs where f32 EPA stopped on a polytope rounding bent (0.288 against 0.271;
+/// 232.8 against 231.7 at size 1000), answered since by the separating-axis check.
 #[test]
 fn overlap_depths_are_the_least_push_by_support_values() {
-    least_push_failures(&[23]);
-}
-
-/// The same on nine more seeds (and the oracle's comparison there: the same two rows fail, of
-/// 25,920): two known failures of 7,446 overlapping pairs, both wedge
-/// pairs where f32 EPA stops on a polytope rounding bent and the descents stall at a kink of
-/// the depth along a direction (0.288 against 0.271; 232.8 against 231.7 at size 1000). Run
-/// with `--ignored` to see them.
-#[test]
-#[ignore = "two known failures, in the issue's note"]
-fn overlap_depths_are_the_least_push_on_more_seeds() {
-    least_push_failures(&[24, 25, 26, 27, 28, 29, 30, 31, 32]);
+    least_push_failures(&(23..33).collect::<Vec<u64>>());
 }
 
 fn least_push_failures(seeds: &[u64]) {
