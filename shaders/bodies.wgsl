@@ -160,7 +160,7 @@ fn centre_direction(delta: vec3<f32>, proj: Projection, line: vec3<f32>, near: f
 // The contact of `body` with the scene or paired shape `other`; `target_faces_in_shape_data`
 // says where a target hull's faces are. Each support or projection is called from one site
 // (see gjk.wgsl's `minkowski`).
-fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool, with_epa: bool) -> Contact {
+fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>, target_faces_in_shape_data: bool, with_epa: bool, beyond: f32) -> Contact {
     var t = convex_of(other, origin, target_faces_in_shape_data);
     // The pair's size sets the tolerances; far from the origin the records' own rounding (a few
     // ulps of the world coordinates) is the floor.
@@ -225,7 +225,7 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
         // Every pair of this job's kinds was answered above.
         return refused;
     }
-    return convex_contact(body, t, -t.s.anchor.xyz, size, with_epa);
+    return convex_contact(body, t, -t.s.anchor.xyz, size, with_epa, beyond);
 }
 
 // The body's box relative to its anchor (min, max): six supports from one site.
@@ -511,11 +511,20 @@ fn body_nearest(
             }
             for (var k = 0u; k < gathered; k++) {
                 let s = load_own_shape(batch[k]);
-                let c = target_contact(body, body_size, s, origin, false, false);
+                // GJK leaves a pair as soon as it is seen to be farther than the best so far
+                // (or than 0, once an overlap is deferred).
+                var beyond = F32_BIG;
+                if best.shape >= 0 {
+                    beyond = max(best.contact.distance, 0.0);
+                }
+                if deferred_count > 0u {
+                    beyond = 0.0;
+                }
+                let c = target_contact(body, body_size, s, origin, false, false, beyond);
                 if c.distance == DEFERRED_DEPTH {
                     deferred[deferred_count] = batch[k];
                     deferred_count += 1u;
-                } else {
+                } else if c.distance != BEYOND_DISTANCE {
                     offer_body(c, s.index, &best);
                 }
             }
@@ -528,7 +537,7 @@ fn body_nearest(
         }
         for (var j = 0u; j < deferred_count; j++) {
             let s = load_own_shape(deferred[j]);
-            offer_body(target_contact(body, body_size, s, origin, false, true), s.index, &best);
+            offer_body(target_contact(body, body_size, s, origin, false, true, F32_BIG), s.index, &best);
         }
         deferred_count = 0u;
         if walked {
@@ -558,6 +567,6 @@ fn body_paired(
     let body = convex_of(record, origin, true);
     let extent = body_box(body);
     let body_size = max(length(extent[0]), length(extent[1]));
-    let contact = target_contact(body, body_size, other, origin, true, true);
+    let contact = target_contact(body, body_size, other, origin, true, true, F32_BIG);
     write_body_hit(row, BodyHit(contact, i32(params.first_row + row)), origin);
 }

@@ -49,6 +49,8 @@ const EPA_EDGES: u32 = 64u;
 const EPA_RELATIVE: f32 = 2.0e-6;
 // The distance `convex_contact` without EPA answers where the cores overlap: EPA decides.
 const DEFERRED_DEPTH: f32 = -F32_BIG;
+// The distance `convex_contact` answers for a pair it left farther apart than its `beyond`.
+const BEYOND_DISTANCE: f32 = F32_BIG;
 // Steps of `deepest_descent`, where EPA runs out of room, and its starts (the nearest faces).
 const EPA_DESCENT_STEPS: u32 = 24u;
 const EPA_DESCENT_STARTS: u32 = 4u;
@@ -317,6 +319,8 @@ struct Simplex {
     body: array<vec3<f32>, 4>,
     weight: vec4<f32>,
     overlapping: bool,
+    // Left early: the cores are farther apart than the caller's `beyond`.
+    beyond: bool,
     // The direction the last vertex was the support along: the difference lies behind it.
     direction: vec3<f32>,
 }
@@ -337,7 +341,9 @@ fn collapsed(sx: Simplex, v: vec3<f32>) -> Simplex {
 
 // GJK on the cores (`whole` false) or the whole shapes, from the direction `start`. `size` is
 // the pair's size, the scale of its tolerances. Twin: gjk::gjk.
-fn gjk(body: Convex, other: Convex, whole: bool, start: vec3<f32>, size: f32) -> Simplex {
+// `beyond`: a core distance past which the caller has no use for the answer (F32_BIG: none);
+// GJK leaves as soon as a support plane shows the cores are farther apart than that.
+fn gjk(body: Convex, other: Convex, whole: bool, start: vec3<f32>, size: f32, beyond: f32) -> Simplex {
     let touch = (GJK_TOUCH * size) * (GJK_TOUCH * size);
     // Stored, not declared zero: a compiler that inlines this function may zero a declared
     // variable once per invocation rather than once per call (lavapipe did, and the walk's
@@ -345,6 +351,7 @@ fn gjk(body: Convex, other: Convex, whole: bool, start: vec3<f32>, size: f32) ->
     var sx: Simplex;
     sx.count = 0u;
     sx.overlapping = false;
+    sx.beyond = false;
     // The first support is along -start (one support site in the loop: see `minkowski`).
     var v = start;
     if dot(start, start) == 0.0 {
@@ -360,6 +367,11 @@ fn gjk(body: Convex, other: Convex, whole: bool, start: vec3<f32>, size: f32) ->
             return sx;
         }
         let next = minkowski(body, other, -v, whole);
+        // Every point x of the difference has x · v ≥ next.w · v: a lower bound of the distance.
+        if dot(next.w, v) > beyond * sqrt(vv) {
+            sx.beyond = true;
+            return sx;
+        }
         if sx.count == 0u {
             sx.count = 1u;
             sx.w[0] = next.w;
@@ -764,15 +776,21 @@ fn barycentric(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> vec3<f
 
 // The contact of two convex shapes: GJK on the cores, their radii subtracted (exact for swept
 // shapes, the depth too while the cores are apart); EPA on the whole shapes where the cores
-// overlap, or, `with_epa` false, DEFERRED_DEPTH there. Twin: gjk::body_contact.
-fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with_epa: bool) -> Contact {
+// overlap, or, `with_epa` false, DEFERRED_DEPTH there. A pair found farther apart than
+// `beyond` (F32_BIG: never) is left there, answered BEYOND_DISTANCE. Twin: gjk::body_contact.
+fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with_epa: bool, beyond: f32) -> Contact {
     // Every loop below runs at least once a call on software adapters, masked, taken or not.
     loop_work += 64u;
     let radii = body.radius + other.radius;
     var around: Simplex;
     // The cores first, then (where they overlap and are swept) the whole shapes: one GJK site.
     for (var round = 0u; round < 2u; round++) {
-        around = gjk(body, other, round == 1u, start, size);
+        // Past `beyond` by more than the rounding of a support plane's distance.
+        let core_beyond = select(F32_BIG, beyond + radii + 1.0e-5 * size, round == 0u && beyond < F32_BIG);
+        around = gjk(body, other, round == 1u, start, size, core_beyond);
+        if around.beyond {
+            return Contact(BEYOND_DISTANCE, vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+        }
         if round == 0u && !around.overlapping {
             var v = vec3<f32>(0.0);
             var point_body = vec3<f32>(0.0);
