@@ -114,9 +114,15 @@ fn welded(mesh: &Mesh) -> (Vec<DVec3>, Vec<Option<[u32; 3]>>) {
 /// integer by the caps' solid angle over 4π, at most Σ area / (4π ρ²) at distance ρ from them:
 /// where that stays below ½, the winding number's sign is the closed surface's, constant in any
 /// box that meets neither the mesh nor a cap.
+///
+/// Where the capped surface passes auto's own check (closed, consistently oriented, no two
+/// triangles crossing) and bounds a positive volume, its winding number is 0 or 1 off it, and
+/// the pseudonormal sign at a point whose nearest point on it lies on the mesh says which: there
+/// the mesh's own pseudonormal sign is the winding number's sign (`pseudonormal_sign_holds`).
 #[derive(Clone, Debug, Default)]
 pub struct HoleCaps {
     caps: Vec<HoleCap>,
+    capped_closed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -194,25 +200,44 @@ impl HoleCaps {
             let r = root(&mut parent, edge.0.0);
             parts.entry(r).or_default().push(edge);
         }
-        let caps = parts
-            .into_values()
+        // Each part's cap, as triangles over `vertices` (the welded positions, and the cones'
+        // apexes after them) oriented to close the mesh, for the closed check.
+        let mut vertices = positions.clone();
+        let mut cap_triangles: Vec<[u32; 3]> = Vec::new();
+        let mut balanced_once = true;
+        let caps: Vec<HoleCap> = parts
+            .values()
             .map(|edges| {
-                let mut vertices: Vec<u32> =
-                    edges.iter().flat_map(|((u, v), _)| [*u, *v]).collect();
-                vertices.sort_unstable();
-                vertices.dedup();
+                let mut chain: Vec<u32> = edges.iter().flat_map(|((u, v), _)| [*u, *v]).collect();
+                chain.sort_unstable();
+                chain.dedup();
                 let at = |k: u32| positions[k as usize];
-                let centre = vertices.iter().fold(DVec3::ZERO, |s, &k| s + at(k))
-                    * (1.0 / vertices.len() as f64);
-                let reach = vertices
+                let centre =
+                    chain.iter().fold(DVec3::ZERO, |s, &k| s + at(k)) * (1.0 / chain.len() as f64);
+                let reach = chain
                     .iter()
                     .map(|&k| (at(k) - centre).length())
                     .fold(0.0, f64::max);
-                let triangles: Vec<([DVec3; 3], f64)> = edges
+                balanced_once &= edges.iter().all(|(_, b)| b.abs() == 1);
+                let cap = sound_cap(edges, &positions, &corners, centre, reach);
+                let apex = vertices.len() as u32;
+                let reach = match cap.apex {
+                    Some(point) => {
+                        vertices.push(point);
+                        reach.max((point - centre).length())
+                    }
+                    None => reach,
+                };
+                let corner = |k: u32| if k == APEX { apex } else { k };
+                let point = |k: u32| vertices[k as usize];
+                let triangles: Vec<([DVec3; 3], f64)> = cap
+                    .triangles
                     .iter()
-                    .map(|((u, v), b)| {
-                        let area = 0.5 * (at(*u) - centre).cross(at(*v) - centre).length();
-                        ([at(*u), at(*v), centre], area * b.abs() as f64)
+                    .map(|&(t, times)| {
+                        let t = t.map(corner);
+                        cap_triangles.push(t);
+                        let [a, b, c] = t.map(point);
+                        ([a, b, c], 0.5 * (b - a).cross(c - a).length() * times)
                     })
                     .collect();
                 HoleCap {
@@ -223,7 +248,40 @@ impl HoleCaps {
                 }
             })
             .collect();
-        HoleCaps { caps }
+        let capped_closed = !caps.is_empty()
+            && balanced_once
+            && capped_is_closed(vertices, &corners, cap_triangles);
+        HoleCaps {
+            caps,
+            capped_closed,
+        }
+    }
+
+    /// Whether the mesh with its holes capped passes auto's check and bounds a positive volume.
+    pub fn capped_closed(&self) -> bool {
+        self.capped_closed
+    }
+
+    /// Whether the pseudonormal sign of a point `distance` from the mesh (within `slack`) is
+    /// its winding number's: the capped surface is closed, every cap lies farther from it (so
+    /// its nearest point on the capped surface is the mesh's, and not on a hole's rim), and the
+    /// caps' solid angle keeps the winding number within `CAP_BOUND` of that surface's 0 or 1.
+    pub fn pseudonormal_sign_holds(&self, p: DVec3, distance: f64, slack: f64) -> bool {
+        if !self.capped_closed || !distance.is_finite() {
+            return false;
+        }
+        let mut bound = 0.0;
+        for cap in &self.caps {
+            let gap = (p - cap.centre).length() - cap.reach;
+            if gap.is_nan() || gap <= distance + slack {
+                return false;
+            }
+            bound += cap.bound(p, 0.0);
+            if bound >= CAP_BOUND {
+                return false;
+            }
+        }
+        true
     }
 
     /// Whether the winding number has one sign in the whole ball of `radius` about `centre`,
@@ -239,6 +297,233 @@ impl HoleCaps {
         }
         true
     }
+}
+
+/// A cap's triangles: corners among the welded positions or `APEX`, each with how often it
+/// counts (an edge the faces use twice more one way than back is capped twice).
+struct Cap {
+    triangles: Vec<([u32; 3], f64)>,
+    apex: Option<DVec3>,
+}
+
+/// A box: its least and greatest corner.
+type Box3 = ([f64; 3], [f64; 3]);
+
+fn box_of(corners: [DVec3; 3]) -> Box3 {
+    let [a, b, c] = corners.map(DVec3::to_array);
+    (
+        std::array::from_fn(|k| a[k].min(b[k]).min(c[k])),
+        std::array::from_fn(|k| a[k].max(b[k]).max(c[k])),
+    )
+}
+
+/// The corner index that stands for a cone's apex in `Cap::triangles`.
+const APEX: u32 = u32::MAX;
+
+/// A cap for one hole (its unbalanced `edges`; `centre` and `reach`, the ball of its rim) that
+/// crosses no triangle of the mesh near it, where one of these does: the cone from the centre,
+/// the rim clipped by ears in its plane, then cones from the centre moved along the rim's
+/// normal. The bunny's largest hole has a rim the mesh bends through: the cone from its
+/// centroid crossed it. Where none is clear, that cone (the closed check then fails).
+fn sound_cap(
+    edges: &[UnbalancedEdge],
+    positions: &[DVec3],
+    corners: &[Option<[u32; 3]>],
+    centre: DVec3,
+    reach: f64,
+) -> Cap {
+    let at = |k: u32| positions[k as usize];
+    // The edges as the cap uses them (against the faces), with their multiplicity.
+    let directed: Vec<(u32, u32, f64)> = edges
+        .iter()
+        .map(|&((u, v), b)| {
+            if b > 0 {
+                (v, u, b as f64)
+            } else {
+                (u, v, -b as f64)
+            }
+        })
+        .collect();
+    let normal = directed
+        .iter()
+        .fold(DVec3::ZERO, |n, &(u, v, _)| n + at(u).cross(at(v)))
+        .normalize_or_zero();
+    let cone = |height: f64| Cap {
+        triangles: directed
+            .iter()
+            .map(|&(u, v, times)| ([u, v, APEX], times))
+            .collect(),
+        apex: Some(centre + normal * (height * reach)),
+    };
+    let mut candidates = vec![cone(0.0)];
+    candidates.extend(
+        rim_loop(edges)
+            .and_then(|rim| ear_clipped(&rim, positions))
+            .map(|ears| Cap {
+                triangles: ears.into_iter().map(|t| (t, 1.0)).collect(),
+                apex: None,
+            }),
+    );
+    candidates.extend([0.5, -0.5, 1.0, -1.0].map(cone));
+    // The mesh's triangles within reach of any candidate (cones reach √2 of the rim's ball).
+    let near: Vec<([u32; 3], Box3)> = corners
+        .iter()
+        .flatten()
+        .map(|t| (*t, box_of(t.map(at))))
+        .filter(|(_, (lo, hi))| {
+            let nearest = DVec3::from_array(std::array::from_fn(|k| {
+                centre.to_array()[k].clamp(lo[k], hi[k])
+            }));
+            (nearest - centre).length() <= 1.5 * reach
+        })
+        .collect();
+    let clear = |cap: &Cap| {
+        let point = |k: u32| {
+            if k == APEX {
+                cap.apex.unwrap_or(centre)
+            } else {
+                at(k)
+            }
+        };
+        cap.triangles.iter().all(|&(t, _)| {
+            let corners = t.map(point);
+            let (lo, hi) = box_of(corners);
+            near.iter().all(|(m, (m_lo, m_hi))| {
+                (0..3).any(|k| m_lo[k] > hi[k] || lo[k] > m_hi[k])
+                    || m.iter().any(|k| t.contains(k))
+                    || !triangles_cross(corners, m.map(at))
+            })
+        })
+    };
+    let first_clear = candidates.iter().position(clear).unwrap_or(0);
+    candidates.swap_remove(first_clear)
+}
+
+/// Whether the mesh (its welded `corners` over `vertices`) closed by `caps` passes auto's check,
+/// is one connected piece and bounds a positive volume: then its winding number is 0 or 1 off
+/// it (a second piece could nest inside the first, where it would be 2).
+fn capped_is_closed(
+    vertices: Vec<DVec3>,
+    corners: &[Option<[u32; 3]>],
+    caps: Vec<[u32; 3]>,
+) -> bool {
+    let mut triangles: Vec<[u32; 3]> = corners.iter().flatten().copied().collect();
+    triangles.extend(caps);
+    if !is_one_piece(vertices.len(), &triangles) {
+        return false;
+    }
+    let volume: f64 = triangles
+        .iter()
+        .map(|t| {
+            let [a, b, c] = t.map(|k| vertices[k as usize]);
+            a.dot(b.cross(c))
+        })
+        .sum();
+    let Ok(capped) = Mesh::new(vertices, triangles, "the mesh with its holes capped") else {
+        return false;
+    };
+    volume > 0.0 && auto_sign(&capped).sign == Sign::Pseudonormal
+}
+
+/// Whether the triangles' corners (among `vertex_count`) join them into one piece.
+fn is_one_piece(vertex_count: usize, triangles: &[[u32; 3]]) -> bool {
+    let mut parent: Vec<u32> = (0..vertex_count as u32).collect();
+    fn root(parent: &mut [u32], v: u32) -> u32 {
+        let mut r = v;
+        while parent[r as usize] != r {
+            parent[r as usize] = parent[parent[r as usize] as usize];
+            r = parent[r as usize];
+        }
+        r
+    }
+    for &[a, b, c] in triangles {
+        for (u, v) in [(a, b), (b, c)] {
+            let (ru, rv) = (root(&mut parent, u), root(&mut parent, v));
+            parent[ru as usize] = rv;
+        }
+    }
+    let Some(&[first, _, _]) = triangles.first() else {
+        return false;
+    };
+    let piece = root(&mut parent, first);
+    triangles.iter().all(|t| root(&mut parent, t[0]) == piece)
+}
+
+/// A hole's rim as one loop of vertices, in the direction its cap uses the edges (against the
+/// faces'); `None` unless every edge is unbalanced once and they form a single simple loop.
+fn rim_loop(edges: &[UnbalancedEdge]) -> Option<Vec<u32>> {
+    let mut next: FxHashMap<u32, u32> = FxHashMap::default();
+    for &((u, v), b) in edges {
+        let (tail, head) = match b {
+            1 => (v, u),
+            -1 => (u, v),
+            _ => return None,
+        };
+        if next.insert(tail, head).is_some() {
+            return None;
+        }
+    }
+    let start = edges.first()?.0.0;
+    let mut rim = vec![start];
+    let mut at = *next.get(&start)?;
+    while at != start {
+        if rim.len() >= edges.len() {
+            return None;
+        }
+        rim.push(at);
+        at = *next.get(&at)?;
+    }
+    (rim.len() == edges.len()).then_some(rim)
+}
+
+/// The loop `rim` triangulated by ear clipping in the plane of its Newell normal, each triangle
+/// in the loop's direction; `None` where the loop does not project to a simple polygon there.
+fn ear_clipped(rim: &[u32], positions: &[DVec3]) -> Option<Vec<[u32; 3]>> {
+    let at = |k: u32| positions[k as usize];
+    let normal = (0..rim.len()).fold(DVec3::ZERO, |n, i| {
+        n + at(rim[i]).cross(at(rim[(i + 1) % rim.len()]))
+    });
+    let n = normal.normalize_or_zero();
+    if n == DVec3::ZERO {
+        return None;
+    }
+    let e1 = crate::math::any_perpendicular(n).normalize_or_zero();
+    let e2 = n.cross(e1);
+    let flat = |k: u32| (at(k).dot(e1), at(k).dot(e2));
+    // Twice the signed area of (a, b, c) in the plane: positive where they turn as the loop.
+    let turn = |a: u32, b: u32, c: u32| {
+        let ((ax, ay), (bx, by), (cx, cy)) = (flat(a), flat(b), flat(c));
+        (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+    };
+    let mut left = rim.to_vec();
+    let mut ears = Vec::with_capacity(rim.len().saturating_sub(2));
+    while left.len() > 3 {
+        let count = left.len();
+        let ear = (0..count).find(|&i| {
+            let (a, b, c) = (
+                left[(i + count - 1) % count],
+                left[i],
+                left[(i + 1) % count],
+            );
+            turn(a, b, c) > 0.0
+                && left.iter().all(|&p| {
+                    p == a
+                        || p == b
+                        || p == c
+                        || turn(a, b, p) < 0.0
+                        || turn(b, c, p) < 0.0
+                        || turn(c, a, p) < 0.0
+                })
+        })?;
+        ears.push([
+            left[(ear + count - 1) % count],
+            left[ear],
+            left[(ear + 1) % count],
+        ]);
+        left.remove(ear);
+    }
+    ears.push([left[0], left[1], left[2]]);
+    Some(ears)
 }
 
 /// Edges by how the faces use them.
@@ -280,17 +565,8 @@ impl EdgeCounts {
 
 /// Two triangles sharing no vertex that meet, if any (the lower indices first).
 fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usize, usize)> {
-    type Box3 = ([f64; 3], [f64; 3]);
     let boxes: Vec<Option<Box3>> = (0..mesh.triangles.len())
-        .map(|t| {
-            corners[t].map(|_| {
-                let [a, b, c] = mesh.corners(t).map(DVec3::to_array);
-                (
-                    std::array::from_fn(|k| a[k].min(b[k]).min(c[k])),
-                    std::array::from_fn(|k| a[k].max(b[k]).max(c[k])),
-                )
-            })
-        })
+        .map(|t| corners[t].map(|_| box_of(mesh.corners(t))))
         .collect();
     let mut extents: Vec<f64> = boxes
         .iter()

@@ -204,6 +204,60 @@ fn sign_names_parse_and_unknown_ones_list_the_valid_names() {
     );
 }
 
+/// An open tube about Z, radius 1, from z = −0.6 to 0.6, wound outward: two holes whose
+/// winding number's ½ bulges off the flat caps.
+fn open_tube() -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let segments = 24u32;
+    let ring = |z: f64| {
+        (0..segments).map(move |k| {
+            let a = k as f64 * std::f64::consts::TAU / segments as f64;
+            DVec3::new(a.cos(), a.sin(), z)
+        })
+    };
+    let vertices: Vec<DVec3> = ring(-0.6).chain(ring(0.6)).collect();
+    let triangles: Vec<[u32; 3]> = (0..segments)
+        .flat_map(|k| {
+            let n = (k + 1) % segments;
+            [[k, n, segments + n], [k, segments + n, segments + k]]
+        })
+        .collect();
+    (vertices, triangles)
+}
+
+/// Where the mesh with its holes capped passes auto's check and bounds a positive volume, a
+/// winding-number job may sign by pseudonormal away from the caps (`tests/sample.rs` judges
+/// those signs): round holes pass; a closed mesh has no caps; caps of an inside-out mesh, caps
+/// that must cross another part, and a mesh of two pieces (one may nest in the other) do not.
+#[test]
+fn holes_capped_close_the_mesh_only_where_the_caps_are_sound() {
+    let capped = |(v, t): (Vec<DVec3>, Vec<[u32; 3]>)| {
+        closest::auto_sign::HoleCaps::of(&mesh_of(v, t)).capped_closed()
+    };
+    let mesh_named = |name: &str| {
+        let (_, mesh, _) = messy_meshes()
+            .into_iter()
+            .find(|(n, _, _)| *n == name)
+            .unwrap();
+        (mesh.vertices.iter().collect::<Vec<DVec3>>(), mesh.triangles)
+    };
+    assert!(capped(mesh_named("a hole")));
+    assert!(capped(mesh_named("an open thin shell (half a sphere)")));
+    assert!(capped(open_tube()));
+    assert!(!capped(mesh_named("closed sphere")), "no holes, no caps");
+    let (v, t) = mesh_named("a hole");
+    let inside_out = t.iter().map(|&[a, b, c]| [a, c, b]).collect();
+    assert!(!capped((v, inside_out)), "an inside-out mesh");
+    // A closed column through both holes: every surface the rim bounds crosses it.
+    let crossed = joined(
+        open_tube(),
+        slab(DVec3::new(-0.1, -0.1, -1.8), DVec3::new(0.1, 0.1, 1.8)),
+    );
+    assert!(!capped(crossed), "a column through the caps");
+    // A ball inside the tube crosses nothing, but the winding number is 2 within it.
+    let nested = joined(open_tube(), sphere(DVec3::ZERO, 0.2, 2));
+    assert!(!capped(nested), "a second piece inside the first");
+}
+
 #[test]
 fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
     // Soundness of `HoleCaps` without a twin: for balls that meet no triangle and that the caps
@@ -212,27 +266,9 @@ fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
     let mut rng = Rng::new(8);
     let mut cleared = 0;
     let mut refused = 0;
-    // An open tube: two holes whose winding number's ½ bulges off the flat caps.
-    let segments = 24u32;
-    let ring = |z: f64| {
-        (0..segments).map(move |k| {
-            let a = k as f64 * std::f64::consts::TAU / segments as f64;
-            DVec3::new(a.cos(), a.sin(), z)
-        })
-    };
-    let tube_vertices: Vec<DVec3> = ring(-0.6).chain(ring(0.6)).collect();
-    let tube_triangles: Vec<[u32; 3]> = (0..segments)
-        .flat_map(|k| {
-            let n = (k + 1) % segments;
-            [[k, n, segments + n], [k, segments + n, segments + k]]
-        })
-        .collect();
     let mut meshes = messy_meshes();
-    meshes.push((
-        "an open tube",
-        mesh_of(tube_vertices, tube_triangles),
-        Sign::Winding,
-    ));
+    let (v, t) = open_tube();
+    meshes.push(("an open tube", mesh_of(v, t), Sign::Winding));
     for (name, mesh, _) in meshes {
         let caps = closest::auto_sign::HoleCaps::of(&mesh);
         let (lo, hi) = mesh.bounds();

@@ -340,3 +340,74 @@ fn the_deepsdf_layout_is_the_columns_split_by_sign() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// An open mesh signed by winding number: where the holes' caps say the pseudonormal sign is
+/// the winding number's, the job takes it and walks no winding number; elsewhere (samples
+/// near the hole, or nearest to its rim) it walks one. Every sample's sign is judged by the
+/// f64 winding number (which shares nothing with either), away from the surface and from ½,
+/// and both ways of signing must have been taken often.
+#[test]
+fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps_allow() {
+    let centre = DVec3::new(10.0, -3.0, 2.0);
+    let (v, t) = octahedron_sphere(centre, 1.0, 4);
+    let t: Vec<[u32; 3]> = t
+        .into_iter()
+        .filter(|tri| {
+            let z = tri.iter().map(|&k| v[k as usize].z).sum::<f64>() / 3.0;
+            z - centre.z < 0.6
+        })
+        .collect();
+    let mesh = Mesh::new(v, t, "open ball").unwrap();
+    let caps = closest::auto_sign::HoleCaps::of(&mesh);
+    assert!(caps.capped_closed(), "a ball with one round hole, capped");
+    let spec = SampleSpec {
+        surface: 0,
+        near: 6000,
+        sigmas: vec![0.05, 0.005],
+        uniform: 2000,
+        pad: 0.1,
+        seed: 3,
+    };
+    let sampler = Sampler::new(&mesh, spec).unwrap();
+    let engine = common::engine();
+    let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+    let mut sdf = Vec::new();
+    let job = closest::engine::MeshSamples {
+        mesh: &gpu,
+        sampler: &sampler,
+        sign: closest::mesh::Sign::Winding,
+    };
+    engine
+        .mesh_samples(job, &mut |_, chunk| {
+            sdf.extend_from_slice(&chunk.sdf);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(sdf.len(), sampler.len());
+    let (mut stood_in, mut walked, mut judged) = (0, 0, 0);
+    for (row, &d) in sdf.iter().enumerate() {
+        let p = DVec3::from_array(sampler.sample(row).point);
+        let distance = (0..mesh.triangles.len())
+            .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
+            .fold(f64::INFINITY, f64::min);
+        let w = winding_number(&mesh, p);
+        if caps.pseudonormal_sign_holds(p, distance, closest::tolerance(12.0)) {
+            stood_in += 1;
+        } else {
+            walked += 1;
+        }
+        if distance < 1e-4 || (w - 0.5).abs() < 0.02 {
+            continue;
+        }
+        judged += 1;
+        assert_eq!(
+            d < 0.0,
+            w > 0.5,
+            "row {row} at {p:?}: sdf {d}, winding number {w}"
+        );
+    }
+    assert!(
+        judged > 7000 && stood_in > 3000 && walked > 300,
+        "{judged} judged, {stood_in} signed by pseudonormal, {walked} walked"
+    );
+}

@@ -44,6 +44,30 @@ impl Engine {
         } = job;
         let fields = Fields::from_bits(Family::Hits, DISTANCE | NORMAL);
         let rows = sampler.len();
+        // Winding numbers are walked only where the holes' caps leave the pseudonormal sign
+        // in doubt: the sample's nearest point may be on a rim, or a cap's solid angle large.
+        let caps = match sign {
+            Sign::Winding => self.winding_by_pseudonormal(mesh)?,
+            _ => None,
+        };
+        let mesh_scale = mesh.scale();
+        let answer = |points: &[[f64; 3]], sign: Sign| {
+            let query = MeshQuery {
+                mesh,
+                points: Points::F64(points),
+                sign,
+                fields,
+            };
+            let answers =
+                crate::Columns::collect(fields, points.len(), |sink| self.query_mesh(query, sink))?;
+            let column = |name: &str| {
+                answers
+                    .f32s(name)
+                    .map(<[f32]>::to_vec)
+                    .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
+            };
+            Ok::<_, Error>((column("distance")?, column("normal")?))
+        };
         for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
             let count = SAMPLE_CHUNK_ROWS.min(rows - first);
             let samples: Vec<Sample> = (first..first + count)
@@ -51,25 +75,41 @@ impl Engine {
                 .map(|row| sampler.sample(row))
                 .collect();
             let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
-            let query = MeshQuery {
-                mesh,
-                points: Points::F64(&points),
-                sign,
-                fields,
+            let (distances, normals) = match caps {
+                Some(caps) => {
+                    let (mut distances, mut normals) = answer(&points, Sign::Pseudonormal)?;
+                    let doubtful: Vec<usize> = (0..count)
+                        .into_par_iter()
+                        .filter(|&row| {
+                            let p = crate::DVec3::from_array(points[row]);
+                            let slack = crate::tolerance(mesh_scale.max(p.max_abs()));
+                            samples[row].kind != SampleKind::Surface
+                                && !caps.pseudonormal_sign_holds(
+                                    p,
+                                    distances[row].abs() as f64,
+                                    slack,
+                                )
+                        })
+                        .collect();
+                    let doubtful_points: Vec<[f64; 3]> =
+                        doubtful.iter().map(|&row| points[row]).collect();
+                    if !doubtful.is_empty() {
+                        let (winding, winding_normals) = answer(&doubtful_points, sign)?;
+                        for (k, &row) in doubtful.iter().enumerate() {
+                            distances[row] = winding[k];
+                            normals[3 * row..3 * row + 3]
+                                .copy_from_slice(&winding_normals[3 * k..3 * k + 3]);
+                        }
+                    }
+                    (distances, normals)
+                }
+                None => answer(&points, sign)?,
             };
-            let answers =
-                crate::Columns::collect(fields, count, |sink| self.query_mesh(query, sink))?;
-            let column = |name: &str| {
-                answers
-                    .f32s(name)
-                    .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
-            };
-            let (distances, normals) = (column("distance")?, column("normal")?);
             let chunk = SampleRows {
                 points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
                 sdf: samples
                     .iter()
-                    .zip(distances)
+                    .zip(&distances)
                     .map(|(s, &d)| {
                         if s.kind == SampleKind::Surface {
                             0.0

@@ -135,6 +135,14 @@ impl GpuMesh {
         }
     }
 
+    /// Its largest absolute coordinate, the mesh's part of SPEC §3's tolerance scale.
+    pub fn scale(&self) -> f64 {
+        self.parts
+            .iter()
+            .map(|part| part.bounds.0.max_abs().max(part.bounds.1.max_abs()))
+            .fold(0.0, f64::max)
+    }
+
     /// Storage bindings the triangles are spread over (one, unless the mesh is larger than
     /// one binding holds).
     pub fn part_count(&self) -> usize {
@@ -220,6 +228,26 @@ impl Engine {
         })
     }
 
+    /// The holes' caps, where a job signed by winding number may take the pseudonormal sign
+    /// wherever they say it is the same (`HoleCaps::pseudonormal_sign_holds`): the mesh capped
+    /// is closed, and the device holds the pseudonormal table (built now where the host mesh
+    /// is still here). `None` where it may not.
+    pub(crate) fn winding_by_pseudonormal<'a>(
+        &self,
+        mesh: &'a GpuMesh,
+    ) -> Result<Option<&'a crate::auto_sign::HoleCaps>> {
+        let released = mesh.mesh.triangles.is_empty();
+        let caps = match mesh.hole_caps.get() {
+            Some(caps) => caps,
+            None if !released => mesh.hole_caps(),
+            None => return Ok(None),
+        };
+        if !caps.capped_closed() || (released && mesh.device_normals.get().is_none()) {
+            return Ok(None);
+        }
+        Ok(self.device_sign(mesh, Sign::Pseudonormal)?.map(|_| caps))
+    }
+
     /// Upload `mesh` for a one-shot job (the CLI's query or grid) whose one query signs by
     /// `sign` and computes `fields`: with the winding clusters only if it signs by winding
     /// number; with the sign data the device needs to answer alone built now; and with the
@@ -228,7 +256,8 @@ impl Engine {
     /// cannot sample is answered from host-made rows on the same device path). On a CPU
     /// adapter the first dispatch, whose shader compilation takes tens of MiB when the
     /// driver's cache is cold, comes when everything else is resident (docs/perf-history.md, issue
-    /// 14). The mesh must then be queried with that sign and fields only.
+    /// 14). The mesh must then be queried with that sign and fields only (and, signed by winding
+    /// number, by pseudonormal where `winding_by_pseudonormal` allows).
     pub(crate) fn upload_mesh_for_job(
         &self,
         mesh: Mesh,
@@ -242,6 +271,10 @@ impl Engine {
             // Band grids ask them after the upload.
             if !mesh.is_closed_cycle() {
                 mesh.hole_caps();
+            }
+            if sign == Sign::Winding {
+                // Built now, while the host mesh is here to build the table from.
+                self.winding_by_pseudonormal(&mesh)?;
             }
             mesh.mesh = Mesh::default();
         }
