@@ -262,21 +262,30 @@ impl HoleCaps {
         self.capped_closed
     }
 
-    /// Whether the pseudonormal sign of a point `distance` from the mesh (within `slack`) is
-    /// its winding number's: the capped surface is closed, every cap lies farther from it (so
-    /// its nearest point on the capped surface is the mesh's, and not on a hole's rim), and the
-    /// caps' solid angle keeps the winding number within `CAP_BOUND` of that surface's 0 or 1.
-    pub fn pseudonormal_sign_holds(&self, p: DVec3, distance: f64, slack: f64) -> bool {
+    /// Whether the pseudonormal sign of every point of the ball (`centre`, `radius`) is its
+    /// winding number's, `distance` the centre's from the mesh (within `slack`): the capped
+    /// surface is closed, every cap lies farther from each point than the mesh (so its nearest
+    /// point on the capped surface is the mesh's, and not on a hole's rim), and the caps' solid
+    /// angle keeps the winding number within `CAP_BOUND` of that surface's 0 or 1.
+    pub fn pseudonormal_sign_holds(
+        &self,
+        centre: DVec3,
+        radius: f64,
+        distance: f64,
+        slack: f64,
+    ) -> bool {
         if !self.capped_closed || !distance.is_finite() {
             return false;
         }
         let mut bound = 0.0;
         for cap in &self.caps {
-            let gap = (p - cap.centre).length() - cap.reach;
-            if gap.is_nan() || gap <= distance + slack {
+            // A point of the ball is at most distance + radius from the mesh, at least gap
+            // from the cap.
+            let gap = (centre - cap.centre).length() - cap.reach - radius;
+            if gap.is_nan() || gap <= distance + radius + slack {
                 return false;
             }
-            bound += cap.bound(p, 0.0);
+            bound += cap.bound(centre, radius);
             if bound >= CAP_BOUND {
                 return false;
             }

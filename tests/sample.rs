@@ -391,7 +391,7 @@ fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps
             .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
             .fold(f64::INFINITY, f64::min);
         let w = winding_number(&mesh, p);
-        if caps.pseudonormal_sign_holds(p, distance, closest::tolerance(12.0)) {
+        if caps.pseudonormal_sign_holds(p, 0.0, distance, closest::tolerance(12.0)) {
             stood_in += 1;
         } else {
             walked += 1;

@@ -180,7 +180,7 @@ impl Engine {
             );
         let slack = crate::semantics::tolerance(grid.origin.max_abs().max(corner.max_abs()));
         let width_f32 = width as f32;
-        let distances = |points: &[[f64; 3]]| -> Result<Vec<f32>> {
+        let distances_signed = |points: &[[f64; 3]], sign: Sign| -> Result<Vec<f32>> {
             if points.is_empty() {
                 return Ok(Vec::new());
             }
@@ -197,9 +197,50 @@ impl Engine {
             })?;
             Ok(values)
         };
+        // Signed by winding number, a near brick's cells and samples take the pseudonormal
+        // sign where the holes' caps prove it the winding number's in the brick's whole ball
+        // (`HoleCaps::pseudonormal_sign_holds`): no winding walk there.
+        let stand_in = match sign {
+            Sign::Winding => self.winding_by_pseudonormal(mesh)?,
+            _ => None,
+        };
+        let pseudonormal_holds = |b: &SampleBox, d: f32| {
+            stand_in.is_some_and(|caps| {
+                let (centre, radius) = b.centre_and_radius(grid);
+                caps.pseudonormal_sign_holds(
+                    DVec3::from_array(centre),
+                    radius,
+                    f64::from(d.abs()),
+                    slack,
+                )
+            })
+        };
+        // Points alone (blocks' and bricks' centres) likewise, each judged by its own distance:
+        // a pseudonormal pass, then the winding walk where the caps leave doubt.
+        let distances = |points: &[[f64; 3]]| -> Result<Vec<f32>> {
+            let Some(caps) = stand_in else {
+                return distances_signed(points, sign);
+            };
+            let mut values = distances_signed(points, Sign::Pseudonormal)?;
+            let doubtful: Vec<usize> = (0..points.len())
+                .filter(|&k| {
+                    let p = DVec3::from_array(points[k]);
+                    !caps.pseudonormal_sign_holds(p, 0.0, f64::from(values[k].abs()), slack)
+                })
+                .collect();
+            let doubtful_points: Vec<[f64; 3]> = doubtful.iter().map(|&k| points[k]).collect();
+            for (&k, d) in doubtful
+                .iter()
+                .zip(distances_signed(&doubtful_points, sign)?)
+            {
+                values[k] = d;
+            }
+            Ok(values)
+        };
+
         // Eight a box: made on the device from the boxes' records where it can (no points go
         // up), from the tiles' centres otherwise.
-        let tile_distances = |boxes: &[SampleBox], tile: usize| -> Result<Vec<f32>> {
+        let tile_distances = |boxes: &[SampleBox], tile: usize, sign: Sign| -> Result<Vec<f32>> {
             if boxes.is_empty() {
                 return Ok(Vec::new());
             }
@@ -220,7 +261,7 @@ impl Engine {
                 .flatten()
                 .map(|t| t.centre_and_radius(grid).0)
                 .collect();
-            let mut answers = distances(&centres)?.into_iter();
+            let mut answers = distances_signed(&centres, sign)?.into_iter();
             Ok(tiles
                 .iter()
                 .map(|t| t.and_then(|_| answers.next()).unwrap_or(f32::NAN))
@@ -324,8 +365,9 @@ impl Engine {
             // Far bricks take their centre's sign; near ones are split into cells (or, where
             // signs vary off the surface, computed whole, as are far ones whose corners
             // disagree).
-            let mut cell_parents = Vec::new();
-            let mut sample_boxes = Vec::new();
+            // Each list twice: [signed by the job's sign, by pseudonormal in its place].
+            let mut cell_parents: [Vec<SampleBox>; 2] = Default::default();
+            let mut sample_boxes: [Vec<SampleBox>; 2] = Default::default();
             for (brick, &d) in slab_bricks
                 .iter()
                 .zip(&brick_distances[slab * bricks_a_slab..])
@@ -337,8 +379,9 @@ impl Engine {
                 }
                 let holds = centre_sign_holds(brick)
                     || (caps.is_none() && !near && corners_agree(brick, d.is_sign_negative()));
+                let way = usize::from(pseudonormal_holds(brick, d));
                 if !holds {
-                    sample_boxes.extend(brick.tiles(CELL));
+                    sample_boxes[way].extend(brick.tiles(CELL));
                 } else if near {
                     // Boxes of 2 × 2 × 2 cells that cannot hold a band sample by the brick's
                     // distance alone are not asked: they take its sign, which holds in its
@@ -347,7 +390,7 @@ impl Engine {
                         let (parent_centre, parent_radius) = parent.centre_and_radius(grid);
                         let offset = centre_offset(parent_centre, centre);
                         if inner_may_hold_band(d, offset, parent_radius, width, slack) {
-                            cell_parents.push(parent);
+                            cell_parents[way].push(parent);
                         } else {
                             fill_box(&mut values, parent, local, clamped(d, width_f32));
                         }
@@ -356,35 +399,40 @@ impl Engine {
                     fill_box(&mut values, *brick, local, clamped(d, width_f32));
                 }
             }
-            let cell_distances = tile_distances(&cell_parents, CELL)?;
-            for (parent, distances) in cell_parents.iter().zip(cell_distances.chunks(8)) {
-                for (cell, &d) in parent.tiles8(CELL).iter().zip(distances) {
-                    let Some(cell) = *cell else { continue };
-                    work.queries += 1;
-                    let (_, radius) = cell.centre_and_radius(grid);
-                    if may_hold_band(d, radius, width, slack) {
-                        work.near_cells += 1;
-                        sample_boxes.push(cell);
-                    } else {
-                        fill_box(&mut values, cell, local, clamped(d, width_f32));
+            let signs = [sign, Sign::Pseudonormal];
+            for way in 0..2 {
+                let cell_distances = tile_distances(&cell_parents[way], CELL, signs[way])?;
+                for (parent, distances) in cell_parents[way].iter().zip(cell_distances.chunks(8)) {
+                    for (cell, &d) in parent.tiles8(CELL).iter().zip(distances) {
+                        let Some(cell) = *cell else { continue };
+                        work.queries += 1;
+                        let (_, radius) = cell.centre_and_radius(grid);
+                        if may_hold_band(d, radius, width, slack) {
+                            work.near_cells += 1;
+                            sample_boxes[way].push(cell);
+                        } else {
+                            fill_box(&mut values, cell, local, clamped(d, width_f32));
+                        }
                     }
                 }
             }
-            let sample_distances = tile_distances(&sample_boxes, 1)?;
             in_band.clear();
-            for (cell, distances) in sample_boxes.iter().zip(sample_distances.chunks(8)) {
-                for (sample, &d) in cell.tiles8(1).iter().zip(distances) {
-                    let Some(sample) = sample else { continue };
-                    work.samples += 1;
-                    let row = local(sample.lo) as u32;
-                    // NaN (a sample the device could not answer) stays NaN, out of the band.
-                    if f64::from(d.abs()) <= width {
-                        values[row as usize] = d;
-                        in_band.push(row);
-                    } else if d.is_nan() {
-                        values[row as usize] = d;
-                    } else {
-                        values[row as usize] = clamped(d, width_f32);
+            for way in 0..2 {
+                let sample_distances = tile_distances(&sample_boxes[way], 1, signs[way])?;
+                for (cell, distances) in sample_boxes[way].iter().zip(sample_distances.chunks(8)) {
+                    for (sample, &d) in cell.tiles8(1).iter().zip(distances) {
+                        let Some(sample) = sample else { continue };
+                        work.samples += 1;
+                        let row = local(sample.lo) as u32;
+                        // NaN (a sample the device could not answer) stays NaN, out of the band.
+                        if f64::from(d.abs()) <= width {
+                            values[row as usize] = d;
+                            in_band.push(row);
+                        } else if d.is_nan() {
+                            values[row as usize] = d;
+                        } else {
+                            values[row as usize] = clamped(d, width_f32);
+                        }
                     }
                 }
             }

@@ -86,6 +86,7 @@ impl Engine {
                             samples[row].kind != SampleKind::Surface
                                 && !caps.pseudonormal_sign_holds(
                                     p,
+                                    0.0,
                                     distances[row].abs() as f64,
                                     slack,
                                 )
