@@ -346,8 +346,8 @@ fn the_deepsdf_layout_is_the_columns_split_by_sign() {
 /// near the hole, or nearest to its rim) it walks one. Every sample's sign is judged by the
 /// f64 winding number (which shares nothing with either), away from the surface and from ½,
 /// and both ways of signing must have been taken often.
-#[test]
-fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps_allow() {
+/// A ball about (10, −3, 2) with a round hole at the top, and its caps (closed when capped).
+fn open_ball() -> (Mesh, closest::auto_sign::HoleCaps) {
     let centre = DVec3::new(10.0, -3.0, 2.0);
     let (v, t) = octahedron_sphere(centre, 1.0, 4);
     let t: Vec<[u32; 3]> = t
@@ -359,6 +359,62 @@ fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps
         .collect();
     let mesh = Mesh::new(v, t, "open ball").unwrap();
     let caps = closest::auto_sign::HoleCaps::of(&mesh);
+    (mesh, caps)
+}
+
+/// The same for a dense grid signed by winding number (`Engine::sdf`: a pseudonormal grid, its
+/// doubtful samples walked again).
+#[test]
+fn an_open_mesh_grid_signed_by_winding_number_takes_pseudonormals_only_where_the_caps_allow() {
+    let (mesh, caps) = open_ball();
+    assert!(caps.capped_closed());
+    let grid =
+        closest::sdf::Grid::new(&mesh, [28, 28, 28], closest::sdf::GridRegion::Pad(0.1)).unwrap();
+    let engine = common::engine();
+    let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+    let mut sdf = vec![f32::NAN; grid.len()];
+    let job = closest::engine::SdfGrid {
+        mesh: &gpu,
+        grid: &grid,
+        sign: closest::mesh::Sign::Winding,
+    };
+    engine
+        .sdf(job, &mut |first, values| {
+            sdf[first..first + values.len()].copy_from_slice(values);
+            Ok(())
+        })
+        .unwrap();
+    let (mut stood_in, mut walked, mut judged) = (0, 0, 0);
+    for (row, &d) in sdf.iter().enumerate() {
+        let p = DVec3::from_array(grid.point(row));
+        let distance = (0..mesh.triangles.len())
+            .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
+            .fold(f64::INFINITY, f64::min);
+        let w = winding_number(&mesh, p);
+        if caps.pseudonormal_sign_holds(p, 0.0, distance, closest::tolerance(12.0)) {
+            stood_in += 1;
+        } else {
+            walked += 1;
+        }
+        if distance < 1e-4 || (w - 0.5).abs() < 0.02 {
+            continue;
+        }
+        judged += 1;
+        assert_eq!(
+            d < 0.0,
+            w > 0.5,
+            "row {row} at {p:?}: sdf {d}, winding number {w}"
+        );
+    }
+    assert!(
+        judged > 20_000 && stood_in > 10_000 && walked > 1_000,
+        "{judged} judged, {stood_in} signed by pseudonormal, {walked} walked"
+    );
+}
+
+#[test]
+fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps_allow() {
+    let (mesh, caps) = open_ball();
     assert!(caps.capped_closed(), "a ball with one round hole, capped");
     let spec = SampleSpec {
         surface: 0,
