@@ -384,28 +384,13 @@ fn an_open_mesh_grid_signed_by_winding_number_takes_pseudonormals_only_where_the
             Ok(())
         })
         .unwrap();
-    let (mut stood_in, mut walked, mut judged) = (0, 0, 0);
-    for (row, &d) in sdf.iter().enumerate() {
-        let p = DVec3::from_array(grid.point(row));
-        let distance = (0..mesh.triangles.len())
-            .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
-            .fold(f64::INFINITY, f64::min);
-        let w = winding_number(&mesh, p);
-        if caps.pseudonormal_sign_holds(p, 0.0, distance, closest::tolerance(12.0)) {
-            stood_in += 1;
-        } else {
-            walked += 1;
-        }
-        if distance < 1e-4 || (w - 0.5).abs() < 0.02 {
-            continue;
-        }
-        judged += 1;
-        assert_eq!(
-            d < 0.0,
-            w > 0.5,
-            "row {row} at {p:?}: sdf {d}, winding number {w}"
-        );
-    }
+    let (judged, stood_in, walked) = judge_open_signs(
+        &mesh,
+        &caps,
+        sdf.iter()
+            .enumerate()
+            .map(|(row, &d)| (DVec3::from_array(grid.point(row)), d)),
+    );
     assert!(
         judged > 20_000 && stood_in > 10_000 && walked > 1_000,
         "{judged} judged, {stood_in} signed by pseudonormal, {walked} walked"
@@ -440,13 +425,32 @@ fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps
         })
         .unwrap();
     assert_eq!(sdf.len(), sampler.len());
-    let (mut stood_in, mut walked, mut judged) = (0, 0, 0);
-    for (row, &d) in sdf.iter().enumerate() {
-        let p = DVec3::from_array(sampler.sample(row).point);
+    let (judged, stood_in, walked) = judge_open_signs(
+        &mesh,
+        &caps,
+        sdf.iter()
+            .enumerate()
+            .map(|(row, &d)| (DVec3::from_array(sampler.sample(row).point), d)),
+    );
+    assert!(
+        judged > 7000 && stood_in > 3000 && walked > 300,
+        "{judged} judged, {stood_in} signed by pseudonormal, {walked} walked"
+    );
+}
+
+/// Each answered point's sign against the f64 winding number (away from the surface and from
+/// ½): how many were judged, and how many the caps let take the pseudonormal sign or not.
+fn judge_open_signs(
+    mesh: &Mesh,
+    caps: &closest::auto_sign::HoleCaps,
+    answers: impl Iterator<Item = (DVec3, f32)>,
+) -> (usize, usize, usize) {
+    let (mut judged, mut stood_in, mut walked) = (0, 0, 0);
+    for (row, (p, d)) in answers.enumerate() {
         let distance = (0..mesh.triangles.len())
             .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
             .fold(f64::INFINITY, f64::min);
-        let w = winding_number(&mesh, p);
+        let w = winding_number(mesh, p);
         if caps.pseudonormal_sign_holds(p, 0.0, distance, closest::tolerance(12.0)) {
             stood_in += 1;
         } else {
@@ -459,11 +463,8 @@ fn an_open_mesh_signed_by_winding_number_takes_pseudonormals_only_where_the_caps
         assert_eq!(
             d < 0.0,
             w > 0.5,
-            "row {row} at {p:?}: sdf {d}, winding number {w}"
+            "row {row} at {p:?}: answer {d}, winding number {w}"
         );
     }
-    assert!(
-        judged > 7000 && stood_in > 3000 && walked > 300,
-        "{judged} judged, {stood_in} signed by pseudonormal, {walked} walked"
-    );
+    (judged, stood_in, walked)
 }
