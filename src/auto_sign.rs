@@ -19,7 +19,7 @@ pub struct AutoSign {
 /// faces in opposite directions and no two triangles that share no vertex cross, winding
 /// number otherwise.
 pub fn auto_sign(mesh: &Mesh) -> AutoSign {
-    let corners = welded_corners(mesh);
+    let (positions, corners) = welded(mesh);
     let winding = |reason: String| AutoSign {
         sign: Sign::Winding,
         reason,
@@ -43,6 +43,11 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
     if let Some((a, b)) = crossing_triangles(mesh, &corners) {
         return winding(format!(
             "triangles {a} and {b} cross: the mesh intersects itself"
+        ));
+    }
+    if let Some(piece) = nested_the_same_way(&positions, &corners) {
+        return winding(format!(
+            "the piece of triangle {piece} lies inside another wound the same way"
         ));
     }
     AutoSign {
@@ -434,8 +439,63 @@ fn capped_is_closed(
     volume > 0.0 && auto_sign(&capped).sign == Sign::Pseudonormal
 }
 
-/// Whether the triangles' corners (among `vertex_count`) join them into one piece.
-fn is_one_piece(vertex_count: usize, triangles: &[[u32; 3]]) -> bool {
+/// Of a closed mesh whose triangles do not cross (welded `positions`, `corners`), a triangle of
+/// a piece whose winding number is not 0 or 1 on both its sides: the other pieces' winding
+/// number at one of its vertices must be 0 where it is wound outward and 1 where inward (a
+/// cavity). A ball inside a ball, both wound outward, has 2 inside the inner one, and the
+/// pseudonormal calls the gap between them outside. `None` where every piece is sound.
+fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Option<usize> {
+    let triangles: Vec<(usize, [u32; 3])> = corners
+        .iter()
+        .enumerate()
+        .filter_map(|(t, c)| c.map(|c| (t, c)))
+        .collect();
+    let piece_of = pieces(
+        positions.len(),
+        &triangles.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
+    );
+    let count = piece_of.iter().max().map_or(0, |&m| m as usize + 1);
+    if count < 2 {
+        return None;
+    }
+    let at = |k: u32| positions[k as usize];
+    let mut members: Vec<Vec<[DVec3; 3]>> = vec![Vec::new(); count];
+    let mut first_triangle = vec![usize::MAX; count];
+    for (&(t, c), &piece) in triangles.iter().zip(&piece_of) {
+        members[piece as usize].push(c.map(at));
+        first_triangle[piece as usize] = first_triangle[piece as usize].min(t);
+    }
+    let boxes: Vec<Box3> = members
+        .iter()
+        .map(|m| {
+            m.iter().fold(
+                ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]),
+                |(lo, hi), t| {
+                    let (a, b) = box_of(*t);
+                    (
+                        std::array::from_fn(|k| lo[k].min(a[k])),
+                        std::array::from_fn(|k| hi[k].max(b[k])),
+                    )
+                },
+            )
+        })
+        .collect();
+    (0..count).into_par_iter().find_map_any(|p| {
+        let vertex = members[p][0][0];
+        let v = vertex.to_array();
+        let others: f64 = (0..count)
+            .filter(|&q| q != p && (0..3).all(|k| boxes[q].0[k] <= v[k] && v[k] <= boxes[q].1[k]))
+            .flat_map(|q| members[q].iter())
+            .map(|t| crate::mesh::triangle_winding_number(*t, vertex))
+            .sum();
+        let volume: f64 = members[p].iter().map(|[a, b, c]| a.dot(b.cross(*c))).sum();
+        let expected = if volume > 0.0 { 0.0 } else { 1.0 };
+        ((others - expected).abs() > 0.25).then_some(first_triangle[p])
+    })
+}
+
+/// Each triangle's piece (triangles joined by shared corners), numbered from 0.
+fn pieces(vertex_count: usize, triangles: &[[u32; 3]]) -> Vec<u32> {
     let mut parent: Vec<u32> = (0..vertex_count as u32).collect();
     fn root(parent: &mut [u32], v: u32) -> u32 {
         let mut r = v;
@@ -451,11 +511,20 @@ fn is_one_piece(vertex_count: usize, triangles: &[[u32; 3]]) -> bool {
             parent[ru as usize] = rv;
         }
     }
-    let Some(&[first, _, _]) = triangles.first() else {
-        return false;
-    };
-    let piece = root(&mut parent, first);
-    triangles.iter().all(|t| root(&mut parent, t[0]) == piece)
+    let mut numbers: FxHashMap<u32, u32> = FxHashMap::default();
+    triangles
+        .iter()
+        .map(|t| {
+            let r = root(&mut parent, t[0]);
+            let next = numbers.len() as u32;
+            *numbers.entry(r).or_insert(next)
+        })
+        .collect()
+}
+
+/// Whether the triangles' corners (among `vertex_count`) join them into one piece.
+fn is_one_piece(vertex_count: usize, triangles: &[[u32; 3]]) -> bool {
+    !triangles.is_empty() && pieces(vertex_count, triangles).iter().all(|&p| p == 0)
 }
 
 /// A hole's rim as one loop of vertices, in the direction its cap uses the edges (against the

@@ -102,6 +102,23 @@ fn messy_meshes() -> Vec<(&'static str, Mesh, Sign)> {
         Sign::Winding,
     ));
 
+    let (v, t) = joined(ball(), sphere(DVec3::ZERO, 0.5, 3));
+    meshes.push((
+        "a ball nested in a ball, both wound outward",
+        mesh_of(v, t),
+        Sign::Winding,
+    ));
+    let (v, t) = sphere(DVec3::ZERO, 0.5, 3);
+    let inward = t.iter().map(|&[a, b, c]| [a, c, b]).collect();
+    let (v, t) = joined(ball(), (v, inward));
+    meshes.push((
+        "a ball with a cavity (the inner ball wound inward)",
+        mesh_of(v, t),
+        Sign::Pseudonormal,
+    ));
+    let (v, t) = joined(ball(), sphere(DVec3::new(3.0, 0.0, 0.0), 0.5, 3));
+    meshes.push(("two balls apart", mesh_of(v, t), Sign::Pseudonormal));
+
     // A fin: a third face on one of the sphere's edges.
     let (mut v, mut t) = ball();
     let [a, b, _] = t[0];
