@@ -101,7 +101,11 @@ impl ZarrGrid {
         if folder.is_some_and(|f| !f.is_dir()) {
             return Err(bad("its folder does not exist".into()));
         }
-        if target.exists() && !target.join("zarr.json").is_file() {
+        // Another writer of the same target may swap it between the two looks (the path is
+        // briefly absent while it moves the old store aside): only a target that is there
+        // without zarr.json at every one of three looks is refused.
+        let not_a_store = || target.exists() && !target.join("zarr.json").is_file();
+        if (0..3).all(|_| not_a_store()) {
             return Err(bad(
                 "exists and is not a Zarr store (no zarr.json): not replaced".into(),
             ));
@@ -271,8 +275,14 @@ impl ZarrGrid {
         for _ in 0..32 {
             match std::fs::rename(&self.temp, &self.target) {
                 Ok(()) => return Ok(()),
-                // Renaming a folder onto a folder that is not empty fails: move that aside.
-                Err(e) if self.target.exists() => last = Some(e),
+                // Renaming a folder onto a folder that is not empty fails: move that aside
+                // (another writer may have moved it already, since the rename failed).
+                Err(e)
+                    if self.target.exists()
+                        || e.kind() == std::io::ErrorKind::DirectoryNotEmpty =>
+                {
+                    last = Some(e)
+                }
                 Err(e) => return Err(e),
             }
             let old = unique_sibling(&self.target, &name, "old")?;
