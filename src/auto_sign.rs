@@ -279,15 +279,26 @@ impl HoleCaps {
         distance: f64,
         slack: f64,
     ) -> bool {
-        if !self.capped_closed || !distance.is_finite() {
+        self.pseudonormal_sign_holds_within(centre, radius, distance + radius, slack)
+    }
+
+    /// [`HoleCaps::pseudonormal_sign_holds`] for the points of the ball that lie at most
+    /// `farthest` from the mesh (a box of grid samples whose distances are known).
+    pub fn pseudonormal_sign_holds_within(
+        &self,
+        centre: DVec3,
+        radius: f64,
+        farthest: f64,
+        slack: f64,
+    ) -> bool {
+        if !self.capped_closed || !farthest.is_finite() {
             return false;
         }
         let mut bound = 0.0;
         for cap in &self.caps {
-            // A point of the ball is at most distance + radius from the mesh, at least gap
-            // from the cap.
+            // A point of the ball is at least gap from the cap.
             let gap = (centre - cap.centre).length() - cap.reach - radius;
-            if gap.is_nan() || gap <= distance + radius + slack {
+            if gap.is_nan() || gap <= farthest + slack {
                 return false;
             }
             bound += cap.bound(centre, radius);

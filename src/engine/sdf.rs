@@ -3,6 +3,7 @@
 
 use super::{Engine, GpuMesh, MeshQuery};
 use crate::DVec3;
+use crate::auto_sign::HoleCaps;
 use crate::error::Result;
 use crate::fields::{DISTANCE, Family, Fields, PackedRows};
 use crate::mesh::Sign;
@@ -36,9 +37,10 @@ impl Engine {
             return self.sdf_signed(mesh, grid, sign, sink);
         };
         // Signed by winding number where the holes' caps prove the pseudonormal sign the
-        // winding number's (`HoleCaps::pseudonormal_sign_holds`): slab by slab, a pseudonormal
-        // grid, then its doubtful samples asked again with the winding walk (one query at a
-        // time: a query is not asked from inside another's sink).
+        // winding number's (`doubtful_samples`): slab by slab, a pseudonormal grid, then its
+        // doubtful samples asked again with the winding walk (one query at a time: a query is
+        // not asked from inside another's sink). Slabs of several chunks, so that the caps'
+        // boxes of samples stay cubes.
         let corner = grid.point(grid.len().saturating_sub(1));
         let slack = crate::tolerance(
             grid.origin
@@ -46,7 +48,7 @@ impl Engine {
                 .max(DVec3::from_array(corner).max_abs()),
         );
         let [nx, ny, nz] = grid.res;
-        let planes = (self.gpu.chunk_rows / (ny * nz).max(1)).clamp(1, nx.max(1));
+        let planes = (4 * self.gpu.chunk_rows / (ny * nz).max(1)).clamp(1, nx.max(1));
         for i0 in (0..nx).step_by(planes) {
             let slab = Grid {
                 origin: DVec3::from_array(grid.point(i0 * ny * nz)),
@@ -59,13 +61,7 @@ impl Engine {
                 values.extend_from_slice(chunk);
                 Ok(())
             })?;
-            let doubtful: Vec<usize> = (0..values.len())
-                .into_par_iter()
-                .filter(|&k| {
-                    let p = DVec3::from_array(grid.point(first + k));
-                    !caps.pseudonormal_sign_holds(p, 0.0, f64::from(values[k].abs()), slack)
-                })
-                .collect();
+            let doubtful = doubtful_samples(caps, &slab, &values, slack);
             let points: Vec<[f64; 3]> = doubtful.iter().map(|&k| grid.point(first + k)).collect();
             let query = MeshQuery {
                 mesh,
@@ -109,6 +105,96 @@ impl Engine {
         self.query_mesh(query, &mut |first: usize, rows: PackedRows<'_>| {
             sink(first, bytemuck::cast_slice(rows.words()))
         })
+    }
+}
+
+/// Samples a side of the boxes `doubtful_samples` starts from (halved down to one sample).
+const CAP_TILE: usize = 16;
+
+/// The indices of `grid`'s samples whose pseudonormal sign (`values`, the pseudonormal grid)
+/// the holes' caps cannot prove the winding number's: boxes of samples, each judged whole by
+/// its ball and its farthest distance and halved until it passes or is one sample. Far from
+/// the holes a box of thousands of samples costs one check.
+fn doubtful_samples(caps: &HoleCaps, grid: &Grid, values: &[f32], slack: f64) -> Vec<usize> {
+    let [nx, ny, nz] = grid.res;
+    let tiles = |n: usize| {
+        (0..n)
+            .step_by(CAP_TILE)
+            .map(move |a| (a, (a + CAP_TILE).min(n)))
+    };
+    let boxes: Vec<([usize; 3], [usize; 3])> = tiles(nx)
+        .flat_map(|(i0, i1)| {
+            tiles(ny).flat_map(move |(j0, j1)| {
+                tiles(nz).map(move |(k0, k1)| ([i0, j0, k0], [i1, j1, k1]))
+            })
+        })
+        .collect();
+    boxes
+        .into_par_iter()
+        .flat_map_iter(|(lo, hi)| {
+            let mut doubtful = Vec::new();
+            doubtful_in_box(caps, grid, values, slack, lo, hi, &mut doubtful);
+            doubtful
+        })
+        .collect()
+}
+
+/// `doubtful_samples` in the box of samples `lo..hi` (indices an axis).
+fn doubtful_in_box(
+    caps: &HoleCaps,
+    grid: &Grid,
+    values: &[f32],
+    slack: f64,
+    lo: [usize; 3],
+    hi: [usize; 3],
+    doubtful: &mut Vec<usize>,
+) {
+    let [_, ny, nz] = grid.res;
+    let index = |[i, j, k]: [usize; 3]| (i * ny + j) * nz + k;
+    let mut farthest = 0.0f32;
+    for i in lo[0]..hi[0] {
+        for j in lo[1]..hi[1] {
+            for v in &values[index([i, j, lo[2]])..index([i, j, hi[2]])] {
+                // A NaN distance makes the box's farthest NaN: no proof.
+                farthest = if v.is_nan() {
+                    f32::NAN
+                } else {
+                    farthest.max(v.abs())
+                };
+            }
+        }
+    }
+    let near = DVec3::from_array(grid.point(index(lo)));
+    let far = DVec3::from_array(grid.point(index(hi.map(|h| h - 1))));
+    let (centre, radius) = ((near + far) * 0.5, (far - near).length() * 0.5);
+    if caps.pseudonormal_sign_holds_within(centre, radius, f64::from(farthest), slack) {
+        return;
+    }
+    if (0..3).all(|a| hi[a] - lo[a] == 1) {
+        doubtful.push(index(lo));
+        return;
+    }
+    // Halve every axis longer than one sample.
+    let halves = |a: usize| {
+        let mid = lo[a] + (hi[a] - lo[a]).div_ceil(2);
+        [(lo[a], mid), (mid, hi[a])]
+            .into_iter()
+            .filter(|(l, h)| l < h)
+    };
+    for (i0, i1) in halves(0) {
+        for (j0, j1) in halves(1) {
+            for (k0, k1) in halves(2) {
+                doubtful_in_box(
+                    caps,
+                    grid,
+                    values,
+                    slack,
+                    [i0, j0, k0],
+                    [i1, j1, k1],
+                    doubtful,
+                );
+            }
+        }
     }
 }
 
