@@ -8,6 +8,7 @@
 //! Outputs (files, Python arrays) list the fields in the family's default order instead.
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
@@ -313,12 +314,24 @@ pub const OVERFLOW_BITS: u32 = 0x7fc0_0b0f;
 pub struct PackedRows<'a> {
     fields: Fields,
     words: &'a [u32],
+    /// Whether copies out of these rows may take every core (`PackedRows::spread`).
+    spread: bool,
 }
 
 impl<'a> PackedRows<'a> {
     pub fn new(fields: Fields, words: &'a [u32]) -> PackedRows<'a> {
         debug_assert_eq!(words.len() % fields.row_words().max(1), 0);
-        PackedRows { fields, words }
+        PackedRows {
+            fields,
+            words,
+            spread: false,
+        }
+    }
+
+    /// These rows, with copies out of them (`extend_column`) spread over every core where
+    /// `spread`: not on CPU adapters, whose device computes the next chunk on those cores.
+    pub fn spread(self, spread: bool) -> PackedRows<'a> {
+        PackedRows { spread, ..self }
     }
     pub fn fields(&self) -> Fields {
         self.fields
@@ -343,6 +356,17 @@ impl<'a> PackedRows<'a> {
         } else {
             OVERFLOW_BITS
         };
+        if self.spread && self.len() >= 2 * DRAIN_PIECE_ROWS {
+            return self
+                .words
+                .par_chunks(DRAIN_PIECE_ROWS * stride)
+                .enumerate()
+                .filter_map(|(piece, words)| {
+                    let row = words.iter().step_by(stride).position(|&w| w == marker)?;
+                    Some(piece * DRAIN_PIECE_ROWS + row)
+                })
+                .min();
+        }
         self.words.iter().step_by(stride).position(|&w| w == marker)
     }
 
@@ -414,20 +438,46 @@ impl<'a> PackedRows<'a> {
         };
         let stride = self.fields.row_words();
         let offset = self.fields.offset_words(bit);
-        out.reserve(self.len() * f.width);
-        // One copy when the field is the whole row; else a word at a time for the common
-        // one-word fields (a call per row costs more than the copy: docs/perf-history.md, H200).
-        match (stride == f.width, f.width) {
-            (true, _) => out.extend_from_slice(self.words),
-            (false, 1) => out.extend(self.words.chunks_exact(stride).map(|row| row[offset])),
-            _ => {
-                for row in self.words.chunks_exact(stride) {
-                    out.extend_from_slice(&row[offset..offset + f.width]);
+        let (rows, width) = (self.len(), f.width);
+        if !self.spread || rows < 2 * DRAIN_PIECE_ROWS {
+            out.reserve(rows * width);
+            // One copy when the field is the whole row; else a word at a time for the common
+            // one-word fields (a call per row costs more than the copy: docs/perf-history.md,
+            // H200).
+            match (stride == width, width) {
+                (true, _) => out.extend_from_slice(self.words),
+                (false, 1) => out.extend(self.words.chunks_exact(stride).map(|row| row[offset])),
+                _ => {
+                    for row in self.words.chunks_exact(stride) {
+                        out.extend_from_slice(&row[offset..offset + width]);
+                    }
                 }
             }
+            return;
         }
+        let start = out.len();
+        out.reserve(rows * width);
+        // Pieces on all cores: a fresh column's page faults and the reads of mapped memory
+        // set the pace of one core's copy (docs/perf-history.md, the parallel drain).
+        let pieces = out.spare_capacity_mut()[..rows * width]
+            .par_chunks_mut(DRAIN_PIECE_ROWS * width)
+            .zip(self.words.par_chunks(DRAIN_PIECE_ROWS * stride));
+        pieces.for_each(|(to, from)| {
+            for (t, row) in to.chunks_exact_mut(width).zip(from.chunks_exact(stride)) {
+                for (t, w) in t.iter_mut().zip(&row[offset..offset + width]) {
+                    t.write(*w);
+                }
+            }
+        });
+        // SAFETY: every one of the `rows * width` words past `start` was written above (the
+        // pieces cover the spare capacity's first `rows * width` words, the chunks' words
+        // pair with them one to one).
+        unsafe { out.set_len(start + rows * width) };
     }
 }
+
+/// Rows a piece of a chunk's drain on one core.
+const DRAIN_PIECE_ROWS: usize = 1 << 15;
 
 /// Pack hits into rows of `fields` (the host's side of `write_hit`, for answers finished on
 /// the host such as a mesh's signed hits).
@@ -541,6 +591,56 @@ mod tests {
         );
         pack_hits(Fields::all(Family::Hits), &[hit], &mut words);
         assert_eq!(bytemuck::cast_slice::<u32, GpuHit>(&words), &[hit]);
+    }
+
+    /// The first overflowed row is found alike on one core and on every core.
+    #[test]
+    fn overflowed_rows_are_found_alike_on_every_core() {
+        let fields = Fields::parse(Family::Hits, "distance,normal").unwrap();
+        let rows = 3 * DRAIN_PIECE_ROWS + 5;
+        for marked in [
+            vec![],
+            vec![0],
+            vec![rows - 1],
+            vec![DRAIN_PIECE_ROWS + 3, rows - 2],
+        ] {
+            let mut words = vec![0u32; rows * fields.row_words()];
+            for &row in &marked {
+                words[row * fields.row_words()] = OVERFLOW_BITS;
+            }
+            let one = PackedRows::new(fields, &words).overflowed_row();
+            let every = PackedRows::new(fields, &words)
+                .spread(true)
+                .overflowed_row();
+            assert_eq!(one, marked.first().copied());
+            assert_eq!(every, one);
+        }
+    }
+
+    /// Columns copied out on every core are the columns copied on one, for whole rows, one-word
+    /// and three-word fields, row counts that leave a part piece, after rows already there.
+    #[test]
+    fn columns_copied_on_every_core_are_those_copied_on_one() {
+        for (names, rows) in [
+            ("distance", 2 * DRAIN_PIECE_ROWS + 17),
+            ("point,distance,normal,shape", 3 * DRAIN_PIECE_ROWS - 1),
+            ("normal,shape", 2 * DRAIN_PIECE_ROWS),
+        ] {
+            let fields = Fields::parse(Family::Hits, names).unwrap();
+            let words: Vec<u32> = (0..rows * fields.row_words())
+                .map(|k| (k as u32).wrapping_mul(2_654_435_761))
+                .collect();
+            let mut one = Columns::new(fields, 2 * rows);
+            let mut every = Columns::new(fields, 2 * rows);
+            for _ in 0..2 {
+                one.extend(&PackedRows::new(fields, &words));
+                every.extend(&PackedRows::new(fields, &words).spread(true));
+            }
+            for ((field, a), (_, b)) in one.columns.iter().zip(&every.columns) {
+                assert_eq!(a.len(), 2 * rows * field.width, "{names}: {}", field.name);
+                assert!(a == b, "{names}: {} differs", field.name);
+            }
+        }
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub(crate) struct Context {
     pub(crate) every_part: bool,
     /// Host-visible storage buffers are used directly (no staging copies).
     pub(crate) unified_memory: bool,
+    /// Whether a chunk's results are copied out on every core (`PackedRows::spread`).
+    pub(crate) drain_spread: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
     pub(crate) subgroup_kernels: bool,
     /// Each chunk's points (and paired jobs' shapes) are copied into texels the kernels read
@@ -235,6 +237,7 @@ impl Context {
             // the subgroup walks need them) and costs more than it saves on a hardware GPU,
             // whose queries outrun it (docs/perf-history.md: H100).
             reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
+            drain_spread: !cpu_adapter,
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
             timestamp_period_ns,

@@ -372,7 +372,8 @@ impl Slot {
             let rows = PackedRows::new(
                 flight.fields,
                 self.reorder.restore(bytemuck::cast_slice(&view), row_words),
-            );
+            )
+            .spread(gpu.drain_spread);
             // The kernel marks a row whose BVH traversal outgrew its stack rather than
             // answer it.
             match rows.overflowed_row() {
