@@ -2,7 +2,8 @@
 # The jobs of issues 45 and 46 that report.sh leaves out, on a GPU machine from the kit
 # (scripts/bench/gpu_kit.sh): dense 128³ against 512³ narrow-band grids and training samples of
 # the shared meshes (whole `closest sdf` / `closest sample` jobs, wall time), then the bodies
-# bench against parry3d on the machine's cores. Run after the report:
+# bench against parry3d on the machine's cores (BODIES bodies, 10^6 by default; 0: none). Run
+# after the report:
 #   bash scripts/bench/gpu_run.sh --exec bash scripts/bench/gpu_extra.sh
 set -uo pipefail
 bin=$KIT/bin meshes=$KIT/meshes
@@ -29,6 +30,7 @@ for m in fandisk.obj stanford-bunny.obj igea.ply; do
             --sigma 0.0025,0.00025 --out "$work/t.npz"
     done
 done
+[ "${BODIES:-1000000}" != 0 ] || exit 0
 echo "bodies bench (10^6 bodies, parry3d on $(nproc) cores):"
 CLOSEST_BENCH_BODIES=${BODIES:-1000000} CLOSEST_BENCH_REPEATS=3 \
     CLOSEST_BENCH_MESHES="$meshes/fandisk.obj,$meshes/stanford-bunny.obj" \
