@@ -137,8 +137,70 @@ struct HoleCap {
     reach: f64,
     area: f64,
     /// The cone's triangles (an edge of the chain, the apex) and their areas, each counted
-    /// as often as its edge is unbalanced: the finer bound near the cap.
+    /// as often as its edge is unbalanced: the finer bound near the cap. In clusters of
+    /// neighbours, `clusters` (so that a point far from most of a large cap sums few terms).
     triangles: Vec<([DVec3; 3], f64)>,
+    clusters: Vec<CapCluster>,
+}
+
+/// Neighbouring triangles of a cap, `HoleCap::triangles[range]`, and a ball about them.
+#[derive(Clone, Debug)]
+struct CapCluster {
+    range: std::ops::Range<usize>,
+    centre: DVec3,
+    reach: f64,
+    area: f64,
+}
+
+/// The least and greatest corner of `points`' box.
+fn bounds_of(points: impl Iterator<Item = DVec3>) -> (DVec3, DVec3) {
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    for p in points {
+        for (a, x) in p.to_array().into_iter().enumerate() {
+            lo[a] = lo[a].min(x);
+            hi[a] = hi[a].max(x);
+        }
+    }
+    (DVec3::from_array(lo), DVec3::from_array(hi))
+}
+
+/// Triangles a cap cluster holds at most.
+const CAP_CLUSTER: usize = 8;
+
+/// `triangles` reordered into clusters of neighbours (halved along their centroids' longest
+/// axis, at the median, down to `CAP_CLUSTER`), and the clusters.
+fn clustered(mut triangles: Vec<([DVec3; 3], f64)>) -> (Vec<([DVec3; 3], f64)>, Vec<CapCluster>) {
+    fn split(triangles: &mut [([DVec3; 3], f64)], first: usize, clusters: &mut Vec<CapCluster>) {
+        let centroid = |t: &([DVec3; 3], f64)| (t.0[0] + t.0[1] + t.0[2]) * (1.0 / 3.0);
+        if triangles.len() <= CAP_CLUSTER {
+            let (lo, hi) = bounds_of(triangles.iter().flat_map(|t| t.0));
+            let centre = (lo + hi) * 0.5;
+            let reach = triangles
+                .iter()
+                .flat_map(|t| t.0)
+                .map(|p| (p - centre).length())
+                .fold(0.0, f64::max);
+            clusters.push(CapCluster {
+                range: first..first + triangles.len(),
+                centre,
+                reach,
+                area: triangles.iter().map(|t| t.1).sum(),
+            });
+            return;
+        }
+        let (lo, hi) = bounds_of(triangles.iter().map(centroid));
+        let axis = (hi - lo).longest_axis();
+        let mid = triangles.len() / 2;
+        triangles.select_nth_unstable_by(mid, |a, b| {
+            centroid(a).get(axis).total_cmp(&centroid(b).get(axis))
+        });
+        let (left, right) = triangles.split_at_mut(mid);
+        split(left, first, clusters);
+        split(right, first + mid, clusters);
+    }
+    let mut clusters = Vec::new();
+    split(&mut triangles, 0, &mut clusters);
+    (triangles, clusters)
 }
 
 impl HoleCap {
@@ -159,11 +221,23 @@ impl HoleCap {
         if whole < 0.01 {
             return whole;
         }
-        self.triangles
+        // A cluster far from the ball counts by its own ball; a near one by its triangles.
+        self.clusters
             .iter()
-            .map(|(corners, area)| {
-                let nearest = crate::mesh::closest_feature(centre, *corners).0;
-                term(*area, (nearest - centre).length() - radius)
+            .map(|cluster| {
+                let gap = (centre - cluster.centre).length() - cluster.reach - radius;
+                let coarse = term(cluster.area, gap);
+                if gap > 2.0 * cluster.reach {
+                    return coarse;
+                }
+                self.triangles[cluster.range.clone()]
+                    .iter()
+                    .map(|(corners, area)| {
+                        let nearest = crate::mesh::closest_feature(centre, *corners).0;
+                        term(*area, (nearest - centre).length() - radius)
+                    })
+                    .sum::<f64>()
+                    .min(coarse)
             })
             .sum::<f64>()
             .min(whole)
@@ -245,11 +319,13 @@ impl HoleCaps {
                         ([a, b, c], 0.5 * (b - a).cross(c - a).length() * times)
                     })
                     .collect();
+                let (triangles, clusters) = clustered(triangles);
                 HoleCap {
                     centre,
                     reach,
                     area: triangles.iter().map(|t| t.1).sum(),
                     triangles,
+                    clusters,
                 }
             })
             .collect();
@@ -307,6 +383,12 @@ impl HoleCaps {
             }
         }
         true
+    }
+
+    /// A bound of |the caps' solid angle| / 4π over the ball (`centre`, `radius`): how far the
+    /// mesh's winding number may lie from the capped surface's (an integer) there.
+    pub fn solid_angle_bound(&self, centre: DVec3, radius: f64) -> f64 {
+        self.caps.iter().map(|cap| cap.bound(centre, radius)).sum()
     }
 
     /// Whether the winding number has one sign in the whole ball of `radius` about `centre`,

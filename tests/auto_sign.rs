@@ -320,6 +320,23 @@ fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
         cleared > 500 && refused > 50,
         "{cleared} balls cleared, {refused} refused"
     );
+    // The bound itself, at points all about an open tube's caps (each of 24 triangles, in
+    // clusters): the winding number lies within it of an integer.
+    let (v, t) = open_tube();
+    let tube = mesh_of(v, t);
+    let caps = closest::auto_sign::HoleCaps::of(&tube);
+    let mut near = 0;
+    for _ in 0..3000 {
+        let p = rng.vec(-2.5, 2.5);
+        let bound = caps.solid_angle_bound(p, 0.0);
+        let w = winding_number(&tube, p);
+        assert!(
+            (w - w.round()).abs() <= bound + 1e-12,
+            "{p:?}: winding number {w}, caps' bound {bound}"
+        );
+        near += usize::from((0.05..0.45).contains(&(w - w.round()).abs()));
+    }
+    assert!(near > 300, "{near} points far from an integer");
     let (vertices, triangles) = sphere(DVec3::ZERO, 1.0, 2);
     let closed = closest::auto_sign::HoleCaps::of(&mesh_of(vertices, triangles));
     assert!(closed.sign_constant_in_ball(DVec3::new(0.1, 0.0, 0.0), 0.5));
