@@ -416,6 +416,9 @@ struct Cap {
 /// A box: its least and greatest corner.
 type Box3 = ([f64; 3], [f64; 3]);
 
+/// A grid cell's triangles, each with its box (`crossing_triangles`).
+type CellMembers = Vec<(u32, Box3)>;
+
 fn box_of(corners: [DVec3; 3]) -> Box3 {
     let [a, b, c] = corners.map(DVec3::to_array);
     (
@@ -783,20 +786,35 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     };
     let crossing = |a: usize, b: usize| {
         let (ca, cb) = (corners[a].unwrap(), corners[b].unwrap());
-        !ca.iter().any(|v| cb.contains(v))
-            && overlap(a, b)
-            && triangles_cross(mesh.corners(a), mesh.corners(b))
+        !ca.iter().any(|v| cb.contains(v)) && triangles_cross(mesh.corners(a), mesh.corners(b))
     };
     let ordered = |a: usize, b: usize| (a.min(b), a.max(b));
-    let cells: Vec<(&[i64; 3], &Vec<u32>)> = grid.iter().collect();
+    // Each cell's members with their boxes (near one another in memory), by their low x: a
+    // member meets only those after it that start before it ends (sweep and prune).
+    let cells: Vec<([i64; 3], CellMembers)> = grid
+        .into_iter()
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(key, members)| {
+            let mut members: Vec<(u32, Box3)> = members
+                .into_iter()
+                .map(|t| (t, boxes[t as usize].unwrap()))
+                .collect();
+            members.sort_unstable_by(|a, b| a.1.0[0].total_cmp(&b.1.0[0]));
+            (key, members)
+        })
+        .collect();
     let in_cells = cells.par_iter().find_map_any(|(key, members)| {
-        for (n, &a) in members.iter().enumerate() {
-            for &b in &members[n + 1..] {
-                let (a, b) = (a as usize, b as usize);
+        for (n, &(a, (alo, ahi))) in members.iter().enumerate() {
+            let later = members[n + 1..].iter();
+            for &(b, (blo, bhi)) in later.take_while(|(_, (blo, _))| blo[0] <= ahi[0]) {
+                if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k]) {
+                    continue;
+                }
                 // Each pair once: in the cell holding the low corner of the boxes' overlap.
-                let (alo, blo) = (boxes[a].unwrap().0, boxes[b].unwrap().0);
                 let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
-                if index(low_corner) == **key && crossing(a, b) {
+                let (a, b) = (a as usize, b as usize);
+                if index(low_corner) == *key && crossing(a, b) {
                     return Some(ordered(a, b));
                 }
             }
@@ -806,7 +824,7 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     in_cells.or_else(|| {
         large.par_iter().find_map_any(|&a| {
             (0..boxes.len())
-                .filter(|&b| b != a as usize && boxes[b].is_some())
+                .filter(|&b| b != a as usize && boxes[b].is_some() && overlap(a as usize, b))
                 .find(|&b| crossing(a as usize, b))
                 .map(|b| ordered(a as usize, b))
         })
