@@ -204,6 +204,22 @@ fn clustered(mut triangles: Vec<([DVec3; 3], f64)>) -> (Vec<([DVec3; 3], f64)>, 
 }
 
 impl HoleCap {
+    /// Whether every point of the cap lies farther than `limit` from `p` (false for NaN): by
+    /// its ball, then its clusters' balls, then the triangles of the clusters that come near.
+    fn farther_than(&self, p: DVec3, limit: f64) -> bool {
+        if (p - self.centre).length() - self.reach > limit {
+            return true;
+        }
+        self.clusters.iter().all(|cluster| {
+            (p - cluster.centre).length() - cluster.reach > limit
+                || self.triangles[cluster.range.clone()]
+                    .iter()
+                    .all(|(corners, _)| {
+                        (crate::mesh::closest_feature(p, *corners).0 - p).length() > limit
+                    })
+        })
+    }
+
     /// A bound of |the cap's solid angle| / 4π over the ball (`centre`, `radius`): infinite
     /// where the ball may meet the cap.
     fn bound(&self, centre: DVec3, radius: f64) -> f64 {
@@ -372,9 +388,8 @@ impl HoleCaps {
         }
         let mut bound = 0.0;
         for cap in &self.caps {
-            // A point of the ball is at least gap from the cap.
-            let gap = (centre - cap.centre).length() - cap.reach - radius;
-            if gap.is_nan() || gap <= farthest + slack {
+            // Every point of the ball lies farther from the cap than from the mesh.
+            if !cap.farther_than(centre, farthest + slack + radius) {
                 return false;
             }
             bound += cap.bound(centre, radius);
@@ -391,6 +406,78 @@ impl HoleCaps {
         self.caps.iter().map(|cap| cap.bound(centre, radius)).sum()
     }
 
+    /// Whether the mesh's winding number at `p` exceeds ½, where every cap lies farther from
+    /// `p` than the mesh (`distance`, within `slack`): there the capped surface's winding
+    /// number is 1 where the mesh's pseudonormal sign says inside (`pseudonormal_inside`) and
+    /// 0 outside, and the mesh's is that less the caps' own, summed exactly over their
+    /// triangles. `None` where a cap may be as near as the mesh (a rim may be `p`'s nearest
+    /// point), or the capped surface does not pass auto's check.
+    pub fn winding_inside(
+        &self,
+        p: DVec3,
+        distance: f64,
+        pseudonormal_inside: bool,
+        slack: f64,
+    ) -> Option<bool> {
+        if !self.capped_closed || !distance.is_finite() {
+            return None;
+        }
+        if !self
+            .caps
+            .iter()
+            .all(|cap| cap.farther_than(p, distance + slack))
+        {
+            return None;
+        }
+        // Each cap triangle once: a capped-closed mesh's rim edges are unbalanced once.
+        let caps: f64 = self
+            .caps
+            .iter()
+            .flat_map(|cap| &cap.triangles)
+            .map(|(corners, _)| crate::mesh::triangle_winding_number(*corners, p))
+            .sum();
+        Some(f64::from(u8::from(pseudonormal_inside)) - caps > 0.5)
+    }
+
+    /// Of `rows` (each with its position `point` and the mesh's pseudonormal signed distance in
+    /// `values`), those whose winding number sign the caps settle take it in `values`: by the
+    /// caps' bound (`pseudonormal_sign_holds`), else by their exact winding number
+    /// (`winding_inside`). Returns the rows left for the winding walk, and those whose sign
+    /// changed (a gradient beside the distance turns with it).
+    pub fn settle(
+        &self,
+        rows: &[usize],
+        point: impl Fn(usize) -> DVec3 + Sync,
+        values: &mut [f32],
+        slack: impl Fn(DVec3) -> f64 + Sync,
+    ) -> Settled {
+        use rayon::prelude::*;
+        let verdicts: Vec<Option<bool>> = rows
+            .par_iter()
+            .map(|&row| {
+                let (p, signed) = (point(row), values[row]);
+                let (distance, inside) = (f64::from(signed.abs()), signed.is_sign_negative());
+                if self.pseudonormal_sign_holds(p, 0.0, distance, slack(p)) {
+                    return Some(inside);
+                }
+                self.winding_inside(p, distance, inside, slack(p))
+            })
+            .collect();
+        let mut settled = Settled::default();
+        for (&row, verdict) in rows.iter().zip(verdicts) {
+            match verdict {
+                // On the surface (0) the sign is moot, and a gradient there is the face's.
+                Some(inside) if inside != values[row].is_sign_negative() && values[row] != 0.0 => {
+                    values[row] = -values[row];
+                    settled.turned.push(row);
+                }
+                Some(_) => {}
+                None => settled.walk.push(row),
+            }
+        }
+        settled
+    }
+
     /// Whether the winding number has one sign in the whole ball of `radius` about `centre`,
     /// which must meet no triangle of the mesh: it meets no cap, and the caps' solid angle
     /// keeps the winding number within `CAP_BOUND` of an integer there.
@@ -404,6 +491,13 @@ impl HoleCaps {
         }
         true
     }
+}
+
+/// `HoleCaps::settle`'s rows left for the winding walk, and its rows whose sign it turned.
+#[derive(Debug, Default)]
+pub struct Settled {
+    pub walk: Vec<usize>,
+    pub turned: Vec<usize>,
 }
 
 /// A cap's triangles: corners among the welded positions or `APEX`, each with how often it

@@ -224,6 +224,11 @@ fn sign_names_parse_and_unknown_ones_list_the_valid_names() {
 /// An open tube about Z, radius 1, from z = −0.6 to 0.6, wound outward: two holes whose
 /// winding number's ½ bulges off the flat caps.
 fn open_tube() -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    open_tube_of_height(1.2)
+}
+
+/// A unit-radius tube of 24 sides about the z axis, open at both ends.
+fn open_tube_of_height(height: f64) -> (Vec<DVec3>, Vec<[u32; 3]>) {
     let segments = 24u32;
     let ring = |z: f64| {
         (0..segments).map(move |k| {
@@ -231,7 +236,7 @@ fn open_tube() -> (Vec<DVec3>, Vec<[u32; 3]>) {
             DVec3::new(a.cos(), a.sin(), z)
         })
     };
-    let vertices: Vec<DVec3> = ring(-0.6).chain(ring(0.6)).collect();
+    let vertices: Vec<DVec3> = ring(-height / 2.0).chain(ring(height / 2.0)).collect();
     let triangles: Vec<[u32; 3]> = (0..segments)
         .flat_map(|k| {
             let n = (k + 1) % segments;
@@ -340,4 +345,46 @@ fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
     let (vertices, triangles) = sphere(DVec3::ZERO, 1.0, 2);
     let closed = closest::auto_sign::HoleCaps::of(&mesh_of(vertices, triangles));
     assert!(closed.sign_constant_in_ball(DVec3::new(0.1, 0.0, 0.0), 0.5));
+}
+
+/// Where the caps lie farther than the mesh, the winding number is the capped surface's (the
+/// pseudonormal's inside or outside) less the caps' own (`HoleCaps::winding_inside`). A short,
+/// wide open tube makes the two differ: near its wall, inside by pseudonormal, the two caps'
+/// solid angles take the winding number below ½. Judged by the f64 winding number of the mesh
+/// alone, and the sign must turn often.
+#[test]
+fn where_the_caps_lie_farther_than_the_mesh_their_winding_number_settles_the_sign() {
+    let (v, t) = open_tube_of_height(0.3);
+    let tube = mesh_of(v, t);
+    let caps = closest::auto_sign::HoleCaps::of(&tube);
+    assert!(caps.capped_closed());
+    let normals = closest::mesh::Pseudonormals::new(&tube);
+    let mut rng = Rng::new(21);
+    let (mut settled, mut turned) = (0, 0);
+    for _ in 0..4000 {
+        let p = rng.vec(-1.3, 1.3).with(2, rng.range(-0.4, 0.4));
+        let (distance, nearest) = (0..tube.triangles.len())
+            .map(|t| {
+                let q = closest::mesh::closest_feature(p, tube.corners(t)).0;
+                ((q - p).length(), t)
+            })
+            .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
+        let pseudonormal_inside = normals.sign(&tube, nearest, p).0 < 0.0;
+        let Some(inside) =
+            caps.winding_inside(p, distance, pseudonormal_inside, closest::tolerance(2.0))
+        else {
+            continue;
+        };
+        let w = winding_number(&tube, p);
+        if (w - 0.5).abs() < 0.02 || distance < 1e-6 {
+            continue;
+        }
+        settled += 1;
+        turned += usize::from(inside != pseudonormal_inside);
+        assert_eq!(inside, w > 0.5, "{p:?}: winding number {w}");
+    }
+    assert!(
+        settled > 500 && turned > 50,
+        "{settled} settled, {turned} turned"
+    );
 }

@@ -216,18 +216,16 @@ impl Engine {
             })
         };
         // Points alone (blocks' and bricks' centres) likewise, each judged by its own distance:
-        // a pseudonormal pass, then the winding walk where the caps leave doubt.
+        // a pseudonormal pass, the caps' exact winding number where they lie farther than the
+        // mesh, and the winding walk where they do not (`HoleCaps::settle`).
         let distances = |points: &[[f64; 3]]| -> Result<Vec<f32>> {
             let Some(caps) = stand_in else {
                 return distances_signed(points, sign);
             };
             let mut values = distances_signed(points, Sign::Pseudonormal)?;
-            let doubtful: Vec<usize> = (0..points.len())
-                .filter(|&k| {
-                    let p = DVec3::from_array(points[k]);
-                    !caps.pseudonormal_sign_holds(p, 0.0, f64::from(values[k].abs()), slack)
-                })
-                .collect();
+            let rows: Vec<usize> = (0..points.len()).collect();
+            let position = |k: usize| DVec3::from_array(points[k]);
+            let doubtful = caps.settle(&rows, position, &mut values, |_| slack).walk;
             let doubtful_points: Vec<[f64; 3]> = doubtful.iter().map(|&k| points[k]).collect();
             for (&k, d) in doubtful
                 .iter()

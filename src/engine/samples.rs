@@ -78,20 +78,19 @@ impl Engine {
             let (distances, normals) = match caps {
                 Some(caps) => {
                     let (mut distances, mut normals) = answer(&points, Sign::Pseudonormal)?;
-                    let doubtful: Vec<usize> = (0..count)
-                        .into_par_iter()
-                        .filter(|&row| {
-                            let p = crate::DVec3::from_array(points[row]);
-                            let slack = crate::tolerance(mesh_scale.max(p.max_abs()));
-                            samples[row].kind != SampleKind::Surface
-                                && !caps.pseudonormal_sign_holds(
-                                    p,
-                                    0.0,
-                                    distances[row].abs() as f64,
-                                    slack,
-                                )
-                        })
+                    // Surface samples lie on the mesh: their sign is moot.
+                    let off_surface: Vec<usize> = (0..count)
+                        .filter(|&row| samples[row].kind != SampleKind::Surface)
                         .collect();
+                    let position = |row: usize| crate::DVec3::from_array(points[row]);
+                    let slack = |p: crate::DVec3| crate::tolerance(mesh_scale.max(p.max_abs()));
+                    let settled = caps.settle(&off_surface, position, &mut distances, slack);
+                    for &row in &settled.turned {
+                        for n in &mut normals[3 * row..3 * row + 3] {
+                            *n = -*n;
+                        }
+                    }
+                    let doubtful = settled.walk;
                     let doubtful_points: Vec<[f64; 3]> =
                         doubtful.iter().map(|&row| points[row]).collect();
                     if !doubtful.is_empty() {

@@ -38,9 +38,10 @@ impl Engine {
         };
         // Signed by winding number where the holes' caps prove the pseudonormal sign the
         // winding number's (`doubtful_samples`): slab by slab, a pseudonormal grid, then its
-        // doubtful samples asked again with the winding walk (one query at a time: a query is
-        // not asked from inside another's sink). Slabs of several chunks, so that the caps'
-        // boxes of samples stay cubes.
+        // doubtful samples settled by the caps' exact winding number (`HoleCaps::settle`) or,
+        // where a cap may be nearer than the mesh, asked again with the winding walk (one
+        // query at a time: a query is not asked from inside another's sink). Slabs of several
+        // chunks, so that the caps' boxes of samples stay cubes.
         let corner = grid.point(grid.len().saturating_sub(1));
         let slack = crate::tolerance(
             grid.origin
@@ -62,6 +63,10 @@ impl Engine {
                 Ok(())
             })?;
             let doubtful = doubtful_samples(caps, &slab, &values, slack);
+            let position = |k: usize| DVec3::from_array(grid.point(first + k));
+            let doubtful = caps
+                .settle(&doubtful, position, &mut values, |_| slack)
+                .walk;
             let points: Vec<[f64; 3]> = doubtful.iter().map(|&k| grid.point(first + k)).collect();
             let query = MeshQuery {
                 mesh,
