@@ -551,6 +551,14 @@ impl Columns {
         self.get(name).map(bytemuck::cast_slice)
     }
 
+    /// The f32 values of the field `name`, taken out of the columns (no copy).
+    pub fn take_f32s(&mut self, name: &str) -> Option<Vec<f32>> {
+        let at = self.columns.iter().position(|(f, _)| f.name == name)?;
+        Some(bytemuck::allocation::cast_vec(std::mem::take(
+            &mut self.columns[at].1,
+        )))
+    }
+
     /// The i32 values of the field `name`.
     pub fn i32s(&self, name: &str) -> Option<&[i32]> {
         self.get(name).map(bytemuck::cast_slice)

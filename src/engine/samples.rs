@@ -58,12 +58,11 @@ impl Engine {
                 sign,
                 fields,
             };
-            let answers =
+            let mut answers =
                 crate::Columns::collect(fields, points.len(), |sink| self.query_mesh(query, sink))?;
-            let column = |name: &str| {
+            let mut column = |name: &str| {
                 answers
-                    .f32s(name)
-                    .map(<[f32]>::to_vec)
+                    .take_f32s(name)
                     .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
             };
             Ok::<_, Error>((column("distance")?, column("normal")?))

@@ -160,8 +160,9 @@ fn doubtful_in_box(
     for i in lo[0]..hi[0] {
         for j in lo[1]..hi[1] {
             for v in &values[index([i, j, lo[2]])..index([i, j, hi[2]])] {
-                // A NaN distance makes the box's farthest NaN: no proof.
-                farthest = if v.is_nan() {
+                // A NaN distance makes the box's farthest NaN for good (f32::max would drop
+                // it): no proof.
+                farthest = if v.is_nan() || farthest.is_nan() {
                     f32::NAN
                 } else {
                     farthest.max(v.abs())
