@@ -685,20 +685,6 @@ impl Measured {
             centres: self.centres.grow_point(e.centre()),
         }
     }
-
-    /// Both sets together; `self` or `other` may be of no entries.
-    fn join(self, other: Measured, other_count: usize) -> Measured {
-        if other_count == 0 {
-            return self;
-        }
-        Measured {
-            bounds: self.bounds.union(other.bounds),
-            centres: self
-                .centres
-                .grow_point(other.centres.min)
-                .grow_point(other.centres.max),
-        }
-    }
 }
 
 /// Partition a small span of mixed kinds: the first kind's shapes to the left.
@@ -714,6 +700,73 @@ fn split_by_kind(span: &mut [Entry]) -> usize {
     left
 }
 
+/// An entry's centre along `axis`, exactly as `Entry::centre` gives it.
+fn centre_along(e: &Entry, axis: usize) -> f64 {
+    (f64::from(e.min[axis]) + f64::from(e.max[axis])) * 0.5
+}
+
+/// A bin of a split: its entries' bounds (f32, as the entries hold them) and their centres'
+/// (f64). Min and max are exact, so these are the boxes `Measured::with` would give, at a
+/// fraction of the work.
+#[derive(Clone, Copy)]
+struct Bin {
+    min: [f32; 3],
+    max: [f32; 3],
+    centre_min: [f64; 3],
+    centre_max: [f64; 3],
+    count: usize,
+}
+
+impl Bin {
+    const EMPTY: Bin = Bin {
+        min: [f32::INFINITY; 3],
+        max: [f32::NEG_INFINITY; 3],
+        centre_min: [f64::INFINITY; 3],
+        centre_max: [f64::NEG_INFINITY; 3],
+        count: 0,
+    };
+
+    fn add(&mut self, e: &Entry) {
+        for k in 0..3 {
+            self.min[k] = self.min[k].min(e.min[k]);
+            self.max[k] = self.max[k].max(e.max[k]);
+            let c = centre_along(e, k);
+            self.centre_min[k] = self.centre_min[k].min(c);
+            self.centre_max[k] = self.centre_max[k].max(c);
+        }
+        self.count += 1;
+    }
+
+    fn join(mut self, other: &Bin) -> Bin {
+        for k in 0..3 {
+            self.min[k] = self.min[k].min(other.min[k]);
+            self.max[k] = self.max[k].max(other.max[k]);
+            self.centre_min[k] = self.centre_min[k].min(other.centre_min[k]);
+            self.centre_max[k] = self.centre_max[k].max(other.centre_max[k]);
+        }
+        self.count += other.count;
+        self
+    }
+
+    fn bounds(&self) -> Bounds {
+        let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
+        Bounds {
+            min: wide(self.min),
+            max: wide(self.max),
+        }
+    }
+
+    fn measured(&self) -> Measured {
+        Measured {
+            bounds: self.bounds(),
+            centres: Bounds {
+                min: DVec3::from_array(self.centre_min),
+                max: DVec3::from_array(self.centre_max),
+            },
+        }
+    }
+}
+
 /// Partition `span` (its bounds `measured`) and return the size of the left part (never 0 or
 /// all), with each side's bounds where the binning measured them.
 fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Option<Measured>; 2]) {
@@ -724,7 +777,7 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     let median = |span: &mut [Entry]| {
         let mid = span.len() / 2;
         span.select_nth_unstable_by(mid, |a, b| {
-            a.centre().get(axis).total_cmp(&b.centre().get(axis))
+            centre_along(a, axis).total_cmp(&centre_along(b, axis))
         });
         (mid, [None, None])
     };
@@ -733,28 +786,34 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     }
     // A multiply, not a divide, per entry: both passes below bin by this same function.
     let per_width = BINS as f64 / width;
-    let bin_of = |c: DVec3| (((c.get(axis) - lo) * per_width) as usize).min(BINS - 1);
-    let mut binned = [Measured::EMPTY; BINS];
-    let mut counts = [0usize; BINS];
-    for it in span.iter() {
-        let k = bin_of(it.centre());
-        binned[k] = binned[k].with(it);
-        counts[k] += 1;
+    let bin_of = |e: &Entry| (((centre_along(e, axis) - lo) * per_width) as usize).min(BINS - 1);
+    let mut bins = [Bin::EMPTY; BINS];
+    for e in span.iter() {
+        bins[bin_of(e)].add(e);
     }
-    let bins: [(Bounds, usize); BINS] = std::array::from_fn(|k| (binned[k].bounds, counts[k]));
-    // Cost of splitting after bin k: area·count of each side.
+    // Cost of splitting after bin k: area·count of each side, the right sides swept from the
+    // last bin once. A side holding an empty bin is passed over (with no such split, the
+    // median): the builder always did so, its union with an empty bin's box being unbounded,
+    // and costing those sides too moved no mesh query's time beyond noise (perf-history), so
+    // the trees stay as they were.
+    let mut right_of = [Bin::EMPTY; BINS];
+    let mut right_gaps = [false; BINS];
+    for k in (0..BINS - 1).rev() {
+        right_of[k] = right_of[k + 1].join(&bins[k + 1]);
+        right_gaps[k] = right_gaps[k + 1] || bins[k + 1].count == 0;
+    }
     let mut best = (f64::INFINITY, 0);
+    let mut left_side = Bin::EMPTY;
+    let mut left_gaps = false;
     for k in 0..BINS - 1 {
-        let (l, r) = (&bins[..=k], &bins[k + 1..]);
-        let side = |s: &[(Bounds, usize)]| {
-            s.iter()
-                .fold((Bounds::EMPTY, 0), |(b, n), x| (b.union(x.0), n + x.1))
-        };
-        let ((lb, ln), (rb, rn)) = (side(l), side(r));
-        if ln == 0 || rn == 0 {
+        left_side = left_side.join(&bins[k]);
+        left_gaps |= bins[k].count == 0;
+        let right_side = &right_of[k];
+        if left_side.count == 0 || right_side.count == 0 || left_gaps || right_gaps[k] {
             continue;
         }
-        let cost = lb.half_area() * ln as f64 + rb.half_area() * rn as f64;
+        let cost = left_side.bounds().half_area() * left_side.count as f64
+            + right_side.bounds().half_area() * right_side.count as f64;
         if cost < best.0 {
             best = (cost, k);
         }
@@ -764,17 +823,18 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     }
     let mut left = 0;
     for i in 0..span.len() {
-        if bin_of(span[i].centre()) <= best.1 {
+        if bin_of(&span[i]) <= best.1 {
             span.swap(i, left);
             left += 1;
         }
     }
-    let side = |range: std::ops::Range<usize>| {
-        range.fold(Measured::EMPTY, |m, k| m.join(binned[k], counts[k]))
-    };
+    let left_bins = bins[..=best.1].iter().fold(Bin::EMPTY, |s, b| s.join(b));
     (
         left,
-        [Some(side(0..best.1 + 1)), Some(side(best.1 + 1..BINS))],
+        [
+            Some(left_bins.measured()),
+            Some(right_of[best.1].measured()),
+        ],
     )
 }
 

@@ -156,16 +156,17 @@ impl<'a> JobOutput<'a> {
         fields: Fields,
     ) -> Result<(GpuMesh, Sign)> {
         let checking = Instant::now();
-        let (sign, auto_reason) = sign.resolve(&mesh);
+        let (sign, auto) = sign.resolve(&mesh);
         let load = load + checking.elapsed();
         let building = Instant::now();
-        let mesh = engine.upload_mesh_for_job(mesh, sign, fields)?;
+        let closed_cycle = auto.as_ref().map(|auto| auto.closed_cycle);
+        let mesh = engine.upload_mesh_for_job(mesh, sign, fields, closed_cycle)?;
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),
             device_bytes: mesh.triangle_bytes(),
             indexed: mesh.records() == crate::MeshRecords::Indexed,
-            signs: describe_signs(sign, auto_reason.as_deref()),
+            signs: describe_signs(sign, auto.as_ref().map(|auto| auto.reason.as_str())),
         });
         self.started = Instant::now();
         Ok((mesh, sign))

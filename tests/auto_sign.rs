@@ -143,7 +143,32 @@ fn auto_picks_winding_for_every_messy_mesh_and_pseudonormal_for_clean_ones() {
         let picked = auto_sign(&mesh);
         assert_eq!(picked.sign, expected, "{name}: {}", picked.reason);
         assert!(!picked.reason.is_empty(), "{name}");
+        let balanced = balanced_by_count(&mesh);
+        assert_eq!(picked.closed_cycle, balanced, "{name}");
+        assert_eq!(
+            closest::auto_sign::is_closed_cycle(&mesh),
+            balanced,
+            "{name}"
+        );
     }
+}
+
+/// Whether every edge (corners welded by their coordinates) is used as often each way, counted
+/// plainly in an ordered map of coordinate pairs (no welded ids, no buckets).
+fn balanced_by_count(mesh: &Mesh) -> bool {
+    let key = |v: DVec3| [v.x, v.y, v.z].map(|x| (x + 0.0).to_bits());
+    let mut balance: std::collections::BTreeMap<([u64; 3], [u64; 3]), i64> = Default::default();
+    for t in 0..mesh.triangles.len() {
+        let [a, b, c] = mesh.corners(t).map(key);
+        if a == b || b == c || c == a {
+            continue;
+        }
+        for (u, v) in [(a, b), (b, c), (c, a)] {
+            let (edge, step) = if u < v { ((u, v), 1) } else { ((v, u), -1) };
+            *balance.entry(edge).or_default() += step;
+        }
+    }
+    balance.values().all(|&b| b == 0)
 }
 
 #[test]

@@ -421,11 +421,15 @@ fn fit_triangles_box(
     if members.len() > ORIENTED_MAX_TRIANGLES {
         return None;
     }
-    let normal = members.iter().fold(DVec3::ZERO, |n, &k| {
-        let [a, b, c] = corners(k as usize);
-        n + (b - a).cross(c - a)
-    });
-    bvh::fit_oriented_box(members.iter().flat_map(|&k| corners(k as usize)), normal)
+    // The corners once, for both passes (each is a gather from the mesh's vertices).
+    let mut points = Vec::with_capacity(3 * members.len());
+    let mut normal = DVec3::ZERO;
+    for &t in members {
+        let [a, b, c] = corners(t as usize);
+        normal = normal + (b - a).cross(c - a);
+        points.extend_from_slice(&[a, b, c]);
+    }
+    bvh::fit_oriented_box(points.into_iter(), normal)
 }
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each

@@ -75,7 +75,11 @@ impl GpuMesh {
             !self.mesh.triangles.is_empty(),
             "the host mesh was released"
         );
-        self.auto_sign.get_or_init(|| auto_sign(&self.mesh))
+        self.auto_sign.get_or_init(|| {
+            let auto = auto_sign(&self.mesh);
+            self.closed_cycle.get_or_init(|| auto.closed_cycle);
+            auto
+        })
     }
 
     /// Whether the winding number is constant off the surface (`auto_sign::is_closed_cycle`):
@@ -249,7 +253,8 @@ impl Engine {
     }
 
     /// Upload `mesh` for a one-shot job (the CLI's query or grid) whose one query signs by
-    /// `sign` and computes `fields`: with the winding clusters only if it signs by winding
+    /// `sign` and computes `fields` (`closed_cycle`: whether it is one, where `auto` found
+    /// out already): with the winding clusters only if it signs by winding
     /// number; with the sign data the device needs to answer alone built now; and with the
     /// host's copy of the mesh released where the device does answer alone. Kept where the
     /// host takes part: a mesh in parts, or sign data the device cannot hold (a grid the device
@@ -263,10 +268,14 @@ impl Engine {
         mesh: Mesh,
         sign: Sign,
         fields: Fields,
+        closed_cycle: Option<bool>,
     ) -> Result<GpuMesh> {
         let sign = applied_sign(sign, fields);
         let mut mesh =
             self.upload_mesh_with(mesh, sign == Sign::Winding, |_| Ok::<(), Error>(()))?;
+        if let Some(closed) = closed_cycle {
+            mesh.closed_cycle.get_or_init(|| closed);
+        }
         if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
             // Band grids ask them after the upload.
             if !mesh.is_closed_cycle() {
