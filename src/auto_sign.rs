@@ -566,7 +566,7 @@ struct Cap {
 type Box3 = ([f64; 3], [f64; 3]);
 
 /// A grid cell's triangles, each with its box (`crossing_triangles`).
-type CellMembers = Vec<(u32, Box3)>;
+type CellMembers = Vec<(u32, Box3, [u32; 3])>;
 
 fn box_of(corners: [DVec3; 3]) -> Box3 {
     let [a, b, c] = corners.map(DVec3::to_array);
@@ -944,25 +944,28 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|(key, members)| {
-            let mut members: Vec<(u32, Box3)> = members
+            let mut members: CellMembers = members
                 .into_iter()
-                .map(|t| (t, boxes[t as usize].unwrap()))
+                .map(|t| (t, boxes[t as usize].unwrap(), corners[t as usize].unwrap()))
                 .collect();
             members.sort_unstable_by(|a, b| a.1.0[0].total_cmp(&b.1.0[0]));
             (key, members)
         })
         .collect();
     let in_cells = cells.par_iter().find_map_any(|(key, members)| {
-        for (n, &(a, (alo, ahi))) in members.iter().enumerate() {
+        for (n, &(a, (alo, ahi), ca)) in members.iter().enumerate() {
             let later = members[n + 1..].iter();
-            for &(b, (blo, bhi)) in later.take_while(|(_, (blo, _))| blo[0] <= ahi[0]) {
-                if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k]) {
+            for &(b, (blo, bhi), cb) in later.take_while(|(_, (blo, _), _)| blo[0] <= ahi[0]) {
+                // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
+                if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
+                    || ca.iter().any(|v| cb.contains(v))
+                {
                     continue;
                 }
                 // Each pair once: in the cell holding the low corner of the boxes' overlap.
                 let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
                 let (a, b) = (a as usize, b as usize);
-                if index(low_corner) == *key && crossing(a, b) {
+                if index(low_corner) == *key && triangles_cross(mesh.corners(a), mesh.corners(b)) {
                     return Some(ordered(a, b));
                 }
             }
