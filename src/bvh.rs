@@ -37,6 +37,14 @@ impl Bounds {
         max: DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
     };
 
+    /// The box from `min` to `max`, held in f32 (exactly the same in f64).
+    fn of_f32(min: [f32; 3], max: [f32; 3]) -> Bounds {
+        let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
+        Bounds {
+            min: wide(min),
+            max: wide(max),
+        }
+    }
     fn of_points(points: &[DVec3]) -> Bounds {
         points.iter().fold(Bounds::EMPTY, |b, p| b.grow_point(*p))
     }
@@ -371,11 +379,7 @@ impl Entry {
         }
     }
     fn bounds(&self) -> Bounds {
-        let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
-        Bounds {
-            min: wide(self.min),
-            max: wide(self.max),
-        }
+        Bounds::of_f32(self.min, self.max)
     }
     fn centre(&self) -> DVec3 {
         self.bounds().centre()
@@ -749,11 +753,7 @@ impl Bin {
     }
 
     fn bounds(&self) -> Bounds {
-        let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
-        Bounds {
-            min: wide(self.min),
-            max: wide(self.max),
-        }
+        Bounds::of_f32(self.min, self.max)
     }
 
     fn measured(&self) -> Measured {
