@@ -73,56 +73,22 @@ pub fn is_closed_cycle(mesh: &Mesh) -> bool {
 }
 
 /// Each undirected edge's uses from its lower vertex (welded ids) to its higher and back, in
-/// no particular order: the edges bucketed by their lower vertex (a counting sort), each
-/// bucket's few sorted by the other end on all cores. A hash map of every edge took 3–4×
+/// ascending order of the edges (`mesh::for_each_edge`, the pseudonormal table's grouping: a
+/// counting sort on the lower vertex, in bounded bands). A hash map of every edge took 3–4×
 /// as long on a mesh of 10^5 vertices.
 fn edge_uses(vertex_count: usize, corners: &[Option<[u32; 3]>]) -> Vec<[u32; 2]> {
-    let edges = || {
-        corners
-            .iter()
-            .flatten()
-            .flat_map(|&[a, b, c]| [(a, b), (b, c), (c, a)])
+    let triangles: Vec<[u32; 3]> = corners.iter().flatten().copied().collect();
+    let from_higher = |h: u32| {
+        let (t, k) = (triangles[h as usize / 3], h as usize % 3);
+        t[k] > t[(k + 1) % 3]
     };
-    let mut starts = vec![0usize; vertex_count + 1];
-    for (u, v) in edges() {
-        starts[u.min(v) as usize + 1] += 1;
-    }
-    for k in 0..vertex_count {
-        starts[k + 1] += starts[k];
-    }
-    // The other end, doubled, plus 1 where the face uses the edge from the higher vertex.
-    let mut ends = vec![0u64; starts[vertex_count]];
-    let mut next = starts.clone();
-    for (u, v) in edges() {
-        let lower = u.min(v) as usize;
-        ends[next[lower]] = (u64::from(u.max(v)) << 1) | u64::from(u > v);
-        next[lower] += 1;
-    }
-    drop(next);
-    let buckets: Vec<&mut [u64]> = {
-        let mut rest = ends.as_mut_slice();
-        let mut buckets = Vec::with_capacity(vertex_count);
-        for k in 0..vertex_count {
-            let (bucket, tail) = rest.split_at_mut(starts[k + 1] - starts[k]);
-            buckets.push(bucket);
-            rest = tail;
-        }
-        buckets
-    };
-    buckets
-        .into_par_iter()
-        .with_min_len(1024)
-        .flat_map_iter(|bucket| {
-            bucket.sort_unstable();
-            bucket
-                .chunk_by(|x, y| x >> 1 == y >> 1)
-                .map(|uses| {
-                    let backward = uses.iter().filter(|&&x| x & 1 == 1).count() as u32;
-                    [uses.len() as u32 - backward, backward]
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let mut uses = Vec::new();
+    let band = crate::mesh::band_len(vertex_count);
+    crate::mesh::for_each_edge(vertex_count, &triangles, band, |run| {
+        let backward = run.iter().filter(|&&h| from_higher(h)).count() as u32;
+        uses.push([run.len() as u32 - backward, backward]);
+    });
+    uses
 }
 
 /// For each edge (welded ids, the smaller first), how many more times the faces use it from
@@ -565,7 +531,7 @@ struct Cap {
 /// A box: its least and greatest corner.
 type Box3 = ([f64; 3], [f64; 3]);
 
-/// A grid cell's triangles, each with its box (`crossing_triangles`).
+/// A grid cell's triangles, each with its box and welded corners (`crossing_triangles`).
 type CellMembers = Vec<(u32, Box3, [u32; 3])>;
 
 fn box_of(corners: [DVec3; 3]) -> Box3 {

@@ -791,8 +791,8 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     for e in span.iter() {
         bins[bin_of(e)].add(e);
     }
-    // Cost of splitting after bin k: area·count of each side, the right sides swept from the
-    // last bin once. A side holding an empty bin is passed over (with no such split, the
+    // Cost of splitting after bin k: area·count of each side, the sides swept once from each
+    // end. A side holding an empty bin is passed over (with no such split, the
     // median): the builder always did so, its union with an empty bin's box being unbounded,
     // and costing those sides too moved no mesh query's time beyond noise (perf-history), so
     // the trees stay as they were.
@@ -803,12 +803,16 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
         right_gaps[k] = right_gaps[k + 1] || bins[k + 1].count == 0;
     }
     let mut best = (f64::INFINITY, 0);
-    let mut left_side = Bin::EMPTY;
+    let mut left_of = [Bin::EMPTY; BINS];
     let mut left_gaps = false;
     for k in 0..BINS - 1 {
-        left_side = left_side.join(&bins[k]);
+        left_of[k] = if k == 0 {
+            bins[0]
+        } else {
+            left_of[k - 1].join(&bins[k])
+        };
         left_gaps |= bins[k].count == 0;
-        let right_side = &right_of[k];
+        let (left_side, right_side) = (&left_of[k], &right_of[k]);
         if left_side.count == 0 || right_side.count == 0 || left_gaps || right_gaps[k] {
             continue;
         }
@@ -828,11 +832,10 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
             left += 1;
         }
     }
-    let left_bins = bins[..=best.1].iter().fold(Bin::EMPTY, |s, b| s.join(b));
     (
         left,
         [
-            Some(left_bins.measured()),
+            Some(left_of[best.1].measured()),
             Some(right_of[best.1].measured()),
         ],
     )

@@ -310,7 +310,7 @@ fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
 /// The vertices a band of [`for_each_vertex_band`] and [`for_each_edge`] holds: an
 /// eighth of the mesh's, and at least `VERTEX_BAND_FLOOR` (fewer passes over a small mesh).
 /// A band holds 24 bytes a vertex either way: its f64 sums, or about six half-edges.
-fn band_len(vertices: usize) -> usize {
+pub(crate) fn band_len(vertices: usize) -> usize {
     vertices.div_ceil(8).max(VERTEX_BAND_FLOOR)
 }
 
@@ -367,33 +367,39 @@ fn for_each_vertex_band(
     }
 }
 
-/// Calls `edge` with the half-edges of every undirected edge, in ascending order (half-edge
-/// h = 3t + k runs from corner k to corner k + 1 of triangle t), grouped in ascending bands of
+/// Calls `edge` with the half-edges of every undirected edge of `triangles` (over
+/// `vertex_count` vertices), in ascending order (half-edge h = 3t + k runs from corner k to
+/// corner k + 1 of triangle t), grouped in ascending bands of
 /// at most `band_len` lower vertices (4 bytes a half-edge), each band two passes over the
 /// half-edges.
-fn for_each_edge(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
+pub(crate) fn for_each_edge(
+    vertex_count: usize,
+    triangles: &[[u32; 3]],
+    band_len: usize,
+    mut edge: impl FnMut(&[u32]),
+) {
     use rayon::prelude::*;
     // `ends(h)` is half-edge h's edge: its (lower, upper) vertex. The half-edges are grouped by
     // lower vertex (a counting sort), each group sorted by upper vertex, then by h.
     let ends = |h: u32| {
-        let tri = mesh.triangles[h as usize / 3];
+        let tri = triangles[h as usize / 3];
         let k = h as usize % 3;
         let (i, j) = (tri[k], tri[(k + 1) % 3]);
         (i.min(j), i.max(j))
     };
     // Half-edges are numbered in u32 (`lower_ends`, the runs).
-    u32::try_from(3 * mesh.triangles.len()).expect("fewer than 2^32 half-edges");
+    u32::try_from(3 * triangles.len()).expect("fewer than 2^32 half-edges");
     // Each half-edge h = 3t + k with its lower vertex, a triangle at a time.
     let lower_ends = || {
-        mesh.triangles.iter().enumerate().flat_map(|(t, tri)| {
+        triangles.iter().enumerate().flat_map(|(t, tri)| {
             [(0, 1), (1, 2), (2, 0)]
                 .into_iter()
                 .map(move |(k, next)| ((3 * t + k) as u32, tri[k].min(tri[next]) as usize))
         })
     };
     let (mut start, mut grouped) = (Vec::new(), Vec::new());
-    for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
-        let vertices = first..(first + band_len).min(mesh.vertices.len());
+    for first in (0..vertex_count).step_by(band_len.max(1)) {
+        let vertices = first..(first + band_len).min(vertex_count);
         let in_band = |v: usize| v.wrapping_sub(first) < vertices.len();
         // start[v - first]: the first of vertex v's half-edges in the band's grouped order.
         start.clear();
@@ -415,7 +421,7 @@ fn for_each_edge(mesh: &Mesh, band_len: usize, mut edge: impl FnMut(&[u32])) {
                 *slot += 1;
             }
         }
-        if vertices.end == mesh.vertices.len() {
+        if vertices.end == vertex_count {
             // The last band's starts are done with: free them before its edges' work (with
             // one band, a start per vertex of the mesh).
             start = Vec::new();
@@ -456,15 +462,20 @@ impl Pseudonormals {
         let vertex = vertex_sums(mesh);
         let mut next_on_edge = vec![0u32; 3 * mesh.triangles.len()];
         let mut crowded_edges = std::collections::HashMap::new();
-        for_each_edge(mesh, band_len(mesh.vertices.len()), |run| {
-            for (at, &h) in run.iter().enumerate() {
-                next_on_edge[h as usize] = run[(at + 1) % run.len()];
-            }
-            if run.len() > 2 {
-                let sum = crowded_sum(mesh, run);
-                crowded_edges.extend(run.iter().map(|&h| (h, sum)));
-            }
-        });
+        for_each_edge(
+            mesh.vertices.len(),
+            &mesh.triangles,
+            band_len(mesh.vertices.len()),
+            |run| {
+                for (at, &h) in run.iter().enumerate() {
+                    next_on_edge[h as usize] = run[(at + 1) % run.len()];
+                }
+                if run.len() > 2 {
+                    let sum = crowded_sum(mesh, run);
+                    crowded_edges.extend(run.iter().map(|&h| (h, sum)));
+                }
+            },
+        );
         Pseudonormals {
             vertex,
             next_on_edge,
@@ -522,14 +533,19 @@ impl Pseudonormals {
         let edge_word = |h: u32| 4 + stride * (h as usize / 3) + stride - 3 + h as usize % 3;
         // Crowded edges are numbered in the order of their lowest half-edge, once all are found.
         let mut crowded = Vec::new();
-        for_each_edge(mesh, band, |run| match run {
-            [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
-            [a, b] => {
-                words[edge_word(*a)] = b / 3;
-                words[edge_word(*b)] = a / 3;
-            }
-            _ => crowded.push((run.to_vec(), crowded_sum(mesh, run))),
-        });
+        for_each_edge(
+            mesh.vertices.len(),
+            &mesh.triangles,
+            band,
+            |run| match run {
+                [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
+                [a, b] => {
+                    words[edge_word(*a)] = b / 3;
+                    words[edge_word(*b)] = a / 3;
+                }
+                _ => crowded.push((run.to_vec(), crowded_sum(mesh, run))),
+            },
+        );
         crowded.sort_unstable_by_key(|(run, _)| run[0]);
         for (index, (run, _)) in crowded.iter().enumerate() {
             for &h in run {
