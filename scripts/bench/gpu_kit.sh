@@ -20,7 +20,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "bodies" and m.get("executable"):
         print(m["executable"])')
 torus=target/torus-2m.ply
-[ -f "$torus" ] || python3 scripts/bench/make_torus_mesh.py 1024 1024 "$torus"
+[ -f "$torus" ] || "${PYTHON:-python3}" scripts/bench/make_torus_mesh.py 1024 1024 "$torus"
 kit=target/gpukit
 rm -rf "$kit" "$kit.tar.gz"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/meshes" "$kit/python"
