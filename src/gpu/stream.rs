@@ -347,7 +347,7 @@ impl Slot {
             }),
             in_flight: None,
             clock: DeviceClock::new(gpu),
-            reorder: Reorder::default(),
+            reorder: Reorder::new(gpu.drain_spread),
         }
     }
 
