@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::layout::GpuShape;
-use super::rows::{RowSource, SendPiece};
+use super::rows::RowSource;
 use crate::error::Result;
 
 /// 30-bit Morton code of `p` inside the box `[lo, hi]` (10 bits an axis); points outside
@@ -55,7 +55,7 @@ const PASSES: usize = (30 / DIGIT_BITS) as usize;
 /// `keys` (a 30-bit code above each index) in ascending order, `spare` as scratch: a
 /// least-significant-digit radix sort, three passes of 10 bits, stable, so equal codes keep
 /// their index order (the order `sort_unstable` gave these unique keys).
-fn sort_by_code<'a>(mut keys: &'a mut [u64], mut spare: &'a mut [u64]) {
+fn sort_by_code(keys: &mut Vec<u64>, spare: &mut Vec<u64>) {
     const BUCKETS: usize = 1 << DIGIT_BITS;
     let digit = |key: u64, pass: u32| ((key >> (32 + pass * DIGIT_BITS)) as usize) & (BUCKETS - 1);
     let mut counts = vec![[0usize; BUCKETS]; PASSES];
@@ -64,6 +64,8 @@ fn sort_by_code<'a>(mut keys: &'a mut [u64], mut spare: &'a mut [u64]) {
             count[digit(key, pass as u32)] += 1;
         }
     }
+    spare.clear();
+    spare.resize(keys.len(), 0);
     for (pass, count) in counts.iter_mut().enumerate() {
         let mut start = 0;
         for bucket in count.iter_mut() {
@@ -76,82 +78,22 @@ fn sort_by_code<'a>(mut keys: &'a mut [u64], mut spare: &'a mut [u64]) {
             spare[*bucket] = key;
             *bucket += 1;
         }
-        std::mem::swap(&mut keys, &mut spare);
-    }
-    // An odd number of passes leaves the sorted keys in the caller's spare.
-    if PASSES % 2 == 1 {
-        spare.copy_from_slice(keys);
+        std::mem::swap(keys, spare);
     }
 }
 
-/// `order` (as long as `points`) gets the rows `first..first + points.len()` along the Morton
-/// curve of the points' (finite) bounding box; `keys` and `spare` are scratch of that length.
-fn sort_piece(
-    points: &[[f32; 3]],
-    first: usize,
-    keys: &mut [u64],
-    spare: &mut [u64],
-    order: &mut [u32],
-) {
-    let (mut lo, mut hi) = ([f32::MAX; 3], [f32::MIN; 3]);
-    for p in points.iter().filter(|p| p.iter().all(|x| x.is_finite())) {
-        for k in 0..3 {
-            lo[k] = lo[k].min(p[k]);
-            hi[k] = hi[k].max(p[k]);
-        }
-    }
-    let cells = MortonBox::new(lo, hi);
-    for ((key, &p), row) in keys.iter_mut().zip(points).zip(first..) {
-        *key = (u64::from(cells.code(p)) << 32) | row as u64;
-    }
-    sort_by_code(keys, spare);
-    for (row, &key) in order.iter_mut().zip(keys.iter()) {
-        *row = key as u32;
-    }
-}
-
-/// Rows of `W` words from `words` written to `out` (which starts at row `first`) at the rows
-/// `order` names.
-fn scatter_rows<const W: usize>(words: &[u32], order: &[u32], first: usize, out: &mut [u32]) {
+/// Rows of `W` words from `words` written to `out` at the rows `order` names.
+fn scatter_rows<const W: usize>(words: &[u32], order: &[u32], out: &mut [u32]) {
     let out: &mut [[u32; W]] = bytemuck::cast_slice_mut(out);
     let rows: &[[u32; W]] = bytemuck::cast_slice(words);
     for (row, &original) in rows.iter().zip(order) {
-        out[original as usize - first] = *row;
+        out[original as usize] = *row;
     }
 }
-
-/// [`scatter_rows`] for rows of any width; rows of a known width copy as whole arrays, not
-/// through `memmove` calls.
-fn scatter(words: &[u32], order: &[u32], first: usize, row_words: usize, out: &mut [u32]) {
-    match row_words {
-        1 => scatter_rows::<1>(words, order, first, out),
-        2 => scatter_rows::<2>(words, order, first, out),
-        3 => scatter_rows::<3>(words, order, first, out),
-        4 => scatter_rows::<4>(words, order, first, out),
-        5 => scatter_rows::<5>(words, order, first, out),
-        6 => scatter_rows::<6>(words, order, first, out),
-        7 => scatter_rows::<7>(words, order, first, out),
-        8 => scatter_rows::<8>(words, order, first, out),
-        _ => {
-            for (row, &original) in words.chunks_exact(row_words).zip(order) {
-                let at = (original as usize - first) * row_words;
-                out[at..at + row_words].copy_from_slice(row);
-            }
-        }
-    }
-}
-
-/// Rows sorted on their own when a chunk is sorted in pieces: each piece keeps its rows within
-/// its own span, along the Morton curve of its own box (a warp's 32 neighbours lie as close
-/// in a piece of 2^16 uniform points as in a whole chunk).
-const SORT_PIECE_ROWS: usize = 1 << 16;
 
 /// One chunk's reordering, kept by its slot from fill to drain.
 #[derive(Default)]
 pub(crate) struct Reorder {
-    /// Sort, write and restore in pieces on all cores (hardware GPUs: on a CPU adapter the
-    /// other cores run the device).
-    in_pieces: bool,
     /// Dispatch position k holds the chunk's row `order[k]`; empty when not reordered.
     order: Vec<u32>,
     points: Vec<[f32; 3]>,
@@ -162,13 +104,6 @@ pub(crate) struct Reorder {
 }
 
 impl Reorder {
-    pub fn new(in_pieces: bool) -> Reorder {
-        Reorder {
-            in_pieces,
-            ..Reorder::default()
-        }
-    }
-
     /// Read rows `range` from `source`, sort them along the Morton curve of their bounding box
     /// and write them to `out` in that order.
     pub fn fill_sorted(
@@ -179,7 +114,7 @@ impl Reorder {
     ) -> Result<()> {
         read_rows(&mut self.points, source, range)?;
         self.sort_points();
-        write_in_order::<_, 12>(&self.order, &self.points, out, self.in_pieces);
+        write_in_order::<_, 12>(&self.order, &self.points, out);
         Ok(())
     }
 
@@ -199,43 +134,34 @@ impl Reorder {
                 .map(|r| [r.anchor[0], r.anchor[1], r.anchor[2]]),
         );
         self.sort_points();
-        write_in_order::<_, { std::mem::size_of::<GpuShape>() }>(
-            &self.order,
-            &self.records,
-            out,
-            self.in_pieces,
-        );
+        write_in_order::<_, { std::mem::size_of::<GpuShape>() }>(&self.order, &self.records, out);
         Ok(())
     }
 
-    /// `order` from `points`: along the Morton curve of their (finite) bounding box, or of
-    /// each piece's when sorting in pieces.
+    /// `order` from `points`: along the Morton curve of their (finite) bounding box.
     fn sort_points(&mut self) {
-        self.keys.clear();
-        self.keys.resize(self.points.len(), 0);
-        self.spare_keys.resize(self.points.len(), 0);
-        self.order.clear();
-        self.order.resize(self.points.len(), 0);
-        if self.in_pieces && self.points.len() > SORT_PIECE_ROWS {
-            use rayon::prelude::*;
-            self.points
-                .par_chunks(SORT_PIECE_ROWS)
-                .zip(self.keys.par_chunks_mut(SORT_PIECE_ROWS))
-                .zip(self.spare_keys.par_chunks_mut(SORT_PIECE_ROWS))
-                .zip(self.order.par_chunks_mut(SORT_PIECE_ROWS))
-                .enumerate()
-                .for_each(|(piece, (((points, keys), spare), order))| {
-                    sort_piece(points, piece * SORT_PIECE_ROWS, keys, spare, order)
-                });
-        } else {
-            sort_piece(
-                &self.points,
-                0,
-                &mut self.keys,
-                &mut self.spare_keys,
-                &mut self.order,
-            );
+        let (mut lo, mut hi) = ([f32::MAX; 3], [f32::MIN; 3]);
+        for p in self
+            .points
+            .iter()
+            .filter(|p| p.iter().all(|x| x.is_finite()))
+        {
+            for k in 0..3 {
+                lo[k] = lo[k].min(p[k]);
+                hi[k] = hi[k].max(p[k]);
+            }
         }
+        let cells = MortonBox::new(lo, hi);
+        self.keys.clear();
+        self.keys.extend(
+            self.points
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| (u64::from(cells.code(p)) << 32) | i as u64),
+        );
+        sort_by_code(&mut self.keys, &mut self.spare_keys);
+        self.order.clear();
+        self.order.extend(self.keys.iter().map(|&key| key as u32));
     }
 
     /// Output rows of `row_words` each, back in row order; unchanged when not reordered.
@@ -244,20 +170,23 @@ impl Reorder {
             return words;
         }
         self.rows.resize(words.len(), 0);
-        if self.in_pieces && self.order.len() > SORT_PIECE_ROWS {
-            use rayon::prelude::*;
-            // A piece's rows stay within its span, so each piece restores its own.
-            let piece_words = SORT_PIECE_ROWS * row_words;
-            words
-                .par_chunks(piece_words)
-                .zip(self.order.par_chunks(SORT_PIECE_ROWS))
-                .zip(self.rows.par_chunks_mut(piece_words))
-                .enumerate()
-                .for_each(|(piece, ((words, order), out))| {
-                    scatter(words, order, piece * SORT_PIECE_ROWS, row_words, out)
-                });
-        } else {
-            scatter(words, &self.order, 0, row_words, &mut self.rows);
+        // Rows of a known width copy as whole arrays, not through `memmove` calls.
+        let (order, out) = (&self.order, &mut self.rows[..]);
+        match row_words {
+            1 => scatter_rows::<1>(words, order, out),
+            2 => scatter_rows::<2>(words, order, out),
+            3 => scatter_rows::<3>(words, order, out),
+            4 => scatter_rows::<4>(words, order, out),
+            5 => scatter_rows::<5>(words, order, out),
+            6 => scatter_rows::<6>(words, order, out),
+            7 => scatter_rows::<7>(words, order, out),
+            8 => scatter_rows::<8>(words, order, out),
+            _ => {
+                for (row, &original) in words.chunks_exact(row_words).zip(order) {
+                    let at = original as usize * row_words;
+                    out[at..at + row_words].copy_from_slice(row);
+                }
+            }
         }
         &self.rows
     }
@@ -282,40 +211,18 @@ fn read_rows<T: bytemuck::Pod>(
     )
 }
 
-/// `rows` (of `N` bytes each) into `out` in dispatch order: position k gets row `order[k]`;
-/// `in_pieces`: piece by piece on all cores.
-fn write_in_order<T: bytemuck::Pod + Sync, const N: usize>(
+/// `rows` (of `N` bytes each) into `out` in dispatch order: position k gets row `order[k]`.
+fn write_in_order<T: bytemuck::Pod, const N: usize>(
     order: &[u32],
     rows: &[T],
     out: wgpu::WriteOnly<'_, [u8]>,
-    in_pieces: bool,
 ) {
-    fn write_piece<T: bytemuck::Pod, const N: usize>(
-        order: &[u32],
-        rows: &[T],
-        out: wgpu::WriteOnly<'_, [u8]>,
-    ) {
-        let (chunks, _) = out.into_chunks::<N>();
-        chunks.write_iter(
-            order
-                .iter()
-                .map(|&i| bytemuck::cast::<T, [u8; N]>(rows[i as usize])),
-        );
-    }
-    if !in_pieces || order.len() <= SORT_PIECE_ROWS {
-        return write_piece::<T, N>(order, rows, out);
-    }
-    use rayon::prelude::*;
-    let mut pieces = Vec::with_capacity(order.len().div_ceil(SORT_PIECE_ROWS));
-    let mut rest = out;
-    for piece in order.chunks(SORT_PIECE_ROWS) {
-        let (head, tail) = rest.split_at(piece.len() * N);
-        pieces.push((piece, SendPiece(head)));
-        rest = tail;
-    }
-    pieces
-        .into_par_iter()
-        .for_each(|(order, out)| write_piece::<T, N>(order, rows, out.0));
+    let (chunks, _) = out.into_chunks::<N>();
+    chunks.write_iter(
+        order
+            .iter()
+            .map(|&i| bytemuck::cast::<T, [u8; N]>(rows[i as usize])),
+    );
 }
 
 #[cfg(test)]
@@ -346,8 +253,7 @@ mod tests {
             .collect();
         let mut expected = keys.clone();
         expected.sort_unstable();
-        let mut spare = vec![0; keys.len()];
-        sort_by_code(&mut keys, &mut spare);
+        sort_by_code(&mut keys, &mut Vec::new());
         assert_eq!(keys, expected);
     }
 
@@ -368,53 +274,6 @@ mod tests {
                 .flat_map(|row| (0..row_words as u32).map(move |w| 100 * row + w))
                 .collect();
             assert_eq!(restored, expected, "{row_words} words a row");
-        }
-    }
-
-    #[test]
-    fn pieces_sort_within_their_spans_and_restore_every_row() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 * 100.0 - 50.0
-        };
-        let n = 3 * SORT_PIECE_ROWS + 1234;
-        let mut points: Vec<[f32; 3]> = (0..n).map(|_| [next(), next(), next()]).collect();
-        points[7] = [f32::NAN, 0.0, f32::INFINITY];
-        for in_pieces in [false, true] {
-            let mut reorder = Reorder::new(in_pieces);
-            reorder.points = points.clone();
-            reorder.sort_points();
-            let piece_rows = if in_pieces { SORT_PIECE_ROWS } else { n };
-            let spans: Vec<std::ops::Range<usize>> = (0..n)
-                .step_by(piece_rows)
-                .map(|s| s..(s + piece_rows).min(n))
-                .collect();
-            let mut seen = vec![false; n];
-            for span in spans {
-                let rows = &reorder.order[span.clone()];
-                let piece = &points[span.clone()];
-                let (mut lo, mut hi) = ([f32::MAX; 3], [f32::MIN; 3]);
-                for p in piece.iter().filter(|p| p.iter().all(|x| x.is_finite())) {
-                    for k in 0..3 {
-                        lo[k] = lo[k].min(p[k]);
-                        hi[k] = hi[k].max(p[k]);
-                    }
-                }
-                let code = |row: u32| morton_code(points[row as usize], lo, hi);
-                for &row in rows {
-                    assert!(span.contains(&(row as usize)), "row {row} left {span:?}");
-                    assert!(!std::mem::replace(&mut seen[row as usize], true));
-                }
-                assert!(rows.windows(2).all(|w| code(w[0]) <= code(w[1])));
-            }
-            assert!(seen.iter().all(|&s| s));
-            let dispatched: Vec<u32> = reorder.order.iter().flat_map(|&row| [row, !row]).collect();
-            let restored = reorder.restore(&dispatched, 2).to_vec();
-            let expected: Vec<u32> = (0..n as u32).flat_map(|row| [row, !row]).collect();
-            assert_eq!(restored, expected, "in pieces: {in_pieces}");
         }
     }
 }

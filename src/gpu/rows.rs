@@ -66,7 +66,7 @@ fn write_converted<T: Sync>(
 }
 
 /// A piece of a mapped buffer, written on another thread.
-pub(crate) struct SendPiece<'a>(pub wgpu::WriteOnly<'a, [u8]>);
+struct SendPiece<'a>(wgpu::WriteOnly<'a, [u8]>);
 
 // SAFETY: a `WriteOnly<'_, [u8]>` is a unique write-only borrow of bytes, like `&mut [u8]`
 // (which is Send); wgpu-types 30 declares `Send` only for sized targets (its `Sync` has

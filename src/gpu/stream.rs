@@ -347,7 +347,7 @@ impl Slot {
             }),
             in_flight: None,
             clock: DeviceClock::new(gpu),
-            reorder: Reorder::new(gpu.drain_spread),
+            reorder: Reorder::default(),
         }
     }
 
