@@ -662,6 +662,10 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Serve(args) => {
             let config = args.config()?;
+            let options = EngineOptions {
+                jobs_at_once: args.jobs_at_once.map(|n| n as usize),
+                ..options
+            };
             let engine = Engine::new(&options)?;
             closest::serve::run(engine, options, config, |address| {
                 eprintln!("closest: listening on http://{address}");

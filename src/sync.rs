@@ -1,8 +1,8 @@
 //! Locks that outlive a panic: a request that panics while holding one (a bug, or a driver
 //! fault) must cost that request only (SPEC §7), so the next holder takes the lock over
 //! instead of failing on its poison. Every value kept under these locks is whole between
-//! statements (caches, counters); the one that is not, the stream's slots, is reset by its
-//! holder when it finds the lock poisoned (`gpu::stream::run`).
+//! statements (caches, counters, the pool of the stream's slots: a job that panics drops its
+//! own set of slots rather than return it, `gpu::stream::LentSlots`).
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -124,6 +124,54 @@ fn many_chunks(force_staging: bool) {
 }
 
 #[test]
+fn jobs_from_several_threads_answer_as_they_do_alone() {
+    // Two jobs at once, each through its own slots (hardware GPUs' default; set here so that
+    // lavapipe runs it too), and 37-row chunks so that every job streams dozens of chunks
+    // while the others run. Scene and mesh jobs of different sizes, four threads.
+    let small = open_engine(EngineOptions {
+        chunk_rows: Some(37),
+        ..Default::default()
+    });
+    small.set_jobs_at_once(2);
+    assert_eq!(small.jobs_at_once(), 2);
+    let mut rng = Rng::new(29);
+    let scene = small.upload_scene(&mixed_scene(&mut rng, 12, 3.0)).unwrap();
+    let mesh = small.upload_mesh(common::odd_mesh()).unwrap();
+    let point_sets: Vec<Vec<[f32; 3]>> = (0..4)
+        .map(|k| {
+            let points: Vec<DVec3> = (0..900 + 211 * k).map(|_| rng.vec(-5.0, 5.0)).collect();
+            f32_points(&points)
+        })
+        .collect();
+    let sign = closest::mesh::Sign::Pseudonormal;
+    let alone: Vec<_> = point_sets
+        .iter()
+        .map(|points| {
+            (
+                small.scene_hits(&scene, &points[..], Mode::Solid).unwrap(),
+                small.mesh_hits(&mesh, &points[..], sign).unwrap(),
+            )
+        })
+        .collect();
+    std::thread::scope(|threads| {
+        for (k, (points, (scene_alone, mesh_alone))) in point_sets.iter().zip(&alone).enumerate() {
+            let (small, scene, mesh) = (&small, &scene, &mesh);
+            threads.spawn(move || {
+                for round in 0..3 {
+                    let scene_hits = small.scene_hits(scene, &points[..], Mode::Solid).unwrap();
+                    assert!(
+                        scene_hits == *scene_alone,
+                        "thread {k}, round {round}: scene"
+                    );
+                    let mesh_hits = small.mesh_hits(mesh, &points[..], sign).unwrap();
+                    assert!(mesh_hits == *mesh_alone, "thread {k}, round {round}: mesh");
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn the_same_engine_serves_jobs_of_different_sizes() {
     let shapes = [Shape::Sphere {
         center: DVec3::ZERO,

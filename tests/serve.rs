@@ -434,7 +434,17 @@ fn a_token_guards_every_route_but_health() {
 
 #[test]
 fn concurrent_clients_get_their_lone_answers_in_shared_dispatches() {
-    let server = Server::start(&["--batch-delay-ms", "50"]);
+    concurrent_clients_get_their_lone_answers(&["--batch-delay-ms", "50"]);
+}
+
+#[test]
+fn concurrent_clients_get_their_lone_answers_with_two_batches_at_once() {
+    // A hardware GPU's default: a target's batches overlap, each with its own chunk buffers.
+    concurrent_clients_get_their_lone_answers(&["--batch-delay-ms", "50", "--jobs-at-once", "2"]);
+}
+
+fn concurrent_clients_get_their_lone_answers(server_args: &[&str]) {
+    let server = Server::start(server_args);
     let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
     assert_eq!(
         server.put("/v1/meshes/bunny?format=obj", &bunny).status,

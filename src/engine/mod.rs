@@ -46,9 +46,20 @@ pub struct Engine {
 impl Engine {
     /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
     pub fn new(options: &EngineOptions) -> Result<Engine> {
+        let gpu = Context::open(options)?;
+        // Jobs from several threads overlap on a hardware GPU (one's host work beside
+        // another's device work); a CPU adapter's device is the host itself.
+        let jobs_at_once =
+            options
+                .jobs_at_once
+                .unwrap_or(if gpu.info.device_type == wgpu::DeviceType::Cpu {
+                    1
+                } else {
+                    2
+                });
         Ok(Engine {
-            gpu: Context::open(options)?,
-            slots: stream::Slots::default(),
+            gpu,
+            slots: stream::Slots::new(jobs_at_once),
         })
     }
 
@@ -76,6 +87,19 @@ impl Engine {
         self.gpu
             .reorder_queries
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Jobs called from several threads at once that run through the device together (two on
+    /// hardware GPUs, one on CPU adapters): each holds its own chunk buffers, so one's fill
+    /// and drain on the host overlap another's chunks on the device. More wait their turn.
+    /// [`Engine::last_timing`] then mixes the jobs that overlapped.
+    pub fn jobs_at_once(&self) -> usize {
+        self.slots.jobs_at_once()
+    }
+
+    /// Override [`Engine::jobs_at_once`] (at least 1), to measure and test it.
+    pub fn set_jobs_at_once(&self, jobs: usize) {
+        self.slots.set_jobs_at_once(jobs);
     }
 
     /// Whether SDF grids are sampled on the device (each chunk uploads a header, not its

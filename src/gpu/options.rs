@@ -42,6 +42,9 @@ pub struct EngineOptions {
     /// Ask every part of a mesh in parts for every row, none passed over for its box
     /// (`Engine::query_mesh_parts_stream`), so tests and benchmarks can compare both paths.
     pub every_part: bool,
+    /// Jobs called from several threads that may run through the device together
+    /// (`Engine::jobs_at_once`); `None`: two on hardware GPUs, one on CPU adapters.
+    pub jobs_at_once: Option<usize>,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).

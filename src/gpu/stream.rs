@@ -265,10 +265,81 @@ impl DeviceClock {
     }
 }
 
-/// The chunk slots' buffers, kept between jobs (their owner, the engine, runs one job at a
-/// time through them).
-#[derive(Default)]
-pub(crate) struct Slots(Mutex<Vec<Slot>>);
+/// The chunk slots' buffers, kept between jobs: one set of [`SLOTS`] slots for each job
+/// running at once, at most `jobs_at_once` sets. With two, jobs called from several threads
+/// (the service's workers) overlap one job's fill and drain on the host with another's
+/// chunks on the device; a CPU adapter keeps one, since its device is the host's cores.
+pub(crate) struct Slots {
+    pool: Mutex<SlotPool>,
+    returned: std::sync::Condvar,
+}
+
+struct SlotPool {
+    /// Sets no job holds, their buffers kept for the next.
+    free: Vec<Vec<Slot>>,
+    /// Sets jobs hold now.
+    lent: usize,
+    jobs_at_once: usize,
+}
+
+impl Slots {
+    pub fn new(jobs_at_once: usize) -> Slots {
+        Slots {
+            pool: Mutex::new(SlotPool {
+                free: Vec::new(),
+                lent: 0,
+                jobs_at_once: jobs_at_once.max(1),
+            }),
+            returned: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Jobs that may run through the slots at once.
+    pub fn jobs_at_once(&self) -> usize {
+        crate::sync::lock(&self.pool).jobs_at_once
+    }
+
+    pub fn set_jobs_at_once(&self, jobs: usize) {
+        crate::sync::lock(&self.pool).jobs_at_once = jobs.max(1);
+        self.returned.notify_all();
+    }
+
+    /// A set of slots for one job (empty when new), waiting while `jobs_at_once` are lent.
+    fn lend(&self) -> LentSlots<'_> {
+        let mut pool = crate::sync::lock(&self.pool);
+        loop {
+            if pool.lent < pool.jobs_at_once {
+                pool.lent += 1;
+                let set = pool.free.pop().unwrap_or_default();
+                return LentSlots { owner: self, set };
+            }
+            pool = self
+                .returned
+                .wait(pool)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+}
+
+/// A job's set of slots, back to the pool when dropped; a job that panicked holding it may
+/// have left a slot mid-flight, so its set is dropped instead.
+struct LentSlots<'a> {
+    owner: &'a Slots,
+    set: Vec<Slot>,
+}
+
+impl Drop for LentSlots<'_> {
+    fn drop(&mut self) {
+        let set = std::mem::take(&mut self.set);
+        let mut pool = crate::sync::lock(&self.owner.pool);
+        pool.lent -= 1;
+        if !std::thread::panicking() && !set.is_empty() {
+            pool.free.push(set);
+        }
+        drop(pool);
+        self.owner.returned.notify_one();
+    }
+}
 
 pub(crate) struct Slot {
     capacity: usize,
@@ -456,13 +527,8 @@ pub(crate) fn run(
             .collect(),
     };
     let chunk = chunks.iter().map(Range::len).max().unwrap_or(0);
-    // A job that panicked holding the slots may have left one mid-flight: start afresh.
-    let mut slots = slots.0.lock().unwrap_or_else(|poisoned| {
-        slots.0.clear_poison();
-        let mut slots = poisoned.into_inner();
-        slots.clear();
-        slots
-    });
+    let mut lent = slots.lend();
+    let slots = &mut lent.set;
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
         slots.clear();
         let capacity = gpu.chunk_rows.min(rows.max(chunk));
@@ -493,7 +559,7 @@ pub(crate) fn run(
         }
     }
 
-    let outcome = run_chunks(gpu, plan, &mut slots, &chunks, inputs, sink);
+    let outcome = run_chunks(gpu, plan, slots, &chunks, inputs, sink);
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
         slots.clear();
@@ -750,5 +816,51 @@ pub fn dispatch_grid(rows: usize, workgroup_size: u32) -> [u32; 2] {
         [groups as u32, 1]
     } else {
         [MAX as u32, groups.div_ceil(MAX) as u32]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn lent(slots: &Slots) -> usize {
+        crate::sync::lock(&slots.pool).lent
+    }
+
+    #[test]
+    fn a_job_that_panics_gives_its_turn_back() {
+        let slots = Slots::new(1);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _set = slots.lend();
+            panic!("a panic mid-job");
+        }));
+        assert!(caught.is_err());
+        assert_eq!(lent(&slots), 0);
+        // The one turn is free again (this would wait for ever otherwise).
+        let set = slots.lend();
+        assert_eq!(lent(&slots), 1);
+        drop(set);
+        assert_eq!(lent(&slots), 0);
+    }
+
+    #[test]
+    fn jobs_past_the_limit_wait_their_turn() {
+        let slots = Slots::new(2);
+        let first = slots.lend();
+        let _second = slots.lend();
+        let third_ran = AtomicBool::new(false);
+        std::thread::scope(|threads| {
+            let third = threads.spawn(|| {
+                let _set = slots.lend();
+                third_ran.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!third_ran.load(Ordering::SeqCst), "a third job ran beside two");
+            drop(first);
+            third.join().unwrap();
+        });
+        assert!(third_ran.load(Ordering::SeqCst));
+        assert_eq!(lent(&slots), 1);
     }
 }

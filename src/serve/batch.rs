@@ -3,9 +3,10 @@
 //! `batch_rows` rows, waiting at most `batch_delay` for company, and each request gets its own
 //! rows back. Rows are answered independently of their neighbours (the engine's answers do
 //! not depend on row order or chunking, which its tests check), so a batched answer is bit for
-//! bit the one the request gets alone. A target's task is the only code that queries it; the
-//! tasks are async (no thread each) and run their engine calls on a pool of `--workers`
-//! blocking threads shared by every target. A panic in an engine call is that batch's 500:
+//! bit the one the request gets alone. A target's task is the only code that batches its
+//! queries; the tasks are async (no thread each) and run their engine calls on a pool of
+//! `--workers` blocking threads shared by every target; a target's batches run beside each
+//! other as far as the engine overlaps jobs (`Engine::jobs_at_once`). A panic in an engine call is that batch's 500:
 //! the task, the pool and the queue count go on.
 
 use std::sync::Arc;
@@ -112,6 +113,7 @@ pub(crate) fn start(
     shared: Shared,
 ) -> mpsc::UnboundedSender<Job> {
     let (sender, mut jobs) = mpsc::unbounded_channel::<Job>();
+    let in_flight = Arc::new(Semaphore::new(engine.jobs_at_once()));
     tokio::spawn(async move {
         while let Some(first) = jobs.recv().await {
             let mut batch = vec![first];
@@ -126,15 +128,29 @@ pub(crate) fn start(
                     _ => break,
                 }
             }
-            shared.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
+            // At most as many of this target's batches run at once as the engine overlaps.
+            let Ok(turn) = in_flight.clone().acquire_owned().await else {
+                return;
+            };
             let Ok(permit) = shared.pool.clone().acquire_owned().await else {
                 return;
             };
+            // Requests that came while the batch waited for its turn join it.
+            while rows < shared.batching.rows {
+                let Ok(job) = jobs.try_recv() else { break };
+                rows += job.row_count();
+                batch.push(job);
+            }
+            shared.waiting.fetch_sub(batch.len(), Ordering::Relaxed);
             let (engine, target, metrics) =
                 (engine.clone(), target.clone(), shared.metrics.clone());
             let lost = shared.device_lost.clone();
-            let ran = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
+            // Not awaited: the target's next batch may run beside this one (the engine overlaps
+            // two jobs on a hardware GPU, `Engine::jobs_at_once`).
+            // `run_group` catches the engine's panics; anything else is a bug of ours, and
+            // the requests it held are answered 500 by their dropped reply channels.
+            tokio::task::spawn_blocking(move || {
+                let _permits = (turn, permit);
                 // Each run of equal requests shares dispatches; their order is kept.
                 while !batch.is_empty() {
                     let key = (batch[0].op, batch[0].fields);
@@ -146,11 +162,7 @@ pub(crate) fn start(
                 if engine.is_lost() {
                     lost.notify_one();
                 }
-            })
-            .await;
-            // `run_group` catches the engine's panics; anything else is a bug of ours, and
-            // the requests it held have been answered 500 by their dropped reply channels.
-            drop(ran);
+            });
         }
     });
     sender

@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// threads, at most 8).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub workers: Option<u64>,
+    /// Batches that run through the device at once, each with its own chunk buffers, so that
+    /// one's host work overlaps another's device work (default 2 on a hardware GPU, 1 on a CPU
+    /// adapter, whose device is the host's own cores). Results do not change.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub jobs_at_once: Option<u64>,
     /// Longest a request may take, upload and answer included (then 408).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_s: u64,
