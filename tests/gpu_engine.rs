@@ -125,7 +125,7 @@ fn many_chunks(force_staging: bool) {
 
 #[test]
 fn jobs_from_several_threads_answer_as_they_do_alone() {
-    // Two jobs at once, each through its own slots (hardware GPUs' default; set here so that
+    // Two jobs at once, each through its own slots (hardware GPUs run four; set here so that
     // lavapipe runs it too), and 37-row chunks so that every job streams dozens of chunks
     // while the others run. Scene and mesh jobs of different sizes, four threads.
     let small = open_engine(EngineOptions {

@@ -47,15 +47,16 @@ impl Engine {
     /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
     pub fn new(options: &EngineOptions) -> Result<Engine> {
         let gpu = Context::open(options)?;
-        // Jobs from several threads overlap on a hardware GPU (one's host work beside
-        // another's device work); a CPU adapter's device is the host itself.
+        // Jobs from several threads overlap on a hardware GPU (their host work beside each
+        // other's device work; four served the H100 best, docs/perf-history.md); a CPU
+        // adapter's device is the host itself.
         let jobs_at_once =
             options
                 .jobs_at_once
                 .unwrap_or(if gpu.info.device_type == wgpu::DeviceType::Cpu {
                     1
                 } else {
-                    2
+                    4
                 });
         Ok(Engine {
             gpu,
@@ -89,7 +90,7 @@ impl Engine {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Jobs called from several threads at once that run through the device together (two on
+    /// Jobs called from several threads at once that run through the device together (four on
     /// hardware GPUs, one on CPU adapters): each holds its own chunk buffers, so one's fill
     /// and drain on the host overlap another's chunks on the device. More wait their turn.
     /// [`Engine::last_timing`] then mixes the jobs that overlapped.

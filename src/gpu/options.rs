@@ -43,7 +43,7 @@ pub struct EngineOptions {
     /// (`Engine::query_mesh_parts_stream`), so tests and benchmarks can compare both paths.
     pub every_part: bool,
     /// Jobs called from several threads that may run through the device together
-    /// (`Engine::jobs_at_once`); `None`: two on hardware GPUs, one on CPU adapters.
+    /// (`Engine::jobs_at_once`); `None`: four on hardware GPUs, one on CPU adapters.
     pub jobs_at_once: Option<usize>,
 }
 

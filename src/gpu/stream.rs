@@ -266,9 +266,9 @@ impl DeviceClock {
 }
 
 /// The chunk slots' buffers, kept between jobs: one set of [`SLOTS`] slots for each job
-/// running at once, at most `jobs_at_once` sets. With two, jobs called from several threads
-/// (the service's workers) overlap one job's fill and drain on the host with another's
-/// chunks on the device; a CPU adapter keeps one, since its device is the host's cores.
+/// running at once, at most `jobs_at_once` sets. With more than one, jobs called from
+/// several threads (the service's workers) overlap one job's fill and drain on the host with
+/// another's chunks on the device; a CPU adapter keeps one, its device being the host's cores.
 pub(crate) struct Slots {
     pool: Mutex<SlotPool>,
     returned: std::sync::Condvar,
@@ -856,7 +856,10 @@ mod tests {
                 third_ran.store(true, Ordering::SeqCst);
             });
             std::thread::sleep(std::time::Duration::from_millis(100));
-            assert!(!third_ran.load(Ordering::SeqCst), "a third job ran beside two");
+            assert!(
+                !third_ran.load(Ordering::SeqCst),
+                "a third job ran beside two"
+            );
             drop(first);
             third.join().unwrap();
         });

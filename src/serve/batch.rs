@@ -6,8 +6,8 @@
 //! bit the one the request gets alone. A target's task is the only code that batches its
 //! queries; the tasks are async (no thread each) and run their engine calls on a pool of
 //! `--workers` blocking threads shared by every target; a target's batches run beside each
-//! other as far as the engine overlaps jobs (`Engine::jobs_at_once`). A panic in an engine call is that batch's 500:
-//! the task, the pool and the queue count go on.
+//! other as far as the engine overlaps jobs (`Engine::jobs_at_once`). A panic in an engine
+//! call is that batch's 500: the task, the pool and the queue count go on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,8 +145,8 @@ pub(crate) fn start(
             let (engine, target, metrics) =
                 (engine.clone(), target.clone(), shared.metrics.clone());
             let lost = shared.device_lost.clone();
-            // Not awaited: the target's next batch may run beside this one (the engine overlaps
-            // two jobs on a hardware GPU, `Engine::jobs_at_once`).
+            // Not awaited: the target's next batches may run beside this one (the engine
+            // overlaps four jobs on a hardware GPU, `Engine::jobs_at_once`).
             // `run_group` catches the engine's panics; anything else is a bug of ours, and
             // the requests it held are answered 500 by their dropped reply channels.
             tokio::task::spawn_blocking(move || {

@@ -47,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub workers: Option<u64>,
     /// Batches that run through the device at once, each with its own chunk buffers, so that
-    /// one's host work overlaps another's device work (default 2 on a hardware GPU, 1 on a CPU
+    /// one's host work overlaps another's device work (default 4 on a hardware GPU, 1 on a CPU
     /// adapter, whose device is the host's own cores). Results do not change.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=16))]
     pub jobs_at_once: Option<u64>,
