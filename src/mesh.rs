@@ -102,6 +102,9 @@ impl Mesh {
         if triangles.is_empty() {
             return Err(bad("the mesh has no triangles".into()));
         }
+        if let Some(problem) = too_many_triangles(triangles.len()) {
+            return Err(bad(problem));
+        }
         if let Some((i, v)) = vertices
             .iter()
             .enumerate()
@@ -367,6 +370,17 @@ fn for_each_vertex_band(
     }
 }
 
+/// Most triangles a mesh may have: its half-edges (three a triangle) are numbered in 32 bits
+/// (the sign tables, auto's edge counts).
+pub const MAX_TRIANGLES: usize = u32::MAX as usize / 3;
+
+/// Why a mesh of `count` triangles cannot be loaded, if it cannot.
+fn too_many_triangles(count: usize) -> Option<String> {
+    (count > MAX_TRIANGLES).then(|| {
+        format!("{count} triangles: at most {MAX_TRIANGLES} are supported (half-edges are numbered in 32 bits)")
+    })
+}
+
 /// Calls `edge` with the half-edges of every undirected edge of `triangles` (over
 /// `vertex_count` vertices), in ascending order (half-edge h = 3t + k runs from corner k to
 /// corner k + 1 of triangle t), grouped in ascending bands of
@@ -387,8 +401,8 @@ pub(crate) fn for_each_edge(
         let (i, j) = (tri[k], tri[(k + 1) % 3]);
         (i.min(j), i.max(j))
     };
-    // Half-edges are numbered in u32 (`lower_ends`, the runs).
-    u32::try_from(3 * triangles.len()).expect("fewer than 2^32 half-edges");
+    // Half-edges are numbered in u32 (`lower_ends`, the runs): `Mesh::new` refuses more.
+    debug_assert!(triangles.len() <= MAX_TRIANGLES);
     // Each half-edge h = 3t + k with its lower vertex, a triangle at a time.
     let lower_ends = || {
         triangles.iter().enumerate().flat_map(|(t, tri)| {
@@ -612,4 +626,19 @@ pub fn triangle_winding_number(corners: [DVec3; 3], p: DVec3) -> f64 {
     let numerator = a.dot(b.cross(c));
     let denominator = la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb;
     numerator.atan2(denominator) / (2.0 * std::f64::consts::PI)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_triangles_than_half_edge_numbers_are_refused() {
+        assert_eq!(too_many_triangles(MAX_TRIANGLES), None);
+        let problem = too_many_triangles(MAX_TRIANGLES + 1).expect("refused");
+        assert!(
+            problem.starts_with("1431655766 triangles: at most 1431655765"),
+            "{problem}"
+        );
+    }
 }
