@@ -40,7 +40,8 @@ fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
 /// bytes of data, sent among concurrent batched queries; and other malformed bodies beside it.
 #[test]
 fn malformed_bodies_never_reach_another_clients_batch() {
-    let server = Server::start(&["--batch-delay-ms", "200"]);
+    // Two batches at once (a hardware GPU's path; lavapipe's default is one).
+    let server = Server::start(&["--batch-delay-ms", "200", "--jobs-at-once", "2"]);
     assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
     let path = "/v1/scenes/s/query?fields=distance,shape";
     let bodies: Vec<Vec<u8>> = (0..6)
@@ -307,7 +308,13 @@ fn many_targets_share_a_bounded_pool_of_threads() {
 
 #[test]
 fn a_panic_in_one_request_costs_that_request_only() {
-    let server = Server::start(&["--test-hooks", "--batch-delay-ms", "20"]);
+    let server = Server::start(&[
+        "--test-hooks",
+        "--batch-delay-ms",
+        "20",
+        "--jobs-at-once",
+        "2",
+    ]);
     assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
     let path = "/v1/scenes/s/query?fields=distance,shape";
     let body = points_npy(&points(2000, 7, -3.0, 3.0));
@@ -403,7 +410,7 @@ fn a_panic_in_one_request_costs_that_request_only() {
 
 #[test]
 fn a_lost_device_is_reopened_and_the_targets_uploaded_again() {
-    let server = Server::start(&["--test-hooks"]);
+    let server = Server::start(&["--test-hooks", "--jobs-at-once", "2"]);
     assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
     let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
     assert_eq!(server.put("/v1/meshes/b?format=obj", &bunny).status, 201);
