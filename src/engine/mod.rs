@@ -92,8 +92,9 @@ impl Engine {
 
     /// Jobs called from several threads at once that run through the device together (four on
     /// hardware GPUs, one on CPU adapters): each holds its own chunk buffers, so one's fill
-    /// and drain on the host overlap another's chunks on the device. More wait their turn.
-    /// [`Engine::last_timing`] then mixes the jobs that overlapped.
+    /// and drain on the host overlap another's chunks on the device (the buffers are kept for
+    /// later jobs, so an engine used by four threads at once holds four sets). More wait their
+    /// turn. [`Engine::last_timing`] then mixes the jobs that overlapped.
     pub fn jobs_at_once(&self) -> usize {
         self.slots.jobs_at_once()
     }
