@@ -115,7 +115,13 @@ pub(crate) fn start(
     let (sender, mut jobs) = mpsc::unbounded_channel::<Job>();
     let in_flight = Arc::new(Semaphore::new(engine.jobs_at_once()));
     tokio::spawn(async move {
-        while let Some(first) = jobs.recv().await {
+        // A batch is formed once it has a turn: at most as many of this target's batches run
+        // at once as the engine overlaps, and with one (a CPU adapter) the next batch
+        // gathers the requests that come while this one runs, as large as they make it.
+        while let Ok(turn) = in_flight.clone().acquire_owned().await {
+            let Some(first) = jobs.recv().await else {
+                break;
+            };
             let mut batch = vec![first];
             let mut rows = batch[0].row_count();
             let deadline = tokio::time::Instant::now() + shared.batching.delay;
@@ -128,14 +134,10 @@ pub(crate) fn start(
                     _ => break,
                 }
             }
-            // At most as many of this target's batches run at once as the engine overlaps.
-            let Ok(turn) = in_flight.clone().acquire_owned().await else {
-                return;
-            };
             let Ok(permit) = shared.pool.clone().acquire_owned().await else {
                 return;
             };
-            // Requests that came while the batch waited for its turn join it.
+            // Requests that came while the batch waited for a worker join it.
             while rows < shared.batching.rows {
                 let Ok(job) = jobs.try_recv() else { break };
                 rows += job.row_count();
