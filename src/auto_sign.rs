@@ -149,6 +149,79 @@ fn welded(mesh: &Mesh) -> (Vec<DVec3>, Vec<Option<[u32; 3]>>) {
 pub struct HoleCaps {
     caps: Vec<HoleCap>,
     capped_closed: bool,
+    rims: Rims,
+}
+
+/// The mesh's unbalanced edges as segments, each weighted by its balance times its length:
+/// off the surface the winding number's gradient is theirs alone (a triangle's solid angle has
+/// the Biot–Savart gradient of its edge loop, and an edge used once each way cancels), at most
+/// Σ weight / (4π ρ²) at distance ρ from them. In clusters of neighbours, as a cap's triangles.
+#[derive(Clone, Debug, Default)]
+struct Rims {
+    /// Each segment as a triangle with its second end twice (for `clustered`), and its weight.
+    segments: Vec<([DVec3; 3], f64)>,
+    clusters: Vec<CapCluster>,
+}
+
+impl Rims {
+    fn new(positions: &[DVec3], open: &[UnbalancedEdge]) -> Rims {
+        let segments: Vec<([DVec3; 3], f64)> = open
+            .iter()
+            .map(|&((u, v), balance)| {
+                let (a, b) = (positions[u as usize], positions[v as usize]);
+                ([a, b, b], balance.unsigned_abs() as f64 * (b - a).length())
+            })
+            .collect();
+        if segments.is_empty() {
+            return Rims::default();
+        }
+        let (segments, clusters) = clustered(segments);
+        Rims { segments, clusters }
+    }
+
+    /// A bound of how far the winding number moves from its value at `centre` over the ball
+    /// (`centre`, `radius`), which must meet no triangle: the radius times the gradient's
+    /// bound there. Infinite where the ball may meet a rim.
+    fn variation(&self, centre: DVec3, radius: f64) -> f64 {
+        let term = |weight: f64, gap: f64| {
+            if gap.is_nan() || gap <= 0.0 {
+                f64::INFINITY
+            } else {
+                weight / (4.0 * std::f64::consts::PI * gap * gap)
+            }
+        };
+        let gradient: f64 = self
+            .clusters
+            .iter()
+            .map(|cluster| {
+                let gap = (centre - cluster.centre).length() - cluster.reach - radius;
+                let coarse = term(cluster.area, gap);
+                if gap > 2.0 * cluster.reach {
+                    return coarse;
+                }
+                self.segments[cluster.range.clone()]
+                    .iter()
+                    .map(|([a, b, _], weight)| {
+                        term(*weight, segment_distance(centre, *a, *b) - radius)
+                    })
+                    .sum::<f64>()
+                    .min(coarse)
+            })
+            .sum();
+        radius * gradient
+    }
+}
+
+/// The distance from `p` to the segment `a`–`b`.
+fn segment_distance(p: DVec3, a: DVec3, b: DVec3) -> f64 {
+    let ab = b - a;
+    let length_squared = ab.dot(ab);
+    let t = if length_squared > 0.0 {
+        ((p - a).dot(ab) / length_squared).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (a + ab * t - p).length()
 }
 
 #[derive(Clone, Debug)]
@@ -372,6 +445,7 @@ impl HoleCaps {
         HoleCaps {
             caps,
             capped_closed,
+            rims: Rims::new(&positions, &open),
         }
     }
 
@@ -511,6 +585,35 @@ impl HoleCaps {
             }
         }
         true
+    }
+}
+
+impl HoleCaps {
+    /// Whether every point of the ball (`centre`, `radius`), which must meet no triangle of the
+    /// mesh, has the sign of the device's winding number `centre_winding` at its centre
+    /// (`fine` or coarse), and the device would sign each point so. The device's sign at a
+    /// point is the exact one wherever the exact number lies farther than the fine error
+    /// (`winding::ERROR`) from ½: a coarse number that decides lies beyond `SIGN_MARGIN` and
+    /// errs by under half of it (tests/winding.rs). The rims' bound keeps the exact number so
+    /// across the ball, allowing the centre's own error and f32's rounding.
+    pub fn winding_sign_holds_in_ball(
+        &self,
+        centre: DVec3,
+        radius: f64,
+        centre_winding: f64,
+        fine: bool,
+    ) -> bool {
+        use crate::winding::{ERROR, SIGN_MARGIN};
+        let centre_error = if fine { ERROR } else { 0.5 * SIGN_MARGIN };
+        let margin = centre_error + ERROR + 0.005;
+        (centre_winding - 0.5).abs() - self.winding_variation(centre, radius) > margin
+    }
+
+    /// A bound of how far the winding number moves from its value at `centre` over the ball
+    /// (`centre`, `radius`), which must meet no triangle of the mesh (infinite where it may
+    /// meet an unbalanced edge).
+    pub fn winding_variation(&self, centre: DVec3, radius: f64) -> f64 {
+        self.rims.variation(centre, radius)
     }
 }
 

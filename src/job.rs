@@ -91,7 +91,7 @@ impl Summary {
         if let Some(work) = self.band {
             line += &format!(
                 "; band: {} of {} samples computed ({:.2} %), {} within the band; near bricks {} \
-                 of {}, near cells {}; {} distances asked",
+                 of {}, near cells {}; {} distances asked, {} winding numbers for signs alone",
                 work.samples,
                 self.rows,
                 100.0 * work.samples as f64 / self.rows.max(1) as f64,
@@ -99,7 +99,8 @@ impl Summary {
                 work.near_bricks,
                 work.bricks,
                 work.near_cells,
-                work.queries
+                work.queries,
+                work.sign_queries
             );
         }
         if let Some(device) = self.device {

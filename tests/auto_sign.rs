@@ -372,6 +372,76 @@ fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
     assert!(closed.sign_constant_in_ball(DVec3::new(0.1, 0.0, 0.0), 0.5));
 }
 
+#[test]
+fn where_the_rims_prove_a_sign_the_winding_number_keeps_it_across_the_ball() {
+    // Soundness of `HoleCaps::winding_sign_holds_in_ball` without a twin: for balls that meet
+    // no triangle, given the exact winding number at the centre, where it says the sign holds,
+    // the exact f64 winding number at points all over the ball is on that side of ½ and
+    // farther from it than the fine error. It must prove balls the caps' bound cannot (near
+    // the caps, where the winding number is far from an integer) and refuse some.
+    let mut rng = Rng::new(46);
+    let (mut proven, mut refused, mut beyond_caps) = (0, 0, 0);
+    let mut tightest = 0.0f64;
+    let mut meshes = messy_meshes();
+    let (v, t) = open_tube();
+    meshes.push(("an open tube", mesh_of(v, t), Sign::Winding));
+    for (name, mesh, _) in meshes {
+        let caps = closest::auto_sign::HoleCaps::of(&mesh);
+        let (lo, hi) = mesh.bounds();
+        let size = (hi - lo).length();
+        for _ in 0..300 {
+            let centre = lo + (hi - lo) * 0.5 + rng.vec(-0.8, 0.8) * size;
+            let radius = rng.range(0.0, 0.1) * size;
+            let to_mesh = (0..mesh.triangles.len())
+                .map(|t| {
+                    (closest::mesh::closest_feature(centre, mesh.corners(t)).0 - centre).length()
+                })
+                .fold(f64::INFINITY, f64::min);
+            let w = winding_number(&mesh, centre);
+            if to_mesh > radius {
+                // The rims' bound itself, on the ball's surface, and not far above the truth.
+                let bound = caps.winding_variation(centre, radius);
+                for _ in 0..8 {
+                    let moved = (winding_number(&mesh, centre + rng.unit() * radius) - w).abs();
+                    assert!(moved <= bound + 1e-9, "{name}: {moved} beyond {bound}");
+                    if bound.is_finite() {
+                        tightest = tightest.max(moved / bound);
+                    }
+                }
+            }
+            for fine in [true, false] {
+                if to_mesh <= radius || !caps.winding_sign_holds_in_ball(centre, radius, w, fine) {
+                    refused += 1;
+                    continue;
+                }
+                proven += 1;
+                beyond_caps += usize::from(!caps.sign_constant_in_ball(centre, radius));
+                for _ in 0..8 {
+                    let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
+                    let at_p = winding_number(&mesh, p);
+                    assert_eq!(
+                        at_p > 0.5,
+                        w > 0.5,
+                        "{name}: {p:?} in the ball {centre:?} {radius}: {at_p}, centre {w}"
+                    );
+                    assert!(
+                        (at_p - 0.5).abs() > closest::winding::ERROR,
+                        "{name}: {at_p} at {p:?}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        proven > 500 && refused > 50 && beyond_caps > 20,
+        "{proven} balls proven ({beyond_caps} the caps could not), {refused} refused"
+    );
+    assert!(
+        tightest > 0.3,
+        "the truth reaches {tightest} of the bound at most"
+    );
+}
+
 /// Where the caps lie farther than the mesh, the winding number is the capped surface's (the
 /// pseudonormal's inside or outside) less the caps' own (`HoleCaps::winding_inside`). A short,
 /// wide open tube makes the two differ: near its wall, inside by pseudonormal, the two caps'

@@ -72,6 +72,9 @@ pub struct BandWork {
     pub queries: usize,
     /// Samples found within the band.
     pub in_band: usize,
+    /// Winding numbers asked for signs alone: far boxes where a hole's ½ may cross
+    /// (`SignsByRims`), their centres and the samples they were split down to.
+    pub sign_queries: usize,
 }
 
 /// A box of samples: `lo[k] .. hi[k]` along each axis.
@@ -108,6 +111,10 @@ impl SampleBox {
                 hi: std::array::from_fn(|a| (lo[a] + side).min(self.hi[a])),
             })
         })
+    }
+
+    fn is_one_sample(self) -> bool {
+        (0..3).all(|a| self.hi[a] - self.lo[a] == 1)
     }
 
     /// The midpoint of its first and last samples, and the distance from there to either.
@@ -279,6 +286,15 @@ impl Engine {
             }
             None => !signs_vary,
         };
+        let by_rims = caps
+            .filter(|_| mesh.winding_on_device())
+            .map(|caps| SignsByRims {
+                engine: self,
+                mesh,
+                grid,
+                caps,
+                width: width_f32,
+            });
         let whole = SampleBox {
             lo: [0; 3],
             hi: grid.res,
@@ -363,9 +379,12 @@ impl Engine {
             // Far bricks take their centre's sign; near ones are split into cells (or, where
             // signs vary off the surface, computed whole, as are far ones whose corners
             // disagree).
-            // Each list twice: [signed by the job's sign, by pseudonormal in its place].
-            let mut cell_parents: [Vec<SampleBox>; 2] = Default::default();
+            // Samples twice: [signed by the job's sign, by pseudonormal in its place]; the
+            // parents of cells also unsigned, where their cells' signs are settled apart (each
+            // with the way its samples are signed).
+            let mut cell_parents: [Vec<(SampleBox, usize)>; 3] = Default::default();
             let mut sample_boxes: [Vec<SampleBox>; 2] = Default::default();
+            let mut sign_boxes = Vec::new();
             for (brick, &d) in slab_bricks
                 .iter()
                 .zip(&brick_distances[slab * bricks_a_slab..])
@@ -378,38 +397,58 @@ impl Engine {
                 let holds = centre_sign_holds(brick)
                     || (caps.is_none() && !near && corners_agree(brick, d.is_sign_negative()));
                 let way = usize::from(pseudonormal_holds(brick, d));
-                if !holds {
+                // Its centre's distance less the slack: a surface-free ball about it.
+                let free = (centre, f64::from(d.abs()) - slack);
+                if !holds && !near && by_rims.is_some() {
+                    sign_boxes.push(SignBox {
+                        samples: *brick,
+                        free,
+                    });
+                } else if !holds && by_rims.is_none() {
                     sample_boxes[way].extend(brick.tiles(CELL));
                 } else if near {
                     // Boxes of 2 × 2 × 2 cells that cannot hold a band sample by the brick's
-                    // distance alone are not asked: they take its sign, which holds in its
-                    // ball.
+                    // distance alone are not asked: they take its sign where it holds in its
+                    // ball, and need signs alone where it may not.
                     for parent in brick.tiles(2 * CELL) {
                         let (parent_centre, parent_radius) = parent.centre_and_radius(grid);
                         let offset = centre_offset(parent_centre, centre);
                         if inner_may_hold_band(d, offset, parent_radius, width, slack) {
-                            cell_parents[way].push(parent);
-                        } else {
+                            let centres_way = if holds { way } else { UNSIGNED };
+                            cell_parents[centres_way].push((parent, way));
+                        } else if holds {
                             fill_box(&mut values, parent, local, clamped(d, width_f32));
+                        } else {
+                            sign_boxes.push(SignBox {
+                                samples: parent,
+                                free,
+                            });
                         }
                     }
                 } else {
                     fill_box(&mut values, *brick, local, clamped(d, width_f32));
                 }
             }
-            let signs = [sign, Sign::Pseudonormal];
-            for way in 0..2 {
-                let cell_distances = tile_distances(&cell_parents[way], CELL, signs[way])?;
-                for (parent, distances) in cell_parents[way].iter().zip(cell_distances.chunks(8)) {
+            let signs = [sign, Sign::Pseudonormal, Sign::None];
+            for (centres_way, parents) in cell_parents.iter().enumerate() {
+                let boxes: Vec<SampleBox> = parents.iter().map(|&(parent, _)| parent).collect();
+                let cell_distances = tile_distances(&boxes, CELL, signs[centres_way])?;
+                let holds = centres_way != UNSIGNED;
+                for (&(parent, way), distances) in parents.iter().zip(cell_distances.chunks(8)) {
                     for (cell, &d) in parent.tiles8(CELL).iter().zip(distances) {
                         let Some(cell) = *cell else { continue };
                         work.queries += 1;
-                        let (_, radius) = cell.centre_and_radius(grid);
+                        let (centre, radius) = cell.centre_and_radius(grid);
                         if may_hold_band(d, radius, width, slack) {
                             work.near_cells += 1;
                             sample_boxes[way].push(cell);
-                        } else {
+                        } else if holds {
                             fill_box(&mut values, cell, local, clamped(d, width_f32));
+                        } else {
+                            sign_boxes.push(SignBox {
+                                samples: cell,
+                                free: (centre, f64::from(d.abs()) - slack),
+                            });
                         }
                     }
                 }
@@ -435,6 +474,9 @@ impl Engine {
                 }
             }
             work.queries += work.samples - samples_before;
+            if let Some(rims) = &by_rims {
+                work.sign_queries += rims.settle(sign_boxes, &mut values, local)?;
+            }
             in_band.sort_unstable();
             work.in_band += in_band.len();
             sink(BandSlab {
@@ -444,6 +486,110 @@ impl Engine {
             })?;
         }
         Ok(work)
+    }
+}
+
+/// `sdf_band`'s list of cells' parents whose centres are asked unsigned.
+const UNSIGNED: usize = 2;
+
+/// A box of samples that need signs alone, inside a ball that meets no triangle.
+#[derive(Clone, Copy)]
+struct SignBox {
+    samples: SampleBox,
+    free: ([f64; 3], f64),
+}
+
+/// Signs alone, where a hole's winding number may cross ½ off the surface: a box takes the
+/// winding number's side at its centre where the rims bound its change across the box
+/// (`HoleCaps::winding_sign_holds_in_ball`); the others are halved, down to samples, which
+/// take their own. Few winding numbers are asked except along the ½ surface.
+struct SignsByRims<'a> {
+    engine: &'a Engine,
+    mesh: &'a GpuMesh,
+    grid: &'a Grid,
+    caps: &'a crate::auto_sign::HoleCaps,
+    width: f32,
+}
+
+impl SignsByRims<'_> {
+    /// Fill the samples of `boxes` in a slab's `values` with ±width by their sign (NaN where
+    /// the device could not answer); returns the winding numbers asked. Each level's centres
+    /// are asked coarse, and fine where the coarse number proves too little, as the device
+    /// signs a point.
+    fn settle(
+        &self,
+        boxes: Vec<SignBox>,
+        values: &mut [f32],
+        local: impl Fn([usize; 3]) -> usize,
+    ) -> Result<usize> {
+        let mut asked = 0;
+        let mut level = boxes;
+        while !level.is_empty() {
+            let centres: Vec<[f64; 3]> = level
+                .iter()
+                .map(|b| b.samples.centre_and_radius(self.grid).0)
+                .collect();
+            let mut windings: Vec<(f64, bool)> = self
+                .windings(&centres, false)?
+                .into_iter()
+                .map(|w| (w, false))
+                .collect();
+            let unsure: Vec<usize> = (0..level.len())
+                .filter(|&k| !self.decides(&level[k], centres[k], windings[k].0, false))
+                .collect();
+            let unsure_centres: Vec<[f64; 3]> = unsure.iter().map(|&k| centres[k]).collect();
+            for (&k, w) in unsure.iter().zip(self.windings(&unsure_centres, true)?) {
+                windings[k] = (w, true);
+            }
+            asked += centres.len() + unsure.len();
+            let mut next = Vec::new();
+            for ((b, centre), (w, fine)) in level.iter().zip(centres).zip(windings) {
+                let signed = if w > 0.5 { -self.width } else { self.width };
+                if b.samples.is_one_sample() {
+                    values[local(b.samples.lo)] = if w.is_nan() { f32::NAN } else { signed };
+                } else if self.decides(b, centre, w, fine) {
+                    fill_box(values, b.samples, &local, signed);
+                } else {
+                    let side = (0..3)
+                        .map(|a| b.samples.hi[a] - b.samples.lo[a])
+                        .max()
+                        .unwrap_or(1)
+                        .div_ceil(2);
+                    next.extend(
+                        b.samples
+                            .tiles(side)
+                            .map(|samples| SignBox { samples, ..*b }),
+                    );
+                }
+            }
+            level = next;
+        }
+        Ok(asked)
+    }
+
+    fn windings(&self, points: &[[f64; 3]], fine: bool) -> Result<Vec<f64>> {
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .engine
+            .winding_numbers(self.mesh, points, fine)?
+            .expect("a mesh whose winding numbers the device walks"))
+    }
+
+    /// Whether the winding number `w` at the centre of `b` (`fine` or coarse) signs all of it:
+    /// a sample as the device signs it (coarse beyond `SIGN_MARGIN` of ½), a larger box where
+    /// it lies inside its surface-free ball and the rims prove its sign.
+    fn decides(&self, b: &SignBox, centre: [f64; 3], w: f64, fine: bool) -> bool {
+        if b.samples.is_one_sample() {
+            return fine || (w - 0.5).abs() > crate::winding::SIGN_MARGIN;
+        }
+        let (_, radius) = b.samples.centre_and_radius(self.grid);
+        let (free_centre, free_radius) = b.free;
+        centre_offset(centre, free_centre) + radius < free_radius
+            && self
+                .caps
+                .winding_sign_holds_in_ball(DVec3::from_array(centre), radius, w, fine)
     }
 }
 

@@ -203,7 +203,7 @@ impl Engine {
                 })?;
             }
             if sign == Sign::Winding {
-                if mesh.parts.iter().all(|part| part.scene.clusters.is_some()) {
+                if mesh.winding_on_device() {
                     self.mark_inside_on_device(mesh, block, &mut best)?;
                 } else {
                     mesh.mark_inside_on_host(block, &mut best);

@@ -4,6 +4,12 @@
 use super::*;
 
 impl GpuMesh {
+    /// Whether the device walks this mesh's winding numbers: every part has its hierarchy's
+    /// clusters there.
+    pub(crate) fn winding_on_device(&self) -> bool {
+        self.parts.iter().all(|part| part.scene.clusters.is_some())
+    }
+
     /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, on the
     /// host (meshes in parts, or whose sign data the device cannot hold; winding rows come
     /// marked by `mark_inside_on_host`). `points` are the chunk's query points as given.
@@ -134,6 +140,24 @@ impl Engine {
                 .pseudonormal_buffer(self)?
                 .map(DeviceSign::Pseudonormal),
         })
+    }
+
+    /// The mesh's winding number at each of `points` (the sum of its parts'), walked on the
+    /// device at the coarse accuracy or the `fine` one; `None` where a part has no hierarchy
+    /// there.
+    pub(crate) fn winding_numbers(
+        &self,
+        mesh: &GpuMesh,
+        points: &[[f64; 3]],
+        fine: bool,
+    ) -> Result<Option<Vec<f64>>> {
+        if !mesh.winding_on_device() {
+            return Ok(None);
+        }
+        let rows: Vec<u32> = (0..points.len() as u32).collect();
+        let mut total = vec![0f64; points.len()];
+        self.add_part_winding_numbers(mesh, points, &rows, fine, &mut total)?;
+        Ok(Some(total))
     }
 
     /// Mark the rows of `block` inside by the sum of the parts' winding numbers, walked on the
