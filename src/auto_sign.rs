@@ -183,32 +183,47 @@ impl Rims {
     /// (`centre`, `radius`), which must meet no triangle: the radius times the gradient's
     /// bound there. Infinite where the ball may meet a rim.
     fn variation(&self, centre: DVec3, radius: f64) -> f64 {
-        let term = |weight: f64, gap: f64| {
-            if gap.is_nan() || gap <= 0.0 {
-                f64::INFINITY
-            } else {
-                weight / (4.0 * std::f64::consts::PI * gap * gap)
-            }
-        };
-        let gradient: f64 = self
-            .clusters
-            .iter()
-            .map(|cluster| {
-                let gap = (centre - cluster.centre).length() - cluster.reach - radius;
-                let coarse = term(cluster.area, gap);
-                if gap > 2.0 * cluster.reach {
-                    return coarse;
-                }
-                self.segments[cluster.range.clone()]
-                    .iter()
-                    .map(|([a, b, _], weight)| {
-                        term(*weight, segment_distance(centre, *a, *b) - radius)
-                    })
-                    .sum::<f64>()
-                    .min(coarse)
-            })
-            .sum();
+        let gradient = inverse_square_sum(&self.clusters, &self.segments, centre, radius, |s| {
+            segment_distance(centre, s[0], s[1])
+        });
         radius * gradient
+    }
+}
+
+/// Σ weight / (4π gap²) over `items` (each corners and a weight, in `clusters`), gap an item's
+/// distance (`distance_to`) from the ball (`centre`, `radius`): a cluster far from the ball by
+/// its own ball and total weight, a near one item by item. Infinite where the ball may meet
+/// an item.
+fn inverse_square_sum(
+    clusters: &[CapCluster],
+    items: &[([DVec3; 3], f64)],
+    centre: DVec3,
+    radius: f64,
+    distance_to: impl Fn(&[DVec3; 3]) -> f64,
+) -> f64 {
+    clusters
+        .iter()
+        .map(|cluster| {
+            let gap = (centre - cluster.centre).length() - cluster.reach - radius;
+            let coarse = inverse_square(cluster.area, gap);
+            if gap > 2.0 * cluster.reach {
+                return coarse;
+            }
+            items[cluster.range.clone()]
+                .iter()
+                .map(|(corners, weight)| inverse_square(*weight, distance_to(corners) - radius))
+                .sum::<f64>()
+                .min(coarse)
+        })
+        .sum()
+}
+
+/// weight / (4π gap²); infinite where the gap is not positive.
+fn inverse_square(weight: f64, gap: f64) -> f64 {
+    if gap.is_nan() || gap <= 0.0 {
+        f64::INFINITY
+    } else {
+        weight / (4.0 * std::f64::consts::PI * gap * gap)
     }
 }
 
@@ -237,12 +252,14 @@ struct HoleCap {
     clusters: Vec<CapCluster>,
 }
 
-/// Neighbouring triangles of a cap, `HoleCap::triangles[range]`, and a ball about them.
+/// Neighbouring triangles of a cap, `HoleCap::triangles[range]` (or segments of the rims),
+/// and a ball about them.
 #[derive(Clone, Debug)]
 struct CapCluster {
     range: std::ops::Range<usize>,
     centre: DVec3,
     reach: f64,
+    /// Their total weight: the triangles' area, the segments' length times imbalance.
     area: f64,
 }
 
@@ -317,14 +334,7 @@ impl HoleCap {
     /// A bound of |the cap's solid angle| / 4π over the ball (`centre`, `radius`): infinite
     /// where the ball may meet the cap.
     fn bound(&self, centre: DVec3, radius: f64) -> f64 {
-        let term = |area: f64, gap: f64| {
-            if gap.is_nan() || gap <= 0.0 {
-                f64::INFINITY
-            } else {
-                area / (4.0 * std::f64::consts::PI * gap * gap)
-            }
-        };
-        let whole = term(
+        let whole = inverse_square(
             self.area,
             (centre - self.centre).length() - self.reach - radius,
         );
@@ -332,25 +342,10 @@ impl HoleCap {
             return whole;
         }
         // A cluster far from the ball counts by its own ball; a near one by its triangles.
-        self.clusters
-            .iter()
-            .map(|cluster| {
-                let gap = (centre - cluster.centre).length() - cluster.reach - radius;
-                let coarse = term(cluster.area, gap);
-                if gap > 2.0 * cluster.reach {
-                    return coarse;
-                }
-                self.triangles[cluster.range.clone()]
-                    .iter()
-                    .map(|(corners, area)| {
-                        let nearest = crate::mesh::closest_feature(centre, *corners).0;
-                        term(*area, (nearest - centre).length() - radius)
-                    })
-                    .sum::<f64>()
-                    .min(coarse)
-            })
-            .sum::<f64>()
-            .min(whole)
+        inverse_square_sum(&self.clusters, &self.triangles, centre, radius, |corners| {
+            (crate::mesh::closest_feature(centre, *corners).0 - centre).length()
+        })
+        .min(whole)
     }
 }
 

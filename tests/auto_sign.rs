@@ -305,47 +305,76 @@ fn holes_capped_close_the_mesh_only_where_the_caps_are_sound() {
     assert!(!capped(nested), "a second piece inside the first");
 }
 
-#[test]
-fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
-    // Soundness of `HoleCaps` without a twin: for balls that meet no triangle and that the caps
-    // clear, the exact f64 winding number at points all over the ball is on one side of ½, and
-    // within the caps' bound of an integer; and a closed mesh clears everywhere.
-    let mut rng = Rng::new(8);
-    let mut cleared = 0;
-    let mut refused = 0;
+/// A random ball about one of the messy meshes or an open tube, with the mesh's holes capped and
+/// the ball centre's distance from the mesh.
+struct Ball<'a> {
+    name: &'a str,
+    mesh: &'a Mesh,
+    caps: &'a closest::auto_sign::HoleCaps,
+    centre: DVec3,
+    radius: f64,
+    to_mesh: f64,
+}
+
+/// 300 random balls about each messy mesh and an open tube, of radii up to `largest` of the
+/// mesh's size.
+fn for_random_balls(seed: u64, largest: f64, mut each: impl FnMut(Ball<'_>, &mut Rng)) {
+    let mut rng = Rng::new(seed);
     let mut meshes = messy_meshes();
     let (v, t) = open_tube();
     meshes.push(("an open tube", mesh_of(v, t), Sign::Winding));
-    for (name, mesh, _) in meshes {
-        let caps = closest::auto_sign::HoleCaps::of(&mesh);
+    for (name, mesh, _) in &meshes {
+        let caps = closest::auto_sign::HoleCaps::of(mesh);
         let (lo, hi) = mesh.bounds();
         let size = (hi - lo).length();
         for _ in 0..300 {
             let centre = lo + (hi - lo) * 0.5 + rng.vec(-0.8, 0.8) * size;
-            let radius = rng.range(0.0, 0.15) * size;
+            let radius = rng.range(0.0, largest) * size;
             let to_mesh = (0..mesh.triangles.len())
                 .map(|t| {
                     (closest::mesh::closest_feature(centre, mesh.corners(t)).0 - centre).length()
                 })
                 .fold(f64::INFINITY, f64::min);
-            if to_mesh <= radius || !caps.sign_constant_in_ball(centre, radius) {
-                refused += 1;
-                continue;
-            }
-            cleared += 1;
-            let inside = winding_number(&mesh, centre) > 0.5;
-            for _ in 0..8 {
-                let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
-                let w = winding_number(&mesh, p);
-                assert_eq!(
-                    w > 0.5,
-                    inside,
-                    "{name}: {p:?} in the ball {centre:?} {radius}: {w}"
-                );
-                assert!((w - w.round()).abs() <= 0.45, "{name}: {w} at {p:?}");
-            }
+            let ball = Ball {
+                name,
+                mesh,
+                caps: &caps,
+                centre,
+                radius,
+                to_mesh,
+            };
+            each(ball, &mut rng);
         }
     }
+}
+
+#[test]
+fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
+    // Soundness of `HoleCaps` without a twin: for balls that meet no triangle and that the caps
+    // clear, the exact f64 winding number at points all over the ball is on one side of ½, and
+    // within the caps' bound of an integer; and a closed mesh clears everywhere.
+    let mut cleared = 0;
+    let mut refused = 0;
+    for_random_balls(8, 0.15, |ball, rng| {
+        let (name, mesh, caps) = (ball.name, ball.mesh, ball.caps);
+        let (centre, radius, to_mesh) = (ball.centre, ball.radius, ball.to_mesh);
+        if to_mesh <= radius || !caps.sign_constant_in_ball(centre, radius) {
+            refused += 1;
+            return;
+        }
+        cleared += 1;
+        let inside = winding_number(mesh, centre) > 0.5;
+        for _ in 0..8 {
+            let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
+            let w = winding_number(mesh, p);
+            assert_eq!(
+                w > 0.5,
+                inside,
+                "{name}: {p:?} in the ball {centre:?} {radius}: {w}"
+            );
+            assert!((w - w.round()).abs() <= 0.45, "{name}: {w} at {p:?}");
+        }
+    });
     assert!(
         cleared > 500 && refused > 50,
         "{cleared} balls cleared, {refused} refused"
@@ -355,6 +384,7 @@ fn where_the_hole_caps_say_one_sign_the_winding_number_has_one() {
     let (v, t) = open_tube();
     let tube = mesh_of(v, t);
     let caps = closest::auto_sign::HoleCaps::of(&tube);
+    let mut rng = Rng::new(9);
     let mut near = 0;
     for _ in 0..3000 {
         let p = rng.vec(-2.5, 2.5);
@@ -379,59 +409,45 @@ fn where_the_rims_prove_a_sign_the_winding_number_keeps_it_across_the_ball() {
     // the exact f64 winding number at points all over the ball is on that side of ½ and
     // farther from it than the fine error. It must prove balls the caps' bound cannot (near
     // the caps, where the winding number is far from an integer) and refuse some.
-    let mut rng = Rng::new(46);
     let (mut proven, mut refused, mut beyond_caps) = (0, 0, 0);
     let mut tightest = 0.0f64;
-    let mut meshes = messy_meshes();
-    let (v, t) = open_tube();
-    meshes.push(("an open tube", mesh_of(v, t), Sign::Winding));
-    for (name, mesh, _) in meshes {
-        let caps = closest::auto_sign::HoleCaps::of(&mesh);
-        let (lo, hi) = mesh.bounds();
-        let size = (hi - lo).length();
-        for _ in 0..300 {
-            let centre = lo + (hi - lo) * 0.5 + rng.vec(-0.8, 0.8) * size;
-            let radius = rng.range(0.0, 0.1) * size;
-            let to_mesh = (0..mesh.triangles.len())
-                .map(|t| {
-                    (closest::mesh::closest_feature(centre, mesh.corners(t)).0 - centre).length()
-                })
-                .fold(f64::INFINITY, f64::min);
-            let w = winding_number(&mesh, centre);
-            if to_mesh > radius {
-                // The rims' bound itself, on the ball's surface, and not far above the truth.
-                let bound = caps.winding_variation(centre, radius);
-                for _ in 0..8 {
-                    let moved = (winding_number(&mesh, centre + rng.unit() * radius) - w).abs();
-                    assert!(moved <= bound + 1e-9, "{name}: {moved} beyond {bound}");
-                    if bound.is_finite() {
-                        tightest = tightest.max(moved / bound);
-                    }
-                }
-            }
-            for fine in [true, false] {
-                if to_mesh <= radius || !caps.winding_sign_holds_in_ball(centre, radius, w, fine) {
-                    refused += 1;
-                    continue;
-                }
-                proven += 1;
-                beyond_caps += usize::from(!caps.sign_constant_in_ball(centre, radius));
-                for _ in 0..8 {
-                    let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
-                    let at_p = winding_number(&mesh, p);
-                    assert_eq!(
-                        at_p > 0.5,
-                        w > 0.5,
-                        "{name}: {p:?} in the ball {centre:?} {radius}: {at_p}, centre {w}"
-                    );
-                    assert!(
-                        (at_p - 0.5).abs() > closest::winding::ERROR,
-                        "{name}: {at_p} at {p:?}"
-                    );
+    for_random_balls(46, 0.1, |ball, rng| {
+        let (name, mesh, caps) = (ball.name, ball.mesh, ball.caps);
+        let (centre, radius, to_mesh) = (ball.centre, ball.radius, ball.to_mesh);
+        let w = winding_number(mesh, centre);
+        if to_mesh > radius {
+            // The rims' bound itself, on the ball's surface, and not far above the truth.
+            let bound = caps.winding_variation(centre, radius);
+            for _ in 0..8 {
+                let moved = (winding_number(mesh, centre + rng.unit() * radius) - w).abs();
+                assert!(moved <= bound + 1e-9, "{name}: {moved} beyond {bound}");
+                if bound.is_finite() {
+                    tightest = tightest.max(moved / bound);
                 }
             }
         }
-    }
+        for fine in [true, false] {
+            if to_mesh <= radius || !caps.winding_sign_holds_in_ball(centre, radius, w, fine) {
+                refused += 1;
+                continue;
+            }
+            proven += 1;
+            beyond_caps += usize::from(!caps.sign_constant_in_ball(centre, radius));
+            for _ in 0..8 {
+                let p = centre + rng.unit() * (radius * rng.range(0.0, 1.0));
+                let at_p = winding_number(mesh, p);
+                assert_eq!(
+                    at_p > 0.5,
+                    w > 0.5,
+                    "{name}: {p:?} in the ball {centre:?} {radius}: {at_p}, centre {w}"
+                );
+                assert!(
+                    (at_p - 0.5).abs() > closest::winding::ERROR,
+                    "{name}: {at_p} at {p:?}"
+                );
+            }
+        }
+    });
     assert!(
         proven > 500 && refused > 50 && beyond_caps > 20,
         "{proven} balls proven ({beyond_caps} the caps could not), {refused} refused"
