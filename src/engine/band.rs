@@ -15,7 +15,10 @@
 //! constant off the surface, and so is the pseudonormal's inside). Where it is not (a hole:
 //! the winding number's ½ crosses it off the surface), winding signs hold in a box that meets
 //! neither the mesh nor the holes' caps and where the caps bound the winding number away from
-//! ½ (`auto_sign::HoleCaps`, a proof); other boxes are computed whole. Pseudonormal signs have
+//! ½ (`auto_sign::HoleCaps`, a proof); other boxes that hold no band sample need signs alone
+//! (`SignsByRims`: the winding number at a box's centre, kept across it by the rims' bound on
+//! its gradient, else halved down to samples), and near bricks there are culled as elsewhere,
+//! their cells' centres asked unsigned. Pseudonormal signs have
 //! no such bound: a far brick takes its centre's sign only when the eight corners of its box,
 //! evaluated on a shared lattice, agree with it (a sample), and near bricks are computed
 //! whole. Slabs of 8 x-planes are finished in turn, so memory stays
