@@ -532,26 +532,28 @@ impl SignsByRims<'_> {
                 .iter()
                 .map(|b| b.samples.centre_and_radius(self.grid).0)
                 .collect();
-            let mut windings: Vec<(f64, bool)> = self
-                .windings(&centres, false)?
-                .into_iter()
-                .map(|w| (w, false))
+            // Coarse numbers first; fine ones where they decide too little.
+            let mut windings = self.windings(&centres, false)?;
+            let mut decided: Vec<bool> = (0..level.len())
+                .map(|k| self.decides(&level[k], centres[k], windings[k], false))
                 .collect();
-            let unsure: Vec<usize> = (0..level.len())
-                .filter(|&k| !self.decides(&level[k], centres[k], windings[k].0, false))
-                .collect();
+            let unsure: Vec<usize> = (0..level.len()).filter(|&k| !decided[k]).collect();
             let unsure_centres: Vec<[f64; 3]> = unsure.iter().map(|&k| centres[k]).collect();
             for (&k, w) in unsure.iter().zip(self.windings(&unsure_centres, true)?) {
-                windings[k] = (w, true);
+                windings[k] = w;
+                decided[k] = self.decides(&level[k], centres[k], w, true);
             }
             asked += centres.len() + unsure.len();
             let mut next = Vec::new();
-            for ((b, centre), (w, fine)) in level.iter().zip(centres).zip(windings) {
-                let signed = if w > 0.5 { -self.width } else { self.width };
-                if b.samples.is_one_sample() {
-                    values[local(b.samples.lo)] = if w.is_nan() { f32::NAN } else { signed };
-                } else if self.decides(b, centre, w, fine) {
-                    fill_box(values, b.samples, &local, signed);
+            for ((b, w), decided) in level.iter().zip(windings).zip(decided) {
+                if decided {
+                    // Only a sample is decided by NaN (the device could not answer).
+                    let value = match w {
+                        w if w.is_nan() => f32::NAN,
+                        w if w > 0.5 => -self.width,
+                        _ => self.width,
+                    };
+                    fill_box(values, b.samples, &local, value);
                 } else {
                     let side = (0..3)
                         .map(|a| b.samples.hi[a] - b.samples.lo[a])
@@ -581,8 +583,9 @@ impl SignsByRims<'_> {
     }
 
     /// Whether the winding number `w` at the centre of `b` (`fine` or coarse) signs all of it:
-    /// a sample as the device signs it (coarse beyond `SIGN_MARGIN` of ½), a larger box where
-    /// it lies inside its surface-free ball and the rims prove its sign.
+    /// a sample as the device signs it (coarse beyond `SIGN_MARGIN` of ½, else fine, NaN
+    /// included), a larger box where it lies inside its surface-free ball and the rims prove
+    /// its sign (never by NaN).
     fn decides(&self, b: &SignBox, centre: [f64; 3], w: f64, fine: bool) -> bool {
         if b.samples.is_one_sample() {
             return fine || (w - 0.5).abs() > crate::winding::SIGN_MARGIN;
