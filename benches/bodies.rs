@@ -10,7 +10,7 @@
 //! rows is cross-checked between the two before any time counts. Median of 3 runs.
 //!
 //! `cargo bench --bench bodies`; CLOSEST_BENCH_BODIES (10^6), CLOSEST_BENCH_REPEATS (3),
-//! CLOSEST_BENCH_MESHES (comma-separated paths) and CLOSEST_BENCH_PARRY=0 override.
+//! CLOSEST_BENCH_MESHES (comma-separated paths; empty: the boxes' row alone) and CLOSEST_BENCH_PARRY=0 override.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -235,7 +235,11 @@ fn check_sample(name: &str, bodies: &[Shape], targets: &[Shape], ours: &[f32], t
 
 fn meshes() -> Vec<PathBuf> {
     match std::env::var("CLOSEST_BENCH_MESHES") {
-        Ok(list) => list.split(',').map(PathBuf::from).collect(),
+        Ok(list) => list
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .map(PathBuf::from)
+            .collect(),
         Err(_) => ["fandisk.obj", "stanford-bunny.obj", "igea.ply"]
             .iter()
             .map(|m| {

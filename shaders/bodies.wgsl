@@ -348,23 +348,22 @@ fn bounding_ball(kinds: u32, s: Shape) -> vec4<f32> {
     return vec4<f32>(a, -1.0);
 }
 
-// A lower bound on the distance of any body within `reach` of `centre` to `s` (its bounding
-// ball's gap, less the rounding of f32 world coordinates); -F32_BIG where `s` has no ball.
-// A triangle's own distance from the centre is as cheap and much tighter: a mesh's triangles
-// near a body all have balls about as near as the nearest one.
-fn shape_gap(s: Shape, centre: vec3<f32>, reach: f32) -> f32 {
-    let rounding = 4.0e-6 * (max(abs(centre.x), max(abs(centre.y), abs(centre.z))) + reach);
-    if among_targets(KIND_TRIANGLE) && s.kind == KIND_TRIANGLE {
-        let local = centre - s.anchor.xyz;
-        let foot = project_triangle_record(s, local).point;
-        return length(local - foot) - reach - rounding;
-    }
-    // Triangles were answered above: their ball's case is not compiled here.
-    let ball = bounding_ball(TARGET_KINDS & ~(1u << KIND_TRIANGLE), s);
-    if ball.w < 0.0 {
-        return -F32_BIG;
-    }
-    return length(centre - ball.xyz) - ball.w - reach - rounding;
+// How far the shape of record `s` lies from `centre`: the distance (0 inside a solid or below a
+// plane), and a margin that covers its f32 error (SPEC §3's bound on the point queries) and
+// the centre's rounding.
+struct ShapeDistance {
+    distance: f32,
+    margin: f32,
+}
+
+fn shape_distance(s: Shape, centre: vec3<f32>, reach: f32) -> ShapeDistance {
+    let proj = project_point_among(TARGET_KINDS, s.kind, s, centre);
+    // A plane target is the half-space below it (SPEC §9).
+    let inside = proj.inside && (is_solid(s.kind) || s.kind == KIND_PLANE);
+    let d = select(length(proj.point - centre), 0.0, inside);
+    let a = abs(centre);
+    let b = abs(s.anchor.xyz);
+    return ShapeDistance(d, 1.0e-5 * (max(a.x, max(a.y, a.z)) + max(b.x, max(b.y, b.z)) + reach + d));
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -398,6 +397,12 @@ fn body_nearest(
         centre = ball.xyz;
         reach = ball.w;
     }
+    // The body holds its ball's centre (every kind with a ball does; hulls have none), so no
+    // shape is farther from the body than from that point: each shape's record bounds the
+    // nearest distance from above before any narrow phase, and shapes and boxes beyond that
+    // bound are culled from the start.
+    let inner_offset = select(F32_BIG, length(ball.xyz - centre), ball.w >= 0.0);
+    var bound = F32_BIG;
     var best = no_body_hit();
     // The BVH's leaves, then each kind's linear range, as runs of shapes [next, end) tested
     // at one site (see gjk.wgsl's `minkowski`).
@@ -432,10 +437,11 @@ fn body_nearest(
                 break;
             }
             // A shape or box farther than this cannot be nearer than what is known: the best
-            // distance, 0 once any overlap is (an overlap may be of any depth), nothing at first.
-            var level = F32_BIG;
+            // distance, 0 once any overlap is (an overlap may be of any depth), the records'
+            // bound before any narrow phase has answered.
+            var level = bound;
             if best.shape >= 0 {
-                level = max(best.contact.distance, 0.0);
+                level = min(level, max(best.contact.distance, 0.0));
             }
             if deferred_count > 0u {
                 level = 0.0;
@@ -446,9 +452,12 @@ fn body_nearest(
                 if next < end {
                     let s = load_own_shape(next);
                     next += 1u;
-                    // The body lies within `reach` of `centre`: a shape whose bound is farther
-                    // than the level plus the reach cannot be nearer.
-                    if shape_gap(s, centre, reach) > level {
+                    let to = shape_distance(s, centre, reach);
+                    bound = min(bound, to.distance + inner_offset + to.margin);
+                    level = min(level, bound);
+                    // The body lies within `reach` of `centre`: a shape farther than the level
+                    // plus the reach cannot be nearer.
+                    if to.distance - reach - to.margin > level {
                         continue;
                     }
                     batch[gathered] = next - 1u;
