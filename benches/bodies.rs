@@ -10,7 +10,8 @@
 //! rows is cross-checked between the two before any time counts. Median of 3 runs.
 //!
 //! `cargo bench --bench bodies`; CLOSEST_BENCH_BODIES (10^6), CLOSEST_BENCH_REPEATS (3),
-//! CLOSEST_BENCH_MESHES (comma-separated paths; empty: the boxes' row alone) and CLOSEST_BENCH_PARRY=0 override.
+//! CLOSEST_BENCH_MESHES (comma-separated paths; empty: the boxes' row alone) and
+//! CLOSEST_BENCH_PARRY=0 override.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -314,9 +314,9 @@ fn box_gap(child: BvhChild, lo: vec3<f32>, hi: vec3<f32>) -> f32 {
     return length(max(max(child.min - hi, lo - child.max), vec3<f32>(0.0)));
 }
 
-// A ball around the shape of record `s` (centre, radius), from its record alone and without
-// a loop; radius -1 where there is none cheaply (hulls, and the unbounded kinds). Only the
-// cases of `kinds` (an override: BODY_KINDS or TARGET_KINDS) are compiled.
+// A ball around the body of record `s` (centre, radius), from its record alone and without
+// a loop; radius -1 where there is none cheaply (hulls). Only the cases of `kinds` (the
+// override BODY_KINDS) are compiled; every ball's centre lies in its body.
 fn bounding_ball(kinds: u32, s: Shape) -> vec4<f32> {
     let a = s.anchor.xyz;
     let k = s.kind;
@@ -341,9 +341,6 @@ fn bounding_ball(kinds: u32, s: Shape) -> vec4<f32> {
     }
     if has_kind(kinds, KIND_ELLIPSOID) && k == KIND_ELLIPSOID {
         return vec4<f32>(a, max(s.p0.x, max(s.p0.y, s.p0.z)));
-    }
-    if has_kind(kinds, KIND_TORUS) && k == KIND_TORUS {
-        return vec4<f32>(a, s.p0.w + s.p1.w);
     }
     return vec4<f32>(a, -1.0);
 }
