@@ -629,9 +629,6 @@ struct Cap {
 /// A box: its least and greatest corner.
 type Box3 = ([f64; 3], [f64; 3]);
 
-/// A grid cell's triangles, each with its box and welded corners (`crossing_triangles`).
-type CellMembers = Vec<(u32, Box3, [u32; 3])>;
-
 fn box_of(corners: [DVec3; 3]) -> Box3 {
     let [a, b, c] = corners.map(DVec3::to_array);
     (
@@ -952,6 +949,7 @@ impl EdgeCounts {
 /// Two triangles sharing no vertex that meet, if any (the lower indices first).
 fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usize, usize)> {
     let boxes: Vec<Option<Box3>> = (0..mesh.triangles.len())
+        .into_par_iter()
         .map(|t| corners[t].map(|_| box_of(mesh.corners(t))))
         .collect();
     let mut extents: Vec<f64> = boxes
@@ -972,7 +970,10 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     let index = |x: [f64; 3]| -> [i64; 3] {
         std::array::from_fn(|k| ((x[k] - low[k]) / cell).floor() as i64)
     };
-    let mut grid: FxHashMap<[i64; 3], Vec<u32>> = FxHashMap::default();
+    // Every (cell, triangle) as (the cell's key, the box's low x, the triangle), sorted: a
+    // cell's members lie side by side by their low x, as its sweep wants, with no map of
+    // cells (a hash map of lists took most of the check's time on 10^5 triangles).
+    let mut entries: Vec<(u64, u64, u32)> = Vec::with_capacity(4 * boxes.len());
     let mut large = Vec::new();
     for (t, bounds) in boxes.iter().enumerate() {
         let Some((lo, hi)) = bounds else { continue };
@@ -982,16 +983,16 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
             large.push(t as u32);
             continue;
         }
-        for i in 0..span[0] {
-            for j in 0..span[1] {
-                for k in 0..span[2] {
-                    grid.entry([l[0] + i, l[1] + j, l[2] + k])
-                        .or_default()
-                        .push(t as u32);
+        let x = ordered_bits(lo[0]);
+        for i in l[0]..=h[0] {
+            for j in l[1]..=h[1] {
+                for k in l[2]..=h[2] {
+                    entries.push((cell_key([i, j, k]), x, t as u32));
                 }
             }
         }
     }
+    entries.par_sort_unstable();
     let overlap = |a: usize, b: usize| {
         let ((alo, ahi), (blo, bhi)) = (boxes[a].unwrap(), boxes[b].unwrap());
         (0..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
@@ -1001,41 +1002,39 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
         !ca.iter().any(|v| cb.contains(v)) && triangles_cross(mesh.corners(a), mesh.corners(b))
     };
     let ordered = |a: usize, b: usize| (a.min(b), a.max(b));
-    // Each cell's members with their boxes (near one another in memory), by their low x: a
-    // member meets only those after it that start before it ends (sweep and prune).
-    let cells: Vec<([i64; 3], CellMembers)> = grid
-        .into_iter()
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|(key, members)| {
-            let mut members: CellMembers = members
-                .into_iter()
-                .map(|t| (t, boxes[t as usize].unwrap(), corners[t as usize].unwrap()))
-                .collect();
-            members.sort_unstable_by(|a, b| a.1.0[0].total_cmp(&b.1.0[0]));
-            (key, members)
-        })
-        .collect();
-    let in_cells = cells.par_iter().find_map_any(|(key, members)| {
-        for (n, &(a, (alo, ahi), ca)) in members.iter().enumerate() {
-            let later = members[n + 1..].iter();
-            for &(b, (blo, bhi), cb) in later.take_while(|(_, (blo, _), _)| blo[0] <= ahi[0]) {
-                // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
-                if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
-                    || ca.iter().any(|v| cb.contains(v))
-                {
-                    continue;
-                }
-                // Each pair once: in the cell holding the low corner of the boxes' overlap.
-                let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
-                let (a, b) = (a as usize, b as usize);
-                if index(low_corner) == *key && triangles_cross(mesh.corners(a), mesh.corners(b)) {
-                    return Some(ordered(a, b));
+    let in_cells = entries
+        .par_chunk_by(|a, b| a.0 == b.0)
+        .map_init(Vec::new, |run: &mut Vec<(usize, Box3, [u32; 3])>, members| {
+            // The run's boxes and corners side by side: each is read by many pairs.
+            run.clear();
+            run.extend(members.iter().map(|&(_, _, t)| {
+                let t = t as usize;
+                (t, boxes[t].unwrap(), corners[t].unwrap())
+            }));
+            let key = members[0].0;
+            for (n, &(a, (alo, ahi), ca)) in run.iter().enumerate() {
+                let later = run[n + 1..].iter();
+                for &(b, (blo, bhi), cb) in later.take_while(|(_, (blo, _), _)| blo[0] <= ahi[0]) {
+                    // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
+                    if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
+                        || ca.iter().any(|v| cb.contains(v))
+                    {
+                        continue;
+                    }
+                    // Each pair once: in the cell holding the low corner of the boxes' overlap
+                    // (cells whose keys collide share a run, and check its pairs as one).
+                    let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
+                    if cell_key(index(low_corner)) == key
+                        && triangles_cross(mesh.corners(a), mesh.corners(b))
+                    {
+                        return Some(ordered(a, b));
+                    }
                 }
             }
-        }
-        None
-    });
+            None
+        })
+        .find_any(Option::is_some)
+        .flatten();
     in_cells.or_else(|| {
         large.par_iter().find_map_any(|&a| {
             (0..boxes.len())
@@ -1044,6 +1043,24 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
                 .map(|b| ordered(a as usize, b))
         })
     })
+}
+
+/// A grid cell's key: its coordinates mixed into 64 bits (SplitMix64's finaliser). Cells
+/// whose keys collide are checked as one cell, which is slower but no less exact.
+fn cell_key(cell: [i64; 3]) -> u64 {
+    let mut z = (cell[0] as u64)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add((cell[1] as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f))
+        .wrapping_add((cell[2] as u64).wrapping_mul(0x1656_67b1_9e37_79f9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The bits of a finite `x` as an integer in the order of the numbers (−0 before +0).
+fn ordered_bits(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 { !bits } else { bits | 1 << 63 }
 }
 
 /// Whether an edge of either triangle meets the other, touching included: two triangles
@@ -1066,17 +1083,21 @@ fn triangles_cross(a: [DVec3; 3], b: [DVec3; 3]) -> bool {
             -1
         }
     };
-    let edge_meets = |t: [DVec3; 3], p: DVec3, q: DVec3| {
-        let (sp, sq) = (sign([t[0], t[1], t[2], p]), sign([t[0], t[1], t[2], q]));
+    // Each corner's side of the other triangle's plane, once: every edge test reads them.
+    let a_sides = a.map(|p| sign([b[0], b[1], b[2], p]));
+    let b_sides = b.map(|p| sign([a[0], a[1], a[2], p]));
+    // Whether the edge (p, q), whose ends lie on sides (sp, sq) of t's plane, meets t.
+    let edge_meets = |t: [DVec3; 3], (p, sp): (DVec3, i32), (q, sq): (DVec3, i32)| {
         if sp * sq > 0 || (sp == 0 && sq == 0) {
             return false;
         }
         let around = [(0, 1), (1, 2), (2, 0)].map(|(i, j)| sign([p, q, t[i], t[j]]));
         around != [0; 3] && (around.iter().all(|&s| s >= 0) || around.iter().all(|&s| s <= 0))
     };
-    [(0, 1), (1, 2), (2, 0)]
-        .iter()
-        .any(|&(i, j)| edge_meets(b, a[i], a[j]) || edge_meets(a, b[i], b[j]))
+    [(0, 1), (1, 2), (2, 0)].iter().any(|&(i, j)| {
+        edge_meets(b, (a[i], a_sides[i]), (a[j], a_sides[j]))
+            || edge_meets(a, (b[i], b_sides[i]), (b[j], b_sides[j]))
+    })
 }
 
 /// A sign method as users name it: one of [`Sign`]'s, or `auto`, decided per mesh.
@@ -1143,5 +1164,56 @@ mod tests {
         assert!(triangles_cross(a, moved(1.0, 0.0)), "a corner on the face");
         assert!(!triangles_cross(a, moved(1.5, 0.0)), "above");
         assert!(!triangles_cross(a, moved(0.0, 3.0)), "beside");
+    }
+
+    /// The grid's answer against every pair: random soups of small triangles (a few large
+    /// ones among them, which skip the grid), some crossing and some not.
+    #[test]
+    fn the_grid_finds_a_crossing_pair_exactly_when_some_pair_crosses() {
+        let mut state = 7u64;
+        let mut unit = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (mut crossing_soups, mut clean_soups) = (0, 0);
+        for soup in 0..60 {
+            let count = 20 + soup % 40;
+            let size = if soup % 2 == 0 { 0.05 } else { 0.2 };
+            let mut vertices = Vec::new();
+            let mut triangles = Vec::new();
+            for t in 0..count {
+                let scale = if t == 0 && soup % 3 == 0 { 5.0 } else { size };
+                let spread = if soup % 4 < 2 { 0.6 } else { 4.0 };
+                let centre = (DVec3::new(unit(), unit(), unit()) - DVec3::new(0.5, 0.5, 0.5)) * spread;
+                for _ in 0..3 {
+                    let offset = DVec3::new(unit(), unit(), unit()) - DVec3::new(0.5, 0.5, 0.5);
+                    vertices.push(centre + offset * scale + DVec3::new(1.0e6, -3.0e5, 0.0));
+                }
+                let first = 3 * t as u32;
+                triangles.push([first, first + 1, first + 2]);
+            }
+            let mesh = Mesh::new(vertices, triangles, "a soup").unwrap();
+            let (_, corners) = welded(&mesh);
+            let every_pair = (0..count).any(|a| {
+                (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b)))
+            });
+            let found = crossing_triangles(&mesh, &corners);
+            assert_eq!(found.is_some(), every_pair, "soup {soup}");
+            if let Some((a, b)) = found {
+                assert!(a < b && triangles_cross(mesh.corners(a), mesh.corners(b)));
+                crossing_soups += 1;
+            } else {
+                clean_soups += 1;
+            }
+        }
+        assert!(crossing_soups > 5 && clean_soups > 5, "{crossing_soups} / {clean_soups}");
+    }
+
+    #[test]
+    fn ordered_bits_keep_the_numbers_order() {
+        let xs = [-1e300, -2.5, -1e-300, -0.0, 0.0, 1e-300, 3.0, 1e300];
+        for pair in xs.windows(2) {
+            assert!(ordered_bits(pair[0]) < ordered_bits(pair[1]), "{pair:?}");
+        }
     }
 }

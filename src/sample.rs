@@ -139,6 +139,11 @@ pub struct Sampler<'m> {
     spec: SampleSpec,
     /// Running sums of the triangles' areas.
     cumulative_area: Vec<f64>,
+    /// For each of as many equal slices of the total area as there are triangles, how many
+    /// running sums lie at or below the slice's start: a surface sample's triangle is searched
+    /// for within its slice, not the whole list (a search of 10^5 sums missed the cache at
+    /// every step).
+    area_guide: Vec<u32>,
     box_lo: DVec3,
     box_size: DVec3,
 }
@@ -167,6 +172,7 @@ impl<'m> Sampler<'m> {
                 "the mesh's triangles have no area ({sum}): nothing to sample on its surface"
             )));
         }
+        let area_guide = area_guide(&cumulative_area);
         let (lo, hi) = mesh.bounds();
         let extent = hi - lo;
         let pad = extent.x.max(extent.y).max(extent.z) * spec.pad;
@@ -175,6 +181,7 @@ impl<'m> Sampler<'m> {
             mesh,
             spec,
             cumulative_area,
+            area_guide,
             box_lo: lo - pad,
             box_size: extent + pad * 2.0,
         })
@@ -229,15 +236,52 @@ impl<'m> Sampler<'m> {
     /// A point uniform over the surface: a triangle by area, then a point uniform in it.
     fn on_surface(&self, rng: &mut SplitMix64) -> (usize, DVec3) {
         let total = *self.cumulative_area.last().unwrap_or(&0.0);
-        let target = rng.unit() * total;
-        let t = self
-            .cumulative_area
-            .partition_point(|&s| s <= target)
-            .min(self.cumulative_area.len() - 1);
+        let t = triangle_at(
+            &self.cumulative_area,
+            &self.area_guide,
+            rng.unit() * total,
+        );
         let [a, b, c] = self.mesh.corners(t);
         let (r1, r2) = (rng.unit().sqrt(), rng.unit());
         (t, a * (1.0 - r1) + b * (r1 * (1.0 - r2)) + c * (r1 * r2))
     }
+}
+
+/// Where slice `slice` of `slices` equal slices of `total` starts.
+fn slice_start(total: f64, slice: usize, slices: usize) -> f64 {
+    total * (slice as f64 / slices as f64)
+}
+
+/// The triangle whose span of the running area `sums` holds `target` (the first sum above it;
+/// the last triangle for the total itself), found within its slice of `guide`.
+fn triangle_at(sums: &[f64], guide: &[u32], target: f64) -> usize {
+    let (slices, total) = (sums.len(), *sums.last().unwrap_or(&0.0));
+    // The slice holding `target`: the sums at or below its start come before every sum that
+    // can pass `target`, those above its end after.
+    let mut slice = ((target / total * slices as f64) as usize).min(slices - 1);
+    while slice > 0 && slice_start(total, slice, slices) > target {
+        slice -= 1;
+    }
+    while slice + 1 < slices && slice_start(total, slice + 1, slices) <= target {
+        slice += 1;
+    }
+    let (first, end) = (guide[slice] as usize, guide[slice + 1] as usize);
+    (first + sums[first..end].partition_point(|&s| s <= target)).min(slices - 1)
+}
+
+/// `Sampler::area_guide` of the running sums `sums`: one entry a slice and one past the last.
+fn area_guide(sums: &[f64]) -> Vec<u32> {
+    let (slices, total) = (sums.len(), *sums.last().unwrap_or(&0.0));
+    let mut below = 0;
+    (0..=slices)
+        .map(|slice| {
+            let start = slice_start(total, slice, slices);
+            while below < slices && sums[below] <= start {
+                below += 1;
+            }
+            below as u32
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -265,6 +309,40 @@ mod tests {
         assert_eq!(sigmas, [0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01]);
         assert!(kinds[12..].iter().all(|k| k.0 == SampleKind::Uniform));
         assert_eq!(kinds[14].1, 2);
+    }
+
+    #[test]
+    fn the_guided_search_finds_the_triangle_the_whole_search_finds() {
+        // Areas of every scale, zero areas (equal sums) among them, in runs.
+        let areas: Vec<f64> = (0..2000)
+            .map(|t: u64| match t % 7 {
+                0 | 1 => 0.0,
+                2 => 1e-9 * (t + 1) as f64,
+                3 => 1e3,
+                _ => ((t * 2654435761) % 1000) as f64 / 997.0,
+            })
+            .collect();
+        let sums: Vec<f64> = areas
+            .iter()
+            .scan(0.0, |sum, a| {
+                *sum += a;
+                Some(*sum)
+            })
+            .collect();
+        let guide = area_guide(&sums);
+        let total = *sums.last().unwrap();
+        let mut targets: Vec<f64> = sums
+            .iter()
+            .flat_map(|&s| [s, s.next_down(), s.next_up()])
+            .chain((0..5000).map(|k| total * (k as f64 / 5000.0)))
+            .chain((0..=sums.len()).map(|k| slice_start(total, k, sums.len())))
+            .filter(|&x| (0.0..=total).contains(&x))
+            .collect();
+        targets.extend([0.0, total, total.next_down()]);
+        for target in targets {
+            let whole = sums.partition_point(|&s| s <= target).min(sums.len() - 1);
+            assert_eq!(triangle_at(&sums, &guide, target), whole, "target {target}");
+        }
     }
 
     #[test]
