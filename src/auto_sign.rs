@@ -1004,35 +1004,40 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     let ordered = |a: usize, b: usize| (a.min(b), a.max(b));
     let in_cells = entries
         .par_chunk_by(|a, b| a.0 == b.0)
-        .map_init(Vec::new, |run: &mut Vec<(usize, Box3, [u32; 3])>, members| {
-            // The run's boxes and corners side by side: each is read by many pairs.
-            run.clear();
-            run.extend(members.iter().map(|&(_, _, t)| {
-                let t = t as usize;
-                (t, boxes[t].unwrap(), corners[t].unwrap())
-            }));
-            let key = members[0].0;
-            for (n, &(a, (alo, ahi), ca)) in run.iter().enumerate() {
-                let later = run[n + 1..].iter();
-                for &(b, (blo, bhi), cb) in later.take_while(|(_, (blo, _), _)| blo[0] <= ahi[0]) {
-                    // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
-                    if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
-                        || ca.iter().any(|v| cb.contains(v))
+        .map_init(
+            Vec::new,
+            |run: &mut Vec<(usize, Box3, [u32; 3])>, members| {
+                // The run's boxes and corners side by side: each is read by many pairs.
+                run.clear();
+                run.extend(members.iter().map(|&(_, _, t)| {
+                    let t = t as usize;
+                    (t, boxes[t].unwrap(), corners[t].unwrap())
+                }));
+                let key = members[0].0;
+                for (n, &(a, (alo, ahi), ca)) in run.iter().enumerate() {
+                    let later = run[n + 1..].iter();
+                    for &(b, (blo, bhi), cb) in
+                        later.take_while(|(_, (blo, _), _)| blo[0] <= ahi[0])
                     {
-                        continue;
-                    }
-                    // Each pair once: in the cell holding the low corner of the boxes' overlap
-                    // (cells whose keys collide share a run, and check its pairs as one).
-                    let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
-                    if cell_key(index(low_corner)) == key
-                        && triangles_cross(mesh.corners(a), mesh.corners(b))
-                    {
-                        return Some(ordered(a, b));
+                        // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
+                        if !(1..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
+                            || ca.iter().any(|v| cb.contains(v))
+                        {
+                            continue;
+                        }
+                        // Each pair once: in the cell holding the low corner of the boxes' overlap
+                        // (cells whose keys collide share a run, and check its pairs as one).
+                        let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
+                        if cell_key(index(low_corner)) == key
+                            && triangles_cross(mesh.corners(a), mesh.corners(b))
+                        {
+                            return Some(ordered(a, b));
+                        }
                     }
                 }
-            }
-            None
-        })
+                None
+            },
+        )
         .find_any(Option::is_some)
         .flatten();
     in_cells.or_else(|| {
@@ -1060,7 +1065,11 @@ fn cell_key(cell: [i64; 3]) -> u64 {
 /// The bits of a finite `x` as an integer in the order of the numbers (−0 before +0).
 fn ordered_bits(x: f64) -> u64 {
     let bits = x.to_bits();
-    if bits >> 63 == 1 { !bits } else { bits | 1 << 63 }
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
 }
 
 /// Whether an edge of either triangle meets the other, touching included: two triangles
@@ -1172,7 +1181,9 @@ mod tests {
     fn the_grid_finds_a_crossing_pair_exactly_when_some_pair_crosses() {
         let mut state = 7u64;
         let mut unit = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
         let (mut crossing_soups, mut clean_soups) = (0, 0);
@@ -1184,7 +1195,8 @@ mod tests {
             for t in 0..count {
                 let scale = if t == 0 && soup % 3 == 0 { 5.0 } else { size };
                 let spread = if soup % 4 < 2 { 0.6 } else { 4.0 };
-                let centre = (DVec3::new(unit(), unit(), unit()) - DVec3::new(0.5, 0.5, 0.5)) * spread;
+                let centre =
+                    (DVec3::new(unit(), unit(), unit()) - DVec3::new(0.5, 0.5, 0.5)) * spread;
                 for _ in 0..3 {
                     let offset = DVec3::new(unit(), unit(), unit()) - DVec3::new(0.5, 0.5, 0.5);
                     vertices.push(centre + offset * scale + DVec3::new(1.0e6, -3.0e5, 0.0));
@@ -1194,9 +1206,8 @@ mod tests {
             }
             let mesh = Mesh::new(vertices, triangles, "a soup").unwrap();
             let (_, corners) = welded(&mesh);
-            let every_pair = (0..count).any(|a| {
-                (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b)))
-            });
+            let every_pair = (0..count)
+                .any(|a| (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b))));
             let found = crossing_triangles(&mesh, &corners);
             assert_eq!(found.is_some(), every_pair, "soup {soup}");
             if let Some((a, b)) = found {
@@ -1206,7 +1217,10 @@ mod tests {
                 clean_soups += 1;
             }
         }
-        assert!(crossing_soups > 5 && clean_soups > 5, "{crossing_soups} / {clean_soups}");
+        assert!(
+            crossing_soups > 5 && clean_soups > 5,
+            "{crossing_soups} / {clean_soups}"
+        );
     }
 
     #[test]

@@ -236,11 +236,7 @@ impl<'m> Sampler<'m> {
     /// A point uniform over the surface: a triangle by area, then a point uniform in it.
     fn on_surface(&self, rng: &mut SplitMix64) -> (usize, DVec3) {
         let total = *self.cumulative_area.last().unwrap_or(&0.0);
-        let t = triangle_at(
-            &self.cumulative_area,
-            &self.area_guide,
-            rng.unit() * total,
-        );
+        let t = triangle_at(&self.cumulative_area, &self.area_guide, rng.unit() * total);
         let [a, b, c] = self.mesh.corners(t);
         let (r1, r2) = (rng.unit().sqrt(), rng.unit());
         (t, a * (1.0 - r1) + b * (r1 * (1.0 - r2)) + c * (r1 * r2))
