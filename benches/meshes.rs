@@ -92,9 +92,14 @@ fn compare(
     });
 
     // Where the distance-only job's time went: the host filling inputs, waiting on the
-    // device, draining results, submitting (`Engine::last_timing`, the last run).
+    // device, draining results, submitting (`Engine::last_timing`, the last run), against the
+    // whole call's median (which also copies the distances out of their columns).
     let split = engine.last_timing();
-    let split = format!("    ({name}, signed distance only: {})", split.breakdown());
+    let split = format!(
+        "    ({name}, signed distance only: {}; the call {:.1} ms)",
+        split.breakdown(),
+        distance_time.as_secs_f64() * 1e3
+    );
     check_sample(name, mesh, points, &distances);
     let parry_time = with_parry.then(|| parry_signed_time(name, mesh, points, &distances, repeats));
     let rate = |t: Duration| count as f64 / t.as_secs_f64() / 1e6;

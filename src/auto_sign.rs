@@ -1050,16 +1050,14 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     })
 }
 
-/// A grid cell's key: its coordinates mixed into 64 bits (SplitMix64's finaliser). Cells
-/// whose keys collide are checked as one cell, which is slower but no less exact.
+/// A grid cell's key: its coordinates mixed into 64 bits. Cells whose keys collide are
+/// checked as one cell, which is slower but no less exact.
 fn cell_key(cell: [i64; 3]) -> u64 {
-    let mut z = (cell[0] as u64)
+    let packed = (cell[0] as u64)
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add((cell[1] as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f))
-        .wrapping_add((cell[2] as u64).wrapping_mul(0x1656_67b1_9e37_79f9));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+        .wrapping_add(cell[2] as u64);
+    crate::sample::SplitMix64(packed).next()
 }
 
 /// The bits of a finite `x` as an integer in the order of the numbers (−0 before +0).
@@ -1179,13 +1177,8 @@ mod tests {
     /// ones among them, which skip the grid), some crossing and some not.
     #[test]
     fn the_grid_finds_a_crossing_pair_exactly_when_some_pair_crosses() {
-        let mut state = 7u64;
-        let mut unit = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut random = crate::sample::SplitMix64(7);
+        let mut unit = || random.unit();
         let (mut crossing_soups, mut clean_soups) = (0, 0);
         for soup in 0..60 {
             let count = 20 + soup % 40;

@@ -95,6 +95,11 @@ pub struct JobTiming {
     pub drain: std::time::Duration,
     /// Inside `queue.submit` (software adapters may execute the work right there).
     pub submit: std::time::Duration,
+    /// Recording the chunks' passes and bind groups (their fills aside).
+    pub encode: std::time::Duration,
+    /// The whole job from its first row to its last drained, slots' allocation included:
+    /// what `fill`, `wait`, `drain` and `encode` leave of it is the job's own host work.
+    pub run: std::time::Duration,
     pub chunks: usize,
     /// Time the device spent in the chunks' compute passes, from timestamp queries: `None`
     /// where the adapter has none (then `wait` is the nearest measure).
@@ -102,19 +107,23 @@ pub struct JobTiming {
 }
 
 impl JobTiming {
-    /// "fill … ms, wait … ms, drain … ms, submit … ms[, device … ms], N chunks".
+    /// "fill … ms, wait … ms, drain … ms, encode … ms, submit … ms[, device … ms], N chunks,
+    /// run … ms".
     pub fn breakdown(&self) -> String {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let device = self
             .device
             .map_or(String::new(), |d| format!(", device {:.1} ms", ms(d)));
         format!(
-            "fill {:.1} ms, wait {:.1} ms, drain {:.1} ms, submit {:.1} ms{device}, {} chunks",
+            "fill {:.1} ms, wait {:.1} ms, drain {:.1} ms, encode {:.1} ms, submit {:.1} ms{device}, \
+             {} chunks, run {:.1} ms",
             ms(self.fill),
             ms(self.wait),
             ms(self.drain),
+            ms(self.encode),
             ms(self.submit),
-            self.chunks
+            self.chunks,
+            ms(self.run),
         )
     }
 }

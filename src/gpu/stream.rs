@@ -518,6 +518,7 @@ pub(crate) fn run(
         return Ok(());
     }
     gpu.take_device_error()?;
+    let started = std::time::Instant::now();
     *crate::sync::lock(&gpu.timing) = JobTiming::default();
     let chunks: Vec<Range<usize>> = match plan.grid {
         Some(grid) => grid.chunks(gpu.chunk_rows, rows),
@@ -560,6 +561,7 @@ pub(crate) fn run(
     }
 
     let outcome = run_chunks(gpu, plan, slots, &chunks, inputs, sink);
+    crate::sync::lock(&gpu.timing).run = started.elapsed();
     if outcome.is_err() {
         // Leave no half-finished slot behind for the next job.
         slots.clear();
@@ -581,7 +583,15 @@ fn run_chunks(
         for (k, range) in chunks.iter().cloned().enumerate() {
             let slot = &mut slots[k % SLOTS];
             slot.drain(gpu, sink)?;
+            // Filling and waiting for a mapped buffer have their own entries.
+            let elsewhere = |t: &JobTiming| t.fill + t.wait;
+            let started = std::time::Instant::now();
+            let before = elsewhere(&crate::sync::lock(&gpu.timing));
             let order = encode_chunk(gpu, plan, slot, range, &mut inputs)?;
+            let mut timing = crate::sync::lock(&gpu.timing);
+            let spent = elsewhere(&timing).saturating_sub(before);
+            timing.encode += started.elapsed().saturating_sub(spent);
+            drop(timing);
             orders
                 .send(order)
                 .map_err(|_| Error::Gpu("the submitter thread stopped".into()))?;
