@@ -937,7 +937,15 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
         "  unified memory (in-place mapping): {}",
         engine.unified_memory()
     );
-    println!("  rows per chunk: {}", engine.chunk_rows());
+    println!(
+        "  rows per chunk: {}; mesh walks: {}",
+        engine.chunk_rows(),
+        if engine.seeded_mesh_rounds() {
+            "seeded rounds"
+        } else {
+            "one dispatch a chunk"
+        }
+    );
     let i = engine.adapter_info();
     println!(
         "  subgroup size: {}..{}; scene kernels: {}",

@@ -408,6 +408,63 @@ fn subgroup_mesh_kernel_answers_exactly_as_the_portable_one() {
 }
 
 #[test]
+fn mesh_walks_in_one_dispatch_answer_as_the_seeded_rounds() {
+    // GPUs walk a chunk's rows in one dispatch, CPU adapters in seeded rounds (each row
+    // after the first round starting from a neighbour's answer): the same bits either way,
+    // with both kernels, in chunks whose rounds restart, on rows in Morton order and not.
+    let fandisk = shared("fandisk.obj");
+    let grid = Grid::new(&fandisk, [21, 19, 23], GridRegion::Pad(0.3)).unwrap();
+    let mut points: Vec<[f64; 3]> = (0..grid.len()).map(|row| grid.point(row)).collect();
+    for row in [0, 7, 64, 999, 1000, 5001, grid.len() - 1] {
+        points[row] = [f64::NAN, 1.0, f64::INFINITY];
+    }
+    let mut rng = Rng::new(43);
+    points.extend((0..3000).map(|_| rng.vec(-300.0, 300.0).to_array()));
+    points.extend([[1e4, -2e4, 3e3], [-1e6, 0.0, 0.0]]);
+    let bunny = shared("stanford-bunny.obj");
+    let bunny_grid = Grid::new(&bunny, [17, 17, 17], GridRegion::Pad(0.05)).unwrap();
+    let cpu = engine().adapter_info().device_type == wgpu::DeviceType::Cpu;
+    assert_eq!(
+        engine().seeded_mesh_rounds(),
+        cpu,
+        "the default: rounds on CPU adapters"
+    );
+    for portable_kernels in [false, true] {
+        let [seeded, once] = [true, false].map(|seeded| {
+            open_engine(EngineOptions {
+                chunk_rows: Some(1000),
+                portable_kernels,
+                seeded_mesh_rounds: Some(seeded),
+                ..Default::default()
+            })
+        });
+        assert!(seeded.seeded_mesh_rounds() && !once.seeded_mesh_rounds());
+        for morton in [false, true] {
+            for sign in [Sign::None, Sign::Pseudonormal, Sign::Winding] {
+                let answers = [&seeded, &once].map(|e| {
+                    e.set_reorder_queries(morton);
+                    let gpu = e.upload_mesh(fandisk.clone()).unwrap();
+                    e.mesh_hits(&gpu, &points, sign).unwrap()
+                });
+                let what =
+                    format!("fandisk, {sign:?}, Morton {morton}, portable {portable_kernels}");
+                assert_same_hits(&answers[0], &answers[1], &what);
+            }
+        }
+        // Grids sampled on the device, the bunny's open base signed by winding number.
+        let [a, b] = [&seeded, &once].map(|e| {
+            let gpu = e.upload_mesh(bunny.clone()).unwrap();
+            e.sdf_values(&gpu, &bunny_grid, Sign::Winding).unwrap()
+        });
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            "bunny grid, portable {portable_kernels}"
+        );
+    }
+}
+
+#[test]
 fn device_winding_signs_equal_the_host_hierarchy() {
     // winding_walk.wgsl walks the clusters over the scene's own hierarchy in f32, reading its
     // packed or indexed records; its f64 twin, winding::WindingTree, must give the same side

@@ -130,6 +130,11 @@ impl Engine {
     pub fn subgroup_kernels(&self) -> bool {
         self.gpu.subgroup_kernels
     }
+    /// Whether mesh walks run in seeded rounds (`EngineOptions::seeded_mesh_rounds`) rather
+    /// than one dispatch a chunk.
+    pub fn seeded_mesh_rounds(&self) -> bool {
+        self.gpu.seeded_mesh_rounds
+    }
     /// Whether the walks read each chunk's points from texels (`shared/point_texels.wgsl`):
     /// adapters whose 2-D textures are at least a texel row wide, unless
     /// [`EngineOptions::storage_points`].

@@ -57,6 +57,8 @@ pub(crate) struct Context {
     pub(crate) unified_memory: bool,
     /// Whether a chunk's results are copied out on every core (`PackedRows::spread`).
     pub(crate) drain_spread: bool,
+    /// Mesh walks in seeded rounds (`EngineOptions::seeded_mesh_rounds`).
+    pub(crate) seeded_mesh_rounds: bool,
     /// Scenes run `query_subgroup.wgsl`, triangle scenes `mesh_subgroup.wgsl`.
     pub(crate) subgroup_kernels: bool,
     /// Each chunk's points (and paired jobs' shapes) are copied into texels the kernels read
@@ -238,6 +240,7 @@ impl Context {
             // whose queries outrun it (docs/perf-history.md: H100).
             reorder_queries: std::sync::atomic::AtomicBool::new(cpu_adapter),
             drain_spread: !cpu_adapter,
+            seeded_mesh_rounds: options.seeded_mesh_rounds.unwrap_or(cpu_adapter),
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
             timestamp_period_ns,

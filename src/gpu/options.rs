@@ -42,6 +42,12 @@ pub struct EngineOptions {
     /// Ask every part of a mesh in parts for every row, none passed over for its box
     /// (`Engine::query_mesh_parts_stream`), so tests and benchmarks can compare both paths.
     pub every_part: bool,
+    /// Walk a mesh chunk's rows in seeded rounds (`Rounds::Seeded`: each row after the first
+    /// round starts from a neighbour's answer) or in one dispatch; `None`: rounds on CPU
+    /// adapters, whose walks pay for every step and whose rows arrive in Morton order, one
+    /// dispatch on GPUs, where the rounds' small first dispatches left the device idle (13 %
+    /// more device time on an H100, docs/perf-history.md). The answers are the same either way.
+    pub seeded_mesh_rounds: Option<bool>,
     /// Jobs called from several threads that may run through the device together
     /// (`Engine::jobs_at_once`); `None`: four on hardware GPUs, one on CPU adapters.
     pub jobs_at_once: Option<usize>,

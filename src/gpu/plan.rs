@@ -337,7 +337,12 @@ impl Job<'_> {
                     ..key(entry, None)
                 };
                 let nearest = if scene.oriented {
-                    pass(triangles(Entry::NearestTriangle), Rounds::Seeded)?
+                    let rounds = if gpu.seeded_mesh_rounds {
+                        Rounds::Seeded
+                    } else {
+                        Rounds::Once
+                    };
+                    pass(triangles(Entry::NearestTriangle), rounds)?
                 } else {
                     let specialised = PipelineKey {
                         bvh_kinds: scene.bvh_kinds,
