@@ -1057,7 +1057,7 @@ fn cell_key(cell: [i64; 3]) -> u64 {
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add((cell[1] as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f))
         .wrapping_add(cell[2] as u64);
-    crate::sample::SplitMix64(packed).next()
+    crate::math::SplitMix64(packed).next()
 }
 
 /// The bits of a finite `x` as an integer in the order of the numbers (−0 before +0).
@@ -1177,7 +1177,7 @@ mod tests {
     /// ones among them, which skip the grid), some crossing and some not.
     #[test]
     fn the_grid_finds_a_crossing_pair_exactly_when_some_pair_crosses() {
-        let mut random = crate::sample::SplitMix64(7);
+        let mut random = crate::math::SplitMix64(7);
         let mut unit = || random.unit();
         let (mut crossing_soups, mut clean_soups) = (0, 0);
         for soup in 0..60 {

@@ -5,7 +5,7 @@
 //! on any number of threads; only the device's distances differ by its f32 rounding.
 
 use crate::error::{Error, Result};
-use crate::math::DVec3;
+use crate::math::{DVec3, SplitMix64};
 use crate::mesh::{Mesh, face_normal};
 
 /// A sample's kind, as the `kind` column codes it.
@@ -101,30 +101,7 @@ impl SampleSpec {
     }
 }
 
-/// SplitMix64 (Steele, Lea & Flood): one 64-bit state, a fixed sequence per seed.
-pub(crate) struct SplitMix64(pub(crate) u64);
-
 impl SplitMix64 {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), 53 bits.
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// A standard normal deviate (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit(); // (0, 1]
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
     /// The generator of one sample: seeded by the run's seed, the kind and the index.
     fn for_sample(seed: u64, kind: SampleKind, index: usize) -> SplitMix64 {
         let mut mix = SplitMix64(seed ^ ((kind as u64) << 56));
