@@ -965,7 +965,7 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     let middle = extents.len() / 2;
     let cell = 2.0 * *extents.select_nth_unstable_by(middle, f64::total_cmp).1;
     let cell = if cell > 0.0 { cell } else { 1.0 };
-    const MAX_CELLS: i64 = 64;
+    const MAX_CELLS: u32 = 64;
     let low = mesh.bounds().0.to_array();
     let index = |x: [f64; 3]| -> [i64; 3] {
         std::array::from_fn(|k| ((x[k] - low[k]) / cell).floor() as i64)
@@ -978,8 +978,10 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
     for (t, bounds) in boxes.iter().enumerate() {
         let Some((lo, hi)) = bounds else { continue };
         let (l, h) = (index(*lo), index(*hi));
-        let span: [i64; 3] = std::array::from_fn(|k| h[k] - l[k] + 1);
-        if span.iter().product::<i64>() > MAX_CELLS {
+        // In f64: a huge triangle among tiny ones spans more cells than an i64 counts, and
+        // a wrapped count would send it through the grid cell by cell.
+        let cells: f64 = (0..3).map(|k| h[k] as f64 - l[k] as f64 + 1.0).product();
+        if cells > MAX_CELLS as f64 {
             large.push(t as u32);
             continue;
         }
@@ -1214,6 +1216,55 @@ mod tests {
             crossing_soups > 5 && clean_soups > 5,
             "{crossing_soups} / {clean_soups}"
         );
+    }
+
+    /// Triangles far wider than the grid's cells among small ones skip the grid and meet
+    /// every other box: one 10^3 cells wide that pierces a small triangle, one 10^7 cells wide
+    /// on every axis (10^21 cells, past an i64's count) and one whose cells an i64 cannot
+    /// number, both passing above them all; a wrapped count would send those through the grid
+    /// cell by cell.
+    #[test]
+    fn huge_triangles_among_small_ones_are_checked_without_the_grid() {
+        let mut vertices = Vec::new();
+        let mut triangles = Vec::new();
+        for t in 0..40u32 {
+            let c = DVec3::new(t as f64 * 0.2, 0.0, 0.0);
+            vertices.extend([
+                c,
+                c + DVec3::new(0.1, 0.0, 0.0),
+                c + DVec3::new(0.0, 0.1, 0.1),
+            ]);
+            triangles.push([3 * t, 3 * t + 1, 3 * t + 2]);
+        }
+        // Triangles in the plane z = z0 + x / 2, `reach` across; at 1e30 the cell indices
+        // saturate (an i64 count of them wraps negative), and the pair tests overflow, so the
+        // grid need only agree with every pair.
+        for (z0, reach, crosses) in [
+            (0.02, 100.0, Some(true)),
+            (100.0, 1e6, Some(false)),
+            (100.0, 1e30, None),
+        ] {
+            let mut v = vertices.clone();
+            let mut tris = triangles.clone();
+            let first = v.len() as u32;
+            let on_plane = |x: f64, y: f64| DVec3::new(x, y, z0 + x / 2.0);
+            v.extend([
+                on_plane(-reach, -reach),
+                on_plane(reach, -reach),
+                on_plane(0.0, reach),
+            ]);
+            tris.push([first, first + 1, first + 2]);
+            let mesh = Mesh::new(v, tris, "a soup").unwrap();
+            let (_, corners) = welded(&mesh);
+            let count = mesh.triangles.len();
+            let every_pair = (0..count)
+                .any(|a| (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b))));
+            if let Some(crosses) = crosses {
+                assert_eq!(every_pair, crosses, "reach {reach}: the case as built");
+            }
+            let found = crossing_triangles(&mesh, &corners).is_some();
+            assert_eq!(found, every_pair, "reach {reach}");
+        }
     }
 
     #[test]
