@@ -308,23 +308,39 @@ pub fn fit_oriented_box(points: impl Iterator<Item = DVec3>, normal: DVec3) -> O
         let u = u0 * angle.cos() + v0 * angle.sin();
         [u, w.cross(u), w]
     });
-    let mut lo = [[f64::INFINITY; 3]; FIT_ANGLES];
-    let mut hi = [[f64::NEG_INFINITY; 3]; FIT_ANGLES];
+    // Extents along w (shared by every frame) and along each frame's u and v; plain
+    // comparisons, not `f64::min`'s NaN handling (the points are finite): the loop is the
+    // fit's whole cost, a pass over every corner below the child.
+    let (mut w_lo, mut w_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut uv_lo = [[f64::INFINITY; 2]; FIT_ANGLES];
+    let mut uv_hi = [[f64::NEG_INFINITY; 2]; FIT_ANGLES];
     let mut any = false;
     for p in points {
         any = true;
-        let along_w = w.dot(p);
-        for (axes, (lo, hi)) in frames.iter().zip(lo.iter_mut().zip(hi.iter_mut())) {
-            for k in 0..3 {
-                let t = if k == 2 { along_w } else { axes[k].dot(p) };
-                lo[k] = lo[k].min(t);
-                hi[k] = hi[k].max(t);
+        let t = w.dot(p);
+        if t < w_lo {
+            w_lo = t;
+        }
+        if t > w_hi {
+            w_hi = t;
+        }
+        for (axes, (lo, hi)) in frames.iter().zip(uv_lo.iter_mut().zip(uv_hi.iter_mut())) {
+            for k in 0..2 {
+                let t = axes[k].dot(p);
+                if t < lo[k] {
+                    lo[k] = t;
+                }
+                if t > hi[k] {
+                    hi[k] = t;
+                }
             }
         }
     }
     if !any {
         return None;
     }
+    let lo = uv_lo.map(|[u, v]| [u, v, w_lo]);
+    let hi = uv_hi.map(|[u, v]| [u, v, w_hi]);
     let mut best: Option<(f64, OrientedBox)> = None;
     for (axes, (lo, hi)) in frames.iter().zip(lo.iter().zip(&hi)) {
         let [u, v, w] = *axes;

@@ -53,6 +53,41 @@ fn the_same_seed_gives_the_same_samples_in_any_order_and_another_seed_others() {
 }
 
 #[test]
+fn samples_made_in_batches_are_the_rows_made_one_at_a_time() {
+    // `Sampler::samples` makes rows in steps over batches of 32; the batches must not mix
+    // rows' generators or triangles, wherever a range starts and whatever kinds it spans.
+    let mesh = ball();
+    let sampler = Sampler::new(&mesh, spec(5)).unwrap();
+    let one_by_one: Vec<_> = (0..sampler.len()).map(|r| sampler.sample(r)).collect();
+    for range in [
+        0..sampler.len(),
+        7..1000,
+        390..410,
+        995..1005,
+        1299..1300,
+        31..33,
+    ] {
+        assert_eq!(sampler.samples(range.clone()), one_by_one[range]);
+    }
+    // A row alone, made in a batch of one: the kinds as laid out.
+    assert!(
+        one_by_one[..400]
+            .iter()
+            .all(|s| s.kind == SampleKind::Surface)
+    );
+    assert!(
+        one_by_one[400..1000]
+            .iter()
+            .all(|s| s.kind == SampleKind::Near)
+    );
+    assert!(
+        one_by_one[1000..]
+            .iter()
+            .all(|s| s.kind == SampleKind::Uniform)
+    );
+}
+
+#[test]
 fn samples_are_distributed_as_claimed() {
     let mesh = ball();
     let centre = DVec3::new(10.0, -3.0, 2.0);

@@ -25,7 +25,8 @@ use closest::sample::{SampleSpec, Sampler};
 use closest::sdf::{Grid, GridRegion};
 use closest::{DVec3, GpuScene, Mode, Shape};
 use numpy::{
-    IntoPyArray, PyArrayDescrMethods, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
+    IntoPyArray, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -552,19 +553,47 @@ fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -
         .collect();
     let bad = || {
         input_error(
-            "triangles: expected an integer numpy array of shape (F, 3) of vertex indices".into(),
+            "triangles: expected integers of shape (F, 3), vertex indices (an array or anything numpy.asarray reads)".into(),
         )
+    };
+    // Anything numpy.asarray reads as integers (lists, strided, byte-swapped, unaligned
+    // arrays), as the vertices take any floats.
+    let triangles = if triangles.cast::<PyUntypedArray>().is_ok() {
+        triangles.clone()
+    } else {
+        let numpy = triangles.py().import("numpy")?;
+        numpy
+            .call_method1("asarray", (triangles,))
+            .map_err(|_| bad())?
     };
     let array = triangles.cast::<PyUntypedArray>().map_err(|_| bad())?;
     if array.ndim() != 2 || array.shape()[1] != 3 || !matches!(array.dtype().kind(), b'i' | b'u') {
         return Err(bad());
     }
-    let indices: Vec<i64> = triangles
-        .call_method1("astype", ("int64",))?
-        .call_method0("ravel")?
-        .extract()?;
-    let mut tris = Vec::with_capacity(indices.len() / 3);
-    for (t, tri) in indices.chunks_exact(3).enumerate() {
+    // Read as one native 64-bit array (a copy), not element by element through Python:
+    // igea's 268,686 rows took 70–120 ms that way. Unsigned stays unsigned, so 2^63 and
+    // above are named as given.
+    let tris = if array.dtype().kind() == b'u' {
+        triangle_rows::<u64>(&triangles, "uint64")?
+    } else {
+        triangle_rows::<i64>(&triangles, "int64")?
+    };
+    Mesh::new(vertices, tris, "mesh").map_err(py_error)
+}
+
+/// An integer (F, 3) array's rows as vertex indices, read as `dtype` (T's numpy name).
+fn triangle_rows<T>(triangles: &Bound<'_, PyAny>, dtype: &str) -> PyResult<Vec<[u32; 3]>>
+where
+    T: numpy::Element + Copy + std::fmt::Display,
+    u32: TryFrom<T>,
+{
+    let indices = triangles
+        .call_method1("astype", (dtype,))?
+        .cast_into::<PyArray2<T>>()?;
+    let indices = indices.readonly();
+    let indices = indices.as_array();
+    let mut rows = Vec::with_capacity(indices.nrows());
+    for (t, tri) in indices.rows().into_iter().enumerate() {
         let corner = |k: usize| {
             u32::try_from(tri[k]).map_err(|_| {
                 input_error(format!(
@@ -574,9 +603,9 @@ fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -
                 ))
             })
         };
-        tris.push([corner(0)?, corner(1)?, corner(2)?]);
+        rows.push([corner(0)?, corner(1)?, corner(2)?]);
     }
-    Mesh::new(vertices, tris, "mesh").map_err(py_error)
+    Ok(rows)
 }
 
 /// A scene resident on the device.

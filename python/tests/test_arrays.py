@@ -123,6 +123,20 @@ def test_every_entry_point_takes_the_array_kinds(engine, scene):
     assert len(tetra) == 4
 
 
+@pytest.mark.parametrize("kind", ["list", "tuple", "strided", "fortran", "read-only", "unaligned",
+                                  "byte-swapped", "__array__", "int32", "uint16"])
+def test_triangles_of_every_kind_make_the_same_mesh(engine, kind):
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
+    triangles = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int64)
+    make = {"int32": lambda a: a.astype(np.int32), "uint16": lambda a: a.astype(np.uint16)}
+    given_triangles = make[kind](triangles) if kind in make else KINDS[kind](triangles)
+    points = np.random.default_rng(7).uniform(-0.5, 1.5, (200, 3))
+    want = engine.mesh(vertices=vertices, triangles=triangles).query(points, sign="winding")
+    got = engine.mesh(vertices=vertices, triangles=given_triangles).query(points, sign="winding")
+    for name in ("distance", "shape"):
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 def test_a_panic_becomes_gpu_error_naming_the_call():
     # GpuError is an ordinary Exception, so `except Exception` (Dask's workers) catches it.
     assert issubclass(closest.GpuError, Exception)

@@ -87,6 +87,12 @@ def test_bad_meshes(engine, tmp_path):
     raises(lambda: engine.mesh(vertices=v, triangles=np.array([[0, 1, -1]])), "triangles",
            "row 0", "-1")
     raises(lambda: engine.mesh(vertices=v, triangles=np.zeros((1, 3), np.float32)), "triangles")
+    raises(lambda: engine.mesh(vertices=v, triangles=[[0, 1, 2.5]]), "triangles")
+    raises(lambda: engine.mesh(vertices=v, triangles=[[0, 1], [2]]), "triangles")
+    raises(lambda: engine.mesh(vertices=v, triangles=np.array([[0, 1, 2**63 + 5]], np.uint64)),
+           "row 0", str(2**63 + 5))
+    raises(lambda: engine.mesh(vertices=v, triangles=np.array([[0, 1, 2**32]])), "row 0",
+           str(2**32))
     raises(lambda: engine.mesh(vertices=v), "vertices= and triangles=")
 
 

@@ -209,14 +209,18 @@ impl PointReader for MeshPoints<'_> {
         use rayon::prelude::*;
         let vertices = self.mesh.vertices.len();
         let rows = chunk.f64_rows();
-        rows.par_extend(range.into_par_iter().map(|row| {
-            if row < vertices {
-                self.mesh.vertices.get(row).to_array()
-            } else {
-                let sampler = self.sampler.expect("rows past the vertices are samples");
-                sampler.sample(row - vertices).point
-            }
-        }));
+        let vertex_rows = range.start.min(vertices)..range.end.min(vertices);
+        rows.par_extend(
+            vertex_rows
+                .into_par_iter()
+                .map(|row| self.mesh.vertices.get(row).to_array()),
+        );
+        if range.end > vertices {
+            let sampler = self.sampler.expect("rows past the vertices are samples");
+            let samples =
+                sampler.samples(range.start.max(vertices) - vertices..range.end - vertices);
+            rows.extend(samples.iter().map(|s| s.point));
+        }
         Ok(())
     }
 }

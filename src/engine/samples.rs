@@ -36,7 +36,6 @@ impl Engine {
         job: MeshSamples<'_>,
         sink: &mut dyn FnMut(usize, &SampleRows) -> Result<()>,
     ) -> Result<()> {
-        use rayon::prelude::*;
         let MeshSamples {
             mesh,
             sampler,
@@ -69,10 +68,7 @@ impl Engine {
         };
         for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
             let count = SAMPLE_CHUNK_ROWS.min(rows - first);
-            let samples: Vec<Sample> = (first..first + count)
-                .into_par_iter()
-                .map(|row| sampler.sample(row))
-                .collect();
+            let samples: Vec<Sample> = sampler.samples(first..first + count);
             let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
             let (distances, normals) = match caps {
                 Some(caps) => {
