@@ -869,7 +869,9 @@ impl MeshTarget {
             let points = borrowed.rows()?;
             let rows = points.len(3);
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let sign = py.detach(|| mesh.resolve_sign(sign));
+            let sign = py
+                .detach(|| engine.resolve_sign(mesh, sign))
+                .map_err(py_error)?;
             let columns = py
                 .detach(|| {
                     let job = MeshQuery {
@@ -930,7 +932,7 @@ impl MeshTarget {
             let (engine, mesh) = (&self.engine, &self.mesh);
             let (values, sign) = py
                 .detach(|| {
-                    let sign = mesh.resolve_sign(sign);
+                    let sign = engine.resolve_sign(mesh, sign)?;
                     let mut values = Vec::new();
                     let mut sink = |chunk: &[f32]| match &mut store {
                         Some(store) => store.append(chunk.len(), &[Values::f32_column(chunk, 1)]),
@@ -1076,7 +1078,7 @@ impl MeshTarget {
                     let job = SdfBand {
                         mesh,
                         grid: &grid,
-                        sign: mesh.resolve_sign(sign),
+                        sign: engine.resolve_sign(mesh, sign)?,
                         width,
                     };
                     let (mut index, mut values) = (Vec::new(), Vec::new());
@@ -1154,7 +1156,7 @@ impl MeshTarget {
                     let job = MeshSamples {
                         mesh,
                         sampler: &sampler,
-                        sign: mesh.resolve_sign(sign),
+                        sign: engine.resolve_sign(mesh, sign)?,
                     };
                     engine.mesh_samples(job, &mut |_first, chunk: &SampleRows| {
                         all.points.extend_from_slice(&chunk.points);

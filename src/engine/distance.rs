@@ -93,7 +93,7 @@ impl Engine {
             sign,
         } = job;
         let mut one_way = |direction, from: &GpuMesh, to: &GpuMesh| {
-            let sign = to.resolve_sign(sign);
+            let sign = self.resolve_sign(to, sign)?;
             let mut sink = |first: usize, values: &[f32]| sink(direction, first, values);
             self.deviations(from.mesh(), to, sign, (samples, seed), &mut sink)
         };

@@ -283,7 +283,7 @@ fn answer(
             let job = MeshQuery {
                 mesh,
                 points: points(),
-                sign: mesh.resolve_sign(sign),
+                sign: engine.resolve_sign(mesh, sign)?,
                 fields,
             };
             engine.query_mesh(job, &mut columns)

@@ -579,7 +579,7 @@ pub(super) async fn mesh_sdf(
         let job = crate::engine::SdfGrid {
             mesh,
             grid: &grid,
-            sign: mesh.resolve_sign(sign),
+            sign: engine.resolve_sign(mesh, sign)?,
         };
         engine.sdf(job, &mut |_first, chunk: &[f32]| {
             values.extend_from_slice(chunk);
