@@ -153,6 +153,48 @@ fn auto_picks_winding_for_every_messy_mesh_and_pseudonormal_for_clean_ones() {
     }
 }
 
+#[test]
+fn a_mesh_checked_beside_its_build_decides_as_the_check_on_first_use() {
+    // `upload_mesh_checking_signs` runs `auto` on another thread while the hierarchy is built:
+    // the same decision, the same reason, and the same answers as the plain upload's.
+    let engine = engine();
+    let points: Vec<[f64; 3]> = {
+        let mut rng = Rng::new(11);
+        (0..500).map(|_| rng.vec(-2.5, 2.5).to_array()).collect()
+    };
+    let fields = closest::Fields::from_bits(
+        closest::fields::Family::Hits,
+        closest::fields::DISTANCE | closest::fields::NORMAL,
+    );
+    for (name, mesh, expected) in messy_meshes() {
+        let checked = engine.upload_mesh_checking_signs(mesh.clone()).unwrap();
+        let plain = engine.upload_mesh(mesh.clone()).unwrap();
+        assert_eq!(checked.auto_sign(), &auto_sign(&mesh), "{name}");
+        assert_eq!(checked.auto_sign(), plain.auto_sign(), "{name}");
+        let sign = engine.resolve_sign(&checked, SignChoice::Auto).unwrap();
+        assert_eq!(sign, expected, "{name}");
+        assert_eq!(engine.resolve_sign(&plain, SignChoice::Auto).unwrap(), sign);
+        let answer = |m: &closest::GpuMesh| {
+            let query = closest::engine::MeshQuery {
+                mesh: m,
+                points: closest::Points::F64(&points),
+                sign,
+                fields,
+            };
+            let mut columns = closest::Columns::collect(fields, points.len(), |sink| {
+                engine.query_mesh(query, sink)
+            })
+            .unwrap();
+            columns.take_f32s("distance").unwrap()
+        };
+        let (a, b) = (answer(&checked), answer(&plain));
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{name}"
+        );
+    }
+}
+
 /// Whether every edge (corners welded by their coordinates) is used as often each way, counted
 /// plainly in an ordered map of coordinate pairs (no welded ids, no buckets).
 fn balanced_by_count(mesh: &Mesh) -> bool {

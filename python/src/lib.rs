@@ -457,7 +457,10 @@ impl Engine {
             };
             let engine = self.inner.clone();
             let triangles = mesh.triangles.len();
-            let mesh = py.detach(|| engine.upload_mesh(mesh)).map_err(py_error)?;
+            // Checked for `auto` beside the build: sdf, sample and band grids sign by it.
+            let mesh = py
+                .detach(|| engine.upload_mesh_checking_signs(mesh))
+                .map_err(py_error)?;
             Ok(MeshTarget {
                 engine,
                 mesh,

@@ -57,6 +57,9 @@ pub struct GpuMesh {
     hole_caps: std::sync::OnceLock<crate::auto_sign::HoleCaps>,
 }
 
+/// The largest mesh `Engine::upload_mesh_checking_signs` checks beside its build.
+const CHECK_BESIDE_BUILD_MAX_TRIANGLES: usize = 1 << 21;
+
 /// One part of a mesh on the device: a scene of some of its triangles.
 struct MeshPart {
     scene: GpuScene,
@@ -171,6 +174,18 @@ impl Engine {
         self.upload_mesh_with(mesh, true, admit)
     }
 
+    /// [`Engine::upload_mesh`], with `auto`'s check (`GpuMesh::auto_sign`) made on another
+    /// thread while the hierarchy is built, for callers whose first query will likely sign by
+    /// `auto` (Python's `sdf`, `sample` and band grids default to it): the check is mostly one
+    /// thread's work (igea: about 0.2 s), the build leaves a core idle for much of its time,
+    /// and the first signed query then finds the sign decided. Meshes larger than
+    /// `CHECK_BESIDE_BUILD_MAX_TRIANGLES` are checked on first use as before: the check's own
+    /// memory (about 150 bytes a triangle) would add to the build's peak.
+    pub fn upload_mesh_checking_signs(&self, mesh: Mesh) -> Result<GpuMesh> {
+        let beside = mesh.triangles.len() <= CHECK_BESIDE_BUILD_MAX_TRIANGLES;
+        self.upload_mesh_with_check(mesh, true, beside, |_| Ok::<(), Error>(()))
+    }
+
     /// [`Engine::upload_mesh_admitted`], with the winding clusters over its hierarchy only if
     /// `clusters` (a one-shot job that signs otherwise does not need them; winding signs are
     /// then the host's).
@@ -180,56 +195,89 @@ impl Engine {
         clusters: bool,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
+        self.upload_mesh_with_check(mesh, clusters, false, admit)
+    }
+
+    /// [`Engine::upload_mesh_with`], and `auto`'s check beside the build where `check_auto`.
+    fn upload_mesh_with_check<E: From<Error>>(
+        &self,
+        mesh: Mesh,
+        clusters: bool,
+        check_auto: bool,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let MeshPlan {
-            indexed,
-            one_part,
-            cap,
-            sign_data,
-        } = self.plan_mesh(&mesh, clusters)?;
-        // Parts are built one at a time: the build's peak is the largest part's.
-        let parts = if one_part {
-            let scene = self.upload_mesh_part(&mesh, offset, indexed, None, clusters, |bytes| {
-                admit(bytes + sign_data)
-            })?;
-            vec![MeshPart {
-                scene,
-                bounds: mesh.bounds(),
-                triangles: Vec::new(),
-            }]
-        } else {
-            // Admitted by the bound before anything is built: the parts' sizes are known only
-            // once each is.
-            admit(mesh_device_estimate(&mesh, indexed) + cluster_bytes(&mesh, clusters))?;
-            let mut parts = Vec::new();
-            for indices in spatial_parts(&mesh, cap as usize) {
-                let scene = self.upload_mesh_part(
-                    &mesh,
-                    offset,
-                    indexed,
-                    Some(&indices),
-                    clusters,
-                    |_| Ok::<(), Error>(()),
-                )?;
-                parts.push(MeshPart {
-                    scene,
-                    bounds: mesh.triangles_bounds(indices.iter().copied()),
-                    triangles: indices,
-                });
-            }
-            parts
-        };
-        Ok(GpuMesh {
+        let (parts, auto) = std::thread::scope(|scope| {
+            let check = check_auto.then(|| scope.spawn(|| auto_sign(&mesh)));
+            let parts = self.upload_mesh_parts(&mesh, offset, clusters, admit);
+            // A panic in the check is the caller's, as if it had run on this thread.
+            let auto = check.map(|check| {
+                check
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+            (parts, auto)
+        });
+        let parts = parts?;
+        let uploaded = GpuMesh {
             device_normals: std::sync::OnceLock::new(),
             normals: std::sync::OnceLock::new(),
             host_winding: std::sync::OnceLock::new(),
             auto_sign: std::sync::OnceLock::new(),
             closed_cycle: std::sync::OnceLock::new(),
             hole_caps: std::sync::OnceLock::new(),
-            mesh,
             offset,
+            mesh,
             parts,
-        })
+        };
+        if let Some(auto) = auto {
+            uploaded.closed_cycle.get_or_init(|| auto.closed_cycle);
+            uploaded.auto_sign.get_or_init(|| auto);
+        }
+        Ok(uploaded)
+    }
+
+    /// The mesh's parts, each a scene on the device, its triangles moved by `-offset`.
+    fn upload_mesh_parts<E: From<Error>>(
+        &self,
+        mesh: &Mesh,
+        offset: DVec3,
+        clusters: bool,
+        admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Vec<MeshPart>, E> {
+        let MeshPlan {
+            indexed,
+            one_part,
+            cap,
+            sign_data,
+        } = self.plan_mesh(mesh, clusters)?;
+        // Parts are built one at a time: the build's peak is the largest part's.
+        if one_part {
+            let scene = self.upload_mesh_part(mesh, offset, indexed, None, clusters, |bytes| {
+                admit(bytes + sign_data)
+            })?;
+            return Ok(vec![MeshPart {
+                scene,
+                bounds: mesh.bounds(),
+                triangles: Vec::new(),
+            }]);
+        }
+        // Admitted by the bound before anything is built: the parts' sizes are known only
+        // once each is.
+        admit(mesh_device_estimate(mesh, indexed) + cluster_bytes(mesh, clusters))?;
+        let mut parts = Vec::new();
+        for indices in spatial_parts(mesh, cap as usize) {
+            let scene =
+                self.upload_mesh_part(mesh, offset, indexed, Some(&indices), clusters, |_| {
+                    Ok::<(), Error>(())
+                })?;
+            parts.push(MeshPart {
+                scene,
+                bounds: mesh.triangles_bounds(indices.iter().copied()),
+                triangles: indices,
+            });
+        }
+        Ok(parts)
     }
 
     /// The holes' caps, where a job signed by winding number may take the pseudonormal sign
