@@ -145,9 +145,10 @@ impl<'a> JobOutput<'a> {
     }
 
     /// Upload `mesh` (read in `load`), reporting the load and the build apart, and time the
-    /// queries from then. `sign` is decided for the mesh first (`auto` checks it; the check
-    /// counts as load time), and the sign data the job's one query (computing `fields`) needs
-    /// is built too, and the host's copy of the mesh released where the device answers alone.
+    /// queries from then. `sign` is decided for the mesh (`auto` checks it beside the build,
+    /// or first on a mesh too large for that, as load time), and the sign data the job's one
+    /// query (computing `fields`) needs is built too, and the host's copy of the mesh released
+    /// where the device answers alone.
     fn upload_mesh(
         &mut self,
         engine: &Engine,
@@ -156,12 +157,24 @@ impl<'a> JobOutput<'a> {
         sign: SignChoice,
         fields: Fields,
     ) -> Result<(GpuMesh, Sign)> {
-        let checking = Instant::now();
-        let (sign, auto) = sign.resolve(&mesh);
-        let load = load + checking.elapsed();
-        let building = Instant::now();
-        let closed_cycle = auto.as_ref().map(|auto| auto.closed_cycle);
-        let mesh = engine.upload_mesh_for_job(mesh, sign, fields, closed_cycle)?;
+        // `auto` is checked beside the build where the mesh allows (its time is then the
+        // build's), else first, as load time.
+        let (mesh, sign, auto, load, building) = match sign {
+            SignChoice::Auto if engine.checks_auto_beside_build(&mesh) => {
+                let building = Instant::now();
+                let (mesh, auto) = engine.upload_mesh_for_auto_job(mesh, fields)?;
+                (mesh, auto.sign, Some(auto), load, building)
+            }
+            _ => {
+                let checking = Instant::now();
+                let (sign, auto) = sign.resolve(&mesh);
+                let load = load + checking.elapsed();
+                let building = Instant::now();
+                let closed_cycle = auto.as_ref().map(|auto| auto.closed_cycle);
+                let mesh = engine.upload_mesh_for_job(mesh, sign, fields, closed_cycle)?;
+                (mesh, sign, auto, load, building)
+            }
+        };
         self.mesh_setup = Some(MeshSetup {
             load,
             build: building.elapsed(),

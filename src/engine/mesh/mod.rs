@@ -182,7 +182,7 @@ impl Engine {
     /// `CHECK_BESIDE_BUILD_MAX_TRIANGLES` are checked on first use as before: the check's own
     /// memory (about 150 bytes a triangle) would add to the build's peak.
     pub fn upload_mesh_checking_signs(&self, mesh: Mesh) -> Result<GpuMesh> {
-        let beside = mesh.triangles.len() <= CHECK_BESIDE_BUILD_MAX_TRIANGLES;
+        let beside = self.checks_auto_beside_build(&mesh);
         self.upload_mesh_with_check(mesh, true, beside, |_| Ok::<(), Error>(()))
     }
 
@@ -324,17 +324,48 @@ impl Engine {
         if let Some(closed) = closed_cycle {
             mesh.closed_cycle.get_or_init(|| closed);
         }
-        if mesh.parts.len() == 1 && self.device_sign(&mesh, sign)?.is_some() {
+        self.prepare_job_signs(&mut mesh, sign)?;
+        Ok(mesh)
+    }
+
+    /// [`Engine::upload_mesh_for_job`] for a job that signs by `auto`, whose check runs beside
+    /// the build (as `upload_mesh_checking_signs`) on meshes up to
+    /// `CHECK_BESIDE_BUILD_MAX_TRIANGLES` (`Engine::checks_auto_beside_build`; larger ones are
+    /// checked first, as load time): the hierarchy's winding clusters go up whatever the check
+    /// finds, as winding signs would need them.
+    pub(crate) fn upload_mesh_for_auto_job(
+        &self,
+        mesh: Mesh,
+        fields: Fields,
+    ) -> Result<(GpuMesh, AutoSign)> {
+        let mut uploaded =
+            self.upload_mesh_with_check(mesh, true, true, |_| Ok::<(), Error>(()))?;
+        let auto = uploaded.auto_sign().clone();
+        self.prepare_job_signs(&mut uploaded, applied_sign(auto.sign, fields))?;
+        Ok((uploaded, auto))
+    }
+
+    /// Whether `auto`'s check of `mesh` runs beside its build (`upload_mesh_checking_signs`,
+    /// `upload_mesh_for_auto_job`): not on meshes whose check's memory would add much to the
+    /// build's peak.
+    pub(crate) fn checks_auto_beside_build(&self, mesh: &Mesh) -> bool {
+        mesh.triangles.len() <= CHECK_BESIDE_BUILD_MAX_TRIANGLES
+    }
+
+    /// The rest of a one-shot job's upload: the sign data the device needs to answer `sign`
+    /// alone built now, and the host's copy of the mesh released where it does.
+    fn prepare_job_signs(&self, mesh: &mut GpuMesh, sign: Sign) -> Result<()> {
+        if mesh.parts.len() == 1 && self.device_sign(mesh, sign)?.is_some() {
             // Band grids ask them after the upload.
             if !mesh.is_closed_cycle() {
                 mesh.hole_caps();
             }
             if sign == Sign::Winding {
                 // Built now, while the host mesh is here to build the table from.
-                self.winding_by_pseudonormal(&mesh)?;
+                self.winding_by_pseudonormal(mesh)?;
             }
             mesh.mesh = Mesh::default();
         }
-        Ok(mesh)
+        Ok(())
     }
 }
