@@ -208,7 +208,15 @@ impl Engine {
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
         let (parts, auto) = std::thread::scope(|scope| {
-            let check = check_auto.then(|| scope.spawn(|| auto_sign(&mesh)));
+            // A thread the system refuses leaves the check to the first signed query.
+            let check = check_auto
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("closest-auto-check".into())
+                        .spawn_scoped(scope, || auto_sign(&mesh))
+                        .ok()
+                })
+                .flatten();
             let parts = self.upload_mesh_parts(&mesh, offset, clusters, admit);
             // A panic in the check is the caller's, as if it had run on this thread.
             let auto = check.map(|check| {
