@@ -127,6 +127,34 @@ fn shape_text(tail: &[usize]) -> String {
     format!("(N, {})", dims.join(", "))
 }
 
+/// `obj` as a numpy array: itself, or through `__dlpack__` (an object with no `__array__`), or
+/// whatever `numpy.asarray` makes of it; else an `InputError` naming the argument and what it
+/// should be (`expected`).
+fn numpy_array<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &str,
+    expected: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = obj.py().import("numpy")?;
+    if obj.cast::<PyUntypedArray>().is_ok() {
+        Ok(obj.clone())
+    } else if obj.hasattr("__dlpack__")? && !obj.hasattr("__array__")? {
+        numpy
+            .call_method1("from_dlpack", (obj,))
+            .map_err(|e| input_error(format!("{name}: cannot be read through __dlpack__: {e}")))
+    } else {
+        numpy.call_method1("asarray", (obj,)).map_err(|e| {
+            let type_name = obj
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_string(), |n| n.to_string());
+            input_error(format!(
+                "{name}: expected {expected}, got {type_name}, which numpy.asarray cannot read: {e}"
+            ))
+        })
+    }
+}
+
 /// `name` as rows of `tail` float values: anything `numpy.asarray` takes with a floating dtype
 /// (SPEC §6: lists, tuples, strided or read-only or unaligned or byte-swapped arrays, float16,
 /// objects with `__array__` or `__dlpack__`) of shape (N, *tail). float32 and float64 arrays
@@ -137,24 +165,11 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
     let want = shape_text(tail);
     let py = obj.py();
     let numpy = py.import("numpy")?;
-    let array = if obj.cast::<PyUntypedArray>().is_ok() {
-        obj.clone()
-    } else if obj.hasattr("__dlpack__")? && !obj.hasattr("__array__")? {
-        numpy
-            .call_method1("from_dlpack", (obj,))
-            .map_err(|e| input_error(format!("{name}: cannot be read through __dlpack__: {e}")))?
-    } else {
-        numpy.call_method1("asarray", (obj,)).map_err(|e| {
-            let type_name = obj
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_string(), |n| n.to_string());
-            input_error(format!(
-                "{name}: expected an array of shape {want} with a floating dtype, got \
-                 {type_name}, which numpy.asarray cannot read: {e}"
-            ))
-        })?
-    };
+    let array = numpy_array(
+        obj,
+        name,
+        &format!("an array of shape {want} with a floating dtype"),
+    )?;
     // An empty list is numpy's shape (0,): zero rows.
     let array = match array.cast::<PyUntypedArray>() {
         Ok(a) if a.shape() == [0] => {
@@ -559,16 +574,9 @@ fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -
             "triangles: expected integers of shape (F, 3), vertex indices (an array or anything numpy.asarray reads)".into(),
         )
     };
-    // Anything numpy.asarray reads as integers (lists, strided, byte-swapped, unaligned
-    // arrays), as the vertices take any floats.
-    let triangles = if triangles.cast::<PyUntypedArray>().is_ok() {
-        triangles.clone()
-    } else {
-        let numpy = triangles.py().import("numpy")?;
-        numpy
-            .call_method1("asarray", (triangles,))
-            .map_err(|_| bad())?
-    };
+    // Anything numpy reads as integers (lists, strided, byte-swapped, unaligned arrays,
+    // `__dlpack__`), as the vertices take any floats.
+    let triangles = numpy_array(triangles, "triangles", "integers of shape (F, 3)")?;
     let array = triangles.cast::<PyUntypedArray>().map_err(|_| bad())?;
     if array.ndim() != 2 || array.shape()[1] != 3 || !matches!(array.dtype().kind(), b'i' | b'u') {
         return Err(bad());

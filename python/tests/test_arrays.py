@@ -124,7 +124,7 @@ def test_every_entry_point_takes_the_array_kinds(engine, scene):
 
 
 @pytest.mark.parametrize("kind", ["list", "tuple", "strided", "fortran", "read-only", "unaligned",
-                                  "byte-swapped", "__array__", "int32", "uint16"])
+                                  "byte-swapped", "__array__", "__dlpack__", "int32", "uint16"])
 def test_triangles_of_every_kind_make_the_same_mesh(engine, kind):
     vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
     triangles = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int64)
