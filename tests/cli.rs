@@ -1688,45 +1688,66 @@ fn bad_zarr_outputs_exit_2_and_leave_nothing() {
 
 #[test]
 fn an_open_mesh_s_band_through_the_cli_has_the_dense_grid_s_signs() {
-    // The CLI releases the host mesh after the upload: the holes' caps must be made before.
+    // The CLI releases the host mesh after the upload: what the band's sign needs (the holes'
+    // caps for winding numbers, whether the mesh is a closed cycle for pseudonormals) must be
+    // made before, and an unsigned job needs neither.
     let dir = Dir::new();
     let bunny =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/stanford-bunny.obj");
     let bunny = bunny.to_str().unwrap();
-    closest_ok(
-        &[
-            "sdf",
-            bunny,
-            "--res",
-            "40",
-            "--band",
-            "2",
-            "--out",
-            &dir.s("band.npz"),
-        ],
-        &["signs: winding", "within the band"],
-    );
-    closest_ok(
-        &["sdf", bunny, "--res", "40", "--out", &dir.s("dense.npz")],
-        &["signs: winding"],
-    );
-    let sdf = |name: &str| f32s(&common::npz_array(&dir.path(name), "sdf"));
-    let spacing = common::npz_array(&dir.path("dense.npz"), "spacing")
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-        .fold(0.0, f64::max);
-    let width = (2.0 * spacing) as f32;
-    let (band, dense) = (sdf("band.npz"), sdf("dense.npz"));
-    let far: Vec<usize> = (0..dense.len())
-        .filter(|&k| dense[k].abs() > width * 1.001)
-        .collect();
-    assert!(far.len() > 40_000, "{} far samples", far.len());
-    for k in far {
-        assert_eq!(
-            band[k].is_sign_negative(),
-            dense[k].is_sign_negative(),
-            "sample {k}"
+    for (sign, described) in [
+        ("auto", "signs: winding"),
+        ("pseudonormal", "signs: pseudonormal"),
+        ("none", "signs: none"),
+    ] {
+        let band = format!("band-{sign}.npz");
+        let dense = format!("dense-{sign}.npz");
+        closest_ok(
+            &[
+                "sdf",
+                bunny,
+                "--res",
+                "40",
+                "--band",
+                "2",
+                "--sign",
+                sign,
+                "--out",
+                &dir.s(&band),
+            ],
+            &[described, "within the band"],
         );
+        closest_ok(
+            &[
+                "sdf",
+                bunny,
+                "--res",
+                "40",
+                "--sign",
+                sign,
+                "--out",
+                &dir.s(&dense),
+            ],
+            &[described],
+        );
+        let sdf = |name: &str| f32s(&common::npz_array(&dir.path(name), "sdf"));
+        let spacing = common::npz_array(&dir.path(&dense), "spacing")
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .fold(0.0, f64::max);
+        let width = (2.0 * spacing) as f32;
+        let (band, dense) = (sdf(&band), sdf(&dense));
+        let far: Vec<usize> = (0..dense.len())
+            .filter(|&k| dense[k].abs() > width * 1.001)
+            .collect();
+        assert!(far.len() > 40_000, "{sign}: {} far samples", far.len());
+        for k in far {
+            assert_eq!(
+                band[k].is_sign_negative(),
+                dense[k].is_sign_negative(),
+                "{sign}: sample {k}"
+            );
+        }
     }
 }
 

@@ -88,6 +88,10 @@ impl GpuMesh {
     /// Whether the winding number is constant off the surface (`auto_sign::is_closed_cycle`):
     /// where it is, a box that meets no triangle has one sign.
     pub fn is_closed_cycle(&self) -> bool {
+        debug_assert!(
+            self.closed_cycle.get().is_some() || !self.mesh.triangles.is_empty(),
+            "the host mesh was released before its cycle was checked"
+        );
         *self
             .closed_cycle
             .get_or_init(|| crate::auto_sign::is_closed_cycle(&self.mesh))
@@ -364,13 +368,21 @@ impl Engine {
     /// alone built now, and the host's copy of the mesh released where it does.
     fn prepare_job_signs(&self, mesh: &mut GpuMesh, sign: Sign) -> Result<()> {
         if mesh.parts.len() == 1 && self.device_sign(mesh, sign)?.is_some() {
-            // Band grids ask them after the upload.
-            if !mesh.is_closed_cycle() {
-                mesh.hole_caps();
-            }
-            if sign == Sign::Winding {
-                // Built now, while the host mesh is here to build the table from.
-                self.winding_by_pseudonormal(mesh)?;
+            // Band grids ask what their sign needs after the upload: whether the mesh is a
+            // closed cycle where they sign, its holes' caps where they sign by winding number
+            // (nothing else reads the caps: an unsigned job does not pay for them).
+            match sign {
+                Sign::None => {}
+                Sign::Pseudonormal => {
+                    mesh.is_closed_cycle();
+                }
+                Sign::Winding => {
+                    if !mesh.is_closed_cycle() {
+                        mesh.hole_caps();
+                    }
+                    // Built now, while the host mesh is here to build the table from.
+                    self.winding_by_pseudonormal(mesh)?;
+                }
             }
             mesh.mesh = Mesh::default();
         }
