@@ -111,7 +111,8 @@ impl Mesh {
             .find(|(_, v)| !(v.is_finite() && v.max_abs() <= f32::MAX as f64))
         {
             return Err(bad(format!(
-                "vertex {i} is ({}, {}, {}): coordinates must be finite f32 values",
+                // `{:?}`: 1e300, where `{}` would print all 301 digits.
+                "vertex {i} is ({:?}, {:?}, {:?}): coordinates must be finite f32 values",
                 v.x, v.y, v.z
             )));
         }

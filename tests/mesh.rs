@@ -260,7 +260,7 @@ fn broken_meshes_name_the_file_and_the_problem() {
     assert_bad(&write(&dir, "nan.ply", ply_nan), &["PLY", "Line 11"]);
     assert_bad(
         &write(&dir, "huge.obj", b"v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"),
-        &["vertex 1", "finite f32"],
+        &["vertex 1 is (1e39, 0.0, 0.0)", "finite f32"],
     );
     assert_bad(&write(&dir, "mesh.off", b"OFF\n"), &[".obj, .stl or .ply"]);
     assert_bad(&dir.path().join("missing.stl"), &[]);
