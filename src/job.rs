@@ -778,18 +778,17 @@ fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
         grid: &grid,
         sign,
         width,
+        every_value: job.out.is_some(),
     };
     let [_, ny, nz] = grid.res;
     let work = engine.sdf_band(band_job, &mut |slab: BandSlab<'_>| {
         if let Some(sparse) = &mut sparse {
             sparse.append(&slab, ny, nz)?;
         }
-        let count = slab.values.len();
-        let non_finite = slab.values.iter().filter(|x| !x.is_finite()).count();
         out.append(
             slab.first,
-            count,
-            non_finite,
+            slab.values.len(),
+            slab.non_finite,
             &[Values::f32_column(slab.values, 1)],
         )
     })?;
@@ -853,16 +852,27 @@ impl SparseColumns {
             path: self.target.clone(),
             source,
         };
-        for &local in slab.in_band {
-            let row = slab.first + local as usize;
-            let index = [row / (ny * nz), (row / nz) % ny, row % nz].map(|x| x as i32);
-            self.index_out
-                .write_all(bytemuck::bytes_of(&index))
-                .map_err(error)?;
-            self.sdf_out
-                .write_all(&slab.values[local as usize].to_le_bytes())
-                .map_err(error)?;
-        }
+        // Each column's slab in one write (little-endian: `to_le_bytes` per value would be a
+        // write call each).
+        let index: Vec<[i32; 3]> = slab
+            .in_band
+            .iter()
+            .map(|&local| {
+                let row = slab.first + local as usize;
+                [row / (ny * nz), (row / nz) % ny, row % nz].map(|x| (x as i32).to_le())
+            })
+            .collect();
+        let sdf: Vec<u32> = slab
+            .in_band
+            .iter()
+            .map(|&local| slab.values[local as usize].to_bits().to_le())
+            .collect();
+        self.index_out
+            .write_all(bytemuck::cast_slice(&index))
+            .map_err(error)?;
+        self.sdf_out
+            .write_all(bytemuck::cast_slice(&sdf))
+            .map_err(error)?;
         self.count += slab.in_band.len();
         Ok(())
     }

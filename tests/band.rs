@@ -17,13 +17,15 @@ fn shared_mesh(name: &str) -> Mesh {
     closest::io::load_mesh(&path).unwrap()
 }
 
-/// The band grid whole, the in-band rows, and the work.
+/// The band grid whole (`every_value`; else only its in-band rows hold values), the in-band
+/// rows, and the work.
 fn band_grid(
     engine: &Engine,
     mesh: &GpuMesh,
     grid: &Grid,
     sign: Sign,
     width: f64,
+    every_value: bool,
 ) -> (Vec<f32>, Vec<usize>, BandWork) {
     let mut values = Vec::new();
     let mut in_band = Vec::new();
@@ -32,12 +34,17 @@ fn band_grid(
         grid,
         sign,
         width,
+        every_value,
     };
     let work = engine
         .sdf_band(job, &mut |slab: BandSlab<'_>| {
             assert_eq!(slab.first, values.len(), "slabs in C order");
             in_band.extend(slab.in_band.iter().map(|&k| slab.first + k as usize));
             values.extend_from_slice(slab.values);
+            if every_value {
+                let nan = slab.values.iter().filter(|v| !v.is_finite()).count();
+                assert_eq!(slab.non_finite, nan, "the slab's count of NaN values");
+            }
             Ok(())
         })
         .unwrap();
@@ -59,8 +66,28 @@ fn check_on(engine: &Engine, name: &str, mesh: Mesh, res: [usize; 3], sign: Sign
     // Boxes listed to the device (their samples made there), and the host's points.
     for on_device in [true, false] {
         engine.set_grid_on_device(on_device);
-        let (band, in_band, work) = band_grid(engine, &gpu, &grid, sign, width);
+        let (band, in_band, work) = band_grid(engine, &gpu, &grid, sign, width, true);
+        // A sparse job (the band's rows alone read): the same rows with the same bits, from
+        // no more samples, and no winding number asked for signs alone.
+        let (sparse, sparse_rows, sparse_work) = band_grid(engine, &gpu, &grid, sign, width, false);
         engine.set_grid_on_device(true);
+        assert_eq!(sparse_rows, in_band, "{name}: the sparse job's band rows");
+        for &row in &in_band {
+            assert_eq!(
+                sparse[row].to_bits(),
+                band[row].to_bits(),
+                "{name}: row {row}"
+            );
+        }
+        assert!(
+            sparse_work.samples <= work.samples,
+            "{name}: {sparse_work:?}"
+        );
+        assert!(
+            sparse_work.queries <= work.queries,
+            "{name}: {sparse_work:?}"
+        );
+        assert_eq!(sparse_work.sign_queries, 0, "{name}: {sparse_work:?}");
         let name = format!("{name}, samples made on the device: {on_device}");
         check_band(
             &name,
@@ -184,6 +211,7 @@ fn a_band_width_that_is_not_positive_and_finite_is_a_usage_error() {
             grid: &grid,
             sign: Sign::Pseudonormal,
             width,
+            every_value: true,
         };
         let error = engine.sdf_band(job, &mut |_| Ok(())).unwrap_err();
         assert!(

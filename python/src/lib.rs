@@ -959,6 +959,7 @@ impl MeshTarget {
                                 grid: &grid,
                                 sign,
                                 width,
+                                every_value: true,
                             };
                             engine.sdf_band(job, &mut |slab: BandSlab<'_>| sink(slab.values))?;
                         }
@@ -1091,6 +1092,7 @@ impl MeshTarget {
                         grid: &grid,
                         sign: engine.resolve_sign(mesh, sign)?,
                         width,
+                        every_value: false,
                     };
                     let (mut index, mut values) = (Vec::new(), Vec::new());
                     engine.sdf_band(job, &mut |slab: BandSlab<'_>| {

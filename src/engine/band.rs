@@ -49,17 +49,26 @@ pub struct SdfBand<'a> {
     /// The band's half-width in world units (`--band W --band-units voxels` is W times the
     /// largest spacing).
     pub width: f64,
+    /// Whether the sink reads every sample's value (a dense grid). Where it reads only the
+    /// band's (`BandSlab::in_band`, a sparse grid), nothing outside the band is filled or
+    /// signed: the levels above the samples are asked unsigned (their signs only fill far
+    /// boxes), far bricks are never computed, and no winding number is asked for signs alone.
+    pub every_value: bool,
 }
 
 /// Some whole x-planes of a band grid, in C order.
 pub struct BandSlab<'a> {
     /// The grid row of `values[0]`.
     pub first: usize,
-    /// Every sample: its exact signed distance within the band, ±width outside.
+    /// Every sample: its exact signed distance within the band, ±width outside (where the job
+    /// asked for `every_value`; else only the `in_band` rows hold anything).
     pub values: &'a [f32],
     /// The samples computed and found within the band (`|d| ≤ width`), as indices into
     /// `values`, ascending: a sparse grid's samples.
     pub in_band: &'a [u32],
+    /// The samples whose value is NaN (the device could not answer), among those `values`
+    /// holds.
+    pub non_finite: usize,
 }
 
 /// How much of a band grid was computed, level by level.
@@ -114,6 +123,10 @@ impl SampleBox {
                 hi: std::array::from_fn(|a| (lo[a] + side).min(self.hi[a])),
             })
         })
+    }
+
+    fn len(self) -> usize {
+        (0..3).map(|a| self.hi[a] - self.lo[a]).product()
     }
 
     fn is_one_sample(self) -> bool {
@@ -175,6 +188,7 @@ impl Engine {
             grid,
             sign,
             width,
+            every_value,
         } = job;
         if !(width.is_finite() && width > 0.0) {
             return Err(Error::Usage(format!(
@@ -229,6 +243,9 @@ impl Engine {
         // a pseudonormal pass, the caps' exact winding number where they lie farther than the
         // mesh, and the winding walk where they do not (`HoleCaps::settle`).
         let distances = |points: &[[f64; 3]]| -> Result<Vec<f32>> {
+            if !every_value {
+                return distances_signed(points, Sign::None);
+            }
             let Some(caps) = stand_in else {
                 return distances_signed(points, sign);
             };
@@ -322,7 +339,8 @@ impl Engine {
             let (centre, radius) = brick.centre_and_radius(grid);
             let b = block_of(brick);
             let (d, offset) = (block_distances[b], centre_offset(centre, block_centres[b]));
-            if block_signs_hold[b] && !inner_may_hold_band(d, offset, radius, width, slack) {
+            let sign_known = block_signs_hold[b] || !every_value;
+            if sign_known && !inner_may_hold_band(d, offset, radius, width, slack) {
                 brick_distances[k] = ((f64::from(d.abs()) - offset) as f32).copysign(d);
             } else {
                 asked.push(k);
@@ -342,7 +360,7 @@ impl Engine {
         };
         drop((block_centres, asked, asked_centres));
         let lattice = [nx, ny, nz].map(|n| n.div_ceil(BRICK) + 1);
-        let corner_signs: Vec<bool> = if signs_vary && caps.is_none() {
+        let corner_signs: Vec<bool> = if signs_vary && caps.is_none() && every_value {
             let corners: Vec<[f64; 3]> = (0..lattice[0])
                 .flat_map(|i| {
                     (0..lattice[1]).flat_map(move |j| (0..lattice[2]).map(move |k| [i, j, k]))
@@ -376,8 +394,17 @@ impl Engine {
             let i0 = slab * BRICK;
             let planes = BRICK.min(nx - i0);
             let local = |[i, j, k]: [usize; 3]| ((i - i0) * ny + j) * nz + k;
-            values.clear();
+            if every_value {
+                values.clear();
+            }
+            // A sparse job's values are read at its band's rows only, all written below.
             values.resize(planes * ny * nz, 0.0f32);
+            let mut non_finite = 0;
+            let fill = |values: &mut Vec<f32>, b: SampleBox, value: f32| {
+                if every_value {
+                    fill_box(values, b, local, value);
+                }
+            };
             let samples_before = work.samples;
             // Far bricks take their centre's sign; near ones are split into cells (or, where
             // signs vary off the surface, computed whole, as are far ones whose corners
@@ -397,7 +424,9 @@ impl Engine {
                 if near {
                     work.near_bricks += 1;
                 }
-                let holds = centre_sign_holds(brick)
+                // A sparse job fills nothing outside the band, so needs no sign there.
+                let holds = !every_value
+                    || centre_sign_holds(brick)
                     || (caps.is_none() && !near && corners_agree(brick, d.is_sign_negative()));
                 let way = usize::from(pseudonormal_holds(brick, d));
                 // Its centre's distance less the slack: a surface-free ball about it.
@@ -417,10 +446,10 @@ impl Engine {
                         let (parent_centre, parent_radius) = parent.centre_and_radius(grid);
                         let offset = centre_offset(parent_centre, centre);
                         if inner_may_hold_band(d, offset, parent_radius, width, slack) {
-                            let centres_way = if holds { way } else { UNSIGNED };
+                            let centres_way = if holds && every_value { way } else { UNSIGNED };
                             cell_parents[centres_way].push((parent, way));
                         } else if holds {
-                            fill_box(&mut values, parent, local, clamped(d, width_f32));
+                            fill(&mut values, parent, clamped(d, width_f32));
                         } else {
                             sign_boxes.push(SignBox {
                                 samples: parent,
@@ -429,7 +458,7 @@ impl Engine {
                         }
                     }
                 } else {
-                    fill_box(&mut values, *brick, local, clamped(d, width_f32));
+                    fill(&mut values, *brick, clamped(d, width_f32));
                 }
             }
             let signs = [sign, Sign::Pseudonormal, Sign::None];
@@ -446,8 +475,8 @@ impl Engine {
                             work.near_cells += 1;
                             sample_boxes[way].push(cell);
                         } else if holds {
-                            fill_box(&mut values, cell, local, clamped(d, width_f32));
-                        } else {
+                            fill(&mut values, cell, clamped(d, width_f32));
+                        } else if every_value {
                             sign_boxes.push(SignBox {
                                 samples: cell,
                                 free: (centre, f64::from(d.abs()) - slack),
@@ -470,6 +499,7 @@ impl Engine {
                             in_band.push(row);
                         } else if d.is_nan() {
                             values[row as usize] = d;
+                            non_finite += 1;
                         } else {
                             values[row as usize] = clamped(d, width_f32);
                         }
@@ -478,7 +508,9 @@ impl Engine {
             }
             work.queries += work.samples - samples_before;
             if let Some(rims) = &by_rims {
-                work.sign_queries += rims.settle(sign_boxes, &mut values, local)?;
+                let (asked, unanswered) = rims.settle(sign_boxes, &mut values, local)?;
+                work.sign_queries += asked;
+                non_finite += unanswered;
             }
             in_band.sort_unstable();
             work.in_band += in_band.len();
@@ -486,6 +518,7 @@ impl Engine {
                 first: i0 * ny * nz,
                 values: &values,
                 in_band: &in_band,
+                non_finite,
             })?;
         }
         Ok(work)
@@ -516,7 +549,8 @@ struct SignsByRims<'a> {
 
 impl SignsByRims<'_> {
     /// Fill the samples of `boxes` in a slab's `values` with ±width by their sign (NaN where
-    /// the device could not answer); returns the winding numbers asked. Each level's centres
+    /// the device could not answer); returns the winding numbers asked and the samples filled
+    /// with NaN. Each level's centres
     /// are asked coarse, and fine where the coarse number proves too little, as the device
     /// signs a point.
     fn settle(
@@ -524,8 +558,9 @@ impl SignsByRims<'_> {
         boxes: Vec<SignBox>,
         values: &mut [f32],
         local: impl Fn([usize; 3]) -> usize,
-    ) -> Result<usize> {
+    ) -> Result<(usize, usize)> {
         let mut asked = 0;
+        let mut unanswered = 0;
         let mut level = boxes;
         while !level.is_empty() {
             let centres: Vec<[f64; 3]> = level
@@ -549,7 +584,10 @@ impl SignsByRims<'_> {
                 if decided {
                     // Only a sample is decided by NaN (the device could not answer).
                     let value = match w {
-                        w if w.is_nan() => f32::NAN,
+                        w if w.is_nan() => {
+                            unanswered += b.samples.len();
+                            f32::NAN
+                        }
                         w if w > 0.5 => -self.width,
                         _ => self.width,
                     };
@@ -569,7 +607,7 @@ impl SignsByRims<'_> {
             }
             level = next;
         }
-        Ok(asked)
+        Ok((asked, unanswered))
     }
 
     fn windings(&self, points: &[[f64; 3]], fine: bool) -> Result<Vec<f64>> {
