@@ -10,7 +10,8 @@
 // numbers below 2^24, exact in f32, where bit patterns could be denormal), and rows are eight
 // a box, in Morton order: the centres of the box's 2 × 2 × 2 tiles of side `tile` (header word
 // 8; a tile cut by the box's far faces has its samples' midpoint), answered in row order.
-// Rows of tiles outside the box answer nothing.
+// Rows of tiles outside the box answer nothing. Header word 9 may bound the walks
+// (`walk_bound2`): a row with no triangle that near answers +∞, with no shape.
 
 override GRID_SAMPLES: u32 = 0u;
 const DENSE_CHUNK: u32 = 1u;
@@ -81,6 +82,15 @@ fn box_tile(row: u32) -> BoxTile {
     let samples = min(vec3<u32>(tile), extent - min(offset, extent));
     let index = vec3<f32>(first + offset) + 0.5 * vec3<f32>(max(samples, vec3<u32>(1u)) - vec3<u32>(1u));
     return BoxTile(index, valid);
+}
+
+// The square of the distance beyond which a listed box's rows need no answer (header word 9;
+// 0: every answer), so their walks open nothing farther (mesh_walk.wgsl).
+fn walk_bound2() -> f32 {
+    if GRID_SAMPLES == LISTED_BOXES {
+        return grid_float(9u);
+    }
+    return 0.0;
 }
 
 fn grid_point(row: u32) -> vec3<f32> {

@@ -170,7 +170,9 @@ fn triangle_distance2(r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, p: vec3<f32>)
 }
 
 // The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT). A row
-// that is not `wanted` (no row, or a non-finite point) asks for nothing.
+// that is not `wanted` (no row, or a non-finite point) asks for nothing. Where the job bounds
+// its walks (`walk_bound2`: a sparse band's rows need only distances within it), nothing
+// farther is opened and NO_SLOT answers a row with no triangle that near.
 fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
     // `found` stays false until the first triangle is tested: no squared distance is too
     // large to be the answer (it may overflow to infinity far away).
@@ -185,6 +187,12 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
         found = true;
         best_slot = seed;
         best_distance2 = dot(delta, delta);
+    }
+    let bound2 = walk_bound2();
+    if wanted && bound2 > 0.0 && (!found || best_distance2 > bound2) {
+        found = true;
+        best_slot = NO_SLOT;
+        best_distance2 = bound2;
     }
     var stack: array<MeshStackEntry, STACK_SIZE>;
     var top = 0u;
@@ -270,7 +278,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
                     }
                 }
             }
-            if !found || leaf_distance2 < best_distance2
+            if !found || leaf_distance2 < best_distance2 || best_slot == NO_SLOT
                 || (leaf_distance2 == best_distance2
                     && scene_index(leaf_slot) < scene_index(best_slot)) {
                 found = true;
@@ -296,6 +304,11 @@ fn write_nan_row(row: u32) {
 fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if slot == OVERFLOW_SLOT {
         write_hit(row, Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW));
+        return;
+    }
+    if slot == NO_SLOT {
+        // No triangle within the walk's bound: farther than it, unsigned, no shape.
+        write_hit(row, Hit(p, bitcast<f32>(0x7f800000u), vec3<f32>(0.0), -1));
         return;
     }
     // The winner's answer as query.wgsl's `finish` gives it for a triangle.

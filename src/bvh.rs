@@ -183,14 +183,7 @@ pub struct GpuBvhNode {
 /// f32 bounds that contain the f64 ones (rounded outwards), so the kernel's pruning bound
 /// never exceeds the true distance.
 fn outward(b: Bounds) -> ([f32; 3], [f32; 3]) {
-    let down = |x: f64| {
-        let f = x as f32;
-        if f as f64 > x { f.next_down() } else { f }
-    };
-    let up = |x: f64| {
-        let f = x as f32;
-        if (f as f64) < x { f.next_up() } else { f }
-    };
+    let (down, up) = (crate::math::f32_down, crate::math::f32_up);
     (
         [down(b.min.x), down(b.min.y), down(b.min.z)],
         [up(b.max.x), up(b.max.y), up(b.max.z)],
@@ -282,11 +275,7 @@ fn round_box(b: &OrientedBox) -> ([f32; 3], [f32; 4], [f32; 3]) {
         }
     }
     let reach = c32.max_abs() + half.iter().fold(0f64, |m, h| m.max(*h));
-    let half = half.map(|h| {
-        let h = h + 1e-6 * reach;
-        let f = h as f32;
-        if (f as f64) < h { f.next_up() } else { f }
-    });
+    let half = half.map(|h| crate::math::f32_up(h + 1e-6 * reach));
     (centre, q, half)
 }
 

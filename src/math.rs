@@ -117,6 +117,18 @@ impl Neg for DVec3 {
     }
 }
 
+/// The least f32 at or above `x` (bounds that must not shrink when rounded to f32).
+pub fn f32_up(x: f64) -> f32 {
+    let f = x as f32;
+    if f64::from(f) < x { f.next_up() } else { f }
+}
+
+/// The greatest f32 at or below `x`.
+pub fn f32_down(x: f64) -> f32 {
+    let f = x as f32;
+    if f64::from(f) > x { f.next_down() } else { f }
+}
+
 /// A unit vector perpendicular to `axis`, chosen by a fixed rule so CPU and GPU agree:
 /// cross `axis` with the coordinate axis it is least aligned with; `+X` for a zero axis.
 pub fn any_perpendicular(axis: DVec3) -> DVec3 {

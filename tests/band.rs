@@ -246,3 +246,52 @@ fn band_grids_in_small_chunks_are_the_dense_grids() {
         1.5,
     );
 }
+
+/// A sparse job's walks are bounded on the device (a row farther than its bound may answer +∞):
+/// the same band rows with the same bits as the dense job's on the portable kernel (one lane a
+/// walk), on indexed records, and in one dispatch without seeded rounds.
+#[test]
+fn sparse_band_walks_bounded_on_every_kernel_keep_the_dense_band() {
+    let engines = [
+        (
+            "portable kernels",
+            closest::EngineOptions {
+                portable_kernels: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "indexed records",
+            closest::EngineOptions {
+                mesh_records: closest::MeshRecords::Indexed,
+                ..Default::default()
+            },
+        ),
+        (
+            "no seeded rounds",
+            closest::EngineOptions {
+                seeded_mesh_rounds: Some(false),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, options) in engines {
+        let engine = open_engine(options);
+        check_on(
+            &engine,
+            &format!("fandisk, pseudonormal, {name}"),
+            shared_mesh("fandisk.obj"),
+            [70, 61, 53],
+            Sign::Pseudonormal,
+            2.0,
+        );
+        check_on(
+            &engine,
+            &format!("bunny, winding, {name}"),
+            shared_mesh("stanford-bunny.obj"),
+            [48, 48, 48],
+            Sign::Winding,
+            1.5,
+        );
+    }
+}

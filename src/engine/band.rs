@@ -264,7 +264,10 @@ impl Engine {
         };
 
         // Eight a box: made on the device from the boxes' records where it can (no points go
-        // up), from the tiles' centres otherwise.
+        // up), from the tiles' centres otherwise. A sparse job needs a tile's distance only
+        // where it may hold a band sample (within `width`, its radius and the slack, with a
+        // margin: an answer beyond may come back +∞, which decides the same), so its walks
+        // open nothing farther.
         let tile_distances = |boxes: &[SampleBox], tile: usize, sign: Sign| -> Result<Vec<f32>> {
             if boxes.is_empty() {
                 return Ok(Vec::new());
@@ -274,8 +277,16 @@ impl Engine {
                     .iter()
                     .map(|b| box_record(b.lo, std::array::from_fn(|a| b.hi[a] - b.lo[a])))
                     .collect();
+                let tile_radius = SampleBox {
+                    lo: [0; 3],
+                    hi: [tile; 3],
+                }
+                .centre_and_radius(grid)
+                .1;
+                let reach = (width + tile_radius + 2.0 * slack) * 1.000_001;
+                let bound = (!every_value).then_some(reach);
                 if let Some(values) =
-                    self.box_tiles_on_device(mesh, grid, sign, &records, tile as u32)?
+                    self.box_tiles_on_device(mesh, grid, sign, &records, tile as u32, bound)?
                 {
                     return Ok(values);
                 }

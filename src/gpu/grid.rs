@@ -139,6 +139,9 @@ pub enum GridRows {
         origin: [f32; 3],
         spacing: [f32; 3],
         tile: u32,
+        /// The distance beyond which no answer is needed (0: every answer): walks open
+        /// nothing farther, and a row with no triangle that near answers +∞ with no shape.
+        bound: f32,
     },
 }
 
@@ -211,6 +214,7 @@ impl GridRows {
                 origin,
                 spacing,
                 tile,
+                bound,
             } => {
                 let mut header = [0; HEADER_WORDS];
                 for a in 0..3 {
@@ -218,6 +222,8 @@ impl GridRows {
                     header[4 + a] = spacing[a].to_bits();
                 }
                 header[8] = *tile;
+                // Its square, rounded up: the device compares squared distances.
+                header[9] = crate::math::f32_up(f64::from(*bound).powi(2)).to_bits();
                 header
             }
         }
