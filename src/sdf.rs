@@ -59,7 +59,19 @@ impl Grid {
                 }
                 let (lo, hi) = mesh.bounds();
                 let extent = hi - lo;
-                let pad = extent.x.max(extent.y).max(extent.z) * fraction;
+                let largest = extent.x.max(extent.y).max(extent.z);
+                let pad = largest * fraction;
+                // A grid box without extent along an axis would put every sample of a line
+                // at one point (spacing 0).
+                if let Some(axis) = (0..3).find(|&a| extent.get(a) + 2.0 * pad <= 0.0) {
+                    let name = ["x", "y", "z"][axis];
+                    return Err(Error::Usage(format!(
+                        "the grid's box has no extent along {name}: every vertex of the mesh \
+                         has {name} = {:?}, and --pad {fraction} of its largest extent \
+                         ({largest:?}) adds none; give --pad > 0 or --bounds",
+                        lo.get(axis)
+                    )));
+                }
                 let pad = DVec3::new(pad, pad, pad);
                 (lo - pad, hi + pad)
             }

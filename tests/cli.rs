@@ -1269,6 +1269,29 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
         all.extend(args);
         assert_bad_input(&dir, &all, &[needle]);
     }
+    // A grid box without extent along an axis (a flat mesh unpadded, a mesh that is a point)
+    // is refused, naming the axis; padded, the flat one has a grid.
+    let flat = dir.file("flat.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n");
+    let point = dir.file("point.obj", "v 2 2 2\nv 2 2 2\nv 2 2 2\nf 1 2 3\n");
+    let (flat, point) = (flat.display().to_string(), point.display().to_string());
+    let out = dir.s("flat.npz");
+    assert_bad_input(
+        &dir,
+        &["sdf", &flat, "--res", "4", "--pad", "0", "--out", &out],
+        &[
+            "no extent along z: every vertex of the mesh has z = 0.0",
+            "--pad",
+        ],
+    );
+    assert_bad_input(
+        &dir,
+        &["sdf", &point, "--res", "4", "--out", &out],
+        &["no extent along x: every vertex of the mesh has x = 2.0"],
+    );
+    closest_ok(
+        &["sdf", &flat, "--res", "4", "--out", &out],
+        &["64 grid samples"],
+    );
 }
 
 #[test]

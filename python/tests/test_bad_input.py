@@ -55,6 +55,10 @@ def test_bad_names(engine, scene, mesh):
     raises(lambda: mesh.query(points, sign="inside"), "sign", "`inside`", "pseudonormal")
     raises(lambda: mesh.sdf(1), "--res", "at least 2")
     raises(lambda: mesh.sdf(8, pad=-1), "--pad")
+    flat = engine.mesh(vertices=np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float64),
+                       triangles=np.array([[0, 1, 2]]))
+    raises(lambda: flat.sdf(4, pad=0), "no extent along z", "z = 0.0", "--pad")
+    assert flat.sdf(4)["spacing"][2] > 0
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
