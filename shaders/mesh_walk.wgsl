@@ -278,9 +278,10 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
                     }
                 }
             }
-            if !found || leaf_distance2 < best_distance2 || best_slot == NO_SLOT
+            // A walk's bound (best_slot NO_SLOT) gives way to a triangle at it, not beyond.
+            if !found || leaf_distance2 < best_distance2
                 || (leaf_distance2 == best_distance2
-                    && scene_index(leaf_slot) < scene_index(best_slot)) {
+                    && (best_slot == NO_SLOT || scene_index(leaf_slot) < scene_index(best_slot))) {
                 found = true;
                 best_slot = leaf_slot;
                 best_distance2 = leaf_distance2;
