@@ -852,8 +852,7 @@ impl SparseColumns {
             path: self.target.clone(),
             source,
         };
-        // Each column's slab in one write (little-endian: `to_le_bytes` per value would be a
-        // write call each).
+        // Each column's slab in one write, little-endian as the `.npy` headers say.
         let index: Vec<[i32; 3]> = slab
             .in_band
             .iter()

@@ -65,10 +65,16 @@ impl Grid {
                 // at one point (spacing 0).
                 if let Some(axis) = (0..3).find(|&a| extent.get(a) + 2.0 * pad <= 0.0) {
                     let name = ["x", "y", "z"][axis];
+                    // A mesh that is a point has no extent a pad could be a fraction of.
+                    let remedy = if largest > 0.0 {
+                        "give --pad > 0 or --bounds"
+                    } else {
+                        "give --bounds"
+                    };
                     return Err(Error::Usage(format!(
                         "the grid's box has no extent along {name}: every vertex of the mesh \
                          has {name} = {:?}, and --pad {fraction} of its largest extent \
-                         ({largest:?}) adds none; give --pad > 0 or --bounds",
+                         ({largest:?}) adds none; {remedy}",
                         lo.get(axis)
                     )));
                 }

@@ -1286,7 +1286,10 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
     assert_bad_input(
         &dir,
         &["sdf", &point, "--res", "4", "--out", &out],
-        &["no extent along x: every vertex of the mesh has x = 2.0"],
+        &[
+            "no extent along x: every vertex of the mesh has x = 2.0",
+            "give --bounds",
+        ],
     );
     closest_ok(
         &["sdf", &flat, "--res", "4", "--out", &out],
