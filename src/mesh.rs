@@ -146,6 +146,35 @@ impl Mesh {
         self.triangles_bounds(0..self.triangles.len() as u32)
     }
 
+    /// What `fraction` (`--pad`) of its largest extent grows its bounding box by on each side,
+    /// for the box of an SDF grid or of uniform training samples: a usage error where the
+    /// fraction is not finite and ≥ 0, or where the box would have no extent along an axis
+    /// (its samples would coincide there), which says what to do instead: `remedies[0]` where
+    /// the mesh has an extent, `remedies[1]` where it is a point.
+    pub fn pad(&self, fraction: f64, remedies: [&str; 2]) -> crate::error::Result<f64> {
+        if !(fraction.is_finite() && fraction >= 0.0) {
+            return Err(crate::error::Error::Usage(format!(
+                "--pad must be a finite fraction ≥ 0, got {fraction}"
+            )));
+        }
+        let (lo, hi) = self.bounds();
+        let extent = hi - lo;
+        let largest = extent.x.max(extent.y).max(extent.z);
+        let pad = largest * fraction;
+        if let Some(axis) = (0..3).find(|&a| extent.get(a) + 2.0 * pad <= 0.0) {
+            let name = ["x", "y", "z"][axis];
+            // A mesh that is a point has no extent a pad could be a fraction of.
+            let remedy = remedies[usize::from(largest <= 0.0)];
+            return Err(crate::error::Error::Usage(format!(
+                "the padded box has no extent along {name}: every vertex of the mesh has \
+                 {name} = {:?}, and --pad {fraction} of its largest extent ({largest:?}) adds \
+                 none; {remedy}",
+                lo.get(axis)
+            )));
+        }
+        Ok(pad)
+    }
+
     /// The bounding box of the corners of `triangles` (indices into `self.triangles`).
     pub fn triangles_bounds(&self, triangles: impl IntoIterator<Item = u32>) -> (DVec3, DVec3) {
         let mut lo = DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY);

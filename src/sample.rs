@@ -150,9 +150,18 @@ impl<'m> Sampler<'m> {
             )));
         }
         let area_guide = area_guide(&cumulative_area);
+        // Uniform samples fill the padded box, which must have a volume (a flat one would
+        // put them all on one plane); without them no box is needed.
+        let pad = if spec.uniform > 0 {
+            let remedies = [
+                "give --pad > 0",
+                "ask no --uniform samples of a mesh that is a point",
+            ];
+            mesh.pad(spec.pad, remedies)?
+        } else {
+            0.0
+        };
         let (lo, hi) = mesh.bounds();
-        let extent = hi - lo;
-        let pad = extent.x.max(extent.y).max(extent.z) * spec.pad;
         let pad = DVec3::new(pad, pad, pad);
         Ok(Sampler {
             mesh,
@@ -160,7 +169,7 @@ impl<'m> Sampler<'m> {
             cumulative_area,
             area_guide,
             box_lo: lo - pad,
-            box_size: extent + pad * 2.0,
+            box_size: (hi - lo) + pad * 2.0,
         })
     }
 

@@ -52,32 +52,8 @@ impl Grid {
         }
         let (lo, hi) = match region {
             GridRegion::Pad(fraction) => {
-                if !(fraction.is_finite() && fraction >= 0.0) {
-                    return Err(Error::Usage(format!(
-                        "--pad must be a finite fraction ≥ 0, got {fraction}"
-                    )));
-                }
+                let pad = mesh.pad(fraction, ["give --pad > 0 or --bounds", "give --bounds"])?;
                 let (lo, hi) = mesh.bounds();
-                let extent = hi - lo;
-                let largest = extent.x.max(extent.y).max(extent.z);
-                let pad = largest * fraction;
-                // A grid box without extent along an axis would put every sample of a line
-                // at one point (spacing 0).
-                if let Some(axis) = (0..3).find(|&a| extent.get(a) + 2.0 * pad <= 0.0) {
-                    let name = ["x", "y", "z"][axis];
-                    // A mesh that is a point has no extent a pad could be a fraction of.
-                    let remedy = if largest > 0.0 {
-                        "give --pad > 0 or --bounds"
-                    } else {
-                        "give --bounds"
-                    };
-                    return Err(Error::Usage(format!(
-                        "the grid's box has no extent along {name}: every vertex of the mesh \
-                         has {name} = {:?}, and --pad {fraction} of its largest extent \
-                         ({largest:?}) adds none; {remedy}",
-                        lo.get(axis)
-                    )));
-                }
                 let pad = DVec3::new(pad, pad, pad);
                 (lo - pad, hi + pad)
             }

@@ -279,6 +279,44 @@ fn bad_sample_arguments_exit_2_naming_the_flag() {
         assert!(message.contains(needle), "{args:?}: {message}");
         assert!(!out.exists(), "{args:?} left an output");
     }
+    // Uniform samples need a box with a volume: a flat mesh unpadded, or a mesh that is a
+    // point, is refused naming the axis; surface samples of the flat one need no box.
+    let flat = dir.path().join("flat.obj");
+    std::fs::write(&flat, "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n").unwrap();
+    let point = dir.path().join("point.obj");
+    std::fs::write(&point, "v 1 1 1\nv 1 1 1\nv 1 1 1\nf 1 2 3\n").unwrap();
+    let run = |mesh: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_closest"))
+            .arg("sample")
+            .arg(mesh)
+            .arg("--out")
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (mesh, args, needles) in [
+        (
+            &flat,
+            &["--uniform", "10", "--pad", "0"][..],
+            &["no extent along z", "give --pad > 0"][..],
+        ),
+        (
+            &point,
+            &["--uniform", "10"][..],
+            &["no extent along x", "x = 1.0", "no --uniform samples"][..],
+        ),
+    ] {
+        let result = run(mesh, args);
+        let message = String::from_utf8_lossy(&result.stderr);
+        assert_eq!(result.status.code(), Some(2), "{args:?}: {message}");
+        for needle in needles {
+            assert!(message.contains(needle), "{args:?}: {message}");
+        }
+        assert!(!out.exists(), "{args:?} left an output");
+    }
+    let result = run(&flat, &["--surface", "10", "--pad", "0"]);
+    assert!(result.status.success(), "{result:?}");
 }
 
 fn read_npz(path: &Path) -> std::collections::HashMap<String, Vec<u8>> {

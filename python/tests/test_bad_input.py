@@ -59,6 +59,7 @@ def test_bad_names(engine, scene, mesh):
                        triangles=np.array([[0, 1, 2]]))
     raises(lambda: flat.sdf(4, pad=0), "no extent along z", "z = 0.0", "--pad")
     assert flat.sdf(4)["spacing"][2] > 0
+    raises(lambda: flat.sample(uniform=10, pad=0), "no extent along z", "--pad > 0")
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
