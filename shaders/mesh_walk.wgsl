@@ -318,7 +318,7 @@ fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     var proj = project_triangle(local, r[1].xyz, r[2].xyz, vec3<f32>(r[0].w, r[1].w, r[2].w));
     proj.point = proj.point + r[0].xyz;
     let delta = p - proj.point;
-    let len = length(delta);
+    let len = safe_length(delta);
     var normal = proj.normal;
     if len > 0.0 {
         normal = delta / len;

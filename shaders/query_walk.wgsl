@@ -46,7 +46,7 @@ fn finish(kind: u32, index: u32, p: vec3<f32>, proj: Projection) -> Hit {
         return Hit(p, 0.0, vec3<f32>(0.0), i32(index));
     }
     let delta = p - proj.point;
-    let len = length(delta);
+    let len = safe_length(delta);
     let sign = select(1.0, -1.0, params.mode == MODE_SURFACE && proj.inside);
     var normal = proj.normal;
     if len > 0.0 {

@@ -802,3 +802,99 @@ fn the_surface_samplers_sample_the_surface() {
         );
     }
 }
+
+/// Points so far that their squared distance overflows f32 (beyond ~1.8e19): every kind
+/// answers a finite distance within SPEC §3's bound of the f64 twin's, and a unit normal, where
+/// the overflowing length answered +∞ and a zero normal. Without a twin: the bounded kinds lie
+/// within 10^4 of the origin, far inside the bound, so their distance is |p| within it.
+#[test]
+fn points_beyond_f32_squares_are_answered_within_the_bound() {
+    let mut shapes = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (shape, _, _) in cases() {
+        if seen.insert(format!("{:?}", shape.kind())) {
+            shapes.push(shape);
+        }
+    }
+    let unbounded = |shape: &Shape| {
+        matches!(
+            shape,
+            Shape::Line { .. } | Shape::Ray { .. } | Shape::Plane { .. }
+        )
+    };
+    let directions = [
+        DVec3::new(1.0, 0.0, 0.0),
+        DVec3::new(-0.3, 0.8, 0.52),
+        DVec3::new(0.0, 0.0, -1.0),
+    ];
+    let mut failures = Vec::new();
+    for far in [1e20, 1e30] {
+        for direction in directions {
+            let p = direction.normalize_or_zero() * far;
+            let rows = f32_points(&vec![p; shapes.len()]);
+            let p = DVec3::new(rows[0][0] as f64, rows[0][1] as f64, rows[0][2] as f64);
+            let hits = engine()
+                .paired_hits(&shapes, &rows, Mode::Surface)
+                .expect("paired query");
+            for (i, (shape, hit)) in shapes.iter().zip(&hits).enumerate() {
+                let tol = closest::tolerance(p.max_abs());
+                let d = hit.distance as f64;
+                let n = DVec3::new(
+                    hit.normal[0] as f64,
+                    hit.normal[1] as f64,
+                    hit.normal[2] as f64,
+                );
+                let twin = reference::query_shape(shape, i, p, Mode::Surface).distance;
+                let unit = (n.length() - 1.0).abs() <= 1e-4;
+                let by_size = unbounded(shape) || (d.abs() - p.length()).abs() <= tol;
+                if !((d - twin).abs() <= tol && unit && by_size) {
+                    failures.push(format!(
+                        "{:?} at {p:?}: d = {d} (twin {twin}), n = {n:?}",
+                        shape.kind()
+                    ));
+                }
+            }
+        }
+    }
+    // A mesh's rows likewise, unsigned. (Signed, such rows may take an inside sign: at 1e20
+    // every triangle of a small mesh is as near as any other in f32, so the tie's triangle
+    // and its pseudonormal are arbitrary.)
+    let (vertices, triangles) = common::octahedron_sphere(DVec3::ZERO, 1.0, 2);
+    let fandisk =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let meshes = [
+        closest::mesh::Mesh::new(vertices, triangles, "ball").unwrap(),
+        closest::io::load_mesh(&fandisk).unwrap(),
+    ];
+    let points: Vec<[f64; 3]> = [1e20, 1e30]
+        .into_iter()
+        .flat_map(|far| directions.map(|d| (d.normalize_or_zero() * far).to_array()))
+        .collect();
+    let fields = closest::Fields::from_bits(
+        closest::fields::Family::Hits,
+        closest::fields::DISTANCE | closest::fields::NORMAL,
+    );
+    for mesh in meshes {
+        let gpu = engine().upload_mesh(mesh).unwrap();
+        let query = closest::engine::MeshQuery {
+            mesh: &gpu,
+            points: closest::Points::F64(&points),
+            sign: closest::mesh::Sign::None,
+            fields,
+        };
+        let mut columns = closest::Columns::collect(fields, points.len(), |sink| {
+            engine().query_mesh(query, sink)
+        })
+        .unwrap();
+        let distances = columns.take_f32s("distance").unwrap();
+        for (p, d) in points.iter().zip(distances) {
+            let p = DVec3::from_array(*p);
+            let tol = closest::tolerance(p.max_abs());
+            let off = (f64::from(d) - p.length()).abs();
+            if off.is_nan() || off > tol {
+                failures.push(format!("a mesh at {p:?}: d = {d}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,5 +1,13 @@
 #import shared/types
 
+// |v| where its square overflows f32 too (components beyond ~1.8e19): scaled down first,
+// with no branch (software adapters run both sides of one).
+fn safe_length(v: vec3<f32>) -> f32 {
+    let m = max(max(abs(v.x), abs(v.y)), abs(v.z));
+    let s = select(1.0, 1.0 / m, m > 1.0e18);
+    return length(v * s) / s;
+}
+
 // Bit test, so it survives compilers that assume finite math.
 fn is_finite_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
@@ -40,11 +48,11 @@ fn axial(p: vec3<f32>, axis: vec3<f32>) -> Axial {
     // residue along it, which would tilt the radial direction off the side.
     let first = p - axis * t;
     let radial = first - axis * dot(first, axis);
-    let rho = length(radial);
+    let rho = safe_length(radial);
     // Within ON_AXIS of the axis (relative to the point's size) the offset is rounding noise,
     // its direction anything: on the axis every radial direction is closest, take the fixed
     // perpendicular (twin: src/math.rs, `axial` and `ON_AXIS`).
-    if is_on_axis(rho, length(p)) {
+    if is_on_axis(rho, safe_length(p)) {
         return Axial(t, vec3<f32>(0.0), 0.0, any_perpendicular(axis));
     }
     return Axial(t, radial, rho, radial / rho);
