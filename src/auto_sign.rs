@@ -18,11 +18,12 @@ pub struct AutoSign {
 }
 
 /// What `auto` decides for `mesh`: pseudonormal when every edge is shared by exactly two
-/// faces in opposite directions and no two triangles that share no vertex cross, winding
-/// number otherwise.
+/// faces in opposite directions that do not fold flat onto each other, some triangle has an
+/// area, no two triangles that share no vertex cross and no piece lies inside another wound
+/// the same way; winding number otherwise.
 pub fn auto_sign(mesh: &Mesh) -> AutoSign {
     let (positions, corners) = welded(mesh);
-    let edges = EdgeCounts::of(positions.len(), &corners);
+    let edges = EdgeCounts::of(&positions, &corners);
     let closed_cycle = edges.unbalanced == 0;
     let winding = |reason: String| AutoSign {
         sign: Sign::Winding,
@@ -43,6 +44,15 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
             "{} edge(s) wound the same way by two faces: faces doubled or flipped",
             edges.same_direction
         ));
+    }
+    if edges.folded > 0 {
+        return winding(format!(
+            "{} edge(s) where two faces fold flat onto each other: a sheet of no thickness",
+            edges.folded
+        ));
+    }
+    if corners.iter().all(Option::is_none) {
+        return winding("no triangle has an area: nothing is inside".into());
     }
     if let Some((a, b)) = crossing_triangles(mesh, &corners) {
         return winding(format!(
@@ -945,30 +955,58 @@ struct EdgeCounts {
     same_direction: usize,
     /// Used more often one way than the other (the mesh is not a closed cycle).
     unbalanced: usize,
+    /// Used once each way by two faces folded flat onto each other (coplanar, on the same
+    /// side of the edge): a sheet of no thickness, a face and its reverse. The edge counts
+    /// call such a mesh closed and oriented, but no side of it is inside (its winding number
+    /// is 0 off it), where the pseudonormals of its two faces say opposite things.
+    folded: usize,
 }
 
 impl EdgeCounts {
-    fn of(vertex_count: usize, corners: &[Option<[u32; 3]>]) -> EdgeCounts {
-        let uses = edge_uses(vertex_count, corners);
+    fn of(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> EdgeCounts {
+        let triangles: Vec<[u32; 3]> = corners.iter().flatten().copied().collect();
+        // Half-edge h is corner h % 3 of triangle h / 3 to the next corner.
+        let corner = |h: u32, step: usize| triangles[h as usize / 3][(h as usize + step) % 3];
         let mut counts = EdgeCounts {
             open: 0,
             non_manifold: 0,
             same_direction: 0,
             unbalanced: 0,
+            folded: 0,
         };
-        for [forward, backward] in uses {
+        let band = crate::mesh::band_len(positions.len());
+        crate::mesh::for_each_edge(positions.len(), &triangles, band, |run| {
+            let backward = run.iter().filter(|&&h| corner(h, 0) > corner(h, 1)).count();
+            let forward = run.len() - backward;
             if forward != backward {
                 counts.unbalanced += 1;
             }
             match (forward, backward) {
-                (1, 1) => {}
+                (1, 1) => {
+                    let at = |h: u32, step: usize| positions[corner(h, step) as usize];
+                    let (u, v) = (at(run[0], 0), at(run[0], 1));
+                    if folded_flat(u, v, at(run[0], 2), at(run[1], 2)) {
+                        counts.folded += 1;
+                    }
+                }
                 (f, b) if f + b > 2 => counts.non_manifold += 1,
                 (f, b) if f + b < 2 => counts.open += 1,
                 _ => counts.same_direction += 1,
             }
-        }
+        });
         counts
     }
+}
+
+/// Whether the faces (u, v, a) and (v, u, b) across the edge u–v lie folded flat onto each
+/// other: coplanar within `FLAT_RELATIVE` of their scale (as `triangles_cross` judges), and
+/// a and b on the same side of the edge.
+fn folded_flat(u: DVec3, v: DVec3, a: DVec3, b: DVec3) -> bool {
+    let (edge, to_a, to_b) = (v - u, a - u, b - u);
+    let (side_a, side_b) = (edge.cross(to_a), edge.cross(to_b));
+    let volume = side_a.dot(to_b);
+    volume.abs() <= FLAT_RELATIVE * edge.length() * to_a.length() * to_b.length()
+        && side_a.dot(side_b) > 0.0
 }
 
 /// Two triangles sharing no vertex that meet, if any (the lower indices first).
@@ -1121,13 +1159,16 @@ fn low_x_value(key: u32) -> f64 {
     f64::from(f32::from_bits(bits))
 }
 
+/// Volumes within this fraction of the product of their edges' lengths count as flat:
+/// vertices read from f32 are coplanar only to f32's precision.
+const FLAT_RELATIVE: f64 = 1e-6;
+
 /// Whether an edge of either triangle meets the other, touching included: two triangles
 /// that share no vertex may not meet at all on a clean surface. Volumes within
 /// `FLAT_RELATIVE` of their scale count as zero: vertices read from f32 are coplanar only
 /// to f32's precision. (Edges in the other's plane are left to the edge counts: coplanar
 /// overlaps are doubled or flipped faces.)
 fn triangles_cross(a: [DVec3; 3], b: [DVec3; 3]) -> bool {
-    const FLAT_RELATIVE: f64 = 1e-6;
     // The sign of orient(a, b, c, d), zero within the tolerance of the edges' lengths.
     let sign = |[a, b, c, d]: [DVec3; 4]| {
         let (u, v, w) = (b - a, c - a, d - a);

@@ -120,16 +120,25 @@ struct JobOutput<'a> {
     non_finite_rows: usize,
     progress: &'a mut dyn FnMut(usize, usize),
     started: Instant,
+    /// The engine's device time when the job started (`Engine::device_time_total`).
+    device_before: Option<Duration>,
     mesh_setup: Option<MeshSetup>,
 }
 
 impl<'a> JobOutput<'a> {
-    /// Start timing a job whose output is laid out; `progress` hears of every chunk.
-    fn new(output: OutputFile, rows: usize, progress: &'a mut dyn FnMut(usize, usize)) -> Self {
-        JobOutput::maybe(Some(output), rows, progress)
+    /// Start timing a job on `engine` whose output is laid out; `progress` hears of every
+    /// chunk.
+    fn new(
+        engine: &Engine,
+        output: OutputFile,
+        rows: usize,
+        progress: &'a mut dyn FnMut(usize, usize),
+    ) -> Self {
+        JobOutput::maybe(engine, Some(output), rows, progress)
     }
 
     fn maybe(
+        engine: &Engine,
         output: Option<OutputFile>,
         rows: usize,
         progress: &'a mut dyn FnMut(usize, usize),
@@ -140,6 +149,7 @@ impl<'a> JobOutput<'a> {
             non_finite_rows: 0,
             progress,
             started: Instant::now(),
+            device_before: engine.device_time_total(),
             mesh_setup: None,
         }
     }
@@ -224,7 +234,9 @@ impl<'a> JobOutput<'a> {
             elapsed: self.started.elapsed(),
             adapter: engine.describe(),
             mesh_setup: self.mesh_setup,
-            device: engine.last_timing().device,
+            device: engine
+                .device_time_total()
+                .map(|total| total.saturating_sub(self.device_before.unwrap_or_default())),
             band: None,
         })
     }
@@ -281,7 +293,7 @@ pub fn run_mesh_query(
     let rows = points.len();
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, job.fields)?;
     let query = MeshQuery {
         mesh: &mesh,
@@ -321,7 +333,7 @@ pub fn run_query(
     }
     let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     let mut sink = |first: usize, chunk: PackedRows<'_>| out.append_rows(first, job.fields, chunk);
     let points = Points::Read(&mut points);
     let (mode, fields) = (job.mode, job.fields);
@@ -369,7 +381,7 @@ pub fn run_segments(
     }
     let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     let mut files = SegmentFiles { a, b };
     let job = SegmentPairs {
         pairs: SegmentRows::Read(&mut files),
@@ -402,7 +414,7 @@ pub fn run_contacts(
     }
     let output = OutputFile::create(out, rows, &field_columns(fields))?;
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     let scene = engine.upload_scene_for_rows(&shapes, rows)?;
     let mut spheres = SphereFile {
         file: spheres,
@@ -476,7 +488,7 @@ pub fn run_body_contacts(
             }
             let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
             let engine = engine_for()?;
-            let mut out = JobOutput::new(output, rows, progress);
+            let mut out = JobOutput::new(&engine, output, rows, progress);
             let mut sink =
                 |first: usize, packed: PackedRows<'_>| out.append_rows(first, job.fields, packed);
             if paired {
@@ -501,7 +513,7 @@ pub fn run_body_contacts(
             let mesh = load_mesh(path)?;
             let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
             let engine = engine_for()?;
-            let mut out = JobOutput::new(output, rows, progress);
+            let mut out = JobOutput::new(&engine, output, rows, progress);
             let targets = engine.upload_mesh_body_targets(&mesh)?;
             drop(mesh);
             let nearest = BodyContacts {
@@ -613,7 +625,7 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
         grid_output(job, out_path, &grid, None)?
     };
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     // Grid jobs ask distances alone (`Engine::sdf`), on the device where it can.
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
@@ -769,7 +781,7 @@ fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
         .transpose()?;
     let mut sparse = job.sparse.map(SparseColumns::create).transpose()?;
     let engine = engine_for()?;
-    let mut out = JobOutput::maybe(dense, rows, progress);
+    let mut out = JobOutput::maybe(&engine, dense, rows, progress);
     let distances = Fields::from_bits(Family::Hits, crate::fields::DISTANCE);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, distances)?;
     out.set_grid_attributes(sign, Some(width));
@@ -981,7 +993,7 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     let host_mesh = mesh.clone();
     let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
     let engine = engine_for()?;
-    let mut out = JobOutput::new(output, rows, progress);
+    let mut out = JobOutput::new(&engine, output, rows, progress);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
     let samples = MeshSamples {
         mesh: &mesh,
@@ -1045,7 +1057,7 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     let host_mesh = mesh.clone();
     let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
     let engine = engine_for()?;
-    let mut out = JobOutput::maybe(None, rows, progress);
+    let mut out = JobOutput::maybe(&engine, None, rows, progress);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
     let error = |source| Error::Write {
         path: job.out.to_path_buf(),

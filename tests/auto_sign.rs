@@ -126,6 +126,64 @@ fn messy_meshes() -> Vec<(&'static str, Mesh, Sign)> {
     t.push([a, b, v.len() as u32 - 1]);
     meshes.push(("a non-manifold edge", mesh_of(v, t), Sign::Winding));
 
+    // A square's two sides, each its own triangles (the faces and their reverses), and the
+    // same with the other diagonal below: every edge used once each way, but no thickness.
+    let square = vec![
+        DVec3::new(0.0, 0.0, 0.2),
+        DVec3::new(1.0, 0.0, 0.2),
+        DVec3::new(1.0, 1.0, 0.2),
+        DVec3::new(0.0, 1.0, 0.2),
+    ];
+    let top = [[0, 1, 2], [0, 2, 3]];
+    let reversed = |t: &[[u32; 3]]| t.iter().map(|&[a, b, c]| [a, c, b]).collect::<Vec<_>>();
+    let mut t = top.to_vec();
+    t.extend(reversed(&top));
+    meshes.push((
+        "a sheet of no thickness (faces and their reverses)",
+        mesh_of(square.clone(), t),
+        Sign::Winding,
+    ));
+    let mut t = top.to_vec();
+    t.extend(reversed(&[[0, 1, 3], [1, 2, 3]]));
+    meshes.push((
+        "a sheet of no thickness, its sides cut along other diagonals",
+        mesh_of(square, t),
+        Sign::Winding,
+    ));
+    // A closed ball and, apart from it, a triangle with its reverse.
+    let (v, t) = ball();
+    meshes.push((
+        "a ball beside a sheet of no thickness",
+        {
+            let (v, t) = joined(
+                (v, t),
+                (
+                    vec![
+                        DVec3::new(2.0, 0.0, 0.0),
+                        DVec3::new(3.0, 0.0, 0.0),
+                        DVec3::new(2.0, 1.0, 0.0),
+                    ],
+                    vec![[0, 1, 2], [0, 2, 1]],
+                ),
+            );
+            mesh_of(v, t)
+        },
+        Sign::Winding,
+    ));
+    // Every triangle without area (a point and a segment): nothing is inside.
+    meshes.push((
+        "triangles without area",
+        mesh_of(
+            vec![
+                DVec3::new(1.0, 1.0, 1.0),
+                DVec3::new(1.0, 1.0, 1.0),
+                DVec3::new(2.0, 1.0, 1.0),
+            ],
+            vec![[0, 1, 2], [0, 0, 1]],
+        ),
+        Sign::Winding,
+    ));
+
     // The north pole pushed through the south side: still closed and oriented, but crossing.
     let (mut v, t) = ball();
     let pole = v
@@ -266,6 +324,8 @@ fn auto_signs_agree_with_the_winding_number_away_from_the_surface() {
         "a patch flipped",
         "two overlapping closed parts",
         "a self-intersection",
+        "a sheet of no thickness (faces and their reverses)",
+        "a sheet of no thickness, its sides cut along other diagonals",
     ] {
         assert!(
             pseudonormal_wrong_somewhere.contains(&name),

@@ -291,3 +291,32 @@ fn a_reader_that_gives_the_wrong_number_of_rows_is_an_error() {
         .unwrap();
     assert!((hits[0].distance - 1.0).abs() < 1e-6);
 }
+
+#[test]
+fn device_time_total_sums_every_job() {
+    // A job of several queries (a band grid's levels) reports the difference of the total
+    // across it, so the total must grow by each job's own device time, exactly.
+    let fresh = open_engine(EngineOptions::default());
+    let mut rng = Rng::new(5);
+    let shapes = mixed_scene(&mut rng, 20, 3.0);
+    let scene = fresh.upload_scene(&shapes).unwrap();
+    let points: Vec<[f32; 3]> = (0..5000)
+        .map(|_| {
+            let p = rng.vec(-4.0, 4.0);
+            [p.x as f32, p.y as f32, p.z as f32]
+        })
+        .collect();
+    assert_eq!(fresh.device_time_total(), None, "no job has run yet");
+    let mut expected = std::time::Duration::ZERO;
+    for _ in 0..3 {
+        fresh.scene_hits(&scene, &points, Mode::Surface).unwrap();
+        let Some(device) = fresh.last_timing().device else {
+            // An adapter without timestamp queries has no device time to sum.
+            assert_eq!(fresh.device_time_total(), None);
+            return;
+        };
+        assert!(device > std::time::Duration::ZERO);
+        expected += device;
+        assert_eq!(fresh.device_time_total(), Some(expected));
+    }
+}

@@ -154,6 +154,13 @@ impl Engine {
         *crate::sync::lock(&self.gpu.timing)
     }
 
+    /// The device time of every job since the engine opened, where the adapter has timestamp
+    /// queries: a job of several queries (a band grid, training samples signed by winding
+    /// number) took the difference across it.
+    pub fn device_time_total(&self) -> Option<std::time::Duration> {
+        *crate::sync::lock(&self.gpu.device_total)
+    }
+
     /// Whether the device is lost (a driver reset, a GPU fallen off the bus): nothing more runs
     /// on this engine; a new one must be opened.
     pub fn is_lost(&self) -> bool {

@@ -73,6 +73,9 @@ pub(crate) struct Context {
     pub(crate) grid_on_device: std::sync::atomic::AtomicBool,
     /// Where the last job's time went.
     pub(crate) timing: Mutex<JobTiming>,
+    /// Device time of every job since the engine opened (`JobTiming::device` summed): a job
+    /// of several queries (a band grid's levels) is the difference across it.
+    pub(crate) device_total: Mutex<Option<std::time::Duration>>,
     /// Nanoseconds a timestamp tick, where the device has timestamp queries (`JobTiming::device`).
     pub(crate) timestamp_period_ns: Option<f64>,
     /// The `kind_ranges`, `texels` and `sign_data` bindings of jobs that do not read them.
@@ -243,6 +246,7 @@ impl Context {
             seeded_mesh_rounds: options.seeded_mesh_rounds.unwrap_or(cpu_adapter),
             grid_on_device: std::sync::atomic::AtomicBool::new(true),
             timing: Mutex::new(JobTiming::default()),
+            device_total: Mutex::new(None),
             timestamp_period_ns,
             unused_ranges,
             unused_sign_data,

@@ -478,6 +478,7 @@ impl Slot {
         timing.chunks += 1;
         if let Some(device) = device {
             *timing.device.get_or_insert_default() += device;
+            *crate::sync::lock(&gpu.device_total).get_or_insert_default() += device;
         }
         result
     }
