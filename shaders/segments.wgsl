@@ -83,8 +83,11 @@ fn segment_pairs(
         write_segment_hit(row, vec3<f32>(nan), nan, vec3<f32>(nan), nan, nan);
         return;
     }
-    let st = closest_parameters(da, b0, db);
+    // The parameters do not change with the scale: found where squares stay finite.
+    let m = max(max(max_abs(da), max_abs(b0)), max_abs(db));
+    let f = down_scale(m);
+    let st = closest_parameters(da * f, b0 * f, db * f);
     let on_a = da * st.x;
     let on_b = b0 + db * st.y;
-    write_segment_hit(row, a0 + on_a, st.x, a0 + on_b, st.y, length(on_a - on_b));
+    write_segment_hit(row, a0 + on_a, st.x, a0 + on_b, st.y, safe_length(on_a - on_b));
 }

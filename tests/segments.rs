@@ -99,6 +99,10 @@ fn segment_pairs_match_reference() {
         ("far 1e4", 1e4, 1.0),
         ("mm at 1e4", 1e4, 1e-3),
         ("huge", 0.0, 1e4),
+        // Beyond f32's squares (~1.8e19): far apart, and segments that long.
+        ("far 1e20", 1e20, 1.0),
+        ("1e20 long", 0.0, 1e20),
+        ("1e30 long at 1e30", 1e30, 1e30),
     ] {
         for _ in 0..200 {
             let c = rng.vec(-offset, offset);

@@ -3,9 +3,21 @@
 // |v| where its square overflows f32 too (components beyond ~1.8e19): scaled down first,
 // with no branch (software adapters run both sides of one).
 fn safe_length(v: vec3<f32>) -> f32 {
-    let m = max(max(abs(v.x), abs(v.y)), abs(v.z));
+    let m = max_abs(v);
     let s = select(1.0, 1.0 / m, m > 1.0e18);
     return length(v * s) / s;
+}
+
+fn max_abs(v: vec3<f32>) -> f32 {
+    return max(max(abs(v.x), abs(v.y)), abs(v.z));
+}
+
+// A power of two that brings `m` (finite, ≥ 0) into [2^60, 2^61) where it is at least 2^60,
+// else 1: what it scales keeps finite squares and products in f32, and is scaled exactly
+// (what falls below f32's normals is far below SPEC §3's bound at such a scale).
+fn down_scale(m: f32) -> f32 {
+    let exponent = i32((bitcast<u32>(m) >> 23u) & 0xffu) - 127;
+    return select(1.0, bitcast<f32>(u32(187 - exponent) << 23u), exponent >= 60);
 }
 
 // Bit test, so it survives compilers that assume finite math.
