@@ -217,14 +217,23 @@ fn unbounded_targets(rng: &mut Rng, centre: DVec3, size: f64) -> Vec<Shape> {
 /// Every body kind against every target kind, the target moved so that the pair is
 /// separated, touching or overlapping; far from the origin and at several sizes.
 fn adversarial_pairs(seed: u64) -> (Vec<Shape>, Vec<Shape>, Vec<String>) {
+    pairs_at(
+        seed,
+        &[
+            (DVec3::ZERO, 1.0),
+            (DVec3::new(1e4, -3e4, 2e4), 1.0),
+            (DVec3::new(0.5, 0.25, -0.5), 1e-3),
+            (DVec3::new(-3e3, 1e3, 2e3), 1e3),
+        ],
+    )
+}
+
+/// Every body kind against every target kind (bounded and not) at each (offset, size), at
+/// separations of 2, 0.6, 0.3 and 0 sizes.
+fn pairs_at(seed: u64, places: &[(DVec3, f64)]) -> (Vec<Shape>, Vec<Shape>, Vec<String>) {
     let mut rng = Rng::new(seed);
     let (mut bodies, mut targets, mut labels) = (Vec::new(), Vec::new(), Vec::new());
-    for &(offset, size) in &[
-        (DVec3::ZERO, 1.0),
-        (DVec3::new(1e4, -3e4, 2e4), 1.0),
-        (DVec3::new(0.5, 0.25, -0.5), 1e-3),
-        (DVec3::new(-3e3, 1e3, 2e3), 1e3),
-    ] {
+    for &(offset, size) in places {
         for separation in [2.0, 0.6, 0.3, 0.0] {
             let body_kinds = convex_kinds(&mut rng, offset, size);
             let shift = rng.unit() * (separation * size);
@@ -751,6 +760,113 @@ fn bodies_that_are_not_convex_are_refused_with_their_index() {
         .expect("a sphere against a torus");
     assert!((rows[0].distance - 0.25).abs() <= 1e-6, "{:?}", rows[0]);
     assert!(rows.is_empty() || rows.len() == 1);
+}
+
+#[test]
+fn bodies_up_to_the_scale_limit_are_answered_and_beyond_it_refused() {
+    use closest::engine::BODY_SCALE_LIMIT;
+    // Near the limit: small shapes far out, and shapes as large as it.
+    let (bodies, targets, labels) = pairs_at(
+        19,
+        &[
+            (
+                DVec3::new(
+                    0.5 * BODY_SCALE_LIMIT,
+                    -0.3 * BODY_SCALE_LIMIT,
+                    0.6 * BODY_SCALE_LIMIT,
+                ),
+                1.0,
+            ),
+            (DVec3::ZERO, 0.2 * BODY_SCALE_LIMIT),
+        ],
+    );
+    let largest = bodies
+        .iter()
+        .chain(&targets)
+        .map(Shape::scale)
+        .fold(0.0, f64::max);
+    assert!(largest <= BODY_SCALE_LIMIT, "{largest:e}");
+    let failures = failures_against_the_oracle(&bodies, &targets, &labels);
+    assert_no_failures(&failures, bodies.len());
+
+    // Beyond it (where f32 products overflow: pairs 1e20 apart were answered 0 or a depth):
+    // refused, naming the list and the index, and nothing answered.
+    let near = Shape::Sphere {
+        center: DVec3::ZERO,
+        radius: 1.0,
+    };
+    let far = Shape::Capsule {
+        a: DVec3::new(1e20, 0.0, 0.0),
+        b: DVec3::new(1e20, 1.0, 0.0),
+        radius: 0.5,
+    };
+    let non_finite = Shape::Sphere {
+        center: DVec3::new(f64::NAN, 0.0, 0.0),
+        radius: 1.0,
+    };
+    let refusal = |bodies: &[Shape], targets: &[Shape]| {
+        let mut rows: Vec<GpuBodyHit> = Vec::new();
+        let message = engine()
+            .body_pairs(
+                BodyPairs {
+                    bodies,
+                    targets,
+                    fields: Fields::all(Family::Bodies),
+                },
+                &mut rows,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(rows.is_empty(), "{message}");
+        message
+    };
+    let message = refusal(&[near.clone(), far.clone()], &[near.clone(), near.clone()]);
+    assert!(
+        message.contains("bodies: shape 1") && message.contains("1e20"),
+        "{message}"
+    );
+    let message = refusal(
+        &[non_finite.clone(), near.clone()],
+        &[near.clone(), far.clone()],
+    );
+    assert!(message.contains("targets: shape 1"), "{message}");
+    let message = engine()
+        .upload_body_targets(&[near.clone(), near.clone(), far.clone()])
+        .err()
+        .expect("a scene beyond the limit is refused")
+        .to_string();
+    assert!(message.contains("targets: shape 2"), "{message}");
+    let scene = engine()
+        .upload_body_targets(std::slice::from_ref(&near))
+        .unwrap();
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    let message = engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &scene,
+                bodies: &[far.clone()],
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("bodies: shape 0"), "{message}");
+    // A non-finite body is a NaN row (SPEC §2), not a refusal.
+    engine()
+        .body_contacts(
+            BodyContacts {
+                targets: &scene,
+                bodies: &[non_finite, near],
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .unwrap();
+    assert!(
+        rows[0].distance.is_nan() && rows[1].distance <= 0.0,
+        "{rows:?}"
+    );
 }
 
 /// Only the asked fields come back, in the device's packing, and agree with the whole rows.

@@ -52,6 +52,33 @@ pub fn check_bodies(bodies: &[Shape], what: &str) -> Result<()> {
     }
 }
 
+/// The largest coordinate or extent a body job answers (`Shape::scale`, bodies and targets
+/// alike). The narrow phase multiplies up to four lengths in f32 (an ellipsoid's support and
+/// depth: fourth powers overflow past ~4e9; hull volumes' cubes past ~7e12; squares past
+/// ~1.8e19): tests/bodies.rs finds every kind pair within SPEC §3's bound with shapes up to
+/// 2e8 across and 8e8 from the origin, where ellipsoids 2e10 across were answered 50 % too far
+/// and at 1e18 hulls gave NaN normals.
+pub const BODY_SCALE_LIMIT: f64 = 1e9;
+
+/// Refuse shapes beyond [`BODY_SCALE_LIMIT`], naming `what` and the shape's index (rows with a
+/// non-finite coordinate are answered as NaN rows, not refused).
+pub fn check_body_scale(shapes: &[Shape], what: &str) -> Result<()> {
+    let beyond = |s: &Shape| {
+        let scale = s.scale();
+        scale.is_finite() && scale > BODY_SCALE_LIMIT
+    };
+    match shapes.iter().position(beyond) {
+        Some(i) => Err(Error::Usage(format!(
+            "{what}: shape {i}: a coordinate or extent of {:e} in this {}: body jobs answer \
+             shapes within {BODY_SCALE_LIMIT:e} of the origin (their f32 arithmetic \
+             multiplies up to four lengths); move the scene nearer the origin or scale it",
+            shapes[i].scale(),
+            shapes[i].kind().name()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The first torus target facing a body other than a sphere, as (torus index, body index):
 /// a torus is not convex, so only a sphere's centre projection answers it exactly. Paired,
 /// target i faces body i only.
@@ -114,6 +141,7 @@ impl Engine {
         shapes: &[Shape],
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
+        check_body_scale(shapes, "targets")?;
         scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, admit)
     }
 
@@ -148,6 +176,7 @@ impl Engine {
         } = job;
         check_family(fields)?;
         check_bodies(bodies, "bodies")?;
+        check_body_scale(bodies, "bodies")?;
         if targets.oriented {
             return Err(Error::Usage(
                 "body queries need targets uploaded by Engine::upload_body_targets".into(),
@@ -196,6 +225,8 @@ impl Engine {
             )));
         }
         check_bodies(bodies, "bodies")?;
+        check_body_scale(bodies, "bodies")?;
+        check_body_scale(targets, "targets")?;
         if let Some((torus, body)) = torus_conflict(bodies, targets, true) {
             return Err(Error::Usage(format!(
                 "targets: {}",
