@@ -844,7 +844,7 @@ fn bodies_up_to_the_scale_limit_are_answered_and_beyond_it_refused() {
         .body_contacts(
             BodyContacts {
                 targets: &scene,
-                bodies: &[far.clone()],
+                bodies: std::slice::from_ref(&far),
                 fields: Fields::all(Family::Bodies),
             },
             &mut rows,
