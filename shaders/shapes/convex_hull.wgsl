@@ -25,6 +25,9 @@ fn project_convex_hull(p: vec3<f32>, first: u32, count: u32, solid: bool) -> Pro
     let inside = solid && plane_distance < 0.0;
     var point = vec3<f32>(0.0);
     if any_lane(!inside) {
+        // Squares compared at a power-of-two scale where a far point's would overflow (the
+        // same bits nearer than 2^60).
+        let f = down_scale(max_abs(p));
         var dist2 = F32_BIG;
         for (var k = 0u; k < count; k++) {
             let face = load_hull_face(first + 4u * k);
@@ -33,12 +36,12 @@ fn project_convex_hull(p: vec3<f32>, first: u32, count: u32, solid: bool) -> Pro
                 normal = plane.xyz;
             }
             let d = dot(p, plane.xyz) - plane.w;
-            if inside || (solid && (d < 0.0 || d * d >= dist2)) {
+            if inside || (solid && (d < 0.0 || (d * f) * (d * f) >= dist2)) {
                 continue;
             }
             let a = face[1].xyz;
             let q = a + project_triangle(p - a, face[2].xyz - a, face[3].xyz - a, plane.xyz).point;
-            let q_d2 = dot(p - q, p - q);
+            let q_d2 = dot((p - q) * f, (p - q) * f);
             if q_d2 < dist2 {
                 dist2 = q_d2;
                 point = q;

@@ -1,6 +1,7 @@
 // Ball of `radius` centred at the local origin. Twin: src/reference/sphere.rs.
 fn project_sphere(p: vec3<f32>, radius: f32) -> Projection {
-    let len = length(p);
+    // Scaled where |p|² overflows (far points), so the point stays on the sphere.
+    let len = safe_length(p);
     // At the centre every boundary point is closest: take +X, as the reference does.
     var dir = vec3<f32>(1.0, 0.0, 0.0);
     if len > 0.0 {

@@ -7,7 +7,7 @@ fn project_torus(p: vec3<f32>, axis: vec3<f32>, major: f32, minor: f32) -> Proje
     let rho = seen.rho;
     let dir = seen.dir;
     let off = vec2<f32>(t, rho - major);
-    let off_core = length(off);
+    let off_core = safe_length(vec3<f32>(off, 0.0));
     // On the core circle every direction in the half-plane is closest: take the outward one.
     var u = vec2<f32>(0.0, 1.0);
     if off_core > 0.0 {
