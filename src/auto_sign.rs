@@ -387,6 +387,14 @@ impl HoleCap {
 /// An edge and its balance (`edge_balance`), not zero.
 type UnbalancedEdge = ((u32, u32), i64);
 
+/// A cap cluster whose solid angle / 4π is bounded by this much counts by its bound in
+/// `HoleCaps::winding_inside`'s first try (its triangles are summed where that does not
+/// decide).
+const FAR_CLUSTER_BOUND: f64 = 0.01;
+
+/// How far from ½ the bounded sum must lie to decide: far beyond the sums' rounding.
+const DECIDED_MARGIN: f64 = 1e-9;
+
 /// How far below ½ the caps' bound must stay: the device's winding numbers are within 0.01 of
 /// the exact sum (`mesh::Sign::Winding`), and a margin.
 const CAP_BOUND: f64 = 0.45;
@@ -554,6 +562,31 @@ impl HoleCaps {
         {
             return None;
         }
+        let surface = f64::from(u8::from(pseudonormal_inside));
+        // Clusters far from p by their solid angle's bound, the near ones exactly: where that
+        // decides, the exact sum below would decide the same.
+        let (mut near, mut far) = (0.0, 0.0);
+        for cap in &self.caps {
+            for cluster in &cap.clusters {
+                let gap = (p - cluster.centre).length() - cluster.reach;
+                let bound = inverse_square(cluster.area, gap);
+                if bound <= FAR_CLUSTER_BOUND {
+                    far += bound;
+                } else {
+                    near += cap.triangles[cluster.range.clone()]
+                        .iter()
+                        .map(|(corners, _)| crate::mesh::triangle_winding_number(*corners, p))
+                        .sum::<f64>();
+                }
+            }
+        }
+        let margin = far + DECIDED_MARGIN;
+        if surface - near - margin > 0.5 {
+            return Some(true);
+        }
+        if surface - near + margin < 0.5 {
+            return Some(false);
+        }
         // Each cap triangle once: a capped-closed mesh's rim edges are unbalanced once.
         let caps: f64 = self
             .caps
@@ -561,7 +594,7 @@ impl HoleCaps {
             .flat_map(|cap| &cap.triangles)
             .map(|(corners, _)| crate::mesh::triangle_winding_number(*corners, p))
             .sum();
-        Some(f64::from(u8::from(pseudonormal_inside)) - caps > 0.5)
+        Some(surface - caps > 0.5)
     }
 
     /// Of `rows` (each with its position `point` and the mesh's pseudonormal signed distance in
