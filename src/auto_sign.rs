@@ -236,21 +236,37 @@ fn inverse_square_sum(
     radius: f64,
     distance_to: impl Fn(&[DVec3; 3]) -> f64,
 ) -> f64 {
-    clusters
-        .iter()
-        .map(|cluster| {
-            let gap = (centre - cluster.centre).length() - cluster.reach - radius;
-            let coarse = inverse_square(cluster.area, gap);
-            if gap > 2.0 * cluster.reach {
-                return coarse;
-            }
+    inverse_square_sum_until(clusters, items, centre, radius, distance_to, f64::INFINITY)
+}
+
+/// [`inverse_square_sum`], stopped once the sum reaches `enough` (its terms are not
+/// negative, so a caller comparing with `enough` decides the same): what it has summed then.
+fn inverse_square_sum_until(
+    clusters: &[CapCluster],
+    items: &[([DVec3; 3], f64)],
+    centre: DVec3,
+    radius: f64,
+    distance_to: impl Fn(&[DVec3; 3]) -> f64,
+    enough: f64,
+) -> f64 {
+    let mut sum = 0.0;
+    for cluster in clusters {
+        let gap = (centre - cluster.centre).length() - cluster.reach - radius;
+        let coarse = inverse_square(cluster.area, gap);
+        sum += if gap > 2.0 * cluster.reach {
+            coarse
+        } else {
             items[cluster.range.clone()]
                 .iter()
                 .map(|(corners, weight)| inverse_square(*weight, distance_to(corners) - radius))
                 .sum::<f64>()
                 .min(coarse)
-        })
-        .sum()
+        };
+        if sum >= enough {
+            break;
+        }
+    }
+    sum
 }
 
 /// weight / (4π gap²); infinite where the gap is not positive.
@@ -369,6 +385,13 @@ impl HoleCap {
     /// A bound of |the cap's solid angle| / 4π over the ball (`centre`, `radius`): infinite
     /// where the ball may meet the cap.
     fn bound(&self, centre: DVec3, radius: f64) -> f64 {
+        self.bound_until(centre, radius, f64::INFINITY)
+    }
+
+    /// [`HoleCap::bound`], or, where it reaches `enough`, some value from `enough` up (its
+    /// sum is stopped there, so a caller adding it to what `enough` was left of may land an
+    /// ulp below its limit: the caps' bound has far more slack than that).
+    fn bound_until(&self, centre: DVec3, radius: f64, enough: f64) -> f64 {
         let whole = inverse_square(
             self.area,
             (centre - self.centre).length() - self.reach - radius,
@@ -377,9 +400,17 @@ impl HoleCap {
             return whole;
         }
         // A cluster far from the ball counts by its own ball; a near one by its triangles.
-        inverse_square_sum(&self.clusters, &self.triangles, centre, radius, |corners| {
+        let distance_to = |corners: &[DVec3; 3]| {
             (crate::mesh::closest_feature(centre, *corners).0 - centre).length()
-        })
+        };
+        inverse_square_sum_until(
+            &self.clusters,
+            &self.triangles,
+            centre,
+            radius,
+            distance_to,
+            enough,
+        )
         .min(whole)
     }
 }
@@ -525,7 +556,8 @@ impl HoleCaps {
             if !cap.farther_than(centre, farthest + slack + radius) {
                 return false;
             }
-            bound += cap.bound(centre, radius);
+            // A cap's sum stops once it alone passes what is left below `CAP_BOUND`.
+            bound += cap.bound_until(centre, radius, CAP_BOUND - bound);
             if bound >= CAP_BOUND {
                 return false;
             }
@@ -642,7 +674,7 @@ impl HoleCaps {
     pub fn sign_constant_in_ball(&self, centre: DVec3, radius: f64) -> bool {
         let mut bound = 0.0;
         for cap in &self.caps {
-            bound += cap.bound(centre, radius);
+            bound += cap.bound_until(centre, radius, CAP_BOUND - bound);
             if bound >= CAP_BOUND {
                 return false;
             }
