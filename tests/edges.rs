@@ -868,6 +868,40 @@ fn points_beyond_f32_squares_are_answered_within_the_bound() {
             }
         }
     }
+    // Sphere contacts whose centres lie that far: depth −(distance − radius), a unit normal,
+    // a contact point on the shape (by its own scale and the point's), each shape of a scene.
+    let scene = engine().upload_scene(&shapes).unwrap();
+    for far in [1e20, 1e30] {
+        for direction in directions {
+            let c = direction.normalize_or_zero() * far;
+            let sphere = [c.x as f32, c.y as f32, c.z as f32, 2.0];
+            let c = DVec3::new(sphere[0] as f64, sphere[1] as f64, sphere[2] as f64);
+            let contact = engine().contacts(&scene, &[sphere]).unwrap()[0];
+            let tol = closest::tolerance(c.max_abs());
+            let expected = reference::nearest(&shapes, c, Mode::Solid).distance - 2.0;
+            let q = DVec3::new(
+                contact.point[0] as f64,
+                contact.point[1] as f64,
+                contact.point[2] as f64,
+            );
+            let n = DVec3::new(
+                contact.normal[0] as f64,
+                contact.normal[1] as f64,
+                contact.normal[2] as f64,
+            );
+            let shape = &shapes[contact.shape.max(0) as usize];
+            let off_shape = reference::query_shape(shape, 0, q, Mode::Surface).distance;
+            let on_shape = off_shape.abs() <= closest::tolerance(shape.scale().max(q.max_abs()));
+            if !((f64::from(-contact.depth) - expected).abs() <= tol
+                && (n.length() - 1.0).abs() <= 1e-4
+                && on_shape)
+            {
+                failures.push(format!(
+                    "a sphere contact at {c:?}: {contact:?} (distance {expected} expected)"
+                ));
+            }
+        }
+    }
     // A mesh's rows likewise, unsigned. (Signed, such rows may take an inside sign: at 1e20
     // every triangle of a small mesh is as near as any other in f32, so the tie's triangle
     // and its pseudonormal are arbitrary.)
