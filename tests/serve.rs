@@ -372,6 +372,22 @@ fn every_error_has_its_status_and_names_the_problem() {
         200,
         "the server survives all of it"
     );
+    // Last, as they add body targets: bodies and targets beyond the body jobs' scale
+    // (BODY_SCALE_LIMIT) are refused by index; such a scene still answers point queries.
+    server
+        .post(
+            "/v1/scenes/s/bodies",
+            br#"{"shapes": [{"type": "sphere", "center": [0, 0, 3], "radius": 1},
+                {"type": "sphere", "center": [1e20, 0, 0], "radius": 1}]}"#,
+        )
+        .assert_error(400, &["bodies: shape 1", "1e9"]);
+    let far = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1},
+        {"type": "sphere", "center": [0, 3e10, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/far", far).status, 201);
+    server
+        .post("/v1/scenes/far/bodies", scene)
+        .assert_error(400, &["targets: shape 1"]);
+    assert_eq!(server.post("/v1/scenes/far/query", &p).status, 200);
 }
 
 #[test]
