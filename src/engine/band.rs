@@ -401,6 +401,9 @@ impl Engine {
         let bricks_a_slab = ny.div_ceil(BRICK) * nz.div_ceil(BRICK);
         let mut values = Vec::new();
         let mut in_band = Vec::new();
+        // A slab's band rows as bits, read out in row order (sorting the rows took ~3 % of a
+        // sparse band job's time).
+        let mut in_band_bits: Vec<u64> = Vec::new();
         for (slab, slab_bricks) in bricks.chunks(bricks_a_slab).enumerate() {
             let i0 = slab * BRICK;
             let planes = BRICK.min(nx - i0);
@@ -496,7 +499,8 @@ impl Engine {
                     }
                 }
             }
-            in_band.clear();
+            in_band_bits.clear();
+            in_band_bits.resize((planes * ny * nz).div_ceil(64), 0);
             for way in 0..2 {
                 let sample_distances = tile_distances(&sample_boxes[way], 1, signs[way])?;
                 for (cell, distances) in sample_boxes[way].iter().zip(sample_distances.chunks(8)) {
@@ -507,7 +511,7 @@ impl Engine {
                         // NaN (a sample the device could not answer) stays NaN, out of the band.
                         if f64::from(d.abs()) <= width {
                             values[row as usize] = d;
-                            in_band.push(row);
+                            in_band_bits[row as usize / 64] |= 1 << (row % 64);
                         } else if d.is_nan() {
                             values[row as usize] = d;
                             non_finite += 1;
@@ -523,7 +527,14 @@ impl Engine {
                 work.sign_queries += asked;
                 non_finite += unanswered;
             }
-            in_band.sort_unstable();
+            in_band.clear();
+            for (word, &bits) in in_band_bits.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    in_band.push(64 * word as u32 + bits.trailing_zeros());
+                    bits &= bits - 1;
+                }
+            }
             work.in_band += in_band.len();
             sink(BandSlab {
                 first: i0 * ny * nz,
