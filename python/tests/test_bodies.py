@@ -106,6 +106,12 @@ def test_bad_bodies_raise_input_errors_naming_index_and_field(engine):
     nan = {"type": "sphere", "center": [float("nan"), 0, 0], "radius": 1}
     with pytest.raises(closest.InputError, match=r"shape 1.*`center`.*finite"):
         scene.contacts(bodies=[BODIES[0], nan, BODIES[1]])
+    # Beyond the body jobs' scale (1e9 from the origin) bodies and targets are refused by index.
+    far = {"type": "sphere", "center": [1e20, 0, 0], "radius": 1}
+    with pytest.raises(closest.InputError, match=r"bodies: shape 1.*1e9"):
+        scene.contacts(bodies=[BODIES[0], far])
+    with pytest.raises(closest.InputError, match=r"targets: shape 0.*1e9"):
+        engine.scene([far]).contacts(bodies=BODIES[:1])
 
 
 def test_the_readme_collision_example_settles_the_capsule(engine, tmp_path):
