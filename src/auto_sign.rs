@@ -886,7 +886,8 @@ fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Opt
             )
         })
         .collect();
-    (0..count).into_par_iter().find_map_any(|p| {
+    // The first such piece, not any: the summary names it (the same every run).
+    (0..count).into_par_iter().find_map_first(|p| {
         let vertex = members[p][0][0];
         let v = vertex.to_array();
         let others: f64 = (0..count)
@@ -1177,10 +1178,12 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
                 None
             },
         )
-        .find_any(Option::is_some)
+        // The first crossing in the cells' order, not any: the summary names the pair, and
+        // it must be the same every run (and beside the build as alone).
+        .find_first(Option::is_some)
         .flatten();
     in_cells.or_else(|| {
-        large.par_iter().find_map_any(|&a| {
+        large.par_iter().find_map_first(|&a| {
             (0..boxes.len())
                 .filter(|&b| b != a as usize && boxes[b].is_some() && overlap(a as usize, b))
                 .find(|&b| crossing(a as usize, b))
