@@ -465,6 +465,7 @@ pub fn run_body_contacts(
         other => other,
     };
     crate::engine::check_bodies(&bodies, "bodies").map_err(bad_bodies)?;
+    crate::engine::check_body_scale(&bodies, "bodies").map_err(bad_bodies)?;
     let rows = bodies.len();
     match job.targets {
         BodyTargets::Scene { path, paired } => {
@@ -482,6 +483,10 @@ pub fn run_body_contacts(
             if !paired && shapes.is_empty() && rows > 0 {
                 return Err(bad_targets("the scene has no shapes".into()));
             }
+            crate::engine::check_body_scale(&shapes, "shapes").map_err(|e| match e {
+                Error::Usage(problem) => bad_targets(problem),
+                other => other,
+            })?;
             if let Some((torus, body)) = crate::engine::torus_conflict(&bodies, &shapes, paired) {
                 let kind = bodies[body].kind();
                 return Err(bad_targets(crate::engine::torus_refusal(torus, body, kind)));
@@ -511,6 +516,13 @@ pub fn run_body_contacts(
         }
         BodyTargets::Mesh(path) => {
             let mesh = load_mesh(path)?;
+            crate::engine::check_mesh_body_scale(&mesh).map_err(|e| match e {
+                Error::Usage(problem) => Error::BadFile {
+                    file: path.display().to_string(),
+                    problem,
+                },
+                other => other,
+            })?;
             let output = OutputFile::create(job.out, rows, &field_columns(job.fields))?;
             let engine = engine_for()?;
             let mut out = JobOutput::new(&engine, output, rows, progress);

@@ -818,6 +818,33 @@ fn bad_bodies_exit_2_naming_the_file_shape_and_field() {
         ],
         &["depth", "distance, point_body"],
     );
+    // Beyond the body jobs' scale (1e9): the file, list and index of the shape, no output.
+    let far = r#"{"shapes": [{"type": "aabb", "min": [0, 0, 0], "max": [1, 1, 1]},
+        {"type": "sphere", "center": [0, 2e10, 0], "radius": 1}]}"#;
+    let far_bodies = dir.file("far_bodies.json", far).display().to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &scene, "--bodies", &far_bodies],
+        &["far_bodies.json", "bodies: shape 1", "1e9"],
+    );
+    let far_scene = dir.file("far_scene.json", far).display().to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--shapes", &far_scene, "--bodies", &boxes],
+        &["far_scene.json", "shapes: shape 1", "1e9"],
+    );
+    let far_mesh = dir
+        .file(
+            "far.obj",
+            "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 3e10 0 0\nf 1 2 3\nf 1 2 4\n",
+        )
+        .display()
+        .to_string();
+    assert_bad_input(
+        &dir,
+        &["contacts", "--mesh", &far_mesh, "--bodies", &boxes],
+        &["far.obj", "mesh triangles: shape 1", "1e9"],
+    );
 }
 
 #[test]

@@ -79,6 +79,21 @@ pub fn check_body_scale(shapes: &[Shape], what: &str) -> Result<()> {
     }
 }
 
+/// [`check_body_scale`] for a mesh's triangles as body targets, naming the triangle.
+pub fn check_mesh_body_scale(mesh: &Mesh) -> Result<()> {
+    let (lo, hi) = mesh.bounds();
+    if lo.max_abs().max(hi.max_abs()) <= BODY_SCALE_LIMIT {
+        return Ok(());
+    }
+    let triangles: Vec<Shape> = (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            Shape::Triangle { a, b, c }
+        })
+        .collect();
+    check_body_scale(&triangles, "mesh triangles")
+}
+
 /// The first torus target facing a body other than a sphere, as (torus index, body index):
 /// a torus is not convex, so only a sphere's centre projection answers it exactly. Paired,
 /// target i faces body i only.
@@ -156,6 +171,7 @@ impl Engine {
         mesh: &Mesh,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
+        check_mesh_body_scale(mesh)?;
         let triangles: Vec<Shape> = (0..mesh.triangles.len())
             .map(|t| {
                 let [a, b, c] = mesh.corners(t);
