@@ -77,28 +77,38 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
 /// winding number changes smoothly across a hole).
 pub fn is_closed_cycle(mesh: &Mesh) -> bool {
     let (positions, corners) = welded(mesh);
-    edge_uses(positions.len(), &corners)
-        .iter()
-        .all(|[forward, backward]| forward == backward)
+    let triangles = with_area(&corners);
+    let mut balanced = true;
+    for_each_edge_use(positions.len(), &triangles, |_, forward, backward| {
+        balanced &= forward == backward;
+    });
+    balanced
 }
 
-/// Each undirected edge's uses from its lower vertex (welded ids) to its higher and back, in
-/// ascending order of the edges (`mesh::for_each_edge`, the pseudonormal table's grouping: a
+/// The triangles that have an area (`welded`'s `Some`).
+fn with_area(corners: &[Option<[u32; 3]>]) -> Vec<[u32; 3]> {
+    corners.iter().flatten().copied().collect()
+}
+
+/// Each undirected edge of `triangles` (welded ids), in ascending order of the edges, with its
+/// half-edges (`3 t + k`: corner k of triangle t to the next) and its uses from its lower vertex
+/// to its higher and back (`mesh::for_each_edge`, the pseudonormal table's grouping: a
 /// counting sort on the lower vertex, in bounded bands). A hash map of every edge took 3–4×
 /// as long on a mesh of 10^5 vertices.
-fn edge_uses(vertex_count: usize, corners: &[Option<[u32; 3]>]) -> Vec<[u32; 2]> {
-    let triangles: Vec<[u32; 3]> = corners.iter().flatten().copied().collect();
+fn for_each_edge_use(
+    vertex_count: usize,
+    triangles: &[[u32; 3]],
+    mut edge: impl FnMut(&[u32], usize, usize),
+) {
     let from_higher = |h: u32| {
         let (t, k) = (triangles[h as usize / 3], h as usize % 3);
         t[k] > t[(k + 1) % 3]
     };
-    let mut uses = Vec::new();
     let band = crate::mesh::band_len(vertex_count);
-    crate::mesh::for_each_edge(vertex_count, &triangles, band, |run| {
-        let backward = run.iter().filter(|&&h| from_higher(h)).count() as u32;
-        uses.push([run.len() as u32 - backward, backward]);
+    crate::mesh::for_each_edge(vertex_count, triangles, band, |run| {
+        let backward = run.iter().filter(|&&h| from_higher(h)).count();
+        edge(run, run.len() - backward, backward);
     });
-    uses
 }
 
 /// For each edge (welded ids, the smaller first), how many more times the faces use it from
@@ -218,9 +228,15 @@ impl Rims {
     /// (`centre`, `radius`), which must meet no triangle: the radius times the gradient's
     /// bound there. Infinite where the ball may meet a rim.
     fn variation(&self, centre: DVec3, radius: f64) -> f64 {
-        let gradient = inverse_square_sum(&self.clusters, &self.segments, centre, radius, |s| {
-            segment_distance(centre, s[0], s[1])
-        });
+        let distance_to = |s: &[DVec3; 3]| segment_distance(centre, s[0], s[1]);
+        let gradient = inverse_square_sum_until(
+            &self.clusters,
+            &self.segments,
+            centre,
+            radius,
+            distance_to,
+            f64::INFINITY,
+        );
         radius * gradient
     }
 }
@@ -229,18 +245,9 @@ impl Rims {
 /// distance (`distance_to`) from the ball (`centre`, `radius`): a cluster far from the ball by
 /// its own ball and total weight, a near one item by item. Infinite where the ball may meet
 /// an item.
-fn inverse_square_sum(
-    clusters: &[CapCluster],
-    items: &[([DVec3; 3], f64)],
-    centre: DVec3,
-    radius: f64,
-    distance_to: impl Fn(&[DVec3; 3]) -> f64,
-) -> f64 {
-    inverse_square_sum_until(clusters, items, centre, radius, distance_to, f64::INFINITY)
-}
-
-/// [`inverse_square_sum`], stopped once the sum reaches `enough` (its terms are not
-/// negative, so a caller comparing with `enough` decides the same): what it has summed then.
+///
+/// The sum stops once it reaches `enough` (its terms are not negative, so a caller comparing
+/// with `enough` decides the same): what it has summed then.
 fn inverse_square_sum_until(
     clusters: &[CapCluster],
     items: &[([DVec3; 3], f64)],
@@ -1030,7 +1037,7 @@ struct EdgeCounts {
 
 impl EdgeCounts {
     fn of(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> EdgeCounts {
-        let triangles: Vec<[u32; 3]> = corners.iter().flatten().copied().collect();
+        let triangles = with_area(corners);
         // Half-edge h is corner h % 3 of triangle h / 3 to the next corner.
         let corner = |h: u32, step: usize| triangles[h as usize / 3][(h as usize + step) % 3];
         let mut counts = EdgeCounts {
@@ -1040,10 +1047,7 @@ impl EdgeCounts {
             unbalanced: 0,
             folded: 0,
         };
-        let band = crate::mesh::band_len(positions.len());
-        crate::mesh::for_each_edge(positions.len(), &triangles, band, |run| {
-            let backward = run.iter().filter(|&&h| corner(h, 0) > corner(h, 1)).count();
-            let forward = run.len() - backward;
+        for_each_edge_use(positions.len(), &triangles, |run, forward, backward| {
             if forward != backward {
                 counts.unbalanced += 1;
             }
