@@ -6,12 +6,14 @@
 // and along z 14.
 //
 // With GRID_SAMPLES = 2 (listed boxes, a narrow band's) the points buffer holds boxes of the
-// grid, four floats each (first sample i, j, k; its extents, a byte each, as an integer: whole
-// numbers below 2^24, exact in f32, where bit patterns could be denormal), and rows are eight
+// grid, six floats each (first sample i, j, k; its extents, a byte each, as an integer; the
+// node its rows' walks start at, counted from the root: whole numbers below 2^24, exact in
+// f32, where bit patterns could be denormal; the square of the distance its walks are bounded
+// by, 0 for none), and rows are eight
 // a box, in Morton order: the centres of the box's 2 × 2 × 2 tiles of side `tile` (header word
 // 8; a tile cut by the box's far faces has its samples' midpoint), answered in row order.
-// Rows of tiles outside the box answer nothing. Header word 9 may bound the walks
-// (`walk_bound2`): a row with no triangle that near answers +∞, with no shape.
+// Rows of tiles outside the box answer nothing. A row with no triangle within its box's bound
+// (`walk_bound2`) answers +∞, with no shape.
 
 override GRID_SAMPLES: u32 = 0u;
 const DENSE_CHUNK: u32 = 1u;
@@ -71,8 +73,11 @@ struct BoxTile {
     valid: bool,
 }
 
+// Floats of a listed box's record.
+const BOX_RECORD_FLOATS: u32 = 6u;
+
 fn box_tile(row: u32) -> BoxTile {
-    let at = 4u * (row >> 3u);
+    let at = BOX_RECORD_FLOATS * (row >> 3u);
     let first = vec3<u32>(u32(points[at]), u32(points[at + 1u]), u32(points[at + 2u]));
     let extent_bits = u32(points[at + 3u]);
     let extent = vec3<u32>(extent_bits & 0xffu, (extent_bits >> 8u) & 0xffu, extent_bits >> 16u);
@@ -84,11 +89,21 @@ fn box_tile(row: u32) -> BoxTile {
     return BoxTile(index, valid);
 }
 
-// The square of the distance beyond which a listed box's rows need no answer (header word 9;
-// 0: every answer), so their walks open nothing farther (mesh_walk.wgsl).
-fn walk_bound2() -> f32 {
+// The node, counted from the root, where the walk of listed box row `row` starts: the host
+// found every triangle within the box's reach below it (`bvh::TopNodes::start_node`), so the
+// walk finds from there what it would from the root. 0 (the root) for other rows.
+fn box_start_node(row: u32) -> u32 {
     if GRID_SAMPLES == LISTED_BOXES {
-        return grid_float(9u);
+        return u32(points[BOX_RECORD_FLOATS * (row >> 3u) + 4u]);
+    }
+    return 0u;
+}
+
+// The square of the distance beyond which a listed box's rows need no answer (0: every
+// answer), so their walks open nothing farther (mesh_walk.wgsl).
+fn walk_bound2(row: u32) -> f32 {
+    if GRID_SAMPLES == LISTED_BOXES {
+        return points[BOX_RECORD_FLOATS * (row >> 3u) + 5u];
     }
     return 0.0;
 }

@@ -52,7 +52,7 @@ fn nearest_triangle(
         write_nan_row(output_row(row));
         return;
     }
-    write_row(output_row(row), p, nearest_slot(p, round_seed(row), true));
+    write_row(output_row(row), p, nearest_slot(p, round_seed(row), true, box_start_node(row), walk_bound2(row)));
 }
 
 // Signs the answered rows of a chunk by winding number (after the nearest-triangle rounds).

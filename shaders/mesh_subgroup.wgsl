@@ -79,12 +79,16 @@ fn nearest_triangle_subgroup(
     let in_range = row_in_chunk(row);
     var p = vec3<f32>(0.0);
     var seed = NO_SLOT;
+    var start = 0u;
+    var bound2 = 0.0;
     if in_range {
         p = load_point(row);
         seed = round_seed(row);
+        start = box_start_node(row);
+        bound2 = walk_bound2(row);
     }
     let wanted = in_range && is_finite_vec3(p);
-    let slot = nearest_slot(p, seed, wanted);
+    let slot = nearest_slot(p, seed, wanted, shared_start(start, wanted), bound2);
     if !in_range {
         return;
     }

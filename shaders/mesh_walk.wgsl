@@ -147,6 +147,9 @@ fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>)
     return MeshStackEntry(head.w, dot(outside, outside));
 }
 
+// A thread that answers no row (`round_row`).
+const NO_ROW: u32 = 0xffffffffu;
+
 // nearest_slot's answers besides a slot.
 const NO_SLOT: u32 = 0xffffffffu;
 const OVERFLOW_SLOT: u32 = 0xfffffffeu;
@@ -170,10 +173,12 @@ fn triangle_distance2(r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, p: vec3<f32>)
 }
 
 // The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT). A row
-// that is not `wanted` (no row, or a non-finite point) asks for nothing. Where the job bounds
-// its walks (`walk_bound2`: a sparse band's rows need only distances within it), nothing
-// farther is opened and NO_SLOT answers a row with no triangle that near.
-fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
+// that is not `wanted` (no row, or a non-finite point) asks for nothing. Where the row's walk is
+// bounded (`bound2` > 0, the square of the bound: a band's rows need only distances within
+// it), nothing farther is opened and NO_SLOT answers a row with no triangle that near. The
+// walk starts at node `start` from the root (0: the root), whose subtree holds every triangle
+// within the bound (`box_start_node`).
+fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) -> u32 {
     // `found` stays false until the first triangle is tested: no squared distance is too
     // large to be the answer (it may overflow to infinity far away).
     var found = false;
@@ -188,7 +193,6 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
         best_slot = seed;
         best_distance2 = dot(delta, delta);
     }
-    let bound2 = walk_bound2();
     if wanted && bound2 > 0.0 && (!found || best_distance2 > bound2) {
         found = true;
         best_slot = NO_SLOT;
@@ -198,7 +202,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool) -> u32 {
     var top = 0u;
     // The child being opened; the nearer child of an opened node is opened next without a
     // trip through the stack.
-    var current = MeshStackEntry(kind_ranges[KIND_COUNT].x << LEAF_COUNT_BITS, 0.0);
+    var current = MeshStackEntry((kind_ranges[KIND_COUNT].x + start) << LEAF_COUNT_BITS, 0.0);
     let half_scale = bitcast<f32>(kind_ranges[KIND_COUNT].w);
     loop {
         // Inner nodes are walked in a loop of their own that stops at the next leaf: software
@@ -343,8 +347,13 @@ fn slot_of(index: i32) -> u32 {
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
-// answered, each seeded by the row an earlier round answered just before it.
+// answered, each seeded by the row an earlier round answered just before it. Listed boxes'
+// last round runs SEED_STRIDE threads a box (its eight rows), the first idle (`NO_ROW`: an
+// earlier round answered it), so that a subgroup of 8 lanes walks one box from its start node.
 fn round_row(thread: u32) -> u32 {
+    if GRID_SAMPLES == LISTED_BOXES && params.round_count > 1u && params.round + 1u == params.round_count {
+        return select(thread, NO_ROW, thread % SEED_STRIDE == 0u);
+    }
     var stride = 1u;
     for (var r = params.round + 1u; r < params.round_count; r++) {
         stride *= SEED_STRIDE;

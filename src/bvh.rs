@@ -946,3 +946,124 @@ pub fn pack_oriented(nodes: &[GpuBvhNode]) -> PackedNodes {
     }
     PackedNodes { words, half_scale }
 }
+
+/// Levels of an oriented hierarchy that [`TopNodes`] keeps on the host: at most 2^12 − 1
+/// nodes (about 0.8 MB), deeper than a band's walks start on the shared meshes (6–9 levels).
+pub const TOP_LEVELS: usize = 12;
+
+/// The top levels of an oriented hierarchy (`Bvh::orient`), kept on the host to find where a
+/// walk near a point may start ([`TopNodes::start_node`]). Empty: every walk starts at the
+/// root.
+#[derive(Clone, Debug, Default)]
+pub struct TopNodes {
+    /// Per node kept (the root first), its two children.
+    nodes: Vec<[TopChild; 2]>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TopChild {
+    /// The child's f32 box (`round_box`: it holds the child's triangles in f64 through these
+    /// axes).
+    centre: DVec3,
+    axes: [DVec3; 3],
+    half: DVec3,
+    /// An inner child kept too: its node index (from the root) and its position in `nodes`.
+    kept: Option<(u32, usize)>,
+}
+
+impl TopChild {
+    fn distance(&self, p: DVec3) -> f64 {
+        let d = p - self.centre;
+        (0..3)
+            .map(|k| {
+                (self.axes[k].dot(d).abs() - self.half.get(k))
+                    .max(0.0)
+                    .powi(2)
+            })
+            .sum::<f64>()
+            .sqrt()
+    }
+}
+
+impl TopNodes {
+    /// The top [`TOP_LEVELS`] levels of the oriented hierarchy `nodes` (root first, node 0).
+    pub fn of(nodes: &[GpuBvhNode]) -> TopNodes {
+        fn keep(nodes: &[GpuBvhNode], node: usize, level: usize, top: &mut TopNodes) -> usize {
+            let at = top.nodes.len();
+            let placeholder = TopChild {
+                centre: DVec3::ZERO,
+                axes: [DVec3::ZERO; 3],
+                half: DVec3::ZERO,
+                kept: None,
+            };
+            top.nodes.push([placeholder; 2]);
+            for side in 0..2 {
+                let child = nodes[node].children[side];
+                let inner = child.count & ((1 << LEAF_KIND_SHIFT) - 1) == 0;
+                let kept = (inner && level + 1 < TOP_LEVELS).then(|| {
+                    (
+                        child.first,
+                        keep(nodes, child.first as usize, level + 1, top),
+                    )
+                });
+                let v = |a: [f32; 3]| DVec3::new(a[0].into(), a[1].into(), a[2].into());
+                top.nodes[at][side] = TopChild {
+                    centre: v(child.min),
+                    axes: Shape::axes(nodes[node].rotations[side].map(f64::from)),
+                    half: v(child.max),
+                    kept,
+                };
+            }
+            at
+        }
+        let mut top = TopNodes::default();
+        if !nodes.is_empty() {
+            keep(nodes, 0, 0, &mut top);
+        }
+        top
+    }
+
+    /// The deepest kept node whose subtree holds every triangle within `radius` of `p` (the
+    /// hierarchy's frame), found by descending from `from` (the root: `WalkStart::ROOT`; a
+    /// node found for a ball holding this one) while only one child's box lies that near. A
+    /// walk for a nearest triangle within `radius` of `p` finds from there what it finds from
+    /// the root, ties included.
+    pub fn start_node(&self, from: WalkStart, p: DVec3, radius: f64) -> WalkStart {
+        let mut start = from;
+        while let Some(children) = self.nodes.get(start.at) {
+            let near = children.map(|c| c.distance(p) <= radius);
+            let next = match near {
+                [true, false] => children[0].kept,
+                [false, true] => children[1].kept,
+                _ => None,
+            };
+            let Some((node, at)) = next else {
+                break;
+            };
+            start = WalkStart {
+                node,
+                at,
+                depth: start.depth + 1,
+            };
+        }
+        start
+    }
+}
+
+/// Where a walk starts (`TopNodes::start_node`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkStart {
+    /// The node, counted from the root (0: the root).
+    pub node: u32,
+    /// Its position in `TopNodes`.
+    at: usize,
+    pub depth: usize,
+}
+
+impl WalkStart {
+    pub const ROOT: WalkStart = WalkStart {
+        node: 0,
+        at: 0,
+        depth: 0,
+    };
+}

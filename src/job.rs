@@ -102,6 +102,13 @@ impl Summary {
                 work.queries,
                 work.sign_queries
             );
+            if work.deep_starts > 0 {
+                line += &format!(
+                    "; the samples of {} cells walk from below the root (depth {:.1} on average)",
+                    work.deep_starts,
+                    work.start_depths as f64 / work.deep_starts as f64
+                );
+            }
         }
         if let Some(device) = self.device {
             line += &format!("; device {:.1} ms", device.as_secs_f64() * 1e3);

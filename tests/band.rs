@@ -88,6 +88,23 @@ fn check_on(engine: &Engine, name: &str, mesh: Mesh, res: [usize; 3], sign: Sign
             "{name}: {sparse_work:?}"
         );
         assert_eq!(sparse_work.sign_queries, 0, "{name}: {sparse_work:?}");
+        // Walks start below the root, bounded, where samples are made on the device: those
+        // samples are the dense grid's, made there by walks from the root, bit for bit (a
+        // grid signed by winding number is made in slabs, each from its own corner).
+        for w in [&work, &sparse_work] {
+            assert_eq!(w.deep_starts > w.near_cells / 2, on_device, "{name}: {w:?}");
+        }
+        if on_device && sign != Sign::Winding {
+            for &row in &in_band {
+                assert_eq!(
+                    band[row].to_bits(),
+                    dense[row].to_bits(),
+                    "{name}: row {row}, {} against the dense grid's {}",
+                    band[row],
+                    dense[row]
+                );
+            }
+        }
         let name = format!("{name}, samples made on the device: {on_device}");
         check_band(
             &name,
@@ -294,4 +311,75 @@ fn sparse_band_walks_bounded_on_every_kernel_keep_the_dense_band() {
             1.5,
         );
     }
+}
+
+/// Where a sparse band's walks start (`bvh::TopNodes::start_node`) holds every triangle within
+/// the radius asked, checked by brute force (no twin) on fandisk's oriented hierarchy for points
+/// on, near and far from the surface, at radii from none to a tenth of the mesh, from the root
+/// and from a start found for a ball holding the asked one.
+#[test]
+fn a_walk_start_holds_every_triangle_within_its_radius() {
+    use closest::DVec3;
+    use closest::bvh::{TopNodes, WalkStart};
+    let mesh = shared_mesh("fandisk.obj");
+    let count = mesh.triangles.len();
+    let item = |i: usize| {
+        let [a, b, c] = mesh.corners(i);
+        closest::bvh::Item {
+            bounds: closest::bvh::shape_bounds(&closest::shape::Shape::Triangle { a, b, c })
+                .unwrap(),
+            kind: closest::shape::ShapeKind::Triangle as u32,
+        }
+    };
+    let mut built = closest::bvh::build_with(count, &item, closest::bvh::TRIANGLE_LEAF_SIZE, 0, 0);
+    built.orient(&|members: &[u32]| {
+        let [a, b, c] = mesh.corners(members[0] as usize);
+        let corners = members.iter().flat_map(|&t| mesh.corners(t as usize));
+        closest::bvh::fit_oriented_box(corners, (b - a).cross(c - a))
+    });
+    let top = TopNodes::of(&built.nodes);
+    let mut position = vec![0; count];
+    for (slot, &t) in built.order.iter().enumerate() {
+        position[t as usize] = slot;
+    }
+    let (lo, hi) = mesh.bounds();
+    let extent = (hi - lo).max_abs();
+    let mut random = 0x9e37_79b9_7f4a_7c15u64;
+    let mut unit = move || {
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        (random >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut deep = 0;
+    for k in 0..600 {
+        let [a, b, c] = mesh.corners(k * 7 % count);
+        let on_surface = (a + b + c) / 3.0;
+        let offset = DVec3::new(unit() - 0.5, unit() - 0.5, unit() - 0.5);
+        let p = on_surface + offset * extent * [0.0, 0.01, 0.1, 1.0][k % 4];
+        let radius = extent * 0.1 * unit().powi(3);
+        let outer = top.start_node(WalkStart::ROOT, p, 2.0 * radius);
+        for start in [
+            top.start_node(WalkStart::ROOT, p, radius),
+            top.start_node(outer, p, radius),
+        ] {
+            let node = start.node as usize;
+            let span = built.spans[node][0].0..built.spans[node][1].1;
+            assert!(start.node == 0 || start.depth > 0);
+            deep += usize::from(start.depth >= 3);
+            for (t, slot) in position.iter().enumerate() {
+                let q = closest::mesh::closest_feature(p, mesh.corners(t)).0;
+                if (q - p).length() <= radius {
+                    assert!(
+                        span.contains(slot),
+                        "point {k}: triangle {t} within {radius} lies outside start {start:?}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        deep > 300,
+        "only {deep} of 1,200 starts 3 levels deep or more"
+    );
 }

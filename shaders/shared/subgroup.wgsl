@@ -40,6 +40,23 @@ fn lanes_sum(v: u32) -> u32 {
         + subgroupBroadcast(v, 6u) + subgroupBroadcast(v, 7u);
 }
 
+// The least of `v` over the 8 lanes, in every lane.
+fn lanes_min(v: u32) -> u32 {
+    return min(min(min(subgroupBroadcast(v, 0u), subgroupBroadcast(v, 1u)), min(subgroupBroadcast(v, 2u),
+        subgroupBroadcast(v, 3u))), min(min(subgroupBroadcast(v, 4u), subgroupBroadcast(v, 5u)),
+        min(subgroupBroadcast(v, 6u), subgroupBroadcast(v, 7u))));
+}
+
+// The node the lanes' walk starts at: the one every lane that walks (`wanted`) would start at
+// alone, or the root (0) where they differ, whose subtree holds all of theirs.
+fn shared_start(node: u32, wanted: bool) -> u32 {
+    let first = lanes_min(select(0xffffffffu, node, wanted));
+    if first == 0xffffffffu || lanes_sum(u32(wanted && node != first)) != 0u {
+        return 0u;
+    }
+    return first;
+}
+
 // Open what any lane wants.
 fn any_lane(wanted: bool) -> bool {
     return lanes_sum(u32(wanted)) != 0u;

@@ -7,8 +7,8 @@
 //! that can hold a band sample; at every sample of the cells that can. A box inside one whose
 //! centre lies d from the surface is at least d less its offset and radius from it, so bricks
 //! (and a near brick's boxes of 4³) that this rules out are never asked. Cells and samples are
-//! made on the device from their boxes' records (`Engine::box_tiles_on_device`, 16 bytes for
-//! 8 rows) where it can, from f64 points otherwise. A box whose centre is farther than `width` plus its
+//! made on the device from their boxes' records (`Engine::box_tiles_on_device`, 20 bytes for
+//! 8 rows, a sparse job's walks starting below the root) where it can, from f64 points otherwise. A box whose centre is farther than `width` plus its
 //! half-diagonal (plus SPEC §3's tolerance) from the surface holds no band sample, and since it
 //! meets no surface, every sample in it has its centre's sign where the mesh is a closed cycle
 //! (every edge used as often each way, `GpuMesh::is_closed_cycle`: the winding number is then
@@ -26,6 +26,7 @@
 
 use super::{Engine, GpuMesh, MeshQuery};
 use crate::DVec3;
+use crate::bvh::WalkStart;
 use crate::error::{Error, Result};
 use crate::fields::{DISTANCE, Family, Fields, PackedRows};
 use crate::gpu::grid::box_record;
@@ -87,6 +88,10 @@ pub struct BandWork {
     /// Winding numbers asked for signs alone: far boxes where a hole's ½ may cross
     /// (`SignsByRims`), their centres and the samples they were split down to.
     pub sign_queries: usize,
+    /// Near cells whose samples' walks start below the root (`GpuMesh::walk_start`), and the
+    /// sum of their start nodes' depths.
+    pub deep_starts: usize,
+    pub start_depths: usize,
 }
 
 /// A box of samples: `lo[k] .. hi[k]` along each axis.
@@ -264,34 +269,32 @@ impl Engine {
         };
 
         // Eight a box: made on the device from the boxes' records where it can (no points go
-        // up), from the tiles' centres otherwise. A sparse job needs a tile's distance only
-        // where it may hold a band sample (within `width`, its radius and the slack, with a
-        // margin: an answer beyond may come back +∞, which decides the same), so its walks
-        // open nothing farther.
-        let tile_distances = |boxes: &[SampleBox], tile: usize, sign: Sign| -> Result<Vec<f32>> {
+        // up), from the tiles' centres otherwise.
+        let tile_distances = |boxes: &[ListedBox], tile: usize, sign: Sign| -> Result<Vec<f32>> {
             if boxes.is_empty() {
                 return Ok(Vec::new());
             }
             if self.samples_grids_on_device() {
-                let records: Vec<[f32; 4]> = boxes
+                let records: Vec<_> = boxes
                     .iter()
-                    .map(|b| box_record(b.lo, std::array::from_fn(|a| b.hi[a] - b.lo[a])))
+                    .map(|b| {
+                        let (lo, hi) = (b.samples.lo, b.samples.hi);
+                        box_record(
+                            lo,
+                            std::array::from_fn(|a| hi[a] - lo[a]),
+                            b.start.node,
+                            b.bound,
+                        )
+                    })
                     .collect();
-                let tile_radius = SampleBox {
-                    lo: [0; 3],
-                    hi: [tile; 3],
-                }
-                .centre_and_radius(grid)
-                .1;
-                let reach = (width + tile_radius + 2.0 * slack) * 1.000_001;
-                let bound = (!every_value).then_some(reach);
                 if let Some(values) =
-                    self.box_tiles_on_device(mesh, grid, sign, &records, tile as u32, bound)?
+                    self.box_tiles_on_device(mesh, grid, sign, &records, tile as u32)?
                 {
                     return Ok(values);
                 }
             }
-            let tiles: Vec<Option<SampleBox>> = boxes.iter().flat_map(|b| b.tiles8(tile)).collect();
+            let tiles: Vec<Option<SampleBox>> =
+                boxes.iter().flat_map(|b| b.samples.tiles8(tile)).collect();
             let centres: Vec<[f64; 3]> = tiles
                 .iter()
                 .flatten()
@@ -302,6 +305,40 @@ impl Engine {
                 .iter()
                 .map(|t| t.and_then(|_| answers.next()).unwrap_or(f32::NAN))
                 .collect())
+        };
+        // A listed box's rows (its tiles of `tile` samples) need no answer beyond `upper`, a
+        // bound on their distances from the level above (+∞: none), nor, in a sparse job,
+        // beyond where a tile may hold a band sample (`width`, its radius and the slack, with
+        // a margin: an answer beyond may come back +∞, which decides the same). Their walks
+        // open nothing farther, and start at the deepest node holding every triangle within
+        // the bound of any row (`GpuMesh::walk_start`), searched from `within`'s where that
+        // box's ball holds this one's.
+        let list_box = |samples: SampleBox, tile: usize, upper: f64, within: Option<&ListedBox>| {
+            let tile_radius = SampleBox {
+                lo: [0; 3],
+                hi: [tile; 3],
+            }
+            .centre_and_radius(grid)
+            .1;
+            let reach = (width + tile_radius + 2.0 * slack) * 1.000_001;
+            let bound = if every_value { upper } else { upper.min(reach) };
+            let (centre, radius) = samples.centre_and_radius(grid);
+            let mut listed = ListedBox {
+                samples,
+                start: WalkStart::ROOT,
+                bound: 0.0,
+                ball: (centre, f64::INFINITY),
+            };
+            if bound.is_finite() && self.samples_grids_on_device() {
+                let ball_radius = (bound + radius + 2.0 * slack) * 1.0001;
+                let from = within
+                    .filter(|w| centre_offset(centre, w.ball.0) + ball_radius <= w.ball.1)
+                    .map_or(WalkStart::ROOT, |w| w.start);
+                listed.start = mesh.walk_start(from, DVec3::from_array(centre), ball_radius);
+                listed.bound = bound;
+                listed.ball.1 = ball_radius;
+            }
+            listed
         };
         // Where the sign may change off the surface (the winding number across a hole), a box
         // takes its centre's sign only where the holes' caps bound the winding number away
@@ -345,6 +382,8 @@ impl Engine {
         };
         let bricks: Vec<SampleBox> = whole.tiles(BRICK).collect();
         let mut brick_distances = vec![0.0f32; bricks.len()];
+        // Whether a brick's distance is its centre's (else a lower bound from its block's).
+        let mut brick_measured = vec![false; bricks.len()];
         let mut asked = Vec::new();
         for (k, brick) in bricks.iter().enumerate() {
             let (centre, radius) = brick.centre_and_radius(grid);
@@ -363,6 +402,7 @@ impl Engine {
             .collect();
         for (&k, d) in asked.iter().zip(distances(&asked_centres)?) {
             brick_distances[k] = d;
+            brick_measured[k] = true;
         }
         let mut work = BandWork {
             bricks: bricks.len(),
@@ -426,12 +466,14 @@ impl Engine {
             // Samples twice: [signed by the job's sign, by pseudonormal in its place]; the
             // parents of cells also unsigned, where their cells' signs are settled apart (each
             // with the way its samples are signed).
-            let mut cell_parents: [Vec<(SampleBox, usize)>; 3] = Default::default();
-            let mut sample_boxes: [Vec<SampleBox>; 2] = Default::default();
+            let mut cell_parents: [Vec<(ListedBox, usize)>; 3] = Default::default();
+            let mut sample_boxes: [Vec<ListedBox>; 2] = Default::default();
             let mut sign_boxes = Vec::new();
-            for (brick, &d) in slab_bricks
+            let slab_range = slab * bricks_a_slab..;
+            for ((brick, &d), &measured) in slab_bricks
                 .iter()
-                .zip(&brick_distances[slab * bricks_a_slab..])
+                .zip(&brick_distances[slab_range.clone()])
+                .zip(&brick_measured[slab_range])
             {
                 let (centre, radius) = brick.centre_and_radius(grid);
                 let near = may_hold_band(d, radius, width, slack);
@@ -451,7 +493,10 @@ impl Engine {
                         free,
                     });
                 } else if !holds && by_rims.is_none() {
-                    sample_boxes[way].extend(brick.tiles(CELL));
+                    let listed = brick
+                        .tiles(CELL)
+                        .map(|cell| list_box(cell, 1, f64::INFINITY, None));
+                    sample_boxes[way].extend(listed);
                 } else if near {
                     // Boxes of 2 × 2 × 2 cells that cannot hold a band sample by the brick's
                     // distance alone are not asked: they take its sign where it holds in its
@@ -461,7 +506,14 @@ impl Engine {
                         let offset = centre_offset(parent_centre, centre);
                         if inner_may_hold_band(d, offset, parent_radius, width, slack) {
                             let centres_way = if holds && every_value { way } else { UNSIGNED };
-                            cell_parents[centres_way].push((parent, way));
+                            // Its cells' centres lie within its radius of its centre.
+                            let upper = if measured {
+                                f64::from(d.abs()) + offset + parent_radius + 2.0 * slack
+                            } else {
+                                f64::INFINITY
+                            };
+                            let listed = list_box(parent, CELL, upper, None);
+                            cell_parents[centres_way].push((listed, way));
                         } else if holds {
                             fill(&mut values, parent, clamped(d, width_f32));
                         } else {
@@ -477,17 +529,21 @@ impl Engine {
             }
             let signs = [sign, Sign::Pseudonormal, Sign::None];
             for (centres_way, parents) in cell_parents.iter().enumerate() {
-                let boxes: Vec<SampleBox> = parents.iter().map(|&(parent, _)| parent).collect();
+                let boxes: Vec<ListedBox> = parents.iter().map(|&(parent, _)| parent).collect();
                 let cell_distances = tile_distances(&boxes, CELL, signs[centres_way])?;
                 let holds = centres_way != UNSIGNED;
                 for (&(parent, way), distances) in parents.iter().zip(cell_distances.chunks(8)) {
-                    for (cell, &d) in parent.tiles8(CELL).iter().zip(distances) {
+                    for (cell, &d) in parent.samples.tiles8(CELL).iter().zip(distances) {
                         let Some(cell) = *cell else { continue };
                         work.queries += 1;
                         let (centre, radius) = cell.centre_and_radius(grid);
                         if may_hold_band(d, radius, width, slack) {
                             work.near_cells += 1;
-                            sample_boxes[way].push(cell);
+                            let upper = f64::from(d.abs()) + radius + 2.0 * slack;
+                            let listed = list_box(cell, 1, upper, Some(&parent));
+                            work.deep_starts += usize::from(listed.start.depth > 0);
+                            work.start_depths += listed.start.depth;
+                            sample_boxes[way].push(listed);
                         } else if holds {
                             fill(&mut values, cell, clamped(d, width_f32));
                         } else if every_value {
@@ -504,7 +560,7 @@ impl Engine {
             for way in 0..2 {
                 let sample_distances = tile_distances(&sample_boxes[way], 1, signs[way])?;
                 for (cell, distances) in sample_boxes[way].iter().zip(sample_distances.chunks(8)) {
-                    for (sample, &d) in cell.tiles8(1).iter().zip(distances) {
+                    for (sample, &d) in cell.samples.tiles8(1).iter().zip(distances) {
                         let Some(sample) = sample else { continue };
                         work.samples += 1;
                         let row = local(sample.lo) as u32;
@@ -545,6 +601,17 @@ impl Engine {
         }
         Ok(work)
     }
+}
+
+/// A box whose rows the device makes (`box_record`), each walk from `start` and needing no
+/// answer beyond `bound` (0: every answer); `ball` holds every triangle within the bound of
+/// any row (`start` was found for it; radius +∞ for the root).
+#[derive(Clone, Copy)]
+struct ListedBox {
+    samples: SampleBox,
+    start: WalkStart,
+    bound: f64,
+    ball: ([f64; 3], f64),
 }
 
 /// `sdf_band`'s list of cells' parents whose centres are asked unsigned.

@@ -3,7 +3,7 @@
 //! one plane), and its samples are walked in bricks of 64 so the lanes of a subgroup and the
 //! seeded rounds stay close together; each answer is written at its C-order row. The host
 //! uploads 16 words a chunk instead of 12 bytes a sample. A narrow band lists its boxes
-//! instead (`GridRows::Boxes`): 16 bytes for 8 rows.
+//! instead (`GridRows::Boxes`): 24 bytes for 8 rows.
 
 use std::ops::Range;
 
@@ -134,30 +134,43 @@ pub enum GridRows {
     /// Every sample of a grid, in chunks of whole planes or z-rows, answers in C order.
     Dense(GridSamples),
     /// Eight rows a listed box (`box_record`, in the points buffer): the centres of its
-    /// 2 × 2 × 2 tiles of `tile` samples a side, in Morton order, answers in row order.
+    /// 2 × 2 × 2 tiles of `tile` samples a side, in Morton order, answers in row order, each
+    /// walk from the box's start node and within its bound.
     Boxes {
         origin: [f32; 3],
         spacing: [f32; 3],
         tile: u32,
-        /// The distance beyond which no answer is needed (0: every answer): walks open
-        /// nothing farther, and a row with no triangle that near answers +∞ with no shape.
-        bound: f32,
     },
 }
 
 /// Rows a listed box makes.
 pub const ROWS_PER_BOX: usize = 8;
 
-/// A listed box as the device reads it: its first sample and its extents (at most 255 a side,
-/// a byte each), as floats (exact below 2^24, `grid_samples.wgsl`).
-pub fn box_record(first: [usize; 3], extent: [usize; 3]) -> [f32; 4] {
+/// Floats of a listed box's record (`box_record`).
+pub const BOX_RECORD_FLOATS: usize = 6;
+
+/// A listed box as the device reads it: its first sample, its extents (at most 255 a side,
+/// a byte each) and the node its rows' walks start at, counted from the root
+/// (`bvh::TopNodes::start_node`: below 2^12), as floats (exact below 2^24,
+/// `grid_samples.wgsl`); then the square of `bound` (rounded up), the distance beyond which
+/// its rows need no answer: walks open nothing farther, and a row with no triangle that near
+/// answers +∞ with no shape (0: every answer).
+pub fn box_record(
+    first: [usize; 3],
+    extent: [usize; 3],
+    start_node: u32,
+    bound: f64,
+) -> [f32; BOX_RECORD_FLOATS] {
     debug_assert!(extent.iter().all(|&e| (1..256).contains(&e)));
+    debug_assert!(start_node < 1 << 24);
     let packed = extent[0] | extent[1] << 8 | extent[2] << 16;
     [
         first[0] as f32,
         first[1] as f32,
         first[2] as f32,
         packed as f32,
+        start_node as f32,
+        crate::math::f32_up(bound * bound),
     ]
 }
 
@@ -202,7 +215,9 @@ impl GridRows {
     pub fn point_bytes(&self, rows: &Range<usize>) -> u64 {
         match self {
             GridRows::Dense(_) => 0,
-            GridRows::Boxes { .. } => (rows.len().div_ceil(ROWS_PER_BOX) * 16) as u64,
+            GridRows::Boxes { .. } => {
+                (rows.len().div_ceil(ROWS_PER_BOX) * 4 * BOX_RECORD_FLOATS) as u64
+            }
         }
     }
 
@@ -214,7 +229,6 @@ impl GridRows {
                 origin,
                 spacing,
                 tile,
-                bound,
             } => {
                 let mut header = [0; HEADER_WORDS];
                 for a in 0..3 {
@@ -222,8 +236,6 @@ impl GridRows {
                     header[4 + a] = spacing[a].to_bits();
                 }
                 header[8] = *tile;
-                // Its square, rounded up: the device compares squared distances.
-                header[9] = crate::math::f32_up(f64::from(*bound).powi(2)).to_bits();
                 header
             }
         }

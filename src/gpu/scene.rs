@@ -38,6 +38,9 @@ pub struct GpuScene {
     /// An oriented scene's winding-number clusters (`scene_layout::TriangleHierarchy`), where its
     /// upload asked for them: the sign data of `winding_walk.wgsl`.
     pub(crate) clusters: Option<wgpu::Buffer>,
+    /// An oriented scene's top levels on the host: where a walk near a point may start
+    /// (`bvh::TopNodes::start_node`).
+    pub(crate) top_nodes: crate::bvh::TopNodes,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
     texel_bytes: u64,
@@ -173,6 +176,7 @@ fn upload_bindings<E: From<Error>>(
         mut nodes,
         data,
         clusters,
+        top_nodes,
         ..
     } = bindings;
     let SplitRecords {
@@ -255,6 +259,7 @@ fn upload_bindings<E: From<Error>>(
         oriented,
         indexed,
         clusters,
+        top_nodes,
         cell_lists,
         texel_bytes,
     })

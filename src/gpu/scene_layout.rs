@@ -41,6 +41,9 @@ pub struct SceneBindings {
     /// An oriented scene's winding-number clusters, twelve words a node (`winding_clusters`),
     /// where asked; empty otherwise.
     pub clusters: Vec<u32>,
+    /// An oriented scene's top levels on the host, where walks may start below the root
+    /// (`TriangleHierarchy`); empty otherwise.
+    pub top_nodes: bvh::TopNodes,
 }
 
 impl SceneBindings {
@@ -89,6 +92,7 @@ impl SceneLayout {
                 oriented,
                 indexed: false,
                 clusters: Vec::new(),
+                top_nodes: bvh::TopNodes::default(),
             }
         } else {
             if shapes.is_empty() {
@@ -102,6 +106,7 @@ impl SceneLayout {
                 oriented,
                 indexed: false,
                 clusters: Vec::new(),
+                top_nodes: bvh::TopNodes::default(),
             }
         }
     }
@@ -199,6 +204,7 @@ pub(crate) struct TriangleHierarchy {
     /// Per node, its left then right child's winding cluster (`winding_clusters`); empty
     /// unless asked.
     pub(crate) clusters: Vec<[f32; 3]>,
+    pub(crate) top_nodes: bvh::TopNodes,
 }
 
 impl TriangleHierarchy {
@@ -233,6 +239,7 @@ impl TriangleHierarchy {
             Vec::new()
         };
         TriangleHierarchy {
+            top_nodes: bvh::TopNodes::of(&built.nodes),
             packed: bvh::pack_oriented(&built.nodes),
             node_count: built.nodes.len() as u32,
             order: built.order,
@@ -258,6 +265,7 @@ impl TriangleHierarchy {
             oriented: true,
             indexed,
             clusters: bytemuck::allocation::cast_vec(self.clusters),
+            top_nodes: self.top_nodes,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! instead), distances come back in row order, signed as the rows are answered.
 
 use super::*;
-use crate::gpu::grid::{GridRows, GridSamples, ROWS_PER_BOX, lists_boxes};
+use crate::gpu::grid::{BOX_RECORD_FLOATS, GridRows, GridSamples, ROWS_PER_BOX, lists_boxes};
 
 impl Engine {
     /// The distances of `grid`'s samples to `mesh`, signed by `sign`, computed wholly on the
@@ -32,17 +32,16 @@ impl Engine {
     /// The distances to `mesh`, signed by `sign`, at the centres of the 2 × 2 × 2 tiles of
     /// `tile` samples a side of each listed box of `grid` (`gpu::grid::box_record`), eight a
     /// box in Morton order (x the slowest), made on the device from the records; a tile
-    /// outside its box holds no answer. With a `bound`, an answer is only needed within it:
-    /// one farther may come back +∞ (the walks open nothing farther). `Ok(None)` where the
-    /// device cannot (as [`Engine::sdf_on_device`], or chunks too small for a box).
+    /// outside its box holds no answer. A row farther than its box's bound may come back +∞
+    /// (the walks open nothing farther). `Ok(None)` where the device cannot (as
+    /// [`Engine::sdf_on_device`], or chunks too small for a box).
     pub(crate) fn box_tiles_on_device(
         &self,
         mesh: &GpuMesh,
         grid: &crate::sdf::Grid,
         sign: Sign,
-        boxes: &[[f32; 4]],
+        boxes: &[[f32; BOX_RECORD_FLOATS]],
         tile: u32,
-        bound: Option<f64>,
     ) -> Result<Option<Vec<f32>>> {
         if !(lists_boxes(grid.res) && self.gpu.chunk_rows >= ROWS_PER_BOX) {
             return Ok(None);
@@ -51,8 +50,6 @@ impl Engine {
             origin: (grid.origin - mesh.offset).to_f32(),
             spacing: grid.spacing.to_f32(),
             tile,
-            // Rounded up: never nearer than asked.
-            bound: bound.map_or(0.0, crate::math::f32_up),
         };
         let mut values = Vec::with_capacity(boxes.len() * ROWS_PER_BOX);
         let mut records = |range: std::ops::Range<usize>, mut out: wgpu::WriteOnly<'_, [u8]>| {

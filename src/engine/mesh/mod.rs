@@ -17,6 +17,7 @@ use signs::*;
 
 use super::Engine;
 use crate::auto_sign::{AutoSign, SignChoice, auto_sign};
+use crate::bvh::WalkStart;
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::plan::DeviceSign;
@@ -83,6 +84,19 @@ impl GpuMesh {
             self.closed_cycle.get_or_init(|| auto.closed_cycle);
             auto
         })
+    }
+
+    /// Where a walk for the nearest triangle within `radius` of `p` may start on the device,
+    /// searched from `from` (the root, or where one for a ball holding this one starts):
+    /// `bvh::TopNodes::start_node`; the root for a mesh in parts.
+    pub(crate) fn walk_start(&self, from: WalkStart, p: DVec3, radius: f64) -> WalkStart {
+        match self.parts.as_slice() {
+            [part] => part
+                .scene
+                .top_nodes
+                .start_node(from, p - self.offset, radius),
+            _ => WalkStart::ROOT,
+        }
     }
 
     /// Whether the winding number is constant off the surface (`auto_sign::is_closed_cycle`):
