@@ -147,9 +147,6 @@ fn child_entry(head: vec4<u32>, shape: vec4<u32>, half_scale: f32, p: vec3<f32>)
     return MeshStackEntry(head.w, dot(outside, outside));
 }
 
-// A thread that answers no row (`round_row`).
-const NO_ROW: u32 = 0xffffffffu;
-
 // nearest_slot's answers besides a slot.
 const NO_SLOT: u32 = 0xffffffffu;
 const OVERFLOW_SLOT: u32 = 0xfffffffeu;
@@ -347,13 +344,8 @@ fn slot_of(index: i32) -> u32 {
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round
-// answered, each seeded by the row an earlier round answered just before it. Listed boxes'
-// last round runs SEED_STRIDE threads a box (its eight rows), the first idle (`NO_ROW`: an
-// earlier round answered it), so that a subgroup of 8 lanes walks one box from its start node.
+// answered, each seeded by the row an earlier round answered just before it.
 fn round_row(thread: u32) -> u32 {
-    if GRID_SAMPLES == LISTED_BOXES && params.round_count > 1u && params.round + 1u == params.round_count {
-        return select(thread, NO_ROW, thread % SEED_STRIDE == 0u);
-    }
     var stride = 1u;
     for (var r = params.round + 1u; r < params.round_count; r++) {
         stride *= SEED_STRIDE;

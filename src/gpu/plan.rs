@@ -80,31 +80,19 @@ pub(crate) enum Rounds {
     /// `mesh.wgsl`'s seeded rounds: every SEED_STRIDE²-th row first, then every
     /// SEED_STRIDE-th from their answers, then the rest; round r reads `Params.round == r`.
     Seeded,
-    /// The same over listed boxes (`GridRows::Boxes`, a box's rows a seed stride), the last
-    /// round with a thread for every row, those of the earlier rounds idle: the lanes of a
-    /// subgroup of 8 walk one box (`mesh_walk.wgsl`: `round_row`).
-    SeededBoxes,
 }
-
-const _: () = assert!(SEED_STRIDE == super::grid::ROWS_PER_BOX);
 
 impl Rounds {
     /// Rows each dispatch answers, for a chunk of `n` rows.
     pub(crate) fn rows(self, n: usize) -> Vec<usize> {
         match self {
             Rounds::Once => vec![n],
-            Rounds::Seeded | Rounds::SeededBoxes => {
+            Rounds::Seeded => {
                 // Rows answered by the end of round r.
                 let answered = |r: u32| n.div_ceil(SEED_STRIDE.pow(SEED_ROUNDS - 1 - r));
-                let mut rows: Vec<usize> = (0..SEED_ROUNDS)
+                (0..SEED_ROUNDS)
                     .map(|r| answered(r) - if r == 0 { 0 } else { answered(r - 1) })
-                    .collect();
-                if self == Rounds::SeededBoxes
-                    && let Some(last) = rows.last_mut()
-                {
-                    *last = n;
-                }
-                rows
+                    .collect()
             }
         }
     }
@@ -112,7 +100,7 @@ impl Rounds {
     fn count(self) -> usize {
         match self {
             Rounds::Once => 1,
-            Rounds::Seeded | Rounds::SeededBoxes => SEED_ROUNDS as usize,
+            Rounds::Seeded => SEED_ROUNDS as usize,
         }
     }
 }
@@ -349,12 +337,13 @@ impl Job<'_> {
                     ..key(entry, None)
                 };
                 let nearest = if scene.oriented {
-                    let rounds = if !gpu.seeded_mesh_rounds {
-                        Rounds::Once
-                    } else if matches!(grid, Some(GridRows::Boxes { .. })) {
-                        Rounds::SeededBoxes
-                    } else {
+                    // Listed boxes' walks are bounded and start deep already: one dispatch,
+                    // each subgroup of 8 lanes a box, beat seeded rounds (docs/PERF.md).
+                    let listed_boxes = matches!(grid, Some(GridRows::Boxes { .. }));
+                    let rounds = if gpu.seeded_mesh_rounds && !listed_boxes {
                         Rounds::Seeded
+                    } else {
+                        Rounds::Once
                     };
                     pass(triangles(Entry::NearestTriangle), rounds)?
                 } else {
