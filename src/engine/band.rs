@@ -7,9 +7,11 @@
 //! that can hold a band sample; at every sample of the cells that can. A box inside one whose
 //! centre lies d from the surface is at least d less its offset and radius from it, so bricks
 //! (and a near brick's boxes of 4³) that this rules out are never asked. Cells and samples are
-//! made on the device from their boxes' records (`Engine::box_tiles_on_device`, 20 bytes for
-//! 8 rows, a sparse job's walks starting below the root) where it can, from f64 points otherwise. A box whose centre is farther than `width` plus its
-//! half-diagonal (plus SPEC §3's tolerance) from the surface holds no band sample, and since it
+//! made on the device from their boxes' records (`Engine::box_tiles_on_device`, 24 bytes for
+//! 8 rows) where it can, from f64 points otherwise; there each box's walks start below the root
+//! and stop at a bound from the level above (`list_box`). A box whose centre is farther than
+//! `width` plus its half-diagonal (plus SPEC §3's tolerance) from the surface holds no band
+//! sample, and since it
 //! meets no surface, every sample in it has its centre's sign where the mesh is a closed cycle
 //! (every edge used as often each way, `GpuMesh::is_closed_cycle`: the winding number is then
 //! constant off the surface, and so is the pseudonormal's inside). Where it is not (a hole:
