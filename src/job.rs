@@ -762,7 +762,7 @@ impl BandArg {
     }
 }
 
-/// Rows a sparse grid's temporary columns are copied in.
+/// Rows a sparse grid's columns are written to its `.npz` in (from memory or its temporary files).
 const SPARSE_COPY_ROWS: usize = 1 << 20;
 
 /// A narrow-band grid job: the dense grid (band samples exact, the rest ±W) to `--out` as

@@ -315,14 +315,18 @@ impl Engine {
         // open nothing farther, and start at the deepest node holding every triangle within
         // the bound of any row (`GpuMesh::walk_start`), searched from `within`'s where that
         // box's ball holds this one's.
-        let list_box = |samples: SampleBox, tile: usize, upper: f64, within: Option<&ListedBox>| {
+        let reach = |tile: usize| {
             let tile_radius = SampleBox {
                 lo: [0; 3],
                 hi: [tile; 3],
             }
             .centre_and_radius(grid)
             .1;
-            let reach = (width + tile_radius + 2.0 * slack) * 1.000_001;
+            (width + tile_radius + 2.0 * slack) * 1.000_001
+        };
+        let (sample_reach, cell_reach) = (reach(1), reach(CELL));
+        let list_box = |samples: SampleBox, tile: usize, upper: f64, within: Option<&ListedBox>| {
+            let reach = if tile == 1 { sample_reach } else { cell_reach };
             let bound = if every_value { upper } else { upper.min(reach) };
             let (centre, radius) = samples.centre_and_radius(grid);
             let mut listed = ListedBox {
