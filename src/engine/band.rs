@@ -271,12 +271,14 @@ impl Engine {
         };
 
         // Eight a box: made on the device from the boxes' records where it can (no points go
-        // up), from the tiles' centres otherwise.
+        // up), from the tiles' centres otherwise. Starts and bounds serve only the device's
+        // walks of the boxes it lists.
+        let boxes_on_device = self.lists_boxes_on_device(grid);
         let tile_distances = |boxes: &[ListedBox], tile: usize, sign: Sign| -> Result<Vec<f32>> {
             if boxes.is_empty() {
                 return Ok(Vec::new());
             }
-            if self.samples_grids_on_device() {
+            if boxes_on_device {
                 let records: Vec<_> = boxes
                     .iter()
                     .map(|b| {
@@ -335,7 +337,7 @@ impl Engine {
                 bound: 0.0,
                 ball: (centre, f64::INFINITY),
             };
-            if bound.is_finite() && self.samples_grids_on_device() {
+            if bound.is_finite() && boxes_on_device {
                 let ball_radius = (bound + radius + 2.0 * slack) * 1.0001;
                 let from = within
                     .filter(|w| centre_offset(centre, w.ball.0) + ball_radius <= w.ball.1)

@@ -29,6 +29,15 @@ impl Engine {
         self.grid_rows_on_device(mesh, sign, rows, grid.len(), Inputs::default(), sink)
     }
 
+    /// Whether a narrow band of `grid` lists its boxes to the device, which makes their samples
+    /// there (`Engine::box_tiles_on_device`): off where samples are made on the host, where the
+    /// grid is too large for a box's records (2^24 a side), or where chunks hold less than a box.
+    pub fn lists_boxes_on_device(&self, grid: &crate::sdf::Grid) -> bool {
+        self.samples_grids_on_device()
+            && lists_boxes(grid.res)
+            && self.gpu.chunk_rows >= ROWS_PER_BOX
+    }
+
     /// The distances to `mesh`, signed by `sign`, at the centres of the 2 × 2 × 2 tiles of
     /// `tile` samples a side of each listed box of `grid` (`gpu::grid::box_record`), eight a
     /// box in Morton order (x the slowest), made on the device from the records; a tile
@@ -43,7 +52,7 @@ impl Engine {
         boxes: &[[f32; BOX_RECORD_FLOATS]],
         tile: u32,
     ) -> Result<Option<Vec<f32>>> {
-        if !(lists_boxes(grid.res) && self.gpu.chunk_rows >= ROWS_PER_BOX) {
+        if !self.lists_boxes_on_device(grid) {
             return Ok(None);
         }
         let rows = GridRows::Boxes {
