@@ -149,6 +149,19 @@ impl<'m> Sampler<'m> {
                 "the mesh's triangles have no area ({sum}): nothing to sample on its surface"
             )));
         }
+        // A normal deviate here is at most sqrt(-2 ln 2^-53) ≈ 8.6 sigmas (`SplitMix64::normal`).
+        if spec.near > 0 {
+            let (lo, hi) = mesh.bounds();
+            let widest = spec.sigmas.iter().fold(0.0, |w: f64, &s| w.max(s));
+            let reach = lo.max_abs().max(hi.max_abs()) + MAX_NORMAL_DEVIATE * widest * 3f64.sqrt();
+            if !(reach <= crate::semantics::MADE_POINT_LIMIT) {
+                return Err(Error::Usage(format!(
+                    "--sigma {widest:?} may move near samples {reach:e} from the origin, beyond \
+                     the {:e} that points made in f32 may reach; give a smaller --sigma",
+                    crate::semantics::MADE_POINT_LIMIT
+                )));
+            }
+        }
         let area_guide = area_guide(&cumulative_area);
         // Uniform samples fill the padded box, which must have a volume (a flat one would
         // put them all on one plane); without them no box is needed.
@@ -268,6 +281,9 @@ impl<'m> Sampler<'m> {
         }
     }
 }
+
+/// The largest normal deviate `SplitMix64::normal` makes: sqrt(-2 ln 2^-53), rounded up.
+const MAX_NORMAL_DEVIATE: f64 = 8.6;
 
 /// Rows [`Sampler::samples`] makes in step.
 const SAMPLE_BATCH: usize = 32;

@@ -66,6 +66,14 @@ impl Grid {
                          z0 < z1; got {b:?}"
                     )));
                 }
+                let reach = lo.max_abs().max(hi.max_abs());
+                if !(reach <= crate::semantics::MADE_POINT_LIMIT) {
+                    return Err(Error::Usage(format!(
+                        "--bounds {b:?} reach {reach:e} from the origin, beyond the {:e} that \
+                         grid samples made in f32 may reach",
+                        crate::semantics::MADE_POINT_LIMIT
+                    )));
+                }
                 (lo, hi)
             }
         };

@@ -42,6 +42,11 @@ pub fn tolerance(scale: f64) -> f64 {
     1e-5 * scale.max(1e-3)
 }
 
+/// How far from the origin the points a job makes itself (grid samples, training samples)
+/// may lie: every one of them is then queryable, with room for the device's own sums (a grid
+/// sample is `origin + i·spacing` in f32). A box or width that would reach farther is refused.
+pub const MADE_POINT_LIMIT: f64 = 1e38;
+
 /// Whether a query point gets an answer: finite once converted to the GPU's f32 (SPEC §2's
 /// NaN/inf rule; coordinates beyond f32's range count as infinite).
 pub fn is_queryable(p: DVec3) -> bool {

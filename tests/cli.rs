@@ -1287,6 +1287,12 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
         (vec!["--res", "2.5"], "whole numbers"),
         (vec!["--res", "4", "--bounds", "1,0,0,0,1,1"], "--bounds"),
         (vec!["--res", "4", "--pad", "-1"], "--pad"),
+        // Grid samples beyond f32's range.
+        (vec!["--res", "4", "--pad", "1e300"], "--pad 1e300"),
+        (
+            vec!["--res", "4", "--bounds", "-1e39,0,0,1,1,1"],
+            "--bounds",
+        ),
         (
             vec!["--res", "4", "--pad", "0.1", "--bounds", "0,0,0,1,1,1"],
             "cannot be used with",

@@ -259,8 +259,11 @@ fn bad_sample_arguments_exit_2_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
     let out = dir.path().join("s.npz");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--near", "10", "--sigma", "0"], "--sigma"),
+        // Samples that would leave f32's range.
+        (&["--near", "10", "--sigma", "1e308"], "--sigma 1e308"),
+        (&["--uniform", "10", "--pad", "1e300"], "--pad 1e300"),
         (&["--near", "10", "--sigma", "-1"], "--sigma"),
         (&["--near", "10", "--sigma", "x"], "--sigma"),
         (&["--near", "10"], "--near needs --sigma"),

@@ -60,6 +60,10 @@ def test_bad_names(engine, scene, mesh):
     raises(lambda: flat.sdf(4, pad=0), "no extent along z", "z = 0.0", "--pad")
     assert flat.sdf(4)["spacing"][2] > 0
     raises(lambda: flat.sample(uniform=10, pad=0), "no extent along z", "--pad > 0")
+    # Points a job makes itself must stay within f32's range.
+    raises(lambda: mesh.sdf(4, pad=1e300), "--pad 1e300", "f32")
+    raises(lambda: mesh.sample(uniform=10, pad=1e300), "--pad 1e300", "f32")
+    raises(lambda: mesh.sample(near=10, sigma=1e308), "--sigma 1e308", "f32")
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
