@@ -173,7 +173,7 @@ impl Mesh {
             )));
         }
         let reach = (lo.max_abs().max(hi.max_abs()) + pad).max(pad);
-        if !(reach <= crate::semantics::MADE_POINT_LIMIT) {
+        if crate::semantics::beyond_made_point_limit(reach) {
             return Err(crate::error::Error::Usage(format!(
                 "--pad {fraction:?} puts the padded box {reach:e} from the origin, beyond the {:e} \
                  that points made in f32 may reach; give a smaller --pad",

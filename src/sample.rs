@@ -154,7 +154,7 @@ impl<'m> Sampler<'m> {
             let (lo, hi) = mesh.bounds();
             let widest = spec.sigmas.iter().fold(0.0, |w: f64, &s| w.max(s));
             let reach = lo.max_abs().max(hi.max_abs()) + MAX_NORMAL_DEVIATE * widest * 3f64.sqrt();
-            if !(reach <= crate::semantics::MADE_POINT_LIMIT) {
+            if crate::semantics::beyond_made_point_limit(reach) {
                 return Err(Error::Usage(format!(
                     "--sigma {widest:?} may move near samples {reach:e} from the origin, beyond \
                      the {:e} that points made in f32 may reach; give a smaller --sigma",

@@ -67,7 +67,7 @@ impl Grid {
                     )));
                 }
                 let reach = lo.max_abs().max(hi.max_abs());
-                if !(reach <= crate::semantics::MADE_POINT_LIMIT) {
+                if crate::semantics::beyond_made_point_limit(reach) {
                     return Err(Error::Usage(format!(
                         "--bounds {b:?} reach {reach:e} from the origin, beyond the {:e} that \
                          grid samples made in f32 may reach",

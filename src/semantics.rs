@@ -47,6 +47,11 @@ pub fn tolerance(scale: f64) -> f64 {
 /// sample is `origin + i·spacing` in f32). A box or width that would reach farther is refused.
 pub const MADE_POINT_LIMIT: f64 = 1e38;
 
+/// Whether points made `reach` from the origin would pass [`MADE_POINT_LIMIT`] (NaN does).
+pub fn beyond_made_point_limit(reach: f64) -> bool {
+    reach.is_nan() || reach > MADE_POINT_LIMIT
+}
+
 /// Whether a query point gets an answer: finite once converted to the GPU's f32 (SPEC §2's
 /// NaN/inf rule; coordinates beyond f32's range count as infinite).
 pub fn is_queryable(p: DVec3) -> bool {
