@@ -71,8 +71,7 @@ class Client:
         path, use the resident one."""
         if path is not None:
             fmt = os.fspath(path).rsplit(".", 1)[-1].lower()
-            with open(path, "rb") as f:
-                body = f.read()
+            body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)
 
@@ -93,8 +92,7 @@ class Client:
         """Point i against shape i only; ``shapes`` a list of shape dicts or a scene .json
         path, ``points`` (N, 3). Sent as a zip holding shapes.json and points.npy."""
         if isinstance(shapes, (str, os.PathLike)):
-            with open(shapes, "rb") as f:
-                scene = f.read()
+            scene = _read_file(shapes, "shapes")
         else:
             scene = json.dumps({"shapes": shapes}, default=_plain).encode()
         buffer = io.BytesIO()
@@ -147,19 +145,31 @@ class RemoteMesh:
     def sdf(self, res, pad=0.1, bounds=None, sign="auto"):
         res = ",".join(map(str, res)) if isinstance(res, (tuple, list)) else str(res)
         params = {"res": res, "sign": sign or "none"}
-        if bounds is not None:
-            params["bounds"] = ",".join(map(repr, map(float, bounds)))
-        else:
-            params["pad"] = repr(float(pad))
+        try:
+            if bounds is not None:
+                params["bounds"] = ",".join(map(repr, map(float, bounds)))
+            else:
+                params["pad"] = repr(float(pad))
+        except (TypeError, ValueError):
+            name, value = ("bounds", bounds) if bounds is not None else ("pad", pad)
+            raise InputError(f"{name}: expected numbers, got {value!r:.60}") from None
         return self.client._npz(f"/v1/meshes/{_quote(self.name)}/sdf", None, params)
 
 
 def _scene_json(shapes):
     """A scene body: a .json file's bytes, or shape dicts as a scene."""
     if isinstance(shapes, (str, os.PathLike)):
-        with open(shapes, "rb") as f:
-            return f.read()
+        return _read_file(shapes, "shapes")
     return json.dumps({"shapes": shapes}, default=_plain).encode()
+
+
+def _read_file(path, name):
+    """The bytes of the file at ``path``, or InputError naming the argument and the reason."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{name}: cannot read {os.fspath(path)}: {e.strerror or e}") from None
 
 
 def _quote(name):
@@ -169,7 +179,7 @@ def _quote(name):
 def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
-    raise TypeError(f"cannot send a {type(value).__name__}")
+    raise InputError(f"shapes: cannot send a {type(value).__name__} (numbers, lists, dicts)")
 
 
 def _fields(fields):

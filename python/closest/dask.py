@@ -56,7 +56,9 @@ class _Target:
 def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
-    raise TypeError(f"cannot hash a {type(value).__name__}")
+    raise InputError(
+        f"target: a shape holds a {type(value).__name__}; shapes take numbers, lists and dicts"
+    )
 
 
 def _resident(target, engine_options):

@@ -68,6 +68,59 @@ fn input_error(message: String) -> PyErr {
     InputError::new_err(message)
 }
 
+/// Argument `name`'s value as a `T`, or `InputError` naming the argument, what it takes and what
+/// came: PyO3's own conversion would raise `TypeError` or `OverflowError` (a negative count, a
+/// string for a number), which SPEC §6 rules out.
+fn read_argument<'py, T>(value: &Bound<'py, PyAny>, name: &str, takes: &str) -> PyResult<T>
+where
+    T: for<'a> FromPyObject<'a, 'py>,
+{
+    value.extract::<T>().map_err(|_| {
+        let shown = value
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|_| "a value".into());
+        let shown: String = if shown.chars().count() > 60 {
+            shown.chars().take(57).chain("...".chars()).collect()
+        } else {
+            shown
+        };
+        input_error(format!("{name}: expected {takes}, got {shown}"))
+    })
+}
+
+/// One `#[pyo3(from_py_with = ...)]` reader an argument ([`read_argument`]).
+macro_rules! argument_readers {
+    ($($reader:ident: $ty:ty = $name:literal, $takes:expr;)*) => {$(
+        fn $reader(value: &Bound<'_, PyAny>) -> PyResult<$ty> {
+            read_argument(value, $name, $takes)
+        }
+    )*};
+}
+
+const COUNT: &str = "a whole number ≥ 0";
+argument_readers! {
+    adapter_name: Option<String> = "adapter", "None or a part of an adapter's name or a backend";
+    portable_flag: bool = "portable_kernels", "True or False";
+    mesh_records_name: String = "mesh_records", "one of auto, packed, indexed";
+    mesh_path: Option<std::path::PathBuf> = "path", "None or a path to a mesh file";
+    mode_name: String = "mode", "one of solid, surface";
+    paired_flag: bool = "paired", "True or False";
+    sign_name: Option<String> = "sign", "None or one of pseudonormal, winding, auto, none";
+    pad_fraction: f64 = "pad", "a fraction ≥ 0 of the mesh's largest extent";
+    bounds_box: Option<[f64; 6]> = "bounds", "None or six numbers x0, y0, z0, x1, y1, z1";
+    band_width_value: f64 = "band", "a width > 0";
+    optional_band: Option<f64> = "band", "None or a width > 0";
+    band_units_name: String = "band_units", "one of voxels, world";
+    out_path: Option<std::path::PathBuf> = "out", "None or a path ending in .zarr";
+    chunk_side: usize = "chunk", COUNT;
+    samples_count: usize = "samples", COUNT;
+    surface_count: usize = "surface", COUNT;
+    near_count: usize = "near", COUNT;
+    uniform_count: usize = "uniform", COUNT;
+    seed_value: u64 = "seed", "a whole number from 0 to 2^64 - 1";
+}
+
 /// Runs an entry point's body so that a panic in it (a bug of ours) becomes `GpuError` naming
 /// the call, an ordinary `Exception`, instead of pyo3's `PanicException`, which `except
 /// Exception` does not catch and which left Dask's workers hanging.
@@ -375,15 +428,15 @@ struct Engine {
 #[pymethods]
 impl Engine {
     #[new]
-    #[pyo3(signature = (adapter=None, portable_kernels=false, *, mesh_records="auto"))]
+    #[pyo3(signature = (adapter=None, portable_kernels=false, *, mesh_records=String::from("auto")))]
     fn new(
         py: Python<'_>,
-        adapter: Option<String>,
-        portable_kernels: bool,
-        mesh_records: &str,
+        #[pyo3(from_py_with = adapter_name)] adapter: Option<String>,
+        #[pyo3(from_py_with = portable_flag)] portable_kernels: bool,
+        #[pyo3(from_py_with = mesh_records_name)] mesh_records: String,
     ) -> PyResult<Engine> {
         guarded("Engine()", || {
-            let mesh_records = closest::MeshRecords::parse(mesh_records).map_err(py_error)?;
+            let mesh_records = closest::MeshRecords::parse(&mesh_records).map_err(py_error)?;
             let options = closest::EngineOptions {
                 adapter,
                 portable_kernels,
@@ -454,7 +507,7 @@ impl Engine {
     fn mesh(
         &self,
         py: Python<'_>,
-        path: Option<std::path::PathBuf>,
+        #[pyo3(from_py_with = mesh_path)] path: Option<std::path::PathBuf>,
         vertices: Option<&Bound<'_, PyAny>>,
         triangles: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<MeshTarget> {
@@ -486,19 +539,19 @@ impl Engine {
     }
 
     /// Point i against shape i.
-    #[pyo3(signature = (shapes, points, mode="solid", fields=None))]
+    #[pyo3(signature = (shapes, points, mode=String::from("solid"), fields=None))]
     fn query_paired<'py>(
         &self,
         py: Python<'py>,
         shapes: &Bound<'py, PyAny>,
         points: &Bound<'py, PyAny>,
-        mode: &str,
+        #[pyo3(from_py_with = mode_name)] mode: String,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Engine.query_paired", || {
             let shapes = parse_shapes(shapes)?;
             let borrowed = float_rows(points, "points", &[3])?;
-            let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+            let (mode, fields) = (parse_mode(&mode)?, parse_fields(Family::Hits, fields)?);
             let points = borrowed.rows()?;
             let rows = points.len(3);
             if rows != shapes.len() {
@@ -638,17 +691,17 @@ impl Scene {
     }
 
     /// Nearest shape for every point: {"point", "distance", "shape", "normal"}.
-    #[pyo3(signature = (points, mode="solid", fields=None))]
+    #[pyo3(signature = (points, mode=String::from("solid"), fields=None))]
     fn query<'py>(
         &self,
         py: Python<'py>,
         points: &Bound<'py, PyAny>,
-        mode: &str,
+        #[pyo3(from_py_with = mode_name)] mode: String,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Scene.query", || {
             let borrowed = float_rows(points, "points", &[3])?;
-            let (mode, fields) = (parse_mode(mode)?, parse_fields(Family::Hits, fields)?);
+            let (mode, fields) = (parse_mode(&mode)?, parse_fields(Family::Hits, fields)?);
             let points = borrowed.rows()?;
             let rows = points.len(3);
             if self.count == 0 && rows > 0 {
@@ -681,7 +734,7 @@ impl Scene {
         spheres: Option<&Bound<'py, PyAny>>,
         fields: Option<&Bound<'py, PyAny>>,
         bodies: Option<&Bound<'py, PyAny>>,
-        paired: bool,
+        #[pyo3(from_py_with = paired_flag)] paired: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Scene.contacts", || {
             let spheres = match (spheres, bodies) {
@@ -868,13 +921,13 @@ impl MeshTarget {
         &self,
         py: Python<'py>,
         points: &Bound<'py, PyAny>,
-        sign: Option<&str>,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.query", || {
             let borrowed = float_rows(points, "points", &[3])?;
             let (sign, fields) = (
-                parse_sign_choice(sign)?,
+                parse_sign_choice(sign.as_deref())?,
                 parse_fields(Family::Hits, fields)?,
             );
             let points = borrowed.rows()?;
@@ -903,24 +956,26 @@ impl MeshTarget {
     /// ±W (W in voxels, or world units with `band_units="world"`). With `out="x.zarr"`, the
     /// grid streams to a Zarr v3 store in chunks of `chunk` samples a side instead of memory,
     /// and the dict has "out", "origin", "spacing" and "sign" (the method applied).
-    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some("auto"), band=None, band_units="voxels", out=None, chunk=64))]
+    #[pyo3(signature = (res, pad=0.1, bounds=None, sign=Some(String::from("auto")), band=None, band_units=String::from("voxels"), out=None, chunk=64))]
     #[allow(clippy::too_many_arguments)]
     fn sdf<'py>(
         &self,
         py: Python<'py>,
         res: &Bound<'py, PyAny>,
-        pad: f64,
-        bounds: Option<[f64; 6]>,
-        sign: Option<&str>,
-        band: Option<f64>,
-        band_units: &str,
-        out: Option<std::path::PathBuf>,
-        chunk: usize,
+        #[pyo3(from_py_with = pad_fraction)] pad: f64,
+        #[pyo3(from_py_with = bounds_box)] bounds: Option<[f64; 6]>,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
+        #[pyo3(from_py_with = optional_band)] band: Option<f64>,
+        #[pyo3(from_py_with = band_units_name)] band_units: String,
+        #[pyo3(from_py_with = out_path)] out: Option<std::path::PathBuf>,
+        #[pyo3(from_py_with = chunk_side)] chunk: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sdf", || {
             let grid = self.grid_of(res, pad, bounds)?;
-            let sign = parse_sign_choice(sign)?;
-            let band = band.map(|w| band_width(&grid, w, band_units)).transpose()?;
+            let sign = parse_sign_choice(sign.as_deref())?;
+            let band = band
+                .map(|w| band_width(&grid, w, &band_units))
+                .transpose()?;
             let mut store = match &out {
                 Some(path) if !is_zarr(path) => {
                     return Err(input_error(format!(
@@ -1007,9 +1062,9 @@ impl MeshTarget {
         &self,
         py: Python<'py>,
         other: &Bound<'py, PyAny>,
-        samples: usize,
-        seed: u64,
-        sign: Option<&str>,
+        #[pyo3(from_py_with = samples_count)] samples: usize,
+        #[pyo3(from_py_with = seed_value)] seed: u64,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.distance_to", || {
             let other = other.cast::<MeshTarget>().map_err(|_| {
@@ -1028,7 +1083,7 @@ impl MeshTarget {
                         .into(),
                 ));
             }
-            let sign = parse_sign_choice(sign)?;
+            let sign = parse_sign_choice(sign.as_deref())?;
             let vertices = self.mesh.mesh().vertices.len() + other.mesh.mesh().vertices.len();
             check_result_fits("Mesh.distance_to", vertices, 4)?;
             let (summary, deviations) = py
@@ -1067,22 +1122,22 @@ impl MeshTarget {
 
     /// The narrow band's samples only (SPEC §8): {"index" (M, 3) int32, "sdf" (M,) float32,
     /// "origin", "spacing", "shape", "band" (the width in world units)}.
-    #[pyo3(signature = (res, band, pad=0.1, bounds=None, sign=Some("auto"), band_units="voxels"))]
+    #[pyo3(signature = (res, band, pad=0.1, bounds=None, sign=Some(String::from("auto")), band_units=String::from("voxels")))]
     #[allow(clippy::too_many_arguments)]
     fn sdf_sparse<'py>(
         &self,
         py: Python<'py>,
         res: &Bound<'py, PyAny>,
-        band: f64,
-        pad: f64,
-        bounds: Option<[f64; 6]>,
-        sign: Option<&str>,
-        band_units: &str,
+        #[pyo3(from_py_with = band_width_value)] band: f64,
+        #[pyo3(from_py_with = pad_fraction)] pad: f64,
+        #[pyo3(from_py_with = bounds_box)] bounds: Option<[f64; 6]>,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
+        #[pyo3(from_py_with = band_units_name)] band_units: String,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sdf_sparse", || {
             let grid = self.grid_of(res, pad, bounds)?;
-            let sign = parse_sign_choice(sign)?;
-            let width = band_width(&grid, band, band_units)?;
+            let sign = parse_sign_choice(sign.as_deref())?;
+            let width = band_width(&grid, band, &band_units)?;
             let (engine, mesh) = (&self.engine, &self.mesh);
             let [_, ny, nz] = grid.res;
             let (index, values) = py
@@ -1126,18 +1181,18 @@ impl MeshTarget {
     /// Training samples (SPEC §8, `closest sample`): {"points" (M, 3) float32, "sdf" (M,),
     /// "normal" (M, 3), "kind" (M,) uint8: 0 surface, 1 near, 2 uniform}. `sigma`: one width
     /// or a list; the near samples are split evenly among them.
-    #[pyo3(signature = (surface=0, near=0, sigma=None, uniform=0, pad=0.1, seed=0, sign=Some("auto")))]
+    #[pyo3(signature = (surface=0, near=0, sigma=None, uniform=0, pad=0.1, seed=0, sign=Some(String::from("auto"))))]
     #[allow(clippy::too_many_arguments)]
     fn sample<'py>(
         &self,
         py: Python<'py>,
-        surface: usize,
-        near: usize,
+        #[pyo3(from_py_with = surface_count)] surface: usize,
+        #[pyo3(from_py_with = near_count)] near: usize,
         sigma: Option<&Bound<'py, PyAny>>,
-        uniform: usize,
-        pad: f64,
-        seed: u64,
-        sign: Option<&str>,
+        #[pyo3(from_py_with = uniform_count)] uniform: usize,
+        #[pyo3(from_py_with = pad_fraction)] pad: f64,
+        #[pyo3(from_py_with = seed_value)] seed: u64,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Mesh.sample", || {
             let sigmas: Vec<f64> = match sigma {
@@ -1160,7 +1215,7 @@ impl MeshTarget {
             let rows = spec.total().map_err(py_error)?;
             // points, sdf, normal, kind: and the chunk being answered beside them.
             check_result_fits("Mesh.sample", rows, 2 * 29)?;
-            let sign = parse_sign_choice(sign)?;
+            let sign = parse_sign_choice(sign.as_deref())?;
             let (engine, mesh) = (&self.engine, &self.mesh);
             let all = py
                 .detach(|| {

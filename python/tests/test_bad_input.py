@@ -71,6 +71,47 @@ def test_bad_names(engine, scene, mesh):
            "auto, packed, indexed")
 
 
+def test_arguments_of_the_wrong_type_or_range_raise_input_error(engine, scene, mesh):
+    # SPEC §6: only InputError, naming the argument; PyO3's own conversions raised TypeError
+    # (a string for a count) or OverflowError (a negative count, a seed past 2^64).
+    points = np.zeros((2, 3), np.float32)
+    cases = [
+        (lambda: mesh.sample(near=-1, sigma=0.1), "near", "-1"),
+        (lambda: mesh.sample(near=1.5, sigma=0.1), "near", "1.5"),
+        (lambda: mesh.sample(surface="many"), "surface", "'many'"),
+        (lambda: mesh.sample(uniform=-3), "uniform", "-3"),
+        (lambda: mesh.sample(near=3, sigma=0.1, seed=-1), "seed", "-1"),
+        (lambda: mesh.sample(near=3, sigma=0.1, seed=2**70), "seed", "2^64"),
+        (lambda: mesh.sample(uniform=3, pad="x"), "pad", "'x'"),
+        (lambda: mesh.sample(near=3, sigma=0.1, sign=3), "sign", "got 3"),
+        (lambda: mesh.sdf(4, pad=None), "pad", "None"),
+        (lambda: mesh.sdf(4, bounds=[0, 0, 0, 1, 1]), "bounds", "six numbers"),
+        (lambda: mesh.sdf(4, bounds="abc"), "bounds", "'abc'"),
+        (lambda: mesh.sdf(4, band="wide"), "band", "'wide'"),
+        (lambda: mesh.sdf(4, band=1, band_units=3), "band_units", "got 3"),
+        (lambda: mesh.sdf(4, out=3), "out", "got 3"),
+        (lambda: mesh.sdf(4, chunk=-1), "chunk", "-1"),
+        (lambda: mesh.sdf_sparse(4, band=[1]), "band", "[1]"),
+        (lambda: mesh.distance_to(mesh, samples=-5), "samples", "-5"),
+        (lambda: mesh.distance_to(mesh, seed="s"), "seed", "'s'"),
+        (lambda: mesh.query(points, sign=1), "sign", "got 1"),
+        (lambda: scene.query(points, mode=3), "mode", "got 3"),
+        (lambda: scene.contacts(bodies=[], paired="yes"), "paired", "'yes'"),
+        (lambda: engine.query_paired(SHAPES[:2], points, mode=None), "mode", "None"),
+        (lambda: engine.mesh(3), "path", "got 3"),
+        (lambda: closest.Engine(portable_kernels="no"), "portable_kernels", "'no'"),
+        (lambda: closest.Engine(mesh_records=3), "mesh_records", "got 3"),
+        (lambda: closest.Engine(adapter=3), "adapter", "got 3"),
+        (lambda: closest.mesh_distance(mesh, mesh, samples=-5), "samples", "-5"),
+    ]
+    for call, *needles in cases:
+        raises(call, *needles)
+    # Long values are cut short in the message.
+    with pytest.raises(closest.InputError) as info:
+        mesh.sample(near="x" * 500, sigma=0.1)
+    assert len(str(info.value)) < 200
+
+
 def test_bad_shapes_name_the_index_and_field(engine):
     good = {"type": "sphere", "center": [0, 0, 0], "radius": 1}
     raises(lambda: engine.scene([good, {"type": "sphere", "center": [0, 0, 0]}]), "shape 1",

@@ -96,6 +96,10 @@ def test_bad_dask_input_raises_input_error():
         closest.dask.query(SHAPES, points, sign="winding")
     with pytest.raises(closest.InputError, match="target"):
         closest.dask.query(42, points)
+    # A shape holding something JSON cannot carry (json.dumps raised TypeError).
+    odd = [{"type": "sphere", "center": [0, 0, 0], "radius": object()}]
+    with pytest.raises(closest.InputError, match="target: a shape holds a object"):
+        closest.dask.query(odd, points)
 
 
 # Dask never hangs (issue 43): each test below is bounded in time by its own `timeout`, and a

@@ -194,6 +194,15 @@ def test_client_errors_and_targets(server, engine):
         client.scene("missing").query(random_points(5))
     with pytest.raises(closest.InputError, match="points"):
         scene.query([[0, 0, 0]])
+    # The client's own conversions raise InputError too (they raised TypeError, ValueError).
+    with pytest.raises(closest.InputError, match="shapes: cannot send a object"):
+        client.scene("odd", [{"type": "sphere", "center": [0, 0, 0], "radius": object()}])
+    with pytest.raises(closest.InputError, match="pad: expected numbers"):
+        client.mesh("any").sdf(4, pad="wide")
+    with pytest.raises(closest.InputError, match="path: cannot read"):
+        client.mesh("gone", "/nonexistent/gone.obj")
+    with pytest.raises(closest.InputError, match="shapes: cannot read"):
+        client.scene("gone", "/nonexistent/gone.json")
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
 
