@@ -70,16 +70,23 @@ impl Engine {
             let count = SAMPLE_CHUNK_ROWS.min(rows - first);
             let samples: Vec<Sample> = sampler.samples(first..first + count);
             let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
+            // Surface rows come first (`SampleSpec::locate`) and lie on the mesh: sdf 0 and
+            // their face normal, nothing to ask the device.
+            let surface = samples.partition_point(|s| s.kind == SampleKind::Surface);
+            debug_assert!(
+                samples[surface..]
+                    .iter()
+                    .all(|s| s.kind != SampleKind::Surface)
+            );
+            let asked = &points[surface..];
             let (distances, normals) = match caps {
+                _ if asked.is_empty() => (Vec::new(), Vec::new()),
                 Some(caps) => {
-                    let (mut distances, mut normals) = answer(&points, Sign::Pseudonormal)?;
-                    // Surface samples lie on the mesh: their sign is moot.
-                    let off_surface: Vec<usize> = (0..count)
-                        .filter(|&row| samples[row].kind != SampleKind::Surface)
-                        .collect();
-                    let position = |row: usize| crate::DVec3::from_array(points[row]);
+                    let (mut distances, mut normals) = answer(asked, Sign::Pseudonormal)?;
+                    let rows: Vec<usize> = (0..asked.len()).collect();
+                    let position = |row: usize| crate::DVec3::from_array(asked[row]);
                     let slack = |p: crate::DVec3| crate::tolerance(mesh_scale.max(p.max_abs()));
-                    let settled = caps.settle(&off_surface, position, &mut distances, slack);
+                    let settled = caps.settle(&rows, position, &mut distances, slack);
                     for &row in &settled.turned {
                         for n in &mut normals[3 * row..3 * row + 3] {
                             *n = -*n;
@@ -87,7 +94,7 @@ impl Engine {
                     }
                     let doubtful = settled.walk;
                     let doubtful_points: Vec<[f64; 3]> =
-                        doubtful.iter().map(|&row| points[row]).collect();
+                        doubtful.iter().map(|&row| asked[row]).collect();
                     if !doubtful.is_empty() {
                         let (winding, winding_normals) = answer(&doubtful_points, sign)?;
                         for (k, &row) in doubtful.iter().enumerate() {
@@ -98,28 +105,16 @@ impl Engine {
                     }
                     (distances, normals)
                 }
-                None => answer(&points, sign)?,
+                None => answer(asked, sign)?,
             };
+            let face_normals = samples[..surface]
+                .iter()
+                .map(|s| s.face_normal.map_or([0.0; 3], |n| n.map(|x| x as f32)));
             let chunk = SampleRows {
                 points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
-                sdf: samples
-                    .iter()
-                    .zip(&distances)
-                    .map(|(s, &d)| {
-                        if s.kind == SampleKind::Surface {
-                            0.0
-                        } else {
-                            d
-                        }
-                    })
-                    .collect(),
-                normal: samples
-                    .iter()
-                    .zip(normals.chunks_exact(3))
-                    .map(|(s, n)| match s.face_normal {
-                        Some(face) => face.map(|x| x as f32),
-                        None => [n[0], n[1], n[2]],
-                    })
+                sdf: std::iter::repeat_n(0.0, surface).chain(distances).collect(),
+                normal: face_normals
+                    .chain(normals.chunks_exact(3).map(|n| [n[0], n[1], n[2]]))
                     .collect(),
                 kind: samples.iter().map(|s| s.kind as u8).collect(),
             };
