@@ -328,6 +328,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve { .. }) {
         exit_quietly_on_closed_stdout();
+        remove_partial_outputs_on_interrupt();
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -346,6 +347,47 @@ fn exit_quietly_on_closed_stdout() {
     // SAFETY: restoring a signal's default action before any thread is started.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// A job ended by SIGINT, SIGTERM or SIGHUP leaves no partial output behind: the signals are
+/// blocked in every thread (set before any is started, so all inherit it) and taken by one
+/// thread, which removes the job's temporary files and folders (`io::temporary`) and exits
+/// with 128 + the signal, as the shell reports a killed job. The server has its own drain.
+fn remove_partial_outputs_on_interrupt() {
+    #[cfg(unix)]
+    {
+        // SAFETY: a signal set built by libc's own calls, the mask set before any other
+        // thread exists.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::sigaddset(&mut set, signal);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            set
+        };
+        let waiter = std::thread::Builder::new()
+            .name("closest-signals".into())
+            .spawn(move || {
+                let mut signal = 0;
+                // SAFETY: `set` is a valid signal set; `signal` is written by sigwait.
+                if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+                    return;
+                }
+                closest::io::temporary::remove_all();
+                eprintln!("closest: interrupted (signal {signal}); partial outputs removed");
+                std::process::exit(128 + signal);
+            });
+        if waiter.is_err() {
+            // No thread to take them: the signals keep their default action (the job ends
+            // as before, its temporary outputs left).
+            // SAFETY: as above.
+            unsafe {
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+        }
     }
 }
 

@@ -1994,3 +1994,54 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
         &["several meshes need --out-dir"],
     );
 }
+
+/// A job interrupted by SIGTERM or SIGINT while it writes (a `.zarr` store, an `.npz`) exits
+/// with 128 + the signal and leaves neither its target nor its temporary output behind.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_job_leaves_no_partial_output() {
+    let igea = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/igea.ply");
+    for (target, signal) in [("g.zarr", libc::SIGTERM), ("g.npz", libc::SIGINT)] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join(target);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
+            .args(["sdf", igea.to_str().unwrap(), "--res", "320", "--out"])
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait (bounded) until the temporary output exists, then interrupt.
+        let started = std::time::Instant::now();
+        let partial = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().contains("partial"))
+        };
+        while !partial() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{target}: the job ended before it was interrupted"
+            );
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "{target}: no partial output"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // SAFETY: signalling our own child, which has not been waited for.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(128 + signal),
+            "{target}: {stderr}"
+        );
+        assert!(stderr.contains("partial outputs removed"), "{stderr}");
+        let left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "{target}: left {left:?}");
+    }
+}

@@ -9,6 +9,7 @@ mod npz;
 pub mod output;
 pub mod row_files;
 pub mod scene;
+pub mod temporary;
 pub mod zarr;
 
 pub use columns::{ColumnSpec, ColumnType, Values, field_column, field_columns, field_values};

@@ -71,6 +71,7 @@ impl OutputFile {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        super::temporary::track(&temp);
         let write_error = |source| Error::Write {
             path: target.to_path_buf(),
             source,
@@ -82,7 +83,10 @@ impl OutputFile {
             .create(true)
             .truncate(true)
             .open(&temp)
-            .map_err(write_error)?;
+            .map_err(|source| {
+                super::temporary::forget(&temp);
+                write_error(source)
+            })?;
         // From here on, dropping `output` removes the temporary file.
         let mut output = OutputFile {
             target: target.to_path_buf(),
@@ -206,7 +210,9 @@ impl OutputFile {
         };
         finished
             .and_then(|_| std::fs::rename(&self.temp, &self.target))
-            .map_err(|source| self.write_error(source))
+            .map_err(|source| self.write_error(source))?;
+        super::temporary::forget(&self.temp);
+        Ok(())
     }
 
     /// Read back f32 values `first ..` of an `.npz` column already appended (for outputs
@@ -260,9 +266,11 @@ impl PendingFile {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
+        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        super::temporary::track(&temp);
         PendingFile {
             target: target.to_path_buf(),
-            temp: target.with_file_name(format!(".{name}.partial-{}", std::process::id())),
+            temp,
             committed: false,
         }
     }
@@ -285,11 +293,13 @@ impl PendingFile {
     }
 
     pub fn commit(mut self) -> Result<()> {
-        self.committed = true;
         std::fs::rename(&self.temp, &self.target).map_err(|source| Error::Write {
             path: self.target.clone(),
             source,
-        })
+        })?;
+        self.committed = true;
+        super::temporary::forget(&self.temp);
+        Ok(())
     }
 }
 
@@ -297,6 +307,7 @@ impl Drop for PendingFile {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_file(&self.temp);
+            super::temporary::forget(&self.temp);
         }
     }
 }
@@ -305,6 +316,7 @@ impl Drop for OutputFile {
     fn drop(&mut self) {
         // Still present unless commit renamed it.
         let _ = std::fs::remove_file(&self.temp);
+        super::temporary::forget(&self.temp);
     }
 }
 

@@ -258,6 +258,7 @@ impl ZarrGrid {
             .and_then(|_| self.replace_target());
         finished.map_err(|source| self.write_error(source))?;
         self.committed = true;
+        super::temporary::forget(&self.temp);
         Ok(())
     }
 
@@ -287,6 +288,7 @@ impl ZarrGrid {
             }
             let old = unique_sibling(&self.target, &name, "old")?;
             std::fs::remove_dir(&old)?;
+            super::temporary::forget(&old);
             match std::fs::rename(&self.target, &old) {
                 Ok(()) => {
                     let _ = std::fs::remove_dir_all(&old);
@@ -315,7 +317,10 @@ fn unique_sibling(target: &Path, name: &str, what: &str) -> std::io::Result<Path
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = target.with_file_name(format!(".{name}.{what}-{}-{n}", std::process::id()));
         match std::fs::create_dir(&path) {
-            Ok(()) => return Ok(path),
+            Ok(()) => {
+                super::temporary::track(&path);
+                return Ok(path);
+            }
             // A leftover of a crashed process that had our id: take the next number.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -327,6 +332,7 @@ impl Drop for ZarrGrid {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.temp);
+            super::temporary::forget(&self.temp);
         }
     }
 }
