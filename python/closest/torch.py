@@ -71,7 +71,12 @@ def _field_names(fields):
         return _FIELDS
     if isinstance(fields, str):
         fields = [f.strip() for f in fields.split(",")]
-    names = tuple(fields)
+    try:
+        names = tuple(fields)
+    except TypeError:
+        raise closest.InputError(
+            f"fields: expected a comma-separated string or a list of field names, got {fields!r:.60}"
+        ) from None
     unknown = [n for n in names if n not in _FIELDS]
     if unknown or not names:
         raise closest.InputError(
@@ -82,16 +87,20 @@ def _field_names(fields):
 
 def _host_array(points):
     """The points as a numpy array: a view of a CPU tensor's memory (DLPack), else a host copy."""
-    points = points.detach()
-    if points.device.type != "cpu":
-        points = points.cpu()
-    if points.dtype == torch.bfloat16:  # numpy has no bfloat16
-        points = points.float()
-    points = points.resolve_conj().resolve_neg()
+    # Tensors without host-readable data (meta, sparse, nested layouts) fail in torch's own
+    # calls below with NotImplementedError or RuntimeError: InputError, naming the argument.
     try:
+        points = points.detach()
+        if points.device.type != "cpu":
+            points = points.cpu()
+        if points.dtype == torch.bfloat16:  # numpy has no bfloat16
+            points = points.float()
+        points = points.resolve_conj().resolve_neg()
         return np.from_dlpack(points)
-    except (TypeError, RuntimeError, BufferError) as e:
-        raise closest.InputError(f"points: cannot read a {points.dtype} tensor: {e}") from None
+    except (TypeError, RuntimeError, BufferError, NotImplementedError) as e:
+        raise closest.InputError(
+            f"points: cannot read a {points.dtype} tensor on {points.device}: {e}"
+        ) from None
 
 
 def _tensor(array, like):

@@ -124,6 +124,12 @@ def test_bad_tensors_and_arguments_raise_input_error(cube):
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), sign="sideways"), "sign"),
         (lambda: closest_torch.query("cube.obj", torch.zeros(2, 3)), "target"),
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), mode="surface"), "mode"),
+        # Tensors with no data on the host, and fields that are no list (these escaped as
+        # NotImplementedError and TypeError).
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3, device="meta")), "points.*meta"),
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3).to_sparse()), "points"),
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3), fields=7), "fields.*got 7"),
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3), sign=3), "sign.*got 3"),
     ]
     for call, message in cases:
         with pytest.raises(closest.InputError, match=message):
