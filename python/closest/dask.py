@@ -130,7 +130,12 @@ def query(
     spec = _Target(target)
     if isinstance(fields, str):
         fields = [f.strip() for f in fields.split(",")]
-    asked = list(_HIT_FIELDS) if fields is None else list(fields)
+    try:
+        asked = list(_HIT_FIELDS) if fields is None else list(fields)
+    except TypeError:
+        raise InputError(
+            f"fields: expected a comma-separated string or a list of field names, got {fields!r:.60}"
+        ) from None
     unknown = [f for f in asked if f not in _HIT_FIELDS]
     if unknown or not asked or len(set(asked)) != len(asked):
         raise InputError(
@@ -182,8 +187,14 @@ def _mesh_files(paths):
     """Mesh files (.obj/.stl/.ply) of ``paths``: files as given, directories' in name order."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    try:
+        paths = [os.fspath(p) for p in paths]
+    except TypeError:
+        raise InputError(
+            f"paths: expected a path or a list of paths to meshes or folders, got {paths!r:.60}"
+        ) from None
     files = []
-    for path in map(os.fspath, paths):
+    for path in paths:
         if os.path.isdir(path):
             files.extend(
                 os.path.join(path, name)
@@ -245,8 +256,11 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
     if out_format not in ("npz", "zarr") or (out_format == "zarr" and job != "sdf"):
         raise InputError(f'out_format: expected "npz", or "zarr" for "sdf" grids, got {out_format!r}')
     files = _mesh_files(paths)
-    out_dir = os.path.abspath(os.fspath(out_dir))
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        out_dir = os.path.abspath(os.fspath(out_dir))
+        os.makedirs(out_dir, exist_ok=True)
+    except (TypeError, OSError) as e:
+        raise InputError(f"out_dir: cannot write outputs to {out_dir!r:.60}: {e}") from None
     engine_options = {"adapter": adapter, "portable_kernels": portable_kernels}
     tasks = [
         dask.delayed(_mesh_task, pure=False)(f, job, out_dir, out_format, engine_options, options)

@@ -100,6 +100,12 @@ def test_bad_dask_input_raises_input_error():
     odd = [{"type": "sphere", "center": [0, 0, 0], "radius": object()}]
     with pytest.raises(closest.InputError, match="target: a shape holds a object"):
         closest.dask.query(odd, points)
+    with pytest.raises(closest.InputError, match="fields: expected"):
+        closest.dask.query(SHAPES, points, fields=7)
+    with pytest.raises(closest.InputError, match="paths: expected"):
+        closest.dask.map_meshes(3, "sdf", "out")
+    with pytest.raises(closest.InputError, match="out_dir: cannot write"):
+        closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "/dev/null/out")
 
 
 # Dask never hangs (issue 43): each test below is bounded in time by its own `timeout`, and a
