@@ -27,7 +27,10 @@ class Client:
     def _request(self, method, path, body=None, params=None):
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        request = urllib.request.Request(url, data=body, method=method)
+        try:
+            request = urllib.request.Request(url, data=body, method=method)
+        except ValueError as e:
+            raise InputError(f"url: {self.url!r:.80} is no http:// address: {e}") from None
         if self.token is not None:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
@@ -42,13 +45,24 @@ class Client:
             if e.code >= 500:
                 raise GpuError(f"{e.code}: {message}") from None
             raise InputError(message) from None
+        except (OSError, ValueError) as e:
+            # Unreachable, timed out, or not an HTTP server: the remote engine did not answer.
+            raise GpuError(f"the service at {self.url} did not answer {method} {path}: {e}") from None
 
     def _json(self, method, path, body=None, params=None):
-        return json.loads(self._request(method, path, body, params))
+        answer = self._request(method, path, body, params)
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise GpuError(f"the service at {self.url} answered {path} with no JSON") from None
 
     def _npz(self, path, body=None, params=None):
-        with np.load(io.BytesIO(self._request("POST", path, body, params))) as data:
-            return {name: data[name] for name in data.files}
+        answer = self._request("POST", path, body, params)
+        try:
+            with np.load(io.BytesIO(answer)) as data:
+                return {name: data[name] for name in data.files}
+        except (ValueError, OSError, zipfile.BadZipFile):
+            raise GpuError(f"the service at {self.url} answered {path} with no .npz") from None
 
     @property
     def info(self):

@@ -203,6 +203,11 @@ def test_client_errors_and_targets(server, engine):
         client.mesh("gone", "/nonexistent/gone.obj")
     with pytest.raises(closest.InputError, match="shapes: cannot read"):
         client.scene("gone", "/nonexistent/gone.json")
+    # No server there, or no address at all (URLError and ValueError escaped).
+    with pytest.raises(closest.GpuError, match="did not answer"):
+        closest.Client("http://127.0.0.1:9", timeout=10).info
+    with pytest.raises(closest.InputError, match="url"):
+        closest.Client("not an address").info
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
 
