@@ -378,7 +378,10 @@ fn remove_partial_outputs_on_interrupt() {
                 }
                 closest::io::temporary::remove_all();
                 eprintln!("closest: interrupted (signal {signal}); partial outputs removed");
-                std::process::exit(128 + signal);
+                // Without the exit handlers: the driver's own may wait on work the other
+                // threads are still doing. stderr is unbuffered, so the message is out.
+                // SAFETY: ends the process; nothing after it runs.
+                unsafe { libc::_exit(128 + signal) }
             });
         if waiter.is_err() {
             // No thread to take them: the signals keep their default action (the job ends

@@ -2010,12 +2010,19 @@ fn an_interrupted_job_leaves_no_partial_output() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Wait (bounded) until the temporary output exists, then interrupt.
+        // Wait (bounded) until the temporary output holds written samples (a chunk folder, or
+        // a megabyte), so the signal lands mid-job, then interrupt.
         let started = std::time::Instant::now();
         let partial = || {
-            std::fs::read_dir(dir.path())
-                .unwrap()
-                .any(|e| e.unwrap().file_name().to_string_lossy().contains("partial"))
+            std::fs::read_dir(dir.path()).unwrap().any(|e| {
+                let e = e.unwrap();
+                let written = if e.path().is_dir() {
+                    e.path().join("sdf").join("c").exists()
+                } else {
+                    e.metadata().is_ok_and(|m| m.len() > 1 << 20)
+                };
+                e.file_name().to_string_lossy().contains("partial") && written
+            })
         };
         while !partial() {
             assert!(
