@@ -59,7 +59,7 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
             "triangles {a} and {b} cross: the mesh intersects itself"
         ));
     }
-    if let Some(piece) = nested_the_same_way(&positions, &corners) {
+    if let Some(piece) = nested_the_same_way(&positions, &corners, &edges.pieces) {
         return winding(format!(
             "the piece of triangle {piece} lies inside another wound the same way"
         ));
@@ -852,21 +852,24 @@ fn capped_is_closed(
     volume > 0.0 && auto_sign(&capped).sign == Sign::Pseudonormal
 }
 
-/// Of a closed mesh whose triangles do not cross (welded `positions`, `corners`), a triangle of
-/// a piece whose winding number is not 0 or 1 on both its sides: the other pieces' winding
-/// number at one of its vertices must be 0 where it is wound outward and 1 where inward (a
+/// Of a closed mesh whose triangles do not cross (welded `positions`, `corners`, the pieces of
+/// the triangles with an area `piece_of`, `EdgeCounts::pieces`), a triangle of a piece whose
+/// winding number is not 0 or 1 on both its sides: the other pieces' winding number at the
+/// centre of one of its triangles must be 0 where it is wound outward and 1 where inward (a
 /// cavity). A ball inside a ball, both wound outward, has 2 inside the inner one, and the
-/// pseudonormal calls the gap between them outside. `None` where every piece is sound.
-fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Option<usize> {
+/// pseudonormal calls the gap between them outside. The centre, not a vertex: pieces may
+/// touch at a vertex, which lies on both. `None` where every piece is sound.
+fn nested_the_same_way(
+    positions: &[DVec3],
+    corners: &[Option<[u32; 3]>],
+    piece_of: &[u32],
+) -> Option<usize> {
     let triangles: Vec<(usize, [u32; 3])> = corners
         .iter()
         .enumerate()
         .filter_map(|(t, c)| c.map(|c| (t, c)))
         .collect();
-    let piece_of = pieces(
-        positions.len(),
-        &triangles.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
-    );
+    debug_assert_eq!(triangles.len(), piece_of.len());
     let count = piece_of.iter().max().map_or(0, |&m| m as usize + 1);
     if count < 2 {
         return None;
@@ -874,7 +877,7 @@ fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Opt
     let at = |k: u32| positions[k as usize];
     let mut members: Vec<Vec<[DVec3; 3]>> = vec![Vec::new(); count];
     let mut first_triangle = vec![usize::MAX; count];
-    for (&(t, c), &piece) in triangles.iter().zip(&piece_of) {
+    for (&(t, c), &piece) in triangles.iter().zip(piece_of) {
         members[piece as usize].push(c.map(at));
         first_triangle[piece as usize] = first_triangle[piece as usize].min(t);
     }
@@ -895,7 +898,8 @@ fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Opt
         .collect();
     // The first such piece, not any: the summary names it (the same every run).
     (0..count).into_par_iter().find_map_first(|p| {
-        let vertex = members[p][0][0];
+        let [a, b, c] = members[p][0];
+        let vertex = (a + b + c) * (1.0 / 3.0);
         let v = vertex.to_array();
         let others: f64 = (0..count)
             .filter(|&q| q != p && (0..3).all(|k| boxes[q].0[k] <= v[k] && v[k] <= boxes[q].1[k]))
@@ -910,28 +914,19 @@ fn nested_the_same_way(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> Opt
 
 /// Each triangle's piece (triangles joined by shared corners), numbered from 0.
 fn pieces(vertex_count: usize, triangles: &[[u32; 3]]) -> Vec<u32> {
-    let mut parent: Vec<u32> = (0..vertex_count as u32).collect();
-    fn root(parent: &mut [u32], v: u32) -> u32 {
-        let mut r = v;
-        while parent[r as usize] != r {
-            parent[r as usize] = parent[parent[r as usize] as usize];
-            r = parent[r as usize];
-        }
-        r
-    }
+    let mut joined = UnionFind::new(vertex_count);
     for &[a, b, c] in triangles {
-        for (u, v) in [(a, b), (b, c)] {
-            let (ru, rv) = (root(&mut parent, u), root(&mut parent, v));
-            parent[ru as usize] = rv;
-        }
+        joined.join(a, b);
+        joined.join(b, c);
     }
+    let corners = joined.numbered();
+    // Renumbered in order of first triangle.
     let mut numbers: FxHashMap<u32, u32> = FxHashMap::default();
     triangles
         .iter()
         .map(|t| {
-            let r = root(&mut parent, t[0]);
             let next = numbers.len() as u32;
-            *numbers.entry(r).or_insert(next)
+            *numbers.entry(corners[t[0] as usize]).or_insert(next)
         })
         .collect()
 }
@@ -1033,6 +1028,11 @@ struct EdgeCounts {
     /// call such a mesh closed and oriented, but no side of it is inside (its winding number
     /// is 0 off it), where the pseudonormals of its two faces say opposite things.
     folded: usize,
+    /// Each triangle's piece (those with an area, in order), triangles joined across the
+    /// edges they share once each way: two closed parts that touch at a vertex only are two
+    /// pieces, as they bound two regions (joined by shared corners they were one, and a part
+    /// touching the inside of another at a vertex hid from `nested_the_same_way`).
+    pieces: Vec<u32>,
 }
 
 impl EdgeCounts {
@@ -1046,7 +1046,9 @@ impl EdgeCounts {
             same_direction: 0,
             unbalanced: 0,
             folded: 0,
+            pieces: Vec::new(),
         };
+        let mut joined = UnionFind::new(triangles.len());
         for_each_edge_use(positions.len(), &triangles, |run, forward, backward| {
             if forward != backward {
                 counts.unbalanced += 1;
@@ -1058,13 +1060,54 @@ impl EdgeCounts {
                     if folded_flat(u, v, at(run[0], 2), at(run[1], 2)) {
                         counts.folded += 1;
                     }
+                    joined.join(run[0] / 3, run[1] / 3);
                 }
                 (f, b) if f + b > 2 => counts.non_manifold += 1,
                 (f, b) if f + b < 2 => counts.open += 1,
                 _ => counts.same_direction += 1,
             }
         });
+        counts.pieces = joined.numbered();
         counts
+    }
+}
+
+/// Disjoint sets of `0..n`, joined pairwise.
+struct UnionFind {
+    parent: Vec<u32>,
+}
+
+impl UnionFind {
+    fn new(n: usize) -> UnionFind {
+        UnionFind {
+            parent: (0..n as u32).collect(),
+        }
+    }
+
+    fn root(&mut self, mut k: u32) -> u32 {
+        while self.parent[k as usize] != k {
+            let up = self.parent[self.parent[k as usize] as usize];
+            self.parent[k as usize] = up;
+            k = up;
+        }
+        k
+    }
+
+    fn join(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.root(a), self.root(b));
+        self.parent[ra as usize] = rb;
+    }
+
+    /// Each member's set, numbered from 0 in order of first member.
+    fn numbered(mut self) -> Vec<u32> {
+        let mut numbers: FxHashMap<u32, u32> = FxHashMap::default();
+        (0..self.parent.len() as u32)
+            .map(|k| {
+                let r = self.root(k);
+                let next = numbers.len() as u32;
+                *numbers.entry(r).or_insert(next)
+            })
+            .collect()
     }
 }
 

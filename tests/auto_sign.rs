@@ -192,6 +192,32 @@ fn messy_meshes() -> Vec<(&'static str, Mesh, Sign)> {
         .unwrap();
     v[pole] = DVec3::new(0.0, 0.0, -1.4);
     meshes.push(("a self-intersection", mesh_of(v, t), Sign::Winding));
+
+    // A tetrahedron inside another, both wound outward, sharing their apex only: every edge
+    // used once each way and no two triangles crossing, but the winding number is 2 inside
+    // the inner one (joined by the shared corner, the two were one piece to the nesting check).
+    let apex = DVec3::new(0.0, 0.0, -1.2);
+    let base = |scale: f64, z: f64| {
+        [(1.0, 0.0), (-0.5, 0.866), (-0.5, -0.866)]
+            .map(|(x, y)| DVec3::new(scale * x, scale * y, z))
+    };
+    let mut v = vec![apex];
+    v.extend(base(1.2, 0.8));
+    v.extend(base(0.48, 0.0));
+    let tetrahedron = |o: u32| {
+        [
+            [o, o + 1, o + 2],
+            [0, o + 1, o],
+            [0, o + 2, o + 1],
+            [0, o, o + 2],
+        ]
+    };
+    let t = [tetrahedron(1), tetrahedron(4)].concat();
+    meshes.push((
+        "a tetrahedron inside another, touching it at their apex",
+        mesh_of(v, t),
+        Sign::Winding,
+    ));
     meshes
 }
 
@@ -331,6 +357,7 @@ fn auto_signs_agree_with_the_winding_number_away_from_the_surface() {
         "a self-intersection",
         "a sheet of no thickness (faces and their reverses)",
         "a sheet of no thickness, its sides cut along other diagonals",
+        "a tetrahedron inside another, touching it at their apex",
     ] {
         assert!(
             pseudonormal_wrong_somewhere.contains(&name),
