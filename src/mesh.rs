@@ -172,7 +172,7 @@ impl Mesh {
                 lo.get(axis)
             )));
         }
-        let reach = (lo.max_abs().max(hi.max_abs()) + pad).max(pad);
+        let reach = lo.max_abs().max(hi.max_abs()) + pad;
         if crate::semantics::beyond_made_point_limit(reach) {
             return Err(crate::error::Error::Usage(format!(
                 "--pad {fraction:?} puts the padded box {reach:e} from the origin, beyond the {:e} \

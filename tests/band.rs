@@ -256,47 +256,24 @@ fn a_band_width_that_is_not_positive_and_finite_is_a_usage_error() {
 }
 
 /// Chunks of 100 rows (not a multiple of a box's 8): listed boxes split across many chunks,
-/// each with its own records, seeded rounds and winding pass.
+/// each with its own records, seeded rounds and winding pass. Chunks of 4 rows hold less than
+/// a listed box: the band's samples are made from points on the host, with no start node or
+/// bound counted for walks that never use them.
 #[test]
 fn band_grids_in_small_chunks_are_the_dense_grids() {
-    let engine = open_engine(closest::EngineOptions {
-        chunk_rows: Some(100),
-        ..Default::default()
-    });
-    check_on(
-        &engine,
-        "fandisk in chunks of 100, pseudonormal",
-        shared_mesh("fandisk.obj"),
-        [61, 53, 47],
-        Sign::Pseudonormal,
-        1.5,
-    );
-    check_on(
-        &engine,
-        "bunny in chunks of 100, winding",
-        shared_mesh("stanford-bunny.obj"),
-        [45, 45, 45],
-        Sign::Winding,
-        1.5,
-    );
-}
-
-/// Chunks of 4 rows hold less than a listed box's 8: the band's samples are made from points
-/// on the host, with no start node or bound counted for walks that never use them.
-#[test]
-fn band_grids_in_chunks_smaller_than_a_box_are_the_dense_grids() {
-    let engine = open_engine(closest::EngineOptions {
-        chunk_rows: Some(4),
-        ..Default::default()
-    });
-    check_on(
-        &engine,
-        "fandisk in chunks of 4, pseudonormal",
-        shared_mesh("fandisk.obj"),
-        [41, 37, 33],
-        Sign::Pseudonormal,
-        1.5,
-    );
+    let cases = [
+        (100, "fandisk.obj", [61, 53, 47], Sign::Pseudonormal),
+        (100, "stanford-bunny.obj", [45, 45, 45], Sign::Winding),
+        (4, "fandisk.obj", [41, 37, 33], Sign::Pseudonormal),
+    ];
+    for (chunk_rows, mesh, res, sign) in cases {
+        let engine = open_engine(closest::EngineOptions {
+            chunk_rows: Some(chunk_rows),
+            ..Default::default()
+        });
+        let name = format!("{mesh} in chunks of {chunk_rows}, {}", sign.name());
+        check_on(&engine, &name, shared_mesh(mesh), res, sign, 1.5);
+    }
 }
 
 /// A sparse job's walks are bounded on the device (a row farther than its bound may answer +∞):

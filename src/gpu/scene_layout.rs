@@ -204,6 +204,7 @@ pub(crate) struct TriangleHierarchy {
     /// Per node, its left then right child's winding cluster (`winding_clusters`); empty
     /// unless asked.
     pub(crate) clusters: Vec<[f32; 3]>,
+    /// The hierarchy's top levels, kept on the host for walks' start nodes.
     pub(crate) top_nodes: bvh::TopNodes,
 }
 
