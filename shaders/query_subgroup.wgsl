@@ -4,18 +4,7 @@
 // adapters would load it once per lane.
 #import query_walk
 #import shared/subgroup
-
-// A shape: six texels, lanes 0–5 fetching one each.
-fn load_shape(i: u32) -> Shape {
-    let t = texel(6u * i + min(lane, 5u));
-    let head = subgroupBroadcast(t, 0u);
-    return Shape(head.x, head.y, 0u, 0u,
-        bitcast<vec4<f32>>(subgroupBroadcast(t, 1u)),
-        bitcast<vec4<f32>>(subgroupBroadcast(t, 2u)),
-        bitcast<vec4<f32>>(subgroupBroadcast(t, 3u)),
-        bitcast<vec4<f32>>(subgroupBroadcast(t, 4u)),
-        bitcast<vec4<f32>>(subgroupBroadcast(t, 5u)));
-}
+#import shared/subgroup_loads
 
 fn shape_data_word(i: u32) -> u32 {
     return bitcast<u32>(shape_data[i >> 2u][i & 3u]);
@@ -49,15 +38,6 @@ fn load_hull_face(at: u32) -> array<vec4<f32>, 4> {
         bitcast<vec4<f32>>(r[1]),
         bitcast<vec4<f32>>(r[2]),
         bitcast<vec4<f32>>(r[3]),
-    );
-}
-
-// A node's two children: its first four texels, lanes 0–3 fetching one each.
-fn load_children(node: u32) -> array<BvhChild, 2> {
-    let t = texel(node_texel(node) + (lane & 3u));
-    return array<BvhChild, 2>(
-        child_of(subgroupBroadcast(t, 0u), subgroupBroadcast(t, 1u)),
-        child_of(subgroupBroadcast(t, 2u), subgroupBroadcast(t, 3u)),
     );
 }
 

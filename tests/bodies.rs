@@ -1274,3 +1274,102 @@ fn witnesses_of_a_touching_pair_far_away_stay_on_their_shapes() {
     let problems = check_row(&body, &target, &rows[0], &expected);
     assert!(problems.is_empty(), "{problems:?}");
 }
+
+/// The subgroup body walk (`bodies_subgroup.wgsl`, 8 neighbouring bodies walking together)
+/// answers bit for bit as the one-lane walk (`bodies.wgsl`): a mixed scene with hulls, a plane
+/// and a line scanned linearly, duplicated shapes (ties), and a mesh's triangles; bodies of
+/// every kind, NaN rows among them, in chunks that end mid-subgroup.
+#[test]
+fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
+    let [subgroup, portable] = common::subgroup_and_portable_engines(60);
+    let mut rng = Rng::new(23);
+    let mut scene: Vec<Shape> = (0..20)
+        .flat_map(|_| convex_kinds(&mut rng, DVec3::ZERO, 1.0))
+        .enumerate()
+        .map(|(k, s)| {
+            let at = DVec3::new((k % 6) as f64, (k / 6 % 6) as f64, (k / 36) as f64) * 2.5;
+            translated(&s, at).expect("convex")
+        })
+        .collect();
+    // Exact duplicates: equal distances, decided by the lower index in both walks.
+    scene.extend(scene[..10].to_vec());
+    scene.extend(unbounded_targets(&mut rng, DVec3::new(8.0, 8.0, -3.0), 1.0));
+    let mut bodies = Vec::new();
+    for _ in 0..30 {
+        let (centre, size) = (rng.vec(-2.0, 16.0), rng.range(0.2, 2.5));
+        bodies.extend(convex_kinds(&mut rng, centre, size));
+    }
+    let nan = Shape::Box {
+        center: DVec3::new(f64::NAN, 1.0, 1.0),
+        half_extents: DVec3::new(1.0, 1.0, 1.0),
+        rotation: [0.0, 0.0, 0.0, 1.0],
+    };
+    for at in [0, 9, 61, bodies.len()] {
+        bodies.insert(at, nan.clone());
+    }
+    let (vertices, triangles) = common::octahedron_sphere(DVec3::new(1.0, 2.0, -1.0), 2.0, 3);
+    let mesh = closest::mesh::Mesh::new(vertices, triangles, "sphere").expect("a mesh");
+    let swept: Vec<Shape> = (0..203)
+        .map(|k| {
+            let centre = DVec3::new(1.0, 2.0, -1.0) + rng.unit() * rng.range(1.0, 3.0);
+            let half = rng.unit() * rng.range(0.05, 0.6);
+            match k % 3 {
+                0 => Shape::Capsule {
+                    a: centre - half,
+                    b: centre + half,
+                    radius: rng.range(0.02, 0.3),
+                },
+                1 => Shape::Box {
+                    center: centre,
+                    half_extents: rng.vec(0.05, 0.4),
+                    rotation: rng.quaternion(),
+                },
+                _ => Shape::Sphere {
+                    center: centre,
+                    radius: rng.range(0.02, 0.4),
+                },
+            }
+        })
+        .collect();
+    let fields = Fields::all(Family::Bodies);
+    let answers = |engine: &closest::Engine| {
+        let targets = engine.upload_body_targets(&scene).expect("upload");
+        let on_mesh = engine.upload_mesh_body_targets(&mesh).expect("upload");
+        [(&targets, &bodies), (&on_mesh, &swept)].map(|(targets, bodies)| {
+            let mut rows: Vec<u8> = Vec::new();
+            let mut sink = |_: usize, packed: closest::fields::PackedRows<'_>| {
+                rows.extend_from_slice(bytemuck::cast_slice(packed.words()));
+                Ok(())
+            };
+            engine
+                .body_contacts(
+                    BodyContacts {
+                        targets,
+                        bodies,
+                        fields,
+                    },
+                    &mut sink,
+                )
+                .expect("body contacts");
+            rows
+        })
+    };
+    let [a, b] = [&subgroup, &portable].map(answers);
+    for (k, (what, rows)) in [("the mixed scene", bodies.len()), ("the mesh", swept.len())]
+        .into_iter()
+        .enumerate()
+    {
+        let [a, b]: [Vec<GpuBodyHit>; 2] = [&a[k], &b[k]].map(|r| bytemuck::pod_collect_to_vec(r));
+        assert_eq!((a.len(), b.len()), (rows, rows), "{what}: rows");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(
+                bytemuck::bytes_of(x),
+                bytemuck::bytes_of(y),
+                "{what}, row {i}: {x:?} vs {y:?}"
+            );
+        }
+        // Not a comparison of NaN rows: all but the NaN bodies are answered.
+        let answered = a.iter().filter(|h| h.shape >= 0).count();
+        assert_eq!(answered, rows - if k == 0 { 4 } else { 0 }, "{what}");
+    }
+}

@@ -188,12 +188,14 @@ pub enum Entry {
     SegmentPairs,
     /// The nearest shape of a resident scene to each row's body (`bodies.wgsl`).
     BodyNearest,
+    /// `BodyNearest` walked by whole subgroups of 8 lanes (`bodies_subgroup.wgsl`).
+    BodyNearestSubgroup,
     /// Body i against target i (`bodies.wgsl`).
     BodyPaired,
 }
 
 impl Entry {
-    pub const ALL: [Entry; 12] = [
+    pub const ALL: [Entry; 13] = [
         Entry::Paired,
         Entry::Nearest,
         Entry::NearestSubgroup,
@@ -205,6 +207,7 @@ impl Entry {
         Entry::WindingNumbersSubgroup,
         Entry::SegmentPairs,
         Entry::BodyNearest,
+        Entry::BodyNearestSubgroup,
         Entry::BodyPaired,
     ];
 
@@ -221,6 +224,7 @@ impl Entry {
             Entry::WindingNumbersSubgroup => "winding_numbers_subgroup",
             Entry::SegmentPairs => "segment_pairs",
             Entry::BodyNearest => "body_nearest",
+            Entry::BodyNearestSubgroup => "body_nearest_subgroup",
             Entry::BodyPaired => "body_paired",
         }
     }
@@ -232,6 +236,7 @@ impl Entry {
             (Entry::NearestTriangle, true) => Entry::NearestTriangleSubgroup,
             (Entry::WindingSigns, true) => Entry::WindingSignsSubgroup,
             (Entry::WindingNumbers, true) => Entry::WindingNumbersSubgroup,
+            (Entry::BodyNearest, true) => Entry::BodyNearestSubgroup,
             (entry, _) => entry,
         }
     }
@@ -243,6 +248,7 @@ impl Entry {
             Entry::NearestSubgroup => "query_subgroup",
             Entry::SegmentPairs => "segments",
             Entry::BodyNearest | Entry::BodyPaired => "bodies",
+            Entry::BodyNearestSubgroup => "bodies_subgroup",
             Entry::NearestTriangle | Entry::WindingSigns | Entry::WindingNumbers => "mesh",
             Entry::NearestTriangleSubgroup
             | Entry::WindingSignsSubgroup
@@ -258,6 +264,7 @@ impl Entry {
                 | Entry::NearestTriangleSubgroup
                 | Entry::WindingSignsSubgroup
                 | Entry::WindingNumbersSubgroup
+                | Entry::BodyNearestSubgroup
         )
     }
 }
