@@ -8,6 +8,7 @@ dask-jobqueue's Slurm, dask-kubernetes) and with the threaded scheduler.
 
 import hashlib
 import json
+import numbers
 import os
 import threading
 
@@ -248,13 +249,19 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
     ``out_dir/NAME.npz`` (the arrays of ``Mesh.sdf`` or ``Mesh.sample``, which ``options`` go
     to), or for "sdf" with ``out_format="zarr"`` streams each grid to ``out_dir/NAME.zarr``.
     A mesh that fails is reported, not raised: returns one {"mesh", "out", "error"} a mesh, in
-    order. On a ``dask.distributed`` client, ``timeout`` (seconds) bounds the wait."""
+    order. On a ``dask.distributed`` client, ``timeout`` (seconds) bounds the wait: meshes not
+    done by then are cancelled and reported as errors, as is a mesh whose worker died (a task
+    already running may still write its file after the call returns)."""
     import dask
 
     if job not in ("sdf", "sample"):
         raise InputError(f'job: expected "sdf" or "sample", got {job!r}')
     if out_format not in ("npz", "zarr") or (out_format == "zarr" and job != "sdf"):
         raise InputError(f'out_format: expected "npz", or "zarr" for "sdf" grids, got {out_format!r}')
+    if timeout is not None and not (
+        isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and 0 < timeout < float("inf")
+    ):
+        raise InputError(f"timeout: expected None or a number of seconds > 0, got {timeout!r:.60}")
     files = _mesh_files(paths)
     try:
         out_dir = os.path.abspath(os.fspath(out_dir))
@@ -273,5 +280,20 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
     except (ImportError, ValueError):
         return list(dask.compute(*tasks))
     futures = client.compute(tasks)
-    wait(futures, timeout=timeout)
-    return client.gather(futures)
+    try:
+        wait(futures, timeout=timeout)
+    except TimeoutError:  # distributed's, an alias of the builtin
+        pass
+    return [_mesh_outcome(f, future, timeout) for f, future in zip(files, futures)]
+
+
+def _mesh_outcome(path, future, timeout):
+    """A map_meshes future's result, or its failure as a mesh's error (never raised: a worker
+    that died raises `KilledWorker` in `gather`, a wait that ran out a `TimeoutError`)."""
+    if future.status == "finished":
+        return future.result()
+    if future.status == "error":
+        e = future.exception()
+        return {"mesh": path, "out": None, "error": f"{type(e).__name__}: {e}"}
+    future.cancel()
+    return {"mesh": path, "out": None, "error": f"TimeoutError: not finished within {timeout} s (cancelled)"}

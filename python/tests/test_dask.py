@@ -2,7 +2,9 @@
 zarr array in 8 chunks against a mesh and a scene, written back with to_zarr, equal row for
 row to the single-process answers; each worker uploads each target once."""
 
+import operator
 import os
+import time
 
 import numpy as np
 import pytest
@@ -108,6 +110,34 @@ def test_bad_dask_input_raises_input_error():
         closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "/dev/null/out")
 
 
+def test_map_meshes_reports_what_a_timeout_or_a_dead_worker_left_unfinished(client, tmp_path):
+    # Four igea grids cannot finish within 10 ms: each is reported, none raises distributed's
+    # TimeoutError, and the call returns at once.
+    meshes = tmp_path / "meshes"
+    meshes.mkdir()
+    for k in range(4):
+        (meshes / f"igea{k}.ply").symlink_to(MESHES / "igea.ply")
+    started = time.monotonic()
+    results = closest.dask.map_meshes(meshes, "sdf", tmp_path / "out", res=64, timeout=0.01)
+    assert time.monotonic() - started < 30
+    unfinished = [r for r in results if r["error"]]
+    assert unfinished, results
+    for r in unfinished:
+        assert r["out"] is None and r["error"].startswith("TimeoutError: not finished within 0.01 s"), r
+    for bad in ("1", 0, -1, float("nan"), float("inf"), True):
+        with pytest.raises(closest.InputError, match="timeout: expected"):
+            closest.dask.map_meshes(meshes, "sdf", tmp_path / "out", timeout=bad)
+    # A task that failed outside `_mesh_task`'s own handler (a worker that died) is a mesh's
+    # error too, not raised.
+    from closest.dask import _mesh_outcome
+    from distributed import wait
+
+    failed = client.submit(operator.truediv, 1, 0, pure=False)
+    wait(failed, timeout=BOUND)
+    outcome = _mesh_outcome("m.obj", failed, None)
+    assert outcome["out"] is None and outcome["error"].startswith("ZeroDivisionError"), outcome
+
+
 # Dask never hangs (issue 43): each test below is bounded in time by its own `timeout`, and a
 # failed task raises in the client with the worker's message.
 BOUND = 120
@@ -145,7 +175,6 @@ def test_a_target_missing_on_the_workers_raises_in_the_client(client, tmp_path):
 
 
 def _slow_block(block):
-    import time
     time.sleep(0.3)
     return block
 
@@ -154,7 +183,6 @@ def _slow_block(block):
 def test_a_worker_killed_mid_job_leaves_the_job_finished_or_raising(engine):
     import os
     import signal
-    import time
     rng = np.random.default_rng(5)
     values = rng.uniform(-0.2, 0.2, (24_000, 3)).astype(np.float32)
     mesh_path = str(MESHES / "stanford-bunny.obj")
