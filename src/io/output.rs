@@ -70,6 +70,15 @@ impl OutputFile {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
+        if ext == "npz" {
+            // Known to the byte before any row is computed: a job that cannot fit fails now,
+            // not when the disk fills hours later.
+            let row_bytes: u64 = columns
+                .iter()
+                .map(|c| (c.width * c.kind.item_bytes()) as u64)
+                .sum();
+            check_room(target, (rows as u64).saturating_mul(row_bytes))?;
+        }
         let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
         super::temporary::track(&temp);
         let write_error = |source| Error::Write {
@@ -355,10 +364,101 @@ fn append_csv(
     Ok(())
 }
 
+/// Refuses an output of `bytes` that the free space of `target`'s filesystem cannot hold
+/// (what an unprivileged writer may use); where that is unknown, nothing is refused.
+fn check_room(target: &Path, bytes: u64) -> Result<()> {
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    room_for(target, bytes, free_bytes(dir))
+}
+
+fn room_for(target: &Path, bytes: u64, free: Option<u64>) -> Result<()> {
+    match free {
+        Some(free) if bytes > free => Err(Error::Write {
+            path: target.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "the output takes {} and its filesystem has {} free",
+                    gigabytes(bytes),
+                    gigabytes(free)
+                ),
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn gigabytes(bytes: u64) -> String {
+    format!("{:.2} GB", bytes as f64 / 1e9)
+}
+
+/// The bytes an unprivileged process may still write on `dir`'s filesystem.
+#[cfg(unix)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stats` a buffer statvfs fills on success.
+    if unsafe { libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `stats`.
+    let stats = unsafe { stats.assume_init() };
+    Some((stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_dir: &Path) -> Option<u64> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fields::{DISTANCE, Family, NORMAL, POINT, SHAPE};
+
+    #[test]
+    fn an_output_larger_than_the_free_space_is_refused_before_it_is_made() {
+        let target = Path::new("out/s.npz");
+        let message = room_for(target, 124_554_051_555, Some(50_000_000_000))
+            .expect_err("too large")
+            .to_string();
+        assert_eq!(
+            message,
+            "cannot write out/s.npz: the output takes 124.55 GB and its filesystem has 50.00 GB free"
+        );
+        room_for(target, 50_000_000_000, Some(50_000_000_000)).expect("fits exactly");
+        room_for(target, u64::MAX, None).expect("unknown free space refuses nothing");
+        assert!(free_bytes(Path::new(".")).is_some_and(|free| free > 0));
+        // Through `OutputFile::create`: a 2^32-row sample file of 29-byte rows, in a folder
+        // whose filesystem has less room than that, is refused and leaves nothing behind.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.npz");
+        let rows = u32::MAX as usize;
+        let free = free_bytes(dir.path()).expect("statvfs");
+        if free < rows as u64 * 29 {
+            let columns = [
+                ColumnSpec::vector("points"),
+                ColumnSpec::scalar("sdf"),
+                ColumnSpec::vector("normal"),
+                ColumnSpec {
+                    kind: super::super::ColumnType::U8,
+                    ..ColumnSpec::scalar("kind")
+                },
+            ];
+            let error = OutputFile::create(&path, rows, &columns)
+                .err()
+                .expect("refused");
+            assert!(
+                error.to_string().contains("the output takes 124.55 GB"),
+                "{error}"
+            );
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+    }
     use crate::fields::{Fields, PackedRows};
     use crate::io::columns::{GATHER_PIECE_ROWS, field_columns, field_values};
     use crate::io::npz::npz_in_memory;
