@@ -407,6 +407,8 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     }
     // SAFETY: statvfs returned 0, so it filled `stats`.
     let stats = unsafe { stats.assume_init() };
+    // fsblkcnt_t and c_ulong are narrower than u64 on some targets.
+    #[allow(clippy::unnecessary_cast)]
     Some((stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64))
 }
 
