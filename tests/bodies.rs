@@ -1307,7 +1307,7 @@ fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
     for at in [0, 9, 61, bodies.len()] {
         bodies.insert(at, nan.clone());
     }
-    let (vertices, triangles) = common::octahedron_sphere(DVec3::new(1.0, 2.0, -1.0), 2.0, 3);
+    let (vertices, triangles) = common::octahedron_sphere(DVec3::new(1.0, 2.0, -1.0), 2.0, 2);
     let mesh = closest::mesh::Mesh::new(vertices, triangles, "sphere").expect("a mesh");
     let swept: Vec<Shape> = (0..203)
         .map(|k| {
@@ -1331,6 +1331,9 @@ fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
             }
         })
         .collect();
+    // Dense enough for the subgroup walk (at least 3 bodies per 4 shapes; sparser jobs walk a
+    // body a lane: `engine::bodies::walk_together`).
+    assert!(4 * bodies.len() >= 3 * scene.len() && 4 * swept.len() >= 3 * mesh.triangles.len());
     let fields = Fields::all(Family::Bodies);
     let answers = |engine: &closest::Engine| {
         let targets = engine.upload_body_targets(&scene).expect("upload");

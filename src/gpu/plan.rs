@@ -32,11 +32,14 @@ pub(crate) enum Job<'a> {
     SegmentPairs,
     /// The nearest shape of a scene to each row's body (streamed as shape records, their
     /// hulls' faces in `data`); the scene's BVH is axis-aligned (`GpuScene::oriented` false).
-    /// `body_kinds`: the kinds among the bodies, a bit each.
+    /// `body_kinds`: the kinds among the bodies, a bit each; `together`: the bodies of a
+    /// subgroup walk together where the engine has the subgroup kernels (dense jobs:
+    /// `bodies::walk_together`).
     BodyNearest {
         scene: &'a GpuScene,
         data: Option<&'a wgpu::Buffer>,
         body_kinds: u32,
+        together: bool,
     },
     /// Body i against target i, two records a row (body, target), hull faces in `data`; the
     /// kinds among each, a bit each.
@@ -256,9 +259,15 @@ impl Job<'_> {
                 scene,
                 data,
                 body_kinds,
+                together,
             } => Plan {
                 passes: vec![pass(
                     PipelineKey {
+                        entry: if *together {
+                            Entry::BodyNearest.for_engine(gpu.subgroup_kernels)
+                        } else {
+                            Entry::BodyNearest
+                        },
                         body_kinds: *body_kinds,
                         target_kinds: scene.bvh_kinds | scene.linear_kinds,
                         linear_kinds: scene.linear_kinds,
