@@ -63,7 +63,7 @@ fn needs_gjk() -> bool {
 // Candidates a body walk gathers before answering them: closed forms are cheap beside the
 // walk, so larger batches; GJK is not, and the best so far culls more in smaller ones
 // (docs/PERF.md, "Bodies, against parry3d").
-const BODY_BATCH: u32 = 16u;
+const BODY_BATCH: u32 = 8u;
 fn body_batch() -> u32 {
     return select(BODY_BATCH, 2u, needs_gjk());
 }
