@@ -2052,3 +2052,74 @@ fn an_interrupted_job_leaves_no_partial_output() {
         assert!(left.is_empty(), "{target}: left {left:?}");
     }
 }
+
+/// SIGKILL (the OOM killer's) cannot be caught: the killed job's temporary store stays, named
+/// with its host and process id, and the next job writing that target on this host removes it,
+/// and any other such leftover of a process no longer running; a running process's, or another
+/// host's (a shared folder), it leaves alone.
+#[cfg(unix)]
+#[test]
+fn what_a_killed_job_left_the_next_job_on_its_target_removes() {
+    let igea = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/igea.ply");
+    let fandisk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.zarr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .args(["sdf", igea.to_str().unwrap(), "--res", "320", "--out"])
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let started = std::time::Instant::now();
+    let left = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let partial = loop {
+        let chunk_written = left()
+            .into_iter()
+            .find(|n| n.contains("partial") && dir.path().join(n).join("sdf").join("c").exists());
+        if let Some(name) = chunk_written {
+            break name;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the job ended first");
+        assert!(started.elapsed().as_secs() < 120, "no partial output");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // `.g.zarr.partial-HOST-PID-0`
+    let host = partial
+        .strip_prefix(".g.zarr.partial-")
+        .and_then(|rest| rest.strip_suffix(&format!("-{pid}-0")))
+        .unwrap_or_else(|| panic!("{partial}: not named with a host and pid {pid}"))
+        .to_string();
+    assert!(!host.is_empty());
+    // Beside it: a leftover of this (running) test process, one of another host, and one of
+    // the killed process for the `.npz` of the same name (not this target: kept).
+    let running = format!(".g.zarr.partial-{host}-{}-0", std::process::id());
+    let elsewhere = format!(".g.zarr.partial-{host}x-{pid}-0");
+    let other_target = format!(".g.npz.partial-{host}-{pid}");
+    for name in [&running, &elsewhere] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+    }
+    std::fs::write(dir.path().join(&other_target), b"x").unwrap();
+    let done = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .args(["sdf", fandisk.to_str().unwrap(), "--res", "16", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let mut expected = vec![running, elsewhere, other_target, "g.zarr".to_string()];
+    expected.sort();
+    assert_eq!(left(), expected);
+}

@@ -79,7 +79,8 @@ impl OutputFile {
                 .sum();
             check_room(target, (rows as u64).saturating_mul(row_bytes))?;
         }
-        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        super::temporary::remove_stale(target);
+        let temp = target.with_file_name(super::temporary::sibling_name(&name, "partial"));
         super::temporary::track(&temp);
         let write_error = |source| Error::Write {
             path: target.to_path_buf(),
@@ -275,7 +276,8 @@ impl PendingFile {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let temp = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        super::temporary::remove_stale(target);
+        let temp = target.with_file_name(super::temporary::sibling_name(&name, "partial"));
         super::temporary::track(&temp);
         PendingFile {
             target: target.to_path_buf(),

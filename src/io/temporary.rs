@@ -1,7 +1,10 @@
 //! Temporary outputs: the files and folders a job writes beside its targets before the rename
 //! that commits them, and its spill files. Dropping their guards removes them; a CLI job ended
 //! by SIGINT or SIGTERM drops nothing, so the CLI's signal thread removes what is listed here
-//! (`remove_all`) before it exits.
+//! (`remove_all`) before it exits. Nothing catches SIGKILL (the OOM killer's): the siblings a
+//! killed job left carry its host and process id in their names (`sibling_name`), and the next
+//! job writing that target on the same host removes those of processes no longer running
+//! (`remove_stale`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -37,4 +40,96 @@ pub fn remove_all() {
             }
         }
     }
+}
+
+/// The name of a temporary sibling of the output `name`: `.NAME.WHAT-HOST-PID`.
+pub(crate) fn sibling_name(name: &str, what: &str) -> String {
+    format!(".{name}.{what}-{}-{}", host(), std::process::id())
+}
+
+/// This machine's name as sibling names carry it: letters, digits, `.` and `-` only.
+fn host() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = host_name().unwrap_or_default();
+        let kept: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
+            .collect();
+        if kept.is_empty() { "host".into() } else { kept }
+    })
+}
+
+#[cfg(unix)]
+fn host_name() -> Option<String> {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is writable for its length; gethostname NUL-terminates what fits.
+    if unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len() - 1) } != 0 {
+        return None;
+    }
+    let end = buffer.iter().position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&buffer[..end]).into_owned())
+}
+
+#[cfg(not(unix))]
+fn host_name() -> Option<String> {
+    None
+}
+
+/// Remove the temporary siblings of `target` (`.NAME.partial-…`, `.NAME.old-…`) that a process
+/// of this host left when it was killed: their process is no longer running. A sibling of a
+/// running process, or of another host (a shared folder), is left alone.
+pub(crate) fn remove_stale(target: &Path) {
+    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let name = name.to_string_lossy();
+    let prefixes = ["partial", "old"].map(|what| format!(".{name}.{what}-{}-", host()));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(rest) = prefixes
+            .iter()
+            .find_map(|p| file_name.strip_prefix(p.as_str()))
+        else {
+            continue;
+        };
+        // PID, or PID-N for a process's several stores.
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || is_running(pid) {
+            continue;
+        }
+        let path = entry.path();
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+}
+
+/// Whether process `pid` exists on this host (one of another user's counts).
+#[cfg(unix)]
+fn is_running(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let signalled = unsafe { libc::kill(pid, 0) } == 0;
+    signalled || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(not(unix))]
+fn is_running(_pid: u32) -> bool {
+    true
 }

@@ -129,6 +129,7 @@ impl ZarrGrid {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
+        super::temporary::remove_stale(target);
         let temp = unique_sibling(target, &name, "partial").map_err(|source| Error::Write {
             path: target.to_path_buf(),
             source,
@@ -308,14 +309,17 @@ impl ZarrGrid {
     }
 }
 
-/// A new empty folder `.NAME.WHAT-PID-N` beside `target`, N counting up in this process: two
+/// A new empty folder `.NAME.WHAT-HOST-PID-N` beside `target`, N counting up in this process: two
 /// stores being written to one target at once (threads of one process) never share one.
 fn unique_sibling(target: &Path, name: &str, what: &str) -> std::io::Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     loop {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = target.with_file_name(format!(".{name}.{what}-{}-{n}", std::process::id()));
+        let path = target.with_file_name(format!(
+            "{}-{n}",
+            super::temporary::sibling_name(name, what)
+        ));
         match std::fs::create_dir(&path) {
             Ok(()) => {
                 super::temporary::track(&path);
