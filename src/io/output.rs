@@ -397,7 +397,7 @@ fn gigabytes(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
 }
 
-/// The bytes an unprivileged process may still write on `dir`'s filesystem.
+/// The bytes an unprivileged process may still write on `dir`'s filesystem, where it says.
 #[cfg(unix)]
 fn free_bytes(dir: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
@@ -409,6 +409,10 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     }
     // SAFETY: statvfs returned 0, so it filled `stats`.
     let stats = unsafe { stats.assume_init() };
+    // Some FUSE and pseudo filesystems report no size at all: unknown, not full.
+    if stats.f_blocks == 0 {
+        return None;
+    }
     // fsblkcnt_t and c_ulong are narrower than u64 on some targets.
     #[allow(clippy::unnecessary_cast)]
     Some((stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64))
