@@ -1053,6 +1053,38 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
     } else {
         answered(&answer.expect("a hardware adapter answers"));
     }
+    // Dense enough for the subgroup walk (`engine::bodies::walk_together`), whose 8 lanes
+    // walk together and so run out of budget together: the same error, never a cut answer.
+    let crowd: Vec<Shape> = (0..1600)
+        .map(|k| match &cuboid {
+            Shape::Box {
+                center,
+                half_extents,
+                rotation,
+            } => Shape::Box {
+                center: *center + DVec3::new(0.0, 0.0, 1e-4 * k as f64),
+                half_extents: *half_extents,
+                rotation: *rotation,
+            },
+            _ => unreachable!(),
+        })
+        .collect();
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    let answer = engine().body_contacts(
+        BodyContacts {
+            targets: &targets,
+            bodies: &crowd,
+            fields: Fields::all(Family::Bodies),
+        },
+        &mut rows,
+    );
+    if engine().adapter_info().device_type == wgpu::DeviceType::Cpu {
+        let message = answer.expect_err("beyond the loop budget").to_string();
+        assert!(message.contains("loop iterations"), "{message}");
+    } else {
+        answer.expect("a hardware adapter answers");
+        assert!(rows.iter().all(|r| r.shape == 2000), "the near triangle");
+    }
 }
 
 /// The shape's support value along `u` (`max u·x` over it), from the reference's support
