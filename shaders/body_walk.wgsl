@@ -492,25 +492,7 @@ fn nearest_body(record: Shape, origin: vec3<f32>, wanted: bool) -> BodyHit {
                         overflowed = true;
                         break;
                     }
-                    // The child to open first goes on top.
-                    var near = right;
-                    var far = left;
-                    var open_near = (chosen & OPEN_RIGHT) != 0u;
-                    var open_far = (chosen & OPEN_LEFT) != 0u;
-                    if (chosen & LEFT_FIRST) != 0u {
-                        near = left;
-                        far = right;
-                        open_near = (chosen & OPEN_LEFT) != 0u;
-                        open_far = (chosen & OPEN_RIGHT) != 0u;
-                    }
-                    if open_far {
-                        stack[top] = far;
-                        top += 1u;
-                    }
-                    if open_near {
-                        stack[top] = near;
-                        top += 1u;
-                    }
+                    push_children(chosen, left, right, &stack, &top);
                     continue;
                 }
                 // LINEAR_KINDS (query_walk.wgsl): a mesh's triangles are all in the BVH, and

@@ -114,6 +114,29 @@ fn leaf_count(kind: u32, leaf: StackEntry) -> u32 {
     return select(0u, leaf.count & ((1u << LEAF_KIND_SHIFT) - 1u), leaf_kind == kind);
 }
 
+// Push the children `chosen` (vote_step's answer) opens, the one to open first on top.
+fn push_children(chosen: u32, left: StackEntry, right: StackEntry,
+    stack: ptr<function, array<StackEntry, STACK_SIZE>>, top: ptr<function, u32>) {
+    var near = right;
+    var far = left;
+    var open_near = (chosen & OPEN_RIGHT) != 0u;
+    var open_far = (chosen & OPEN_LEFT) != 0u;
+    if (chosen & LEFT_FIRST) != 0u {
+        near = left;
+        far = right;
+        open_near = (chosen & OPEN_LEFT) != 0u;
+        open_far = (chosen & OPEN_RIGHT) != 0u;
+    }
+    if open_far {
+        (*stack)[*top] = far;
+        *top += 1u;
+    }
+    if open_near {
+        (*stack)[*top] = near;
+        *top += 1u;
+    }
+}
+
 // The BVH: the traversal opens the nearer child first and never pushes a box farther than the
 // best answer so far. A stack overflow marks the row instead of answering it. The stack is
 // the caller's (WGSL zero-fills every local array).
@@ -163,25 +186,7 @@ fn scan_bvh(p: vec3<f32>, best: ptr<function, Hit>, stack: ptr<function, array<S
                 (*best).shape = TRAVERSAL_OVERFLOW;
                 return;
             }
-            // The child to open first goes on top.
-            var near = right;
-            var far = left;
-            var open_near = (chosen & OPEN_RIGHT) != 0u;
-            var open_far = (chosen & OPEN_LEFT) != 0u;
-            if (chosen & LEFT_FIRST) != 0u {
-                near = left;
-                far = right;
-                open_near = (chosen & OPEN_LEFT) != 0u;
-                open_far = (chosen & OPEN_RIGHT) != 0u;
-            }
-            if open_far {
-                (*stack)[top] = far;
-                top += 1u;
-            }
-            if open_near {
-                (*stack)[top] = near;
-                top += 1u;
-            }
+            push_children(chosen, left, right, stack, &top);
         }
         if leaf.count == 0u {
             return;

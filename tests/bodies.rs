@@ -891,6 +891,39 @@ fn body_rows_carry_only_the_asked_fields() {
     }
 }
 
+/// `count` capsules, boxes and spheres in turn, centred `distances` from `centre`, capsules'
+/// half-lengths up to `size`.
+fn bodies_about(
+    rng: &mut Rng,
+    count: usize,
+    centre: DVec3,
+    distances: (f64, f64),
+    size: f64,
+) -> Vec<Shape> {
+    (0..count)
+        .map(|k| {
+            let at = centre + rng.unit() * rng.range(distances.0, distances.1);
+            let half = rng.unit() * rng.range(0.05, size);
+            match k % 3 {
+                0 => Shape::Capsule {
+                    a: at - half,
+                    b: at + half,
+                    radius: rng.range(0.02, 0.5 * size),
+                },
+                1 => Shape::Box {
+                    center: at,
+                    half_extents: rng.vec(0.05, 0.75 * size),
+                    rotation: rng.quaternion(),
+                },
+                _ => Shape::Sphere {
+                    center: at,
+                    radius: rng.range(0.02, 0.75 * size),
+                },
+            }
+        })
+        .collect()
+}
+
 /// Capsules through a mesh, most of them crossing several triangles: the deepest overlap wins
 /// (a walk that stops at the first overlap it meets answers too shallow), as the oracle says.
 #[test]
@@ -904,28 +937,7 @@ fn bodies_through_a_mesh_find_their_deepest_triangle() {
         })
         .collect();
     let mut rng = Rng::new(17);
-    let bodies: Vec<Shape> = (0..400)
-        .map(|k| {
-            let centre = DVec3::new(3.0, -2.0, 1.0) + rng.unit() * rng.range(0.6, 1.4);
-            let half = rng.unit() * rng.range(0.05, 0.4);
-            match k % 3 {
-                0 => Shape::Capsule {
-                    a: centre - half,
-                    b: centre + half,
-                    radius: rng.range(0.02, 0.2),
-                },
-                1 => Shape::Box {
-                    center: centre,
-                    half_extents: rng.vec(0.05, 0.3),
-                    rotation: rng.quaternion(),
-                },
-                _ => Shape::Sphere {
-                    center: centre,
-                    radius: rng.range(0.02, 0.3),
-                },
-            }
-        })
-        .collect();
+    let bodies = bodies_about(&mut rng, 400, DVec3::new(3.0, -2.0, 1.0), (0.6, 1.4), 0.4);
     let targets = engine().upload_mesh_body_targets(&mesh).expect("upload");
     let mut rows: Vec<GpuBodyHit> = Vec::new();
     engine()
@@ -1341,28 +1353,7 @@ fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
     }
     let (vertices, triangles) = common::octahedron_sphere(DVec3::new(1.0, 2.0, -1.0), 2.0, 2);
     let mesh = closest::mesh::Mesh::new(vertices, triangles, "sphere").expect("a mesh");
-    let swept: Vec<Shape> = (0..203)
-        .map(|k| {
-            let centre = DVec3::new(1.0, 2.0, -1.0) + rng.unit() * rng.range(1.0, 3.0);
-            let half = rng.unit() * rng.range(0.05, 0.6);
-            match k % 3 {
-                0 => Shape::Capsule {
-                    a: centre - half,
-                    b: centre + half,
-                    radius: rng.range(0.02, 0.3),
-                },
-                1 => Shape::Box {
-                    center: centre,
-                    half_extents: rng.vec(0.05, 0.4),
-                    rotation: rng.quaternion(),
-                },
-                _ => Shape::Sphere {
-                    center: centre,
-                    radius: rng.range(0.02, 0.4),
-                },
-            }
-        })
-        .collect();
+    let swept = bodies_about(&mut rng, 203, DVec3::new(1.0, 2.0, -1.0), (1.0, 3.0), 0.6);
     // Dense enough for the subgroup walk (at least 3 bodies per 4 shapes; sparser jobs walk a
     // body a lane: `engine::bodies::walk_together`).
     assert!(4 * bodies.len() >= 3 * scene.len() && 4 * swept.len() >= 3 * mesh.triangles.len());
