@@ -6,10 +6,12 @@ that target; later chunks reuse both. Works on any ``dask.distributed`` cluster 
 dask-jobqueue's Slurm, dask-kubernetes) and with the threaded scheduler.
 """
 
+import contextlib
 import hashlib
 import json
 import numbers
 import os
+import socket
 import threading
 
 import numpy as np
@@ -216,6 +218,46 @@ def _mesh_files(paths):
     return [os.path.abspath(f) for f in files]
 
 
+def _host():
+    """This machine's name as temporary outputs carry it (letters, digits, "." and "-"), as the
+    CLI's `io::temporary` names them."""
+    kept = "".join(c for c in socket.gethostname() if c.isascii() and (c.isalnum() or c in ".-"))
+    return kept or "host"
+
+
+def _is_running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _write_npz(out, arrays):
+    """``arrays`` to ``out`` as .npz, written beside it first and renamed: a failed write
+    leaves nothing. What a killed worker left for this target (the nanny's memory limit, the
+    OOM killer: this host's ``.NAME.partial-HOST-PID`` of a process no longer running) is
+    removed first, as the CLI removes its own."""
+    directory, name = os.path.split(out)
+    prefix = f".{name}.partial-{_host()}-"
+    for entry in os.listdir(directory):
+        pid = entry[len(prefix):].split("-")[0] if entry.startswith(prefix) else ""
+        if pid.isdigit() and int(pid) != os.getpid() and not _is_running(int(pid)):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(directory, entry))
+    partial = os.path.join(directory, f"{prefix}{os.getpid()}")
+    try:
+        with open(partial, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(partial, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise
+
+
 def _mesh_task(path, job, out_dir, out_format, engine_options, options):
     """One mesh on a worker: its grid or samples written to out_dir/NAME.npz (beside it first,
     then renamed) or streamed to out_dir/NAME.zarr, or the reason it failed. The worker's engine
@@ -233,10 +275,7 @@ def _mesh_task(path, job, out_dir, out_format, engine_options, options):
             mesh.sdf(out=out, **options)
             return {"mesh": path, "out": out, "error": None}
         arrays = mesh.sdf(**options) if job == "sdf" else mesh.sample(**options)
-        partial = os.path.join(out_dir, f".{stem}.npz.partial-{os.getpid()}")
-        with open(partial, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(partial, out)
+        _write_npz(out, arrays)
         return {"mesh": path, "out": out, "error": None}
     except Exception as e:  # reported per mesh, as `closest sdf --out-dir` does
         return {"mesh": path, "out": None, "error": f"{type(e).__name__}: {e}"}

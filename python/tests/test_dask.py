@@ -138,6 +138,38 @@ def test_map_meshes_reports_what_a_timeout_or_a_dead_worker_left_unfinished(clie
     assert outcome["out"] is None and outcome["error"].startswith("ZeroDivisionError"), outcome
 
 
+def test_a_mesh_file_write_leaves_no_partial_and_removes_a_killed_workers(tmp_path):
+    # What a killed worker of this host left for the target is removed before the write; a
+    # running process's, another host's and another target's are not.
+    import subprocess
+    import sys
+
+    from closest.dask import _host, _write_npz
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)
+    host = _host()
+    stale = f".m.npz.partial-{host}-{dead}"
+    kept = [f".m.npz.partial-{host}-{os.getppid()}", f".m.npz.partial-{host}x-{dead}",
+            f".n.npz.partial-{host}-{dead}"]
+    for name in [stale, *kept]:
+        (tmp_path / name).write_bytes(b"x")
+    out = tmp_path / "m.npz"
+    _write_npz(str(out), {"sdf": np.arange(4, dtype=np.float32)})
+    assert np.load(out)["sdf"].tolist() == [0, 1, 2, 3]
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, "m.npz"])
+
+    # A write that fails midway (an array that cannot be read) leaves no partial file.
+    class Unreadable:
+        def __array__(self, dtype=None, copy=None):
+            raise RuntimeError("unreadable")
+
+    with pytest.raises(RuntimeError, match="unreadable"):
+        _write_npz(str(tmp_path / "o.npz"), {"a": np.zeros(3), "b": Unreadable()})
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, "m.npz"])
+
+
 # Dask never hangs (issue 43): each test below is bounded in time by its own `timeout`, and a
 # failed task raises in the client with the worker's message.
 BOUND = 120
