@@ -37,7 +37,8 @@ struct Cli {
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     memory_bytes: Option<u64>,
     /// Run the kernels every adapter has, never the subgroup kernels (query_subgroup.wgsl,
-    /// mesh_subgroup.wgsl) that adapters with 8-lane subgroups (lavapipe) run by default.
+    /// mesh_subgroup.wgsl, bodies_subgroup.wgsl) that adapters with 8-lane subgroups
+    /// (lavapipe) run by default.
     /// Results do not change.
     #[arg(long, global = true)]
     portable_kernels: bool,

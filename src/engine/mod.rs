@@ -126,8 +126,9 @@ impl Engine {
         self.gpu.unified_memory
     }
     /// Whether scene queries run the subgroup kernels, `query_subgroup.wgsl` and (triangle
-    /// scenes, meshes) `mesh_subgroup.wgsl`: adapters with subgroups of exactly 8 lanes, such
-    /// as lavapipe, unless [`EngineOptions::portable_kernels`].
+    /// scenes, meshes) `mesh_subgroup.wgsl`, and dense body jobs `bodies_subgroup.wgsl`:
+    /// adapters with subgroups of exactly 8 lanes, such as lavapipe, unless
+    /// [`EngineOptions::portable_kernels`].
     pub fn subgroup_kernels(&self) -> bool {
         self.gpu.subgroup_kernels
     }
