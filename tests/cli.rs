@@ -1995,46 +1995,60 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
     );
 }
 
+/// `closest sdf igea.ply --res 320 --out OUT`, spawned and waited for (bounded) until its
+/// temporary output holds written samples (a chunk folder, or a megabyte of file), so that a
+/// signal lands mid-job; with the temporary output's name.
+#[cfg(unix)]
+fn igea_grid_caught_writing(
+    out: &Path,
+    stderr: std::process::Stdio,
+) -> (std::process::Child, String) {
+    let igea = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/igea.ply");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .args(["sdf", igea.to_str().unwrap(), "--res", "320", "--out"])
+        .arg(out)
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let dir = out.parent().unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let written = std::fs::read_dir(dir).unwrap().find_map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let samples = if e.path().is_dir() {
+                e.path().join("sdf").join("c").exists()
+            } else {
+                e.metadata().is_ok_and(|m| m.len() > 1 << 20)
+            };
+            (name.contains("partial") && samples).then_some(name)
+        });
+        if let Some(name) = written {
+            return (child, name);
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{}: the job ended before it was caught writing",
+            out.display()
+        );
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "{}: no partial output",
+            out.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A job interrupted by SIGTERM or SIGINT while it writes (a `.zarr` store, an `.npz`) exits
 /// with 128 + the signal and leaves neither its target nor its temporary output behind.
 #[cfg(unix)]
 #[test]
 fn an_interrupted_job_leaves_no_partial_output() {
-    let igea = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/igea.ply");
     for (target, signal) in [("g.zarr", libc::SIGTERM), ("g.npz", libc::SIGINT)] {
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join(target);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
-            .args(["sdf", igea.to_str().unwrap(), "--res", "320", "--out"])
-            .arg(&out)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Wait (bounded) until the temporary output holds written samples (a chunk folder, or
-        // a megabyte), so the signal lands mid-job, then interrupt.
-        let started = std::time::Instant::now();
-        let partial = || {
-            std::fs::read_dir(dir.path()).unwrap().any(|e| {
-                let e = e.unwrap();
-                let written = if e.path().is_dir() {
-                    e.path().join("sdf").join("c").exists()
-                } else {
-                    e.metadata().is_ok_and(|m| m.len() > 1 << 20)
-                };
-                e.file_name().to_string_lossy().contains("partial") && written
-            })
-        };
-        while !partial() {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "{target}: the job ended before it was interrupted"
-            );
-            assert!(
-                started.elapsed().as_secs() < 120,
-                "{target}: no partial output"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let (child, _) =
+            igea_grid_caught_writing(&dir.path().join(target), std::process::Stdio::piped());
         // SAFETY: signalling our own child, which has not been waited for.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
         let output = child.wait_with_output().unwrap();
@@ -2060,18 +2074,11 @@ fn an_interrupted_job_leaves_no_partial_output() {
 #[cfg(unix)]
 #[test]
 fn what_a_killed_job_left_the_next_job_on_its_target_removes() {
-    let igea = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/igea.ply");
     let fandisk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("g.zarr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closest"))
-        .args(["sdf", igea.to_str().unwrap(), "--res", "320", "--out"])
-        .arg(&out)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, partial) = igea_grid_caught_writing(&out, std::process::Stdio::null());
     let pid = child.id();
-    let started = std::time::Instant::now();
     let left = || -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -2079,17 +2086,6 @@ fn what_a_killed_job_left_the_next_job_on_its_target_removes() {
             .collect();
         names.sort();
         names
-    };
-    let partial = loop {
-        let chunk_written = left()
-            .into_iter()
-            .find(|n| n.contains("partial") && dir.path().join(n).join("sdf").join("c").exists());
-        if let Some(name) = chunk_written {
-            break name;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "the job ended first");
-        assert!(started.elapsed().as_secs() < 120, "no partial output");
-        std::thread::sleep(std::time::Duration::from_millis(10));
     };
     child.kill().unwrap();
     child.wait().unwrap();
@@ -2109,15 +2105,16 @@ fn what_a_killed_job_left_the_next_job_on_its_target_removes() {
         std::fs::create_dir(dir.path().join(name)).unwrap();
     }
     std::fs::write(dir.path().join(&other_target), b"x").unwrap();
-    let done = Command::new(env!("CARGO_BIN_EXE_closest"))
-        .args(["sdf", fandisk.to_str().unwrap(), "--res", "16", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
+    closest_ok(
+        &[
+            "sdf",
+            fandisk.to_str().unwrap(),
+            "--res",
+            "16",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
     );
     let mut expected = vec![running, elsewhere, other_target, "g.zarr".to_string()];
     expected.sort();

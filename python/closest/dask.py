@@ -226,12 +226,13 @@ def _host():
 
 
 def _is_running(pid):
+    """Whether process ``pid`` exists here (another user's, which we may not signal, does)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError):
-        return True
+    except (OSError, OverflowError):
+        pass
     return True
 
 

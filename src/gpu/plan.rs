@@ -263,11 +263,7 @@ impl Job<'_> {
             } => Plan {
                 passes: vec![pass(
                     PipelineKey {
-                        entry: if *together {
-                            Entry::BodyNearest.for_engine(gpu.subgroup_kernels)
-                        } else {
-                            Entry::BodyNearest
-                        },
+                        entry: Entry::BodyNearest.for_engine(gpu.subgroup_kernels && *together),
                         body_kinds: *body_kinds,
                         target_kinds: scene.bvh_kinds | scene.linear_kinds,
                         linear_kinds: scene.linear_kinds,

@@ -79,9 +79,7 @@ impl OutputFile {
                 .sum();
             check_room(target, (rows as u64).saturating_mul(row_bytes))?;
         }
-        super::temporary::remove_stale(target);
-        let temp = target.with_file_name(super::temporary::sibling_name(&name, "partial"));
-        super::temporary::track(&temp);
+        let temp = super::temporary::partial_file_beside(target, &name);
         let write_error = |source| Error::Write {
             path: target.to_path_buf(),
             source,
@@ -276,9 +274,7 @@ impl PendingFile {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        super::temporary::remove_stale(target);
-        let temp = target.with_file_name(super::temporary::sibling_name(&name, "partial"));
-        super::temporary::track(&temp);
+        let temp = super::temporary::partial_file_beside(target, &name);
         PendingFile {
             target: target.to_path_buf(),
             temp,
@@ -428,6 +424,11 @@ mod tests {
     use super::*;
     use crate::fields::{DISTANCE, Family, NORMAL, POINT, SHAPE};
 
+    use crate::fields::{Fields, PackedRows};
+    use crate::io::columns::{GATHER_PIECE_ROWS, field_columns, field_values};
+    use crate::io::npz::npz_in_memory;
+    use std::io::Read;
+
     #[test]
     fn an_output_larger_than_the_free_space_is_refused_before_it_is_made() {
         let target = Path::new("out/s.npz");
@@ -467,10 +468,6 @@ mod tests {
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         }
     }
-    use crate::fields::{Fields, PackedRows};
-    use crate::io::columns::{GATHER_PIECE_ROWS, field_columns, field_values};
-    use crate::io::npz::npz_in_memory;
-    use std::io::Read;
 
     /// Packed rows of every hit field with distinct words, `rows` of them.
     fn packed_words(rows: usize) -> Vec<u32> {

@@ -42,6 +42,16 @@ pub fn remove_all() {
     }
 }
 
+/// The temporary file a job writes its output `target` (file name `name`) to before the rename,
+/// `.NAME.partial-HOST-PID` beside it, listed; what killed processes left for `target` is
+/// removed first.
+pub(crate) fn partial_file_beside(target: &Path, name: &str) -> PathBuf {
+    remove_stale(target);
+    let temp = target.with_file_name(sibling_name(name, "partial"));
+    track(&temp);
+    temp
+}
+
 /// The name of a temporary sibling of the output `name`: `.NAME.WHAT-HOST-PID`.
 pub(crate) fn sibling_name(name: &str, what: &str) -> String {
     format!(".{name}.{what}-{}-{}", host(), std::process::id())
@@ -118,7 +128,7 @@ pub(crate) fn remove_stale(target: &Path) {
     }
 }
 
-/// Whether process `pid` exists on this host (one of another user's counts).
+/// Whether process `pid` exists on this host (another user's, which we may not signal, does).
 #[cfg(unix)]
 fn is_running(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
