@@ -723,7 +723,7 @@ fn bodies_that_are_not_convex_are_refused_with_their_index() {
         .unwrap_err()
         .to_string();
     assert!(
-        refused.contains("shape 1") && refused.contains("`kind`") && refused.contains("plane"),
+        refused.contains("shape 1") && refused.contains("`type`") && refused.contains("plane"),
         "{refused}"
     );
     let cube = Shape::Aabb {

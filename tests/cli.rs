@@ -770,7 +770,7 @@ fn bad_bodies_exit_2_naming_the_file_shape_and_field() {
     assert_bad_input(
         &dir,
         &["contacts", "--shapes", &scene, "--bodies", &planes],
-        &["planes.json", "shape 1", "`kind`", "plane"],
+        &["planes.json", "shape 1", "`type`", "plane"],
     );
     let boxes = dir
         .file(

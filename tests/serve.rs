@@ -237,7 +237,7 @@ fn every_error_has_its_status_and_names_the_problem() {
             br#"{"shapes": [{"type": "sphere", "center": [0, 0, 3], "radius": 1},
                 {"type": "ray", "origin": [0, 0, 0], "direction": [1, 0, 0]}]}"#,
         )
-        .assert_error(400, &["shape 1", "`kind`", "ray"]);
+        .assert_error(400, &["shape 1", "`type`", "ray"]);
     server
         .post("/v1/scenes/s/bodies", br#"{"shapes": [{"type": "box"}]}"#)
         .assert_error(400, &["shape 0", "missing"]);

@@ -108,7 +108,6 @@ argument_readers! {
     paired_flag: bool = "paired", "True or False";
     sign_name: Option<String> = "sign", "None or one of pseudonormal, winding, auto, none";
     pad_fraction: f64 = "pad", "a fraction ≥ 0 of the mesh's largest extent";
-    bounds_box: Option<[f64; 6]> = "bounds", "None or six numbers x0, y0, z0, x1, y1, z1";
     band_width_value: f64 = "band", "a width > 0";
     optional_band: Option<f64> = "band", "None or a width > 0";
     band_units_name: String = "band_units", "one of voxels, world";
@@ -119,6 +118,17 @@ argument_readers! {
     near_count: usize = "near", COUNT;
     uniform_count: usize = "uniform", COUNT;
     seed_value: u64 = "seed", "a whole number from 0 to 2^64 - 1";
+}
+
+/// `bounds`: six numbers x0, y0, z0, x1, y1, z1, or the corners as two rows (trimesh's
+/// `mesh.bounds`, an (2, 3) array).
+fn bounds_box(value: &Bound<'_, PyAny>) -> PyResult<Option<[f64; 6]>> {
+    const TAKES: &str =
+        "None, six numbers x0, y0, z0, x1, y1, z1 or two corners [[x0, y0, z0], [x1, y1, z1]]";
+    if let Ok(Some([lo, hi])) = value.extract::<Option<[[f64; 3]; 2]>>() {
+        return Ok(Some([lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]]));
+    }
+    read_argument(value, "bounds", TAKES)
 }
 
 /// Runs an entry point's body so that a panic in it (a bug of ours) becomes `GpuError` naming
@@ -331,8 +341,8 @@ fn parse_sign_choice(sign: Option<&str>) -> PyResult<SignChoice> {
 
 /// A Python value as JSON, for the scene reader (which names the shape and field of any
 /// problem). Non-finite floats become numbers too large for f64, which it reports as
-/// non-finite; numpy arrays and scalars go through `tolist()`.
-fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+/// non-finite; numpy arrays and scalars go through `tolist()`. `what` names the argument.
+fn to_json(value: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
     use serde_json::Value;
     if value.is_none() {
         return Ok(Value::Null);
@@ -342,7 +352,7 @@ fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
     }
     if let Ok(i) = value.cast::<PyInt>() {
         let text = i.str()?.to_string();
-        return serde_json::from_str(&text).map_err(|e| input_error(e.to_string()));
+        return serde_json::from_str(&text).map_err(|e| input_error(format!("{what}: {e}")));
     }
     if let Ok(f) = value.cast::<PyFloat>() {
         let x = f.value();
@@ -353,7 +363,7 @@ fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
         } else {
             "1e999".into()
         };
-        return serde_json::from_str(&text).map_err(|e| input_error(e.to_string()));
+        return serde_json::from_str(&text).map_err(|e| input_error(format!("{what}: {e}")));
     }
     if let Ok(s) = value.cast::<PyString>() {
         return Ok(Value::String(s.extract::<String>()?));
@@ -363,35 +373,37 @@ fn to_json(value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
         for (k, v) in d.iter() {
             let key: String = k
                 .extract()
-                .map_err(|_| input_error(format!("shapes: dict key {k} is not a string")))?;
-            map.insert(key, to_json(&v)?);
+                .map_err(|_| input_error(format!("{what}: dict key {k} is not a string")))?;
+            map.insert(key, to_json(&v, what)?);
         }
         return Ok(Value::Object(map));
     }
     if value.cast::<PyList>().is_ok() || value.cast::<PyTuple>().is_ok() {
-        let items: PyResult<Vec<Value>> = value.try_iter()?.map(|v| to_json(&v?)).collect();
+        let items: PyResult<Vec<Value>> = value.try_iter()?.map(|v| to_json(&v?, what)).collect();
         return Ok(Value::Array(items?));
     }
     if value.hasattr("tolist")? {
-        return to_json(&value.call_method0("tolist")?);
+        return to_json(&value.call_method0("tolist")?, what);
     }
     Err(input_error(format!(
-        "shapes: cannot read a value of type {} (numbers, strings, lists and dicts only)",
+        "{what}: cannot read a value of type {} (numbers, strings, lists and dicts only)",
         value.get_type().name()?
     )))
 }
 
-/// `shapes`: a list of SPEC §1 dicts, or the path of a scene `.json`.
-fn parse_shapes(shapes: &Bound<'_, PyAny>) -> PyResult<Vec<Shape>> {
+/// The argument `what` (`shapes`, `bodies`): a list of SPEC §1 dicts, or the path of a scene
+/// `.json`.
+fn parse_shapes(shapes: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Shape>> {
     if let Ok(list) = shapes.cast::<PyList>() {
-        let values: PyResult<Vec<serde_json::Value>> = list.iter().map(|v| to_json(&v)).collect();
-        return closest::io::shapes_from_values(&values?, "shapes").map_err(py_error);
+        let values: PyResult<Vec<serde_json::Value>> =
+            list.iter().map(|v| to_json(&v, what)).collect();
+        return closest::io::shapes_from_values(&values?, what).map_err(py_error);
     }
     if let Ok(path) = shapes.extract::<std::path::PathBuf>() {
         return closest::io::load_scene(&path).map_err(py_error);
     }
     Err(input_error(format!(
-        "shapes: expected a list of shape dicts or the path of a scene .json, got {}",
+        "{what}: expected a list of shape dicts or the path of a scene .json, got {}",
         shapes.get_type().name()?
     )))
 }
@@ -485,7 +497,7 @@ impl Engine {
     /// Upload a scene once (BVH built here): a list of shape dicts, or a scene .json path.
     fn scene(&self, py: Python<'_>, shapes: &Bound<'_, PyAny>) -> PyResult<Scene> {
         guarded("Engine.scene", || {
-            let shapes = parse_shapes(shapes)?;
+            let shapes = parse_shapes(shapes, "shapes")?;
             let engine = self.inner.clone();
             let count = shapes.len();
             let scene = py
@@ -549,7 +561,7 @@ impl Engine {
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         guarded("Engine.query_paired", || {
-            let shapes = parse_shapes(shapes)?;
+            let shapes = parse_shapes(shapes, "shapes")?;
             let borrowed = float_rows(points, "points", &[3])?;
             let (mode, fields) = (parse_mode(&mode)?, parse_fields(Family::Hits, fields)?);
             let points = borrowed.rows()?;
@@ -839,7 +851,7 @@ impl Scene {
 /// Bodies as shape dicts or a scene .json path, each a convex kind (SPEC §9), refused with
 /// its index and field otherwise.
 fn parse_bodies(bodies: &Bound<'_, PyAny>) -> PyResult<Vec<Shape>> {
-    let bodies = parse_shapes(bodies)?;
+    let bodies = parse_shapes(bodies, "bodies")?;
     closest::engine::check_bodies(&bodies, "bodies").map_err(py_error)?;
     Ok(bodies)
 }

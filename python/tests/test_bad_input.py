@@ -87,6 +87,8 @@ def test_arguments_of_the_wrong_type_or_range_raise_input_error(engine, scene, m
         (lambda: mesh.sdf(4, pad=None), "pad", "None"),
         (lambda: mesh.sdf(4, bounds=[0, 0, 0, 1, 1]), "bounds", "six numbers"),
         (lambda: mesh.sdf(4, bounds="abc"), "bounds", "'abc'"),
+        (lambda: mesh.sdf(4, bounds=[[0, 0, 0], [1, 1]]), "bounds", "two corners"),
+        (lambda: mesh.sdf(4, bounds=[[1, 1, 1], [0, 0, 0]]), "bounds", "x0 < x1"),
         (lambda: mesh.sdf(4, band="wide"), "band", "'wide'"),
         (lambda: mesh.sdf(4, band=1, band_units=3), "band_units", "got 3"),
         (lambda: mesh.sdf(4, out=3), "out", "got 3"),

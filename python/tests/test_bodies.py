@@ -87,9 +87,9 @@ def test_a_capsule_sunk_into_a_mesh_is_pushed_out_by_its_contact(engine):
 @pytest.mark.hostile
 def test_bad_bodies_raise_input_errors_naming_index_and_field(engine):
     scene = engine.scene(TARGETS)
-    with pytest.raises(closest.InputError, match=r"shape 1.*`kind`.*plane"):
+    with pytest.raises(closest.InputError, match=r"bodies: shape 1.*`type`.*plane"):
         scene.contacts(bodies=[BODIES[0], {"type": "plane", "normal": [0, 0, 1], "offset": 0}])
-    with pytest.raises(closest.InputError, match=r"shape 0.*half_extents"):
+    with pytest.raises(closest.InputError, match=r"bodies: shape 0.*half_extents"):
         scene.contacts(bodies=[{"type": "box", "center": [0, 0, 0]}])
     with pytest.raises(closest.InputError, match=r"fields"):
         scene.contacts(bodies=BODIES, fields="depth")
@@ -104,7 +104,7 @@ def test_bad_bodies_raise_input_errors_naming_index_and_field(engine):
     # Bodies are shapes: a non-finite one is refused as a scene's would be (the engine gives a
     # NaN row to a body it is handed, tests/bodies.rs).
     nan = {"type": "sphere", "center": [float("nan"), 0, 0], "radius": 1}
-    with pytest.raises(closest.InputError, match=r"shape 1.*`center`.*finite"):
+    with pytest.raises(closest.InputError, match=r"bodies: shape 1.*`center`.*finite"):
         scene.contacts(bodies=[BODIES[0], nan, BODIES[1]])
     # Beyond the body jobs' scale (1e9 from the origin) bodies and targets are refused by index.
     far = {"type": "sphere", "center": [1e20, 0, 0], "radius": 1}

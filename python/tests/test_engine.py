@@ -137,6 +137,9 @@ def test_mesh_from_arrays_is_the_exact_cube(engine):
     grid = cube.sdf(3, bounds=[0, 0, 0, 1, 1, 1])
     assert grid["origin"].tolist() == [0, 0, 0] and grid["spacing"].tolist() == [0.5] * 3
     assert grid["sdf"][1, 1, 1] == pytest.approx(-0.5)
+    # The corners as two rows (trimesh's `mesh.bounds`) are the same box.
+    corners = cube.sdf(3, bounds=np.array([[0, 0, 0], [1, 1, 1]], np.float64))
+    assert corners["sdf"].tobytes() == grid["sdf"].tobytes()
 
 
 def test_contacts_paired_and_segments_equal_the_cli(backend, engine, cli, tmp_path):

@@ -43,7 +43,7 @@ pub fn is_body_kind(kind: ShapeKind) -> bool {
 pub fn check_bodies(bodies: &[Shape], what: &str) -> Result<()> {
     match bodies.iter().position(|b| !is_body_kind(b.kind())) {
         Some(i) => Err(Error::Usage(format!(
-            "{what}: shape {i}: field `kind`: a {} cannot be a body (bodies are bounded and \
+            "{what}: shape {i}: field `type`: a {} cannot be a body (bodies are bounded and \
              convex: sphere, capsule, box, aabb, cylinder, cone, ellipsoid, convex_hull, wedge, \
              corner_wedge, segment, triangle)",
             bodies[i].kind().name()
@@ -115,7 +115,7 @@ pub fn torus_conflict(bodies: &[Shape], targets: &[Shape], paired: bool) -> Opti
 /// The refusal of [`torus_conflict`]'s pair, naming the target's index and field.
 pub fn torus_refusal(torus: usize, body: usize, kind: ShapeKind) -> String {
     format!(
-        "shape {torus}: field `kind`: a torus is not convex, so only sphere bodies are answered \
+        "shape {torus}: field `type`: a torus is not convex, so only sphere bodies are answered \
          against it (body {body} is a {})",
         kind.name()
     )
@@ -212,7 +212,7 @@ impl Engine {
             && let Some(body) = bodies.iter().position(|b| b.kind() != ShapeKind::Sphere)
         {
             return Err(Error::Usage(format!(
-                "bodies: body {body}: field `kind`: the targets hold a torus, which is not \
+                "bodies: body {body}: field `type`: the targets hold a torus, which is not \
                  convex: only sphere bodies are answered against it"
             )));
         }
