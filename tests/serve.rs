@@ -220,6 +220,12 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .put("/v1/scenes/bad%20name", b"{}")
         .assert_error(400, &["target name"]);
+    // `..` and `.` are path segments to URL clients: no later request could reach them.
+    for dots in ["%2E", "%2E%2E"] {
+        server
+            .put(&format!("/v1/scenes/{dots}"), b"{}")
+            .assert_error(400, &["target name", "path segment"]);
+    }
     server
         .put("/v1/meshes/m?format=dxf", b"")
         .assert_error(400, &["format"]);
@@ -338,6 +344,13 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/segments", b"not a zip")
         .assert_error(415, &[".npz"]);
+    // numpy.savez_compressed's members are deflated: refused by name, before any is inflated.
+    let zeros = npy_bytes("<f8", &[1, 2, 3], &[0u8; 48]);
+    let mut deflated = stored_zip(&[("a.npy", &zeros), ("b.npy", &zeros)]);
+    mark_deflated(&mut deflated);
+    server
+        .post("/v1/segments", &deflated)
+        .assert_error(415, &["`a.npy` is compressed", "numpy.savez_compressed"]);
     server
         .post("/v1/meshes/s/sdf?res=8", &[])
         .assert_error(404, &[]);
@@ -786,4 +799,16 @@ fn concurrent_first_body_requests_cannot_pass_the_memory_budget_together() {
             .status,
         200
     );
+}
+
+/// Marks every member of a stored zip as deflated (method 8) in its local and central
+/// headers, as numpy.savez_compressed writes them (the tests' zip writer stores only).
+fn mark_deflated(zip: &mut [u8]) {
+    for at in 0..zip.len().saturating_sub(12) {
+        match &zip[at..at + 4] {
+            b"PK\x03\x04" => zip[at + 8..at + 10].copy_from_slice(&8u16.to_le_bytes()),
+            b"PK\x01\x02" => zip[at + 10..at + 12].copy_from_slice(&8u16.to_le_bytes()),
+            _ => {}
+        }
+    }
 }

@@ -29,6 +29,17 @@ pub(super) fn archive_member(
             "body: the .npz has no `{member}` (it needs {holds})"
         ))
     })?;
+    // A compressed member could inflate far past the body's bytes (and the request limits).
+    if entry.compression() != zip::CompressionMethod::Stored {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "body: `{member}` is compressed ({}): send an uncompressed .npz \
+                 (numpy.savez, not numpy.savez_compressed)",
+                entry.compression()
+            ),
+        ));
+    }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut entry, &mut bytes)
         .map_err(|e| ApiError::bad(format!("body: `{member}`: {e}")))?;

@@ -172,7 +172,15 @@ pub(super) fn answer_response(
     )
 }
 
+/// A target's name: 1 to 128 letters, digits, '-', '_' or '.', but not `.` or `..`, which URL
+/// clients (curl, browsers, RFC 3986) resolve as path segments, so that no request could
+/// reach the target again.
 pub(super) fn check_name(name: &str) -> ApiResult<()> {
+    if matches!(name, "." | "..") {
+        return Err(ApiError::bad(format!(
+            "target name `{name}`: a name of dots alone is a path segment to URL clients"
+        )));
+    }
     let ok = !name.is_empty()
         && name.len() <= 128
         && name
