@@ -495,6 +495,60 @@ fn connections_and_bodies_held_at_once_are_capped() {
     assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
 }
 
+/// Clients that ask for large answers and never read them: each answer is held against
+/// `--max-inflight-mb` until its client takes it or goes, so past the cap the next large
+/// request is 503, small ones are still answered, and all is given back when they go.
+#[test]
+fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
+    let server = Server::start(&["--max-inflight-mb", "40"]);
+    let tetrahedron = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n";
+    assert_eq!(
+        server.put("/v1/meshes/m?format=obj", tetrahedron).status,
+        201
+    );
+    // 160³ samples: an answer of 16.4 MB, far more than the sockets' buffers take.
+    let grid = "/v1/meshes/m/sdf?res=160";
+    let answer_bytes = 4.0 * 160f64.powi(3);
+    let stalled: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&server.address).unwrap();
+            let head =
+                format!("POST {grid} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+            stream.write_all(head.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while metric(&server, "closest_inflight_body_bytes") < 2.0 * answer_bytes {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled answers were never made"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let refused = server.post(grid, &[]);
+    refused.assert_error(503, &["--max-inflight-mb"]);
+    assert_eq!(
+        refused.headers.get("retry-after").map(String::as_str),
+        Some("1")
+    );
+    let small = server.post("/v1/meshes/m/query", &points_npy(&points(5, 1, -1.0, 2.0)));
+    assert_eq!(small.status, 200, "{}", small.text());
+    drop(stalled);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(&server, "closest_inflight_body_bytes") > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the gone clients' answers are still held"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let taken = server.post(grid, &[]);
+    assert_eq!(taken.status, 200, "{}", taken.text());
+    assert!(taken.body.len() as f64 > answer_bytes);
+    assert_eq!(metric(&server, "closest_inflight_body_bytes"), 0.0);
+}
+
 #[test]
 fn requests_are_logged_with_their_id_and_never_a_token() {
     let dir = tempdir();

@@ -2,20 +2,22 @@
 
 use super::*;
 
-/// An `.npz`-style archive body (its index is at its end: the body is needed whole).
+/// An `.npz`-style archive body (its index is at its end: the body is needed whole), and its
+/// share of `--max-inflight-mb`, to be held until the request is answered.
 pub(super) async fn archive_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
     holds: &str,
-) -> ApiResult<zip::ZipArchive<std::io::Cursor<Vec<u8>>>> {
-    let (body, _held) = state.body(headers, body)?.whole().await?;
-    zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
+) -> ApiResult<(zip::ZipArchive<std::io::Cursor<Vec<u8>>>, Reservation)> {
+    let (body, held) = state.body(headers, body)?.whole().await?;
+    let archive = zip::ZipArchive::new(std::io::Cursor::new(body)).map_err(|e| {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("the body must be an .npz (numpy.savez, uncompressed) with {holds}: {e}"),
         )
-    })
+    })?;
+    Ok((archive, held))
 }
 
 /// The bytes of `member` of `archive`; 400 naming it when it is missing.

@@ -3,7 +3,8 @@
 //! limit. `.npy` bodies are converted to rows chunk by chunk (the raw body is never held
 //! whole); formats that need all their bytes (scene JSON, `.npz`, whose index is at the end)
 //! are gathered first. The bytes of every body being read count against `--max-inflight-mb`
-//! (all requests together) until the request is answered: past it, 503.
+//! (all requests together) until the request is answered: past it, 503. Answers count too,
+//! until the client has taken them ([`AnswerBody`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +31,13 @@ impl Inflight {
     }
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// Hold `bytes` until the reservation drops; 503 when that takes the total past the limit.
+    pub fn hold(self: &Arc<Self>, bytes: usize) -> ApiResult<Reservation> {
+        let mut reservation = Reservation::new(self);
+        reservation.grow(bytes)?;
+        Ok(reservation)
     }
 }
 
@@ -58,8 +66,8 @@ impl Reservation {
         self.bytes += bytes;
         if before.saturating_add(bytes) > self.inflight.limit {
             return Err(ApiError::unavailable(format!(
-                "the server holds {before} bytes of request bodies, and this one would take \
-                 it past --max-inflight-mb ({} bytes): retry later",
+                "the server holds {before} bytes of request bodies and answers, and {bytes} \
+                 more would take it past --max-inflight-mb ({} bytes): retry later",
                 self.inflight.limit
             )));
         }
@@ -70,6 +78,56 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.inflight.held.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// An answer's bytes as a response body, held against `--max-inflight-mb` until the client
+/// has taken them all or gone: otherwise clients that ask and never read could make the server
+/// hold answers without bound. Handed to the connection a piece at a time, so the connection
+/// never copies more than a piece of it into its own buffer while the reservation is held.
+pub(crate) struct AnswerBody {
+    bytes: Bytes,
+    at: usize,
+    _held: Reservation,
+}
+
+/// The most of an answer handed to the connection at once.
+const ANSWER_PIECE_BYTES: usize = 256 * 1024;
+
+impl AnswerBody {
+    pub fn new(bytes: Vec<u8>, held: Reservation) -> AnswerBody {
+        AnswerBody {
+            bytes: Bytes::from(bytes),
+            at: 0,
+            _held: held,
+        }
+    }
+}
+
+impl hyper::body::Body for AnswerBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let (at, len) = (self.at, self.bytes.len());
+        if at >= len {
+            return std::task::Poll::Ready(None);
+        }
+        let end = len.min(at + ANSWER_PIECE_BYTES);
+        self.at = end;
+        let piece = self.bytes.slice(at..end);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.at >= self.bytes.len()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact((self.bytes.len() - self.at) as u64)
     }
 }
 

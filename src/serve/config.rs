@@ -24,7 +24,8 @@ pub struct ServeArgs {
     /// Largest request body, in MiB (larger ones get 413 before they are read whole).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_request_mb: u64,
-    /// Request bodies held in memory at once, in MiB, all requests together (past it, 503).
+    /// Request bodies and answers held in memory at once, in MiB, all requests together (past
+    /// it, 503); an answer is held until its client has taken it or gone.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_inflight_mb: u64,
     /// Most rows in one shared dispatch of concurrent queries on a target.

@@ -155,13 +155,14 @@ pub(super) fn logged(mut response: Response, access: Access) -> Response {
 
 /// An answer's columns as the `.npz` the CLI writes, logged with its target and times.
 pub(super) fn answer_response(
+    state: &AppState,
     answer: Answer,
     target: &str,
     rows: usize,
     bytes_in: usize,
-) -> Response {
-    logged(
-        npz_response(&answer.columns),
+) -> ApiResult<Response> {
+    Ok(logged(
+        npz_response(state, &answer.columns)?,
         Access {
             target: Some(target.to_string()),
             rows: Some(rows),
@@ -169,7 +170,7 @@ pub(super) fn answer_response(
             queue_wait: Some(answer.queue_wait),
             device: Some(answer.device),
         },
-    )
+    ))
 }
 
 /// A target's name: 1 to 128 letters, digits, '-', '_' or '.', but not `.` or `..`, which URL
@@ -360,7 +361,7 @@ pub(super) async fn query_target(
     let count = rows.len() / op.width();
     let fault = state.fault(headers);
     let answer = state.submit(&resident, op, fields, rows, fault).await?;
-    Ok(answer_response(answer, &name, count, held.bytes()))
+    answer_response(state, answer, &name, count, held.bytes())
 }
 
 #[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
@@ -485,7 +486,7 @@ async fn body_contacts(
     })
     .await?;
     Ok(logged(
-        npz_response(&columns),
+        npz_response(&state, &columns)?,
         Access {
             target: Some(name),
             rows: Some(rows),
@@ -607,7 +608,7 @@ pub(super) async fn mesh_sdf(
         &constants,
         &[Values::f32_column(&values, 1)],
     );
-    Ok(npz_bytes(bytes))
+    npz_bytes(&state, bytes)
 }
 
 #[utoipa::path(post, path = "/v1/segments", tag = "queries",
@@ -626,7 +627,7 @@ pub(super) async fn segments(
 ) -> ApiResult<Response> {
     let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
     let holds = "arrays a and b";
-    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
     let a = f64_values(archive_rows(&mut archive, "a", &[2, 3], holds)?);
     let b = f64_values(archive_rows(&mut archive, "b", &[2, 3], holds)?);
     if a.len() != b.len() {
@@ -653,7 +654,7 @@ pub(super) async fn segments(
         Columns::collect(fields, a.len(), |sink| engine.segment_pairs(job, sink))
     })
     .await?;
-    Ok(npz_response(&columns))
+    npz_response(&state, &columns)
 }
 
 #[utoipa::path(post, path = "/v1/paired", tag = "queries",
@@ -675,7 +676,7 @@ pub(super) async fn paired(
     let mode = parse_mode(params.mode.as_deref())?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let holds = "shapes.json and points.npy";
-    let mut archive = archive_body(&state, &headers, body, holds).await?;
+    let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
     let text = archive_member(&mut archive, "shapes.json", holds)?;
     let text = String::from_utf8(text)
         .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
@@ -695,11 +696,11 @@ pub(super) async fn paired(
         Columns::collect(fields, shapes.len(), |sink| engine.query_paired(job, sink))
     })
     .await?;
-    Ok(npz_response(&columns))
+    npz_response(&state, &columns)
 }
 
 /// Columns as the `.npz` the CLI writes.
-pub(super) fn npz_response(columns: &Columns) -> Response {
+pub(super) fn npz_response(state: &AppState, columns: &Columns) -> ApiResult<Response> {
     let specs: Vec<ColumnSpec> = columns
         .columns
         .iter()
@@ -714,11 +715,15 @@ pub(super) fn npz_response(columns: &Columns) -> Response {
         .iter()
         .map(|(f, v)| Values::column(v, f.width))
         .collect();
-    npz_bytes(npz_in_memory(rows, &specs, &[], &values))
+    npz_bytes(state, npz_in_memory(rows, &specs, &[], &values))
 }
 
-pub(super) fn npz_bytes(bytes: Vec<u8>) -> Response {
-    ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+/// An `.npz` answer, held against `--max-inflight-mb` until the client has taken it
+/// (`AnswerBody`); 503 past it.
+pub(super) fn npz_bytes(state: &AppState, bytes: Vec<u8>) -> ApiResult<Response> {
+    let held = state.inflight.hold(bytes.len())?;
+    let body = Body::new(AnswerBody::new(bytes, held));
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response())
 }
 
 /// Values as f64, for the host's own use (segment pairs are built in f64).

@@ -38,7 +38,7 @@ use crate::sync::{read, write};
 use crate::{Engine, EngineOptions, Mode};
 use batch::{Answer, Batching, Fault, Job, Op, Shared, Target};
 pub use body::fuzz_body;
-use body::{BodyReader, Inflight, RowValues};
+use body::{AnswerBody, BodyReader, Inflight, Reservation, RowValues};
 pub use config::{Config, LogFormat, ServeArgs};
 use error::{ApiError, ApiResult};
 use metrics::Metrics;
