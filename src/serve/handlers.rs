@@ -486,7 +486,7 @@ async fn body_contacts(
     })
     .await?;
     Ok(logged(
-        npz_response(&state, &columns)?,
+        npz_response(state, &columns)?,
         Access {
             target: Some(name),
             rows: Some(rows),
