@@ -619,6 +619,12 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
     engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    if let Some(vti) = job.vti {
+        crate::io::output::check_target(vti, "vti", "--vti writes VTK ImageData: end it in .vti")?;
+    }
+    if let Some(preview) = job.preview {
+        crate::io::output::check_target(preview, "png", PREVIEW_IS_PNG)?;
+    }
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let grid = Grid::new(&mesh, job.res, job.region)?;
     if let Some(band) = job.band {
@@ -695,6 +701,9 @@ fn grid_output(
     };
     OutputFile::create_with_constants(path, grid.len(), &[column], &constants)
 }
+
+/// Why a `--preview` that does not end in `.png` is refused.
+pub(crate) const PREVIEW_IS_PNG: &str = "--preview writes a PNG: end it in .png";
 
 /// `--vti` and `--preview` are read back from an `.npz` grid: refused up front elsewhere.
 fn refuse_derived_files(job: &SdfJob<'_>, needs: &str) -> Result<()> {

@@ -490,9 +490,15 @@ fn run(cli: Cli) -> Result<(), Error> {
                 Some(text) => GridRegion::Bounds(numbers::<6>("--bounds", &text)?),
                 None => GridRegion::Pad(pad.unwrap_or(0.1)),
             };
-            let res = match numbers::<3>("--res", &res) {
-                Ok(r) => r,
-                Err(_) => [numbers::<1>("--res", &res)?[0]; 3],
+            let res = match (numbers::<3>("--res", &res), numbers::<1>("--res", &res)) {
+                (Ok(r), _) => r,
+                (_, Ok([n])) => [n; 3],
+                _ => {
+                    return Err(Error::Usage(format!(
+                        "--res {res:?}: expected one number of samples an axis, or three \
+                         (NX,NY,NZ)"
+                    )));
+                }
             };
             if res
                 .iter()

@@ -403,6 +403,13 @@ fn bad_points_name_the_file_row_and_field() {
         &["query", "--shapes", &scene, "--points", &csv],
         &["wide.csv", "row 0", "line 1", "found 4"],
     );
+    // A one-line file in another format is not a header to skip: it was 0 rows and exit 0.
+    let csv = dir.file("semicolons.csv", "1;2;3\n").display().to_string();
+    assert_bad_input(
+        &dir,
+        &["query", "--shapes", &scene, "--points", &csv],
+        &["semicolons.csv", "row 0", "line 1", "found 1"],
+    );
     assert_bad_input(
         &dir,
         &[
@@ -1283,7 +1290,7 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
 
     for (args, needle) in [
         (vec!["--res", "1"], "at least 2"),
-        (vec!["--res", "4,4"], "--res"),
+        (vec!["--res", "4,4"], "one number of samples an axis, or three"),
         (vec!["--res", "2.5"], "whole numbers"),
         (vec!["--res", "4", "--bounds", "1,0,0,0,1,1"], "--bounds"),
         (vec!["--res", "4", "--pad", "-1"], "--pad"),
@@ -1713,6 +1720,23 @@ fn bad_zarr_outputs_exit_2_and_leave_nothing() {
         ],
         &["--preview", ".npz"],
     );
+    // A preview or VTK file that could not be written is refused before the grid is made.
+    let out = dir.s("g.npz");
+    for (flag, path, needle) in [
+        ("--preview", "p.txt", "end it in .png"),
+        (
+            "--preview",
+            "no/such/dir/p.png",
+            "its folder does not exist",
+        ),
+        ("--vti", "g.vtk", "end it in .vti"),
+    ] {
+        assert_bad_input(
+            &dir,
+            &["sdf", &cube, "--res", "8", "--out", &out, flag, path],
+            &[path, needle],
+        );
+    }
     assert!(!dir.path("g.zarr").exists());
     // A folder that is not a Zarr store is not replaced.
     std::fs::create_dir(dir.path("mine.zarr")).unwrap();

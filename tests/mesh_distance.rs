@@ -302,6 +302,12 @@ fn bad_distance_input_exits_2_naming_the_file_or_flag_and_leaves_nothing() {
             "--samples",
         ),
         (vec![&a, &a, "--out", "no/such/dir/d.npz"], "d.npz"),
+        // Checked before the meshes are read, not after the job: a PNG by name, in a folder.
+        (vec![&a, &missing, "--preview", "p.txt"], "end it in .png"),
+        (
+            vec![&a, &a, "--out", &out, "--preview", "no/such/dir/p.png"],
+            "its folder does not exist",
+        ),
     ];
     for (args, needle) in cases {
         let mut all = vec!["distance"];

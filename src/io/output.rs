@@ -362,6 +362,27 @@ fn append_csv(
     Ok(())
 }
 
+/// A file a job will write, checked before any work: it ends in `.extension` (else
+/// `wrong_extension` is the problem named) and its folder exists.
+pub fn check_target(path: &Path, extension: &str, wrong_extension: &str) -> Result<()> {
+    let bad = |problem: &str| Error::BadFile {
+        file: path.display().to_string(),
+        problem: problem.into(),
+    };
+    let matches = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case(extension));
+    if !matches {
+        return Err(bad(wrong_extension));
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if folder.is_some_and(|f| !f.is_dir()) {
+        return Err(bad("its folder does not exist"));
+    }
+    Ok(())
+}
+
 /// Refuses an output of `bytes` that the free space of `target`'s filesystem cannot hold
 /// (what an unprivileged writer may use); where that is unknown, nothing is refused.
 fn check_room(target: &Path, bytes: u64) -> Result<()> {

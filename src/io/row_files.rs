@@ -147,8 +147,9 @@ impl<const N: usize> RowFile<N> {
             }
             let cells: Vec<&str> = text.split(',').map(str::trim).collect();
             let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
-            // A first line with no number at all is a header.
-            if rows.is_empty() && i == 0 && parsed.iter().all(Option::is_none) {
+            // A first line of N cells with no number at all is a header (one of another width,
+            // `1;2;3`, is a row in another format, refused below rather than skipped).
+            if rows.is_empty() && i == 0 && cells.len() == N && parsed.iter().all(Option::is_none) {
                 continue;
             }
             // Rows are numbered from 0 like the array's rows (and shape indices); the line

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::load_mesh_timed;
+use super::{PREVIEW_IS_PNG, load_mesh_timed};
 use crate::auto_sign::SignChoice;
 use crate::engine::{Engine, MeshDistance, MeshDistanceSummary, surface_samples};
 use crate::error::{Error, Result};
@@ -84,7 +84,11 @@ pub fn run_distance(
         ));
     }
     if let Some(out) = job.out {
-        check_npz_target(out)?;
+        let problem = "distance results (arrays of two lengths and scalars) are an .npz";
+        crate::io::output::check_target(out, "npz", problem)?;
+    }
+    if let Some(preview) = job.preview {
+        crate::io::output::check_target(preview, "png", PREVIEW_IS_PNG)?;
     }
     let (a, _) = load_mesh_timed(job.a)?;
     let (b, _) = load_mesh_timed(job.b)?;
@@ -137,28 +141,6 @@ pub fn run_distance(
         elapsed,
         adapter: engine.describe(),
     })
-}
-
-/// An `.npz` target in a folder that exists, checked before any work.
-fn check_npz_target(out: &Path) -> Result<()> {
-    let is_npz = out
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
-    if !is_npz {
-        return Err(Error::BadFile {
-            file: out.display().to_string(),
-            problem: "distance results (arrays of two lengths and scalars) are an .npz".into(),
-        });
-    }
-    let folder = out.parent().filter(|p| !p.as_os_str().is_empty());
-    if folder.is_some_and(|f| !f.is_dir()) {
-        return Err(Error::BadFile {
-            file: out.display().to_string(),
-            problem: "its folder does not exist".into(),
-        });
-    }
-    Ok(())
 }
 
 /// The output file, written beside `out` (committed by the caller).
