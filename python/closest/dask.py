@@ -302,6 +302,7 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
         isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and 0 < timeout < float("inf")
     ):
         raise InputError(f"timeout: expected None or a number of seconds > 0, got {timeout!r:.60}")
+    _check_options(job, options)
     files = _mesh_files(paths)
     try:
         out_dir = os.path.abspath(os.fspath(out_dir))
@@ -325,6 +326,22 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
     except TimeoutError:  # distributed's, an alias of the builtin
         pass
     return [_mesh_outcome(f, future, timeout) for f, future in zip(files, futures)]
+
+
+def _check_options(job, options):
+    """Refuse, before any mesh is read, options that ``Mesh.sdf`` or ``Mesh.sample`` does not
+    take (every mesh would fail alike), and ``out``, which map_meshes names itself."""
+    import inspect
+
+    from . import Mesh
+
+    if "out" in options:
+        raise InputError("out: map_meshes writes out_dir/NAME.npz (or .zarr): leave out out=")
+    method = Mesh.sdf if job == "sdf" else Mesh.sample
+    try:
+        inspect.signature(method).bind(None, **options)
+    except TypeError as e:
+        raise InputError(f"{job}: {e}") from None
 
 
 def _mesh_outcome(path, future, timeout):

@@ -281,3 +281,13 @@ def test_map_meshes_writes_every_mesh_and_reports_the_broken_one(client, engine,
         closest.dask.map_meshes(meshes, "voxels", out)
     with pytest.raises(closest.InputError, match="out_format"):
         closest.dask.map_meshes(meshes, "sample", out, out_format="zarr")
+    # Options every mesh would refuse are refused once, before any mesh is read (they were a
+    # TypeError reported per mesh after each was loaded).
+    with pytest.raises(closest.InputError, match="sdf: .*'nope'"):
+        closest.dask.map_meshes(meshes, "sdf", out, res=8, nope=3)
+    with pytest.raises(closest.InputError, match="sdf: .*'res'"):
+        closest.dask.map_meshes(meshes, "sdf", out)
+    with pytest.raises(closest.InputError, match="sample: .*'res'"):
+        closest.dask.map_meshes(meshes, "sample", out, res=8)
+    with pytest.raises(closest.InputError, match="out: map_meshes writes"):
+        closest.dask.map_meshes(meshes, "sdf", out, res=8, out="x.zarr")
