@@ -53,6 +53,9 @@ pub enum Error {
     /// work starts, with the sizes named.
     #[error("out of memory: {0}")]
     OutOfMemory(String),
+    /// The caller's interrupt check stopped the job (`interrupt::checking_interrupts`).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl Error {
@@ -67,6 +70,8 @@ impl Error {
             | Error::Usage(_) => 2,
             Error::NoAdapter(_) => 3,
             Error::Gpu(_) | Error::OutOfMemory(_) => 1,
+            // As a shell reports a process ended by SIGINT.
+            Error::Interrupted => 130,
         }
     }
 }

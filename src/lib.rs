@@ -19,6 +19,7 @@ pub mod fields;
 pub mod gpu;
 pub mod host_memory;
 pub mod hull;
+pub mod interrupt;
 pub mod io;
 pub mod job;
 pub mod math;

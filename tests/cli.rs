@@ -1290,7 +1290,10 @@ fn sdf_grid_of_a_cube_matches_the_exact_sdf() {
 
     for (args, needle) in [
         (vec!["--res", "1"], "at least 2"),
-        (vec!["--res", "4,4"], "one number of samples an axis, or three"),
+        (
+            vec!["--res", "4,4"],
+            "one number of samples an axis, or three",
+        ),
         (vec!["--res", "2.5"], "whole numbers"),
         (vec!["--res", "4", "--bounds", "1,0,0,0,1,1"], "--bounds"),
         (vec!["--res", "4", "--pad", "-1"], "--pad"),

@@ -64,6 +64,36 @@ fn py_error(e: closest::Error) -> PyErr {
     }
 }
 
+/// `job` without the GIL (`Python::detach`), interruptible: between chunks the engine asks
+/// Python whether a signal came (Ctrl-C, Jupyter's interrupt; only the main thread's are seen),
+/// and the exception its handler raised (KeyboardInterrupt) ends the job and is raised here.
+/// Other errors as `py_error`.
+fn detached<T: Send>(
+    py: Python<'_>,
+    job: impl FnOnce() -> closest::Result<T> + Send,
+) -> PyResult<T> {
+    let raised: Arc<std::sync::Mutex<Option<PyErr>>> = Arc::default();
+    let outcome = py.detach(|| {
+        let raised = raised.clone();
+        let check = Box::new(move || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => false,
+                Err(e) => {
+                    *closest::sync::lock(&raised) = Some(e);
+                    true
+                }
+            })
+        });
+        closest::interrupt::checking_interrupts(check, job)
+    });
+    match outcome {
+        Err(closest::Error::Interrupted) => Err(closest::sync::lock(&raised)
+            .take()
+            .unwrap_or_else(|| pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"))),
+        other => other.map_err(py_error),
+    }
+}
+
 fn input_error(message: String) -> PyErr {
     InputError::new_err(message)
 }
@@ -573,17 +603,15 @@ impl Engine {
                 )));
             }
             let engine = &self.inner;
-            let columns = py
-                .detach(|| {
-                    let job = PairedQuery {
-                        shapes: &shapes,
-                        points: points_of(&points),
-                        mode,
-                        fields,
-                    };
-                    Columns::collect(fields, rows, |sink| engine.query_paired(job, sink))
-                })
-                .map_err(py_error)?;
+            let columns = detached(py, || {
+                let job = PairedQuery {
+                    shapes: &shapes,
+                    points: points_of(&points),
+                    mode,
+                    fields,
+                };
+                Columns::collect(fields, rows, |sink| engine.query_paired(job, sink))
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -610,16 +638,14 @@ impl Engine {
                 )));
             }
             let engine = &self.inner;
-            let columns = py
-                .detach(|| {
-                    let mut pairs = ArrayPairs(&a, &b);
-                    let job = SegmentPairs {
-                        pairs: SegmentRows::Read(&mut pairs),
-                        fields,
-                    };
-                    Columns::collect(fields, rows, |sink| engine.segment_pairs(job, sink))
-                })
-                .map_err(py_error)?;
+            let columns = detached(py, || {
+                let mut pairs = ArrayPairs(&a, &b);
+                let job = SegmentPairs {
+                    pairs: SegmentRows::Read(&mut pairs),
+                    fields,
+                };
+                Columns::collect(fields, rows, |sink| engine.segment_pairs(job, sink))
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -720,17 +746,15 @@ impl Scene {
                 return Err(input_error("shapes: the scene has no shapes".into()));
             }
             let (engine, scene) = (&self.engine, &self.scene);
-            let columns = py
-                .detach(|| {
-                    let job = SceneQuery {
-                        scene,
-                        points: points_of(&points),
-                        mode,
-                        fields,
-                    };
-                    Columns::collect(fields, rows, |sink| engine.query_scene(job, sink))
-                })
-                .map_err(py_error)?;
+            let columns = detached(py, || {
+                let job = SceneQuery {
+                    scene,
+                    points: points_of(&points),
+                    mode,
+                    fields,
+                };
+                Columns::collect(fields, rows, |sink| engine.query_scene(job, sink))
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -784,18 +808,16 @@ impl Scene {
                 }
             };
             let (engine, scene) = (&self.engine, &self.scene);
-            let columns = py
-                .detach(|| {
-                    let job = SphereContacts {
-                        scene,
-                        spheres: Spheres::Slice(spheres),
-                        fields,
-                    };
-                    Columns::collect(fields, spheres.len(), |sink| {
-                        engine.sphere_contacts(job, sink)
-                    })
+            let columns = detached(py, || {
+                let job = SphereContacts {
+                    scene,
+                    spheres: Spheres::Slice(spheres),
+                    fields,
+                };
+                Columns::collect(fields, spheres.len(), |sink| {
+                    engine.sphere_contacts(job, sink)
                 })
-                .map_err(py_error)?;
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -817,33 +839,29 @@ impl Scene {
         if !paired && self.count == 0 && !bodies.is_empty() {
             return Err(input_error("shapes: the scene has no shapes".into()));
         }
-        let columns = py
-            .detach(|| {
-                if paired {
-                    let job = BodyPairs {
-                        bodies,
-                        targets: &self.shapes,
-                        fields,
-                    };
-                    return Columns::collect(fields, bodies.len(), |sink| {
-                        engine.body_pairs(job, sink)
-                    });
-                }
-                let targets = match self.body_targets.get() {
-                    Some(targets) => targets,
-                    None => {
-                        let uploaded = engine.upload_body_targets(&self.shapes)?;
-                        self.body_targets.get_or_init(|| uploaded)
-                    }
-                };
-                let job = BodyContacts {
-                    targets,
+        let columns = detached(py, || {
+            if paired {
+                let job = BodyPairs {
                     bodies,
+                    targets: &self.shapes,
                     fields,
                 };
-                Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
-            })
-            .map_err(py_error)?;
+                return Columns::collect(fields, bodies.len(), |sink| engine.body_pairs(job, sink));
+            }
+            let targets = match self.body_targets.get() {
+                Some(targets) => targets,
+                None => {
+                    let uploaded = engine.upload_body_targets(&self.shapes)?;
+                    self.body_targets.get_or_init(|| uploaded)
+                }
+            };
+            let job = BodyContacts {
+                targets,
+                bodies,
+                fields,
+            };
+            Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+        })?;
         columns_to_dict(py, columns)
     }
 }
@@ -906,23 +924,21 @@ impl MeshTarget {
             let bodies = parse_bodies(bodies)?;
             let fields = parse_fields(Family::Bodies, fields)?;
             let engine = &self.engine;
-            let columns = py
-                .detach(|| {
-                    let targets = match self.body_targets.get() {
-                        Some(targets) => targets,
-                        None => {
-                            let uploaded = engine.upload_mesh_body_targets(self.mesh.mesh())?;
-                            self.body_targets.get_or_init(|| uploaded)
-                        }
-                    };
-                    let job = BodyContacts {
-                        targets,
-                        bodies: &bodies,
-                        fields,
-                    };
-                    Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
-                })
-                .map_err(py_error)?;
+            let columns = detached(py, || {
+                let targets = match self.body_targets.get() {
+                    Some(targets) => targets,
+                    None => {
+                        let uploaded = engine.upload_mesh_body_targets(self.mesh.mesh())?;
+                        self.body_targets.get_or_init(|| uploaded)
+                    }
+                };
+                let job = BodyContacts {
+                    targets,
+                    bodies: &bodies,
+                    fields,
+                };
+                Columns::collect(fields, bodies.len(), |sink| engine.body_contacts(job, sink))
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -948,17 +964,15 @@ impl MeshTarget {
             let sign = py
                 .detach(|| engine.resolve_sign(mesh, sign))
                 .map_err(py_error)?;
-            let columns = py
-                .detach(|| {
-                    let job = MeshQuery {
-                        mesh,
-                        points: points_of(&points),
-                        sign,
-                        fields,
-                    };
-                    Columns::collect(fields, rows, |sink| engine.query_mesh(job, sink))
-                })
-                .map_err(py_error)?;
+            let columns = detached(py, || {
+                let job = MeshQuery {
+                    mesh,
+                    points: points_of(&points),
+                    sign,
+                    fields,
+                };
+                Columns::collect(fields, rows, |sink| engine.query_mesh(job, sink))
+            })?;
             columns_to_dict(py, columns)
         })
     }
@@ -1008,45 +1022,43 @@ impl MeshTarget {
                 }
             };
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let (values, sign) = py
-                .detach(|| {
-                    let sign = engine.resolve_sign(mesh, sign)?;
-                    let mut values = Vec::new();
-                    let mut sink = |chunk: &[f32]| match &mut store {
-                        Some(store) => store.append(chunk.len(), &[Values::f32_column(chunk, 1)]),
-                        None => {
-                            values.extend_from_slice(chunk);
-                            Ok(())
-                        }
-                    };
-                    match band {
-                        Some(width) => {
-                            let job = SdfBand {
-                                mesh,
-                                grid: &grid,
-                                sign,
-                                width,
-                                every_value: true,
-                            };
-                            engine.sdf_band(job, &mut |slab: BandSlab<'_>| sink(slab.values))?;
-                        }
-                        None => {
-                            let job = SdfGrid {
-                                mesh,
-                                grid: &grid,
-                                sign,
-                            };
-                            engine.sdf(job, &mut |_first, chunk: &[f32]| sink(chunk))?;
-                        }
+            let (values, sign) = detached(py, || {
+                let sign = engine.resolve_sign(mesh, sign)?;
+                let mut values = Vec::new();
+                let mut sink = |chunk: &[f32]| match &mut store {
+                    Some(store) => store.append(chunk.len(), &[Values::f32_column(chunk, 1)]),
+                    None => {
+                        values.extend_from_slice(chunk);
+                        Ok(())
                     }
-                    if let Some(mut store) = store {
-                        store.set_attribute("sign", sign.name().into());
-                        store.set_attribute("band", band.into());
-                        store.commit()?;
+                };
+                match band {
+                    Some(width) => {
+                        let job = SdfBand {
+                            mesh,
+                            grid: &grid,
+                            sign,
+                            width,
+                            every_value: true,
+                        };
+                        engine.sdf_band(job, &mut |slab: BandSlab<'_>| sink(slab.values))?;
                     }
-                    Ok::<_, closest::Error>((values, sign))
-                })
-                .map_err(py_error)?;
+                    None => {
+                        let job = SdfGrid {
+                            mesh,
+                            grid: &grid,
+                            sign,
+                        };
+                        engine.sdf(job, &mut |_first, chunk: &[f32]| sink(chunk))?;
+                    }
+                }
+                if let Some(mut store) = store {
+                    store.set_attribute("sign", sign.name().into());
+                    store.set_attribute("band", band.into());
+                    store.commit()?;
+                }
+                Ok::<_, closest::Error>((values, sign))
+            })?;
             let dict = PyDict::new(py);
             match out {
                 Some(path) => {
@@ -1098,18 +1110,16 @@ impl MeshTarget {
             let sign = parse_sign_choice(sign.as_deref())?;
             let vertices = self.mesh.mesh().vertices.len() + other.mesh.mesh().vertices.len();
             check_result_fits("Mesh.distance_to", vertices, 4)?;
-            let (summary, deviations) = py
-                .detach(|| {
-                    let job = MeshDistance {
-                        a: &self.mesh,
-                        b: &other.mesh,
-                        samples,
-                        seed,
-                        sign,
-                    };
-                    self.engine.mesh_distance_vertices(job, &mut |_, _| {})
-                })
-                .map_err(py_error)?;
+            let (summary, deviations) = detached(py, || {
+                let job = MeshDistance {
+                    a: &self.mesh,
+                    b: &other.mesh,
+                    samples,
+                    seed,
+                    sign,
+                };
+                self.engine.mesh_distance_vertices(job, &mut |_, _| {})
+            })?;
             let dict = PyDict::new(py);
             let [a_to_b, b_to_a] = deviations;
             dict.set_item("a_to_b", a_to_b.into_pyarray(py))?;
@@ -1152,29 +1162,26 @@ impl MeshTarget {
             let width = band_width(&grid, band, &band_units)?;
             let (engine, mesh) = (&self.engine, &self.mesh);
             let [_, ny, nz] = grid.res;
-            let (index, values) = py
-                .detach(|| {
-                    let job = SdfBand {
-                        mesh,
-                        grid: &grid,
-                        sign: engine.resolve_sign(mesh, sign)?,
-                        width,
-                        every_value: false,
-                    };
-                    let (mut index, mut values) = (Vec::new(), Vec::new());
-                    engine.sdf_band(job, &mut |slab: BandSlab<'_>| {
-                        for &k in slab.in_band {
-                            let row = slab.first + k as usize;
-                            index.extend(
-                                [row / (ny * nz), (row / nz) % ny, row % nz].map(|x| x as i32),
-                            );
-                            values.push(slab.values[k as usize]);
-                        }
-                        Ok(())
-                    })?;
-                    Ok::<_, closest::Error>((index, values))
-                })
-                .map_err(py_error)?;
+            let (index, values) = detached(py, || {
+                let job = SdfBand {
+                    mesh,
+                    grid: &grid,
+                    sign: engine.resolve_sign(mesh, sign)?,
+                    width,
+                    every_value: false,
+                };
+                let (mut index, mut values) = (Vec::new(), Vec::new());
+                engine.sdf_band(job, &mut |slab: BandSlab<'_>| {
+                    for &k in slab.in_band {
+                        let row = slab.first + k as usize;
+                        index
+                            .extend([row / (ny * nz), (row / nz) % ny, row % nz].map(|x| x as i32));
+                        values.push(slab.values[k as usize]);
+                    }
+                    Ok(())
+                })?;
+                Ok::<_, closest::Error>((index, values))
+            })?;
             let dict = PyDict::new(py);
             let m = values.len();
             let index = index.into_pyarray(py).into_any();
@@ -1229,25 +1236,23 @@ impl MeshTarget {
             check_result_fits("Mesh.sample", rows, 2 * 29)?;
             let sign = parse_sign_choice(sign.as_deref())?;
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let all = py
-                .detach(|| {
-                    let sampler = Sampler::new(mesh.mesh(), spec)?;
-                    let mut all = SampleRows::default();
-                    let job = MeshSamples {
-                        mesh,
-                        sampler: &sampler,
-                        sign: engine.resolve_sign(mesh, sign)?,
-                    };
-                    engine.mesh_samples(job, &mut |_first, chunk: &SampleRows| {
-                        all.points.extend_from_slice(&chunk.points);
-                        all.sdf.extend_from_slice(&chunk.sdf);
-                        all.normal.extend_from_slice(&chunk.normal);
-                        all.kind.extend_from_slice(&chunk.kind);
-                        Ok(())
-                    })?;
-                    Ok::<_, closest::Error>(all)
-                })
-                .map_err(py_error)?;
+            let all = detached(py, || {
+                let sampler = Sampler::new(mesh.mesh(), spec)?;
+                let mut all = SampleRows::default();
+                let job = MeshSamples {
+                    mesh,
+                    sampler: &sampler,
+                    sign: engine.resolve_sign(mesh, sign)?,
+                };
+                engine.mesh_samples(job, &mut |_first, chunk: &SampleRows| {
+                    all.points.extend_from_slice(&chunk.points);
+                    all.sdf.extend_from_slice(&chunk.sdf);
+                    all.normal.extend_from_slice(&chunk.normal);
+                    all.kind.extend_from_slice(&chunk.kind);
+                    Ok(())
+                })?;
+                Ok::<_, closest::Error>(all)
+            })?;
             let dict = PyDict::new(py);
             let rows3 = |v: Vec<[f32; 3]>| -> PyResult<Bound<'py, PyAny>> {
                 let flat: Vec<f32> = bytemuck::cast_vec(v);
@@ -1358,5 +1363,8 @@ fn _closest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("AdapterError", py.get_type::<AdapterError>())?;
     m.add("GpuError", py.get_type::<GpuError>())?;
+    // numpy's array API is imported on first use, which runs Python code: were that the end of
+    // a long call, a signal handler raising there (Ctrl-C) made the numpy crate panic. Now.
+    numpy::PyArray1::<f32>::zeros(py, 0, false);
     Ok(())
 }

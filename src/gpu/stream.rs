@@ -582,6 +582,9 @@ fn run_chunks(
         let (orders, queue) = mpsc::channel();
         scope.spawn(move || submitter(gpu, queue));
         for (k, range) in chunks.iter().cloned().enumerate() {
+            if crate::interrupt::interrupted() {
+                return Err(Error::Interrupted);
+            }
             let slot = &mut slots[k % SLOTS];
             slot.drain(gpu, sink)?;
             // Filling and waiting for a mapped buffer have their own entries.
