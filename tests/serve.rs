@@ -374,6 +374,24 @@ fn every_error_has_its_status_and_names_the_problem() {
         server.post("/v1/meshes/fandisk/sdf?res=10", &[]).status,
         200
     );
+    // The value as sent (a negative or too large one was reported as 0), a missing res, and a
+    // parameter the route does not take (`band=1` gave a dense grid without a word).
+    for (query, needles) in [
+        ("res=-5", &["res", "`-5`"][..]),
+        ("res=4294967296", &["res", "`4294967296`"]),
+        ("pad=0.2", &["res: give"]),
+        ("res=8&band=1", &["unknown field `band`"]),
+    ] {
+        server
+            .post(&format!("/v1/meshes/fandisk/sdf?{query}"), &[])
+            .assert_error(400, needles);
+    }
+    server
+        .post(
+            "/v1/meshes/fandisk/query?sgn=winding",
+            &points_npy(&points(4, 1, -1.0, 1.0)),
+        )
+        .assert_error(400, &["unknown field `sgn`"]);
     server
         .post("/v1/paired", b"not a zip")
         .assert_error(415, &[".npz", "shapes.json"]);

@@ -70,6 +70,7 @@ pub(crate) struct Binary(#[allow(dead_code)] Vec<u8>);
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SceneQueryParams {
     /// `solid` (default) or `surface`.
     #[param(example = "solid")]
@@ -81,6 +82,7 @@ pub(crate) struct SceneQueryParams {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct MeshQueryParams {
     /// `none` (default), `pseudonormal`, `winding` or `auto` (pseudonormal where the mesh is
     /// closed, oriented and does not intersect itself, else winding).
@@ -93,6 +95,7 @@ pub(crate) struct MeshQueryParams {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct FieldsParams {
     /// Comma-separated output arrays; default all.
     pub fields: Option<String>,
@@ -100,6 +103,7 @@ pub(crate) struct FieldsParams {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct MeshFormat {
     /// `obj`, `stl` or `ply`.
     #[param(example = "obj")]
@@ -108,6 +112,7 @@ pub(crate) struct MeshFormat {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SdfParams {
     /// Samples an axis, corners inclusive: `N` or `NX,NY,NZ`.
     #[param(example = "16")]

@@ -544,19 +544,24 @@ pub(super) async fn mesh_sdf(
     Query(params): Query<api::SdfParams>,
 ) -> ApiResult<Response> {
     let resident = state.resident(Kind::Mesh, &name)?;
-    let res = numbers("res", params.res.as_deref().unwrap_or(""))?;
-    let res: [usize; 3] = match res.as_slice() {
+    let text = params
+        .res
+        .as_deref()
+        .ok_or_else(|| ApiError::bad("res: give the samples an axis, N or NX,NY,NZ"))?;
+    let res: [f64; 3] = match numbers("res", text)?.as_slice() {
         [n] => [*n; 3],
         [x, y, z] => [*x, *y, *z],
         _ => return Err(ApiError::bad("res: give N or NX,NY,NZ")),
+    };
+    if res
+        .iter()
+        .any(|&n| !(n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64))
+    {
+        return Err(ApiError::bad(format!(
+            "res: expected whole numbers of samples an axis, got `{text}`"
+        )));
     }
-    .map(|n| {
-        if n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64 {
-            n as usize
-        } else {
-            0
-        }
-    });
+    let res = res.map(|n| n as usize);
     let samples = res.iter().map(|&n| n as u128).product::<u128>();
     let max_samples = state.config.max_grid_samples;
     if samples > max_samples as u128 {
