@@ -135,6 +135,13 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     );
     let m = load_mesh(&quad_obj).unwrap();
     assert_eq!(m.triangles, [[0, 1, 2], [0, 2, 3], [0, 1, 3]]);
+    // A byte-order mark before the first line (it hid that vertex: an index out of range).
+    let marked = write(
+        &dir,
+        "bom.obj",
+        b"\xEF\xBB\xBFv 0 0 0\nv 1 0 0\nv 1 1 0\nf 1 2 3\n",
+    );
+    assert_eq!(load_mesh(&marked).unwrap().triangles, [[0, 1, 2]]);
     let ply = write(
         &dir,
         "quad.ply",
@@ -153,6 +160,18 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     let m = load_mesh(&stl).unwrap();
     assert_eq!(m.triangles.len(), 1);
     assert_eq!(m.corners(0)[1], DVec3::new(2.0, 0.0, 0.0));
+    // ASCII STL as exporters write it: no solid name, upper-case keywords, CRLF, two solids,
+    // corners shared between facets welded (−0 as +0).
+    let exported = write(
+        &dir,
+        "exported.stl",
+        b"solid\r\nFACET NORMAL 0 0 1\r\n OUTER LOOP\r\n  VERTEX 0 0 0\r\n  VERTEX 2 0 0\r\n  \
+          VERTEX 0 2 0\r\n ENDLOOP\r\nENDFACET\r\nENDSOLID\r\nsolid second\nfacet normal 0 0 1\n\
+          outer loop\nvertex 2 0 0\nvertex 2 2 -0\nvertex 0 2 0\nendloop\nendfacet\nendsolid second\n",
+    );
+    let m = load_mesh(&exported).unwrap();
+    assert_eq!(m.triangles, [[0, 1, 2], [1, 3, 2]]);
+    assert_eq!(m.vertices.get(3), DVec3::new(2.0, 2.0, 0.0));
     // Degenerate triangles are kept.
     let degenerate = write(&dir, "d.obj", b"v 0 0 0\nv 1 1 1\nf 1 1 2\nf 1 2 2\n");
     assert_eq!(load_mesh(&degenerate).unwrap().triangles.len(), 2);
@@ -262,6 +281,32 @@ fn broken_meshes_name_the_file_and_the_problem() {
         &write(&dir, "huge.obj", b"v 0 0 0\nv 1e39 0 0\nv 0 1 0\nf 1 2 3\n"),
         &["vertex 1 is (1e39, 0.0, 0.0)", "finite f32"],
     );
+    // ASCII STL facets that are not triangles, and lines that are not STL, name their line.
+    for (name, text, needles) in [
+        (
+            "quad.stl",
+            &b"solid q\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 1 1 0\nvertex 0 1 0\n"[..],
+            ["line 7", "more than three vertices"],
+        ),
+        (
+            "pair.stl",
+            b"solid p\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nendloop\nendfacet\n",
+            ["line 7", "2 vertices"],
+        ),
+        (
+            "word.stl",
+            b"solid w\nfacet normal 0 0 1\nouter loop\nvertex 0 zero 0\n",
+            ["line 4", "three numbers"],
+        ),
+        ("prose.stl", b"solid ground\nthis is not a mesh\n", ["line 2", "`this`"]),
+        (
+            "open.stl",
+            b"solid o\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\n",
+            ["last facet", "no `endfacet`"],
+        ),
+    ] {
+        assert_bad(&write(&dir, name, text), &needles);
+    }
     assert_bad(&write(&dir, "mesh.off", b"OFF\n"), &[".obj, .stl or .ply"]);
     assert_bad(&dir.path().join("missing.stl"), &[]);
 }

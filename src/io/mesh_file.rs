@@ -70,6 +70,13 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
         ignore_lines: true,
         ..Default::default()
     };
+    // A UTF-8 byte-order mark (Windows editors write one) would hide the first line's keyword.
+    if reader
+        .fill_buf()
+        .is_ok_and(|start| start.starts_with(b"\xEF\xBB\xBF"))
+    {
+        reader.consume(3);
+    }
     // Materials are irrelevant here: a missing .mtl must not fail the load.
     let mut checked = ObjIndexCheck::new(reader);
     let loaded = tobj::load_obj_buf(&mut checked, &options, |_| Ok(Default::default()));
@@ -239,14 +246,78 @@ fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Re
         });
     }
     reader.seek(SeekFrom::Start(0)).map_err(io)?;
-    let mesh = stl_io::read_stl(reader).map_err(|e| format!("not a valid STL file: {e}"))?;
-    let vertices: Vec<[f32; 3]> = mesh.vertices.iter().map(|v| [v[0], v[1], v[2]]).collect();
-    let triangles = mesh
-        .faces
-        .iter()
-        .map(|f| f.vertices.map(|k| k as u32))
-        .collect();
-    Ok((vertices.into(), triangles))
+    read_ascii_stl(std::io::BufReader::new(reader))
+}
+
+/// An ASCII STL, line by line: `solid [name]`, then facets of three `vertex x y z` lines
+/// (`facet normal`, `outer loop`, `endloop` and the normal itself are not needed), `endsolid`;
+/// keywords in any case (some exporters write them upper-case), the name optional, several
+/// solids in one file joined. Corners are welded by their f32 coordinates, as in a binary STL.
+fn read_ascii_stl(reader: impl std::io::BufRead) -> std::result::Result<Soup, String> {
+    let mut welder = CornerWelder::default();
+    let mut triangles = Vec::new();
+    let mut facet: Vec<u32> = Vec::with_capacity(3);
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read line {}: {e}", n + 1))?;
+        let bad = |problem: &str| format!("not a valid ASCII STL: line {}: {problem}", n + 1);
+        let mut words = line.split_ascii_whitespace();
+        let Some(keyword) = words.next() else {
+            continue;
+        };
+        match keyword.to_ascii_lowercase().as_str() {
+            "vertex" => {
+                let mut corner = [0f32; 3];
+                for c in &mut corner {
+                    *c = words
+                        .next()
+                        .and_then(|w| w.parse::<f32>().ok())
+                        .ok_or_else(|| bad("a vertex needs three numbers"))?;
+                }
+                if facet.len() == 3 {
+                    return Err(bad("a facet has more than three vertices"));
+                }
+                facet.push(welder.index(corner.map(|c| (c + 0.0).to_bits())));
+            }
+            "endfacet" => {
+                let [a, b, c] = facet[..] else {
+                    return Err(bad(&format!("a facet has {} vertices, not 3", facet.len())));
+                };
+                triangles.push([a, b, c]);
+                facet.clear();
+            }
+            "solid" | "endsolid" | "facet" | "outer" | "endloop" => {}
+            other => return Err(bad(&format!("unexpected `{other}`"))),
+        }
+    }
+    if !facet.is_empty() {
+        return Err("not a valid ASCII STL: the last facet has no `endfacet`".into());
+    }
+    Ok((welder.vertices.into(), triangles))
+}
+
+/// Corners welded into shared vertices by their f32 bits (−0 already made +0).
+#[derive(Default)]
+struct CornerWelder {
+    indices: rustc_hash::FxHashMap<[u32; 3], u32>,
+    vertices: Vec<[f32; 3]>,
+}
+
+impl CornerWelder {
+    fn with_capacity(vertices: usize) -> CornerWelder {
+        let mut welder = CornerWelder::default();
+        welder.indices.reserve(vertices);
+        welder.vertices.reserve(vertices);
+        welder
+    }
+
+    /// The index of the vertex at `key`, added if new.
+    fn index(&mut self, key: [u32; 3]) -> u32 {
+        let vertices = &mut self.vertices;
+        *self.indices.entry(key).or_insert_with(|| {
+            vertices.push(key.map(f32::from_bits));
+            (vertices.len() - 1) as u32
+        })
+    }
 }
 
 /// `count` binary STL triangle records (the size was checked against the file's), read in
@@ -255,10 +326,8 @@ fn read_binary_stl<R: std::io::Read>(
     reader: &mut R,
     count: usize,
 ) -> std::result::Result<Soup, String> {
-    let mut welded: rustc_hash::FxHashMap<[u32; 3], u32> = rustc_hash::FxHashMap::default();
     // A closed mesh has about half as many vertices as triangles.
-    welded.reserve(count / 2 + 1);
-    let mut vertices = Vec::with_capacity(count / 2 + 1);
+    let mut welder = CornerWelder::with_capacity(count / 2 + 1);
     let mut triangles = Vec::with_capacity(count);
     let mut block = vec![0u8; STL_BLOCK_TRIANGLES * STL_TRIANGLE_BYTES as usize];
     let mut left = count;
@@ -285,17 +354,13 @@ fn read_binary_stl<R: std::io::Read>(
             };
             let mut triangle = [0u32; 3];
             for (k, index) in triangle.iter_mut().enumerate() {
-                let key = corner(k);
-                *index = *welded.entry(key).or_insert_with(|| {
-                    vertices.push(key.map(f32::from_bits));
-                    (vertices.len() - 1) as u32
-                });
+                *index = welder.index(corner(k));
             }
             triangles.push(triangle);
         }
         left -= n;
     }
-    Ok((vertices.into(), triangles))
+    Ok((welder.vertices.into(), triangles))
 }
 
 /// The fewest bytes one element of `element` takes in a file of `encoding`: its scalars and
