@@ -818,9 +818,18 @@ fn mesh_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
                 file: input.display().to_string(),
                 problem: format!("cannot list the directory: {e}"),
             })?;
+            // Hidden files are left out (macOS' `._NAME.obj` resource forks in copied datasets
+            // are not meshes); a link to nothing is kept, to be reported as a mesh that failed.
+            let listed = |p: &std::path::Path| {
+                let hidden = p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+                let dangling = p.is_symlink() && !p.exists();
+                !hidden && is_mesh(p) && (p.is_file() || dangling)
+            };
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && is_mesh(p))
+                .filter(|p| listed(p))
                 .collect();
             found.sort();
             files.extend(found);

@@ -1921,6 +1921,16 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
     std::fs::write(inputs.join("box.obj"), CUBE_OBJ.replace("v 1", "v 2")).unwrap();
     std::fs::write(inputs.join("broken.obj"), "v 0 0 0\nf 1 2 3\n").unwrap();
     std::fs::write(inputs.join("notes.txt"), "not a mesh").unwrap();
+    // A macOS resource fork copied with a dataset is hidden and left out; a link to a mesh
+    // that is gone is reported as failed (it was skipped without a word).
+    std::fs::write(inputs.join("._cube.obj"), b"\0\x05\x16\x07 not a mesh").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(dir.path("gone.obj"), inputs.join("gone.obj")).unwrap();
+    let (meshes, failed) = if cfg!(unix) {
+        (5, "2 of 5 meshes failed: broken.obj, gone.obj")
+    } else {
+        (4, "1 of 4 meshes failed: broken.obj")
+    };
     let extra = dir.file("extra.obj", CUBE_OBJ);
     let out_dir = dir.path("out");
     for (command, args) in [
@@ -1937,15 +1947,16 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
         );
         let msg = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{command}: {msg}");
-        assert!(msg.contains("[1/4] box.obj"), "{command}: {msg}");
         assert!(
-            msg.contains("[2/4] broken.obj: failed: "),
+            msg.contains(&format!("[1/{meshes}] box.obj")),
             "{command}: {msg}"
         );
         assert!(
-            msg.contains("1 of 4 meshes failed: broken.obj"),
+            msg.contains(&format!("[2/{meshes}] broken.obj: failed: ")),
             "{command}: {msg}"
         );
+        assert!(msg.contains(failed), "{command}: {msg}");
+        assert!(!msg.contains("._cube"), "{command}: {msg}");
         for name in ["box", "cube", "extra"] {
             assert!(
                 out_dir.join(format!("{name}.npz")).exists(),

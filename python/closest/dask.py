@@ -196,15 +196,18 @@ def _mesh_files(paths):
         raise InputError(
             f"paths: expected a path or a list of paths to meshes or folders, got {paths!r:.60}"
         ) from None
+    def listed(folder, name):
+        # As the CLI: hidden files (macOS' ._NAME.obj) left out, a link to nothing kept (it is
+        # reported as a mesh that failed).
+        path = os.path.join(folder, name)
+        dangling = os.path.islink(path) and not os.path.exists(path)
+        return (not name.startswith(".") and name.lower().endswith(_MESH_SUFFIXES)
+                and (os.path.isfile(path) or dangling))
+
     files = []
     for path in paths:
         if os.path.isdir(path):
-            files.extend(
-                os.path.join(path, name)
-                for name in sorted(os.listdir(path))
-                if name.lower().endswith(_MESH_SUFFIXES)
-                and os.path.isfile(os.path.join(path, name))
-            )
+            files.extend(os.path.join(path, name) for name in sorted(os.listdir(path)) if listed(path, name))
         else:
             files.append(path)
     stems = {}

@@ -252,6 +252,8 @@ def test_map_meshes_writes_every_mesh_and_reports_the_broken_one(client, engine,
         )
         (meshes / f"box{k:02}.obj").write_text(corners + faces)
     (meshes / "broken.obj").write_text("v 0 0 0\nf 1 2 3\n")
+    # Hidden files (a macOS resource fork) are not meshes of the folder.
+    (meshes / "._box00.obj").write_bytes(b"\0\x05\x16\x07 not a mesh")
     out = tmp_path / "out"
     results = closest.dask.map_meshes(meshes, "sdf", out, res=9, timeout=120)
     assert [os.path.basename(r["mesh"]) for r in results] == ["box00.obj", "box01.obj", "box02.obj", "box03.obj", "box04.obj", "box05.obj", "box06.obj", "box07.obj", "box08.obj", "box09.obj", "box10.obj", "broken.obj"]
@@ -291,3 +293,17 @@ def test_map_meshes_writes_every_mesh_and_reports_the_broken_one(client, engine,
         closest.dask.map_meshes(meshes, "sample", out, res=8)
     with pytest.raises(closest.InputError, match="out: map_meshes writes"):
         closest.dask.map_meshes(meshes, "sdf", out, res=8, out="x.zarr")
+
+
+def test_a_folders_meshes_leave_out_hidden_files_and_keep_links_to_nothing(tmp_path):
+    # As `closest sdf DIR --out-dir`: a macOS resource fork (._NAME.obj) is not a mesh of the
+    # folder; a link to a mesh that is gone is kept, so that it is reported as a failed mesh.
+    (tmp_path / "a.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    (tmp_path / "._a.obj").write_bytes(b"\0\x05\x16\x07")
+    (tmp_path / "gone.obj").symlink_to(tmp_path / "nowhere.obj")
+    (tmp_path / "notes.txt").write_text("not a mesh")
+    listed = [os.path.basename(f) for f in closest.dask._mesh_files(tmp_path)]
+    assert listed == ["a.obj", "gone.obj"]
+    results = closest.dask.map_meshes(tmp_path, "sdf", tmp_path / "out", res=4)
+    assert [r["error"] is None for r in results] == [True, False]
+    assert "gone.obj" in results[1]["error"], results
