@@ -297,10 +297,37 @@ fn float_rows<'py>(obj: &Bound<'py, PyAny>, name: &str, tail: &[usize]) -> PyRes
     } else {
         "float32"
     };
+    // Anything but aligned native C-contiguous float32 or float64 is copied once: refused
+    // first where the copy would not fit in memory (a broadcast view of a few bytes may stand
+    // for gigabytes), rather than numpy's MemoryError or the kernel's OOM killer.
+    let item_bytes = if target == "float32" { 4 } else { 8 };
+    let in_place = untyped.is_c_contiguous()
+        && dtype.itemsize() == item_bytes
+        && dtype.is_native_byteorder().unwrap_or(true)
+        && array
+            .getattr("flags")?
+            .getattr("aligned")?
+            .extract::<bool>()?;
+    if !in_place {
+        let values: usize = tail.iter().product();
+        check_result_fits(
+            &format!("{name}: its copy as C-contiguous {target}"),
+            shape[0],
+            values * item_bytes,
+        )?;
+    }
     let kwargs = PyDict::new(py);
     kwargs.set_item("dtype", target)?;
     kwargs.set_item("requirements", "CA")?;
-    let ready = numpy.call_method("require", (&array,), Some(&kwargs))?;
+    let ready = numpy
+        .call_method("require", (&array,), Some(&kwargs))
+        .map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
+                input_error(format!("{name}: its copy as C-contiguous {target}: {e}"))
+            } else {
+                e
+            }
+        })?;
     Ok(if target == "float32" {
         Borrowed::F32(ready.extract()?)
     } else {

@@ -106,6 +106,18 @@ def test_the_issues_unaligned_buffer_is_answered(mesh):
                                   mesh.query(p, sign="winding")["distance"])
 
 
+@pytest.mark.hostile
+def test_a_view_whose_copy_cannot_fit_is_refused_before_copying(mesh):
+    # A broadcast view of 12 bytes stands for 2^40 rows: its float32 copy (12 TiB) was numpy's
+    # MemoryError, or with overcommit the OOM killer's; now InputError naming the argument.
+    huge = np.broadcast_to(np.zeros(3, np.float32), (2**40, 3))
+    with pytest.raises(closest.InputError, match=r"points: its copy as C-contiguous float32.*GiB"):
+        mesh.query(huge, fields="distance")
+    # A view that fits is copied and answered as its rows.
+    small = np.broadcast_to(np.array([0.25, 0.5, 2.0], np.float32), (300, 3))
+    np.testing.assert_array_equal(mesh.query(small)["distance"], mesh.query(np.array(small))["distance"])
+
+
 def test_every_entry_point_takes_the_array_kinds(engine, scene):
     spheres = np.array([[0, 0, 0, 0.5], [3, 0, 0, 1]], np.float32)
     want = scene.contacts(spheres)
