@@ -681,6 +681,7 @@ impl Engine {
 fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -> PyResult<Mesh> {
     let borrowed = float_rows(vertices, "vertices", &[3])?;
     let rows = borrowed.rows()?;
+    check_result_fits("vertices: their f64 copy", rows.len(3), 24)?;
     let vertices: Vec<DVec3> = (0..rows.len(3))
         .map(|i| {
             let [x, y, z] = rows.row::<3>(i);
@@ -699,6 +700,8 @@ fn mesh_from_arrays(vertices: &Bound<'_, PyAny>, triangles: &Bound<'_, PyAny>) -
     if array.ndim() != 2 || array.shape()[1] != 3 || !matches!(array.dtype().kind(), b'i' | b'u') {
         return Err(bad());
     }
+    // The 64-bit copy below and the u32 rows beside it.
+    check_result_fits("triangles: their copy", array.shape()[0], 24 + 12)?;
     // Read as one native 64-bit array (a copy), not element by element through Python:
     // igea's 268,686 rows took 70–120 ms that way. Unsigned stays unsigned, so 2^63 and
     // above are named as given.
@@ -915,6 +918,14 @@ struct MeshTarget {
 impl MeshTarget {
     fn __len__(&self) -> usize {
         self.triangles
+    }
+
+    /// The engine the mesh lives on (the same device and kernels as the one that loaded it).
+    #[getter]
+    fn engine(&self) -> Engine {
+        Engine {
+            inner: self.engine.clone(),
+        }
     }
 
     /// How the triangles are stored on the device: "packed" or "indexed" (what the engine's

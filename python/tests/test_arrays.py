@@ -113,6 +113,10 @@ def test_a_view_whose_copy_cannot_fit_is_refused_before_copying(mesh):
     huge = np.broadcast_to(np.zeros(3, np.float32), (2**40, 3))
     with pytest.raises(closest.InputError, match=r"points: its copy as C-contiguous float32.*GiB"):
         mesh.query(huge, fields="distance")
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float64)
+    triangles = np.broadcast_to(np.array([0, 1, 2]), (2**40, 3))
+    with pytest.raises(closest.InputError, match=r"triangles: their copy.*GiB"):
+        mesh.engine.mesh(vertices=vertices, triangles=triangles)
     # A view that fits is copied and answered as its rows.
     small = np.broadcast_to(np.array([0.25, 0.5, 2.0], np.float32), (300, 3))
     np.testing.assert_array_equal(mesh.query(small)["distance"], mesh.query(np.array(small))["distance"])

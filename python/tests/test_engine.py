@@ -314,6 +314,11 @@ def test_mesh_distance_equals_the_cli_and_refuses_other_things(engine, cli, tmp_
                  "mean_a_to_b", "mean_b_to_a", "mean_squared_a_to_b", "mean_squared_b_to_a"]:
         assert got[name] == pytest.approx(float(expected[name]), rel=1e-12), name
     bunny = engine.mesh(str(a))
+    # A mesh and a path: the path opens on the mesh's engine (this raised AttributeError).
+    assert bunny.engine.info == engine.info
+    mixed = closest.mesh_distance(bunny, b, samples=2000, seed=4, sign="auto")
+    np.testing.assert_array_equal(mixed["a_to_b"], got["a_to_b"])
+    assert mixed["hausdorff"] == got["hausdorff"]
     same = bunny.distance_to(engine.mesh(str(MESHES / "stanford-bunny.stl")))
     assert same["hausdorff"] < 1e-6
     with pytest.raises(closest.InputError, match="other"):
