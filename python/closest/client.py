@@ -20,6 +20,8 @@ class Client:
     """A client of ``closest serve`` at ``url`` (e.g. ``http://127.0.0.1:7341``)."""
 
     def __init__(self, url, token=None, timeout=600.0):
+        if not isinstance(url, str):
+            raise InputError(f"url: expected an http:// address, got {type(url).__name__}")
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -84,6 +86,8 @@ class Client:
         """Upload the mesh file at ``path`` (.obj/.stl/.ply) as mesh ``name``, or, without a
         path, use the resident one."""
         if path is not None:
+            if not isinstance(path, (str, os.PathLike)):
+                raise InputError(f"path: expected a path to a mesh file, got {type(path).__name__}")
             fmt = os.fspath(path).rsplit(".", 1)[-1].lower()
             body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
@@ -174,7 +178,11 @@ def _scene_json(shapes):
     """A scene body: a .json file's bytes, or shape dicts as a scene."""
     if isinstance(shapes, (str, os.PathLike)):
         return _read_file(shapes, "shapes")
-    return json.dumps({"shapes": shapes}, default=_plain).encode()
+    if not isinstance(shapes, (list, tuple)):
+        raise InputError(
+            f"shapes: expected a list of shape dicts or the path of a scene .json, got {type(shapes).__name__}"
+        )
+    return json.dumps({"shapes": list(shapes)}, default=_plain).encode()
 
 
 def _read_file(path, name):
@@ -203,19 +211,23 @@ def _fields(fields):
 
 
 def _array(values, name, tail):
-    """The same checks as the local engine: float32/float64, shape (N, *tail), C-contiguous."""
-    if not isinstance(values, np.ndarray):
-        raise InputError(f"{name}: expected a numpy array of shape (N, {', '.join(map(str, tail))})"
-                         f" and dtype float32 or float64, got {type(values).__name__}")
-    if values.dtype not in (np.float32, np.float64):
-        raise InputError(f"{name}: expected dtype float32 or float64, got {values.dtype}")
-    if values.ndim != len(tail) + 1 or values.shape[1:] != tail:
+    """The array kinds the local engine takes (SPEC §6: anything numpy.asarray reads with a
+    real floating dtype, of shape (N, *tail)), as the little-endian C-contiguous float32 or
+    float64 rows the service reads: float16 and float32 as float32, wider floats as float64."""
+    dlpack_only = hasattr(values, "__dlpack__") and not hasattr(values, "__array__")
+    try:
+        array = np.from_dlpack(values) if dlpack_only else np.asarray(values)
+    except Exception as e:  # whatever __array__ or __dlpack__ raised
+        raise InputError(f"{name}: numpy cannot read a {type(values).__name__}: {e}") from None
+    if array.dtype.kind != "f":
+        raise InputError(f"{name}: expected a floating dtype (float16, float32 or float64), got {array.dtype}")
+    if array.shape == (0,):
+        array = array.reshape((0, *tail))
+    if array.ndim != len(tail) + 1 or array.shape[1:] != tail:
         raise InputError(f"{name}: expected an array of shape (N, {', '.join(map(str, tail))}),"
-                         f" got {values.shape}")
-    if not values.flags.c_contiguous:
-        raise InputError(f"{name}: the array is not C-contiguous (a strided view); pass "
-                         f"numpy.ascontiguousarray({name})")
-    return values
+                         f" got {array.shape}")
+    dtype = "<f4" if array.dtype.itemsize <= 4 else "<f8"
+    return np.require(array, dtype=dtype, requirements="C")
 
 
 def _npy(array):

@@ -305,8 +305,8 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
         isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and 0 < timeout < float("inf")
     ):
         raise InputError(f"timeout: expected None or a number of seconds > 0, got {timeout!r:.60}")
-    _check_options(job, options)
     files = _mesh_files(paths)
+    _check_options(job, options)
     try:
         out_dir = os.path.abspath(os.fspath(out_dir))
         os.makedirs(out_dir, exist_ok=True)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import closest
+from conftest import SHAPES
 
 pytestmark = pytest.mark.hostile
 
@@ -165,3 +166,31 @@ def test_errors_pickle_as_themselves():
         assert cls.__module__ == "closest"
         again = pickle.loads(pickle.dumps(cls("why")))
         assert type(again) is cls and str(again) == "why"
+
+
+def test_the_client_takes_every_array_kind_the_engine_takes(engine, server):
+    # SPEC §7: `closest.Client` has the Engine's methods; it refused lists, float16 and strided
+    # views, which the engine answers. Each kind, sent to the service, answers as the engine.
+    client = closest.Client(server)
+    local = engine.scene(SHAPES)
+    remote = client.scene("kinds", SHAPES)
+    points = np.random.default_rng(11).uniform(-3, 3, (200, 3)).astype(np.float32)
+    for kind in KINDS:
+        for dtype in (np.float16, np.float32, np.float64):
+            given = KINDS[kind](points.astype(dtype))
+            got = remote.query(given, fields="distance")["distance"]
+            want = local.query(plain(points.astype(dtype), dtype), fields="distance")["distance"]
+            np.testing.assert_array_equal(got, want, err_msg=f"{kind} {np.dtype(dtype)}")
+    a = np.array([[[0, 0, 0], [1, 0, 0]]], np.float64)
+    b = np.array([[[0, 1, 0], [1, 1, 1]]], np.float64)
+    np.testing.assert_array_equal(client.segment_pairs(a.tolist(), byte_swapped(b))["distance"],
+                                  engine.segment_pairs(a, b)["distance"])
+    for call, needle in [
+        (lambda: remote.query(points.astype(np.int32)), "floating dtype"),
+        (lambda: remote.query(points[:, :2]), r"shape \(N, 3\)"),
+        (lambda: closest.Client(3), "url"),
+        (lambda: client.mesh("m", 3), "path"),
+        (lambda: client.scene("s", 3), "shapes"),
+    ]:
+        with pytest.raises(closest.InputError, match=needle):
+            call()

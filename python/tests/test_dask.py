@@ -107,7 +107,7 @@ def test_bad_dask_input_raises_input_error():
     with pytest.raises(closest.InputError, match="paths: expected"):
         closest.dask.map_meshes(3, "sdf", "out")
     with pytest.raises(closest.InputError, match="out_dir: cannot write"):
-        closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "/dev/null/out")
+        closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "/dev/null/out", res=8)
 
 
 def test_map_meshes_reports_what_a_timeout_or_a_dead_worker_left_unfinished(client, tmp_path):
