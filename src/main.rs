@@ -490,25 +490,8 @@ fn run(cli: Cli) -> Result<(), Error> {
                 Some(text) => GridRegion::Bounds(numbers::<6>("--bounds", &text)?),
                 None => GridRegion::Pad(pad.unwrap_or(0.1)),
             };
-            let res = match (numbers::<3>("--res", &res), numbers::<1>("--res", &res)) {
-                (Ok(r), _) => r,
-                (_, Ok([n])) => [n; 3],
-                _ => {
-                    return Err(Error::Usage(format!(
-                        "--res {res:?}: expected one number of samples an axis, or three \
-                         (NX,NY,NZ)"
-                    )));
-                }
-            };
-            if res
-                .iter()
-                .any(|&n| !(n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64))
-            {
-                return Err(Error::Usage(format!(
-                    "--res takes whole numbers of samples, got {res:?}"
-                )));
-            }
-            let res = res.map(|n| n as usize);
+            let res = closest::sdf::parse_res(&res)
+                .map_err(|problem| Error::Usage(format!("--res {problem}")))?;
             let band = band.map(|width| BandArg {
                 width,
                 units: match band_units {

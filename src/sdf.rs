@@ -139,6 +139,35 @@ fn read_slab(
 
 /// Write the grid of column `column` as VTK ImageData (XML `.vti`, one appended raw Float32
 /// point array named `sdf`), which ParaView opens as a volume.
+/// A grid's samples an axis as `--res` and the service's `res=` take them: `N` or `NX,NY,NZ`,
+/// whole numbers up to 2^32 − 1 (`Grid::new` checks the rest). The problem otherwise, quoting
+/// the text, for the caller to prefix with the option's name.
+pub fn parse_res(text: &str) -> std::result::Result<[usize; 3], String> {
+    let numbers: Vec<f64> = text
+        .split(',')
+        .map(|t| t.trim().parse::<f64>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| format!("`{text}`: expected comma-separated numbers"))?;
+    let res = match numbers[..] {
+        [n] => [n; 3],
+        [x, y, z] => [x, y, z],
+        _ => {
+            return Err(format!(
+                "`{text}`: expected one number of samples an axis, or three (NX,NY,NZ)"
+            ));
+        }
+    };
+    if res
+        .iter()
+        .any(|&n| !(n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64))
+    {
+        return Err(format!(
+            "`{text}`: expected whole numbers of samples an axis"
+        ));
+    }
+    Ok(res.map(|n| n as usize))
+}
+
 pub fn write_vti(
     output: &mut OutputFile,
     column: usize,

@@ -7,9 +7,21 @@
 //! (`remove_stale`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 static PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Held for reading around each write that may create folders in a listed output (a Zarr
+/// chunk's `create_dir_all`), and for writing, for good, by `remove_all`: otherwise a writer
+/// thread could create again a folder just removed, leaving a partial store behind.
+static WRITES: RwLock<()> = RwLock::new(());
+
+/// Run `write` (into a listed temporary output) unless `remove_all` has begun, which it then
+/// waits for: the process is ending.
+pub(crate) fn writing<T>(write: impl FnOnce() -> T) -> T {
+    let _writing = crate::sync::read(&WRITES);
+    write()
+}
 
 /// List `path` (before it is created, so that no moment leaves it unlisted).
 pub(crate) fn track(path: &Path) {
@@ -24,9 +36,11 @@ pub(crate) fn forget(path: &Path) {
     }
 }
 
-/// Remove every listed file and folder (for an interrupted process; its other threads may
-/// still be writing, so a folder is removed until it stays gone).
+/// Remove every listed file and folder (for an interrupted process, which then exits: its
+/// other threads' writes into them wait for good, `writing`).
 pub fn remove_all() {
+    // Writes in flight finish; none starts again (the guard is never given back).
+    std::mem::forget(crate::sync::write(&WRITES));
     let paths = std::mem::take(&mut *crate::sync::lock(&PATHS));
     for path in paths {
         for _ in 0..8 {

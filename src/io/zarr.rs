@@ -205,8 +205,10 @@ impl ZarrGrid {
                 let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let compressed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)?;
                 let dir = row_dir.join(cj.to_string());
-                std::fs::create_dir_all(&dir)?;
-                std::fs::write(dir.join(ck.to_string()), compressed)?;
+                super::temporary::writing(|| {
+                    std::fs::create_dir_all(&dir)?;
+                    std::fs::write(dir.join(ck.to_string()), compressed)
+                })?;
                 Ok(true)
             })
             .collect();
@@ -252,7 +254,7 @@ impl ZarrGrid {
         let group = json!({ "zarr_format": 3, "node_type": "group", "attributes": attributes });
         let write_json = |path: PathBuf, value: &Value| {
             let text = serde_json::to_string_pretty(value).expect("JSON of our own values");
-            std::fs::write(path, text)
+            super::temporary::writing(|| std::fs::write(path, text))
         };
         let finished = write_json(self.temp.join("sdf").join("zarr.json"), &array)
             .and_then(|_| write_json(self.temp.join("zarr.json"), &group))

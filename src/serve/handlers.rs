@@ -548,20 +548,8 @@ pub(super) async fn mesh_sdf(
         .res
         .as_deref()
         .ok_or_else(|| ApiError::bad("res: give the samples an axis, N or NX,NY,NZ"))?;
-    let res: [f64; 3] = match numbers("res", text)?.as_slice() {
-        [n] => [*n; 3],
-        [x, y, z] => [*x, *y, *z],
-        _ => return Err(ApiError::bad("res: give N or NX,NY,NZ")),
-    };
-    if res
-        .iter()
-        .any(|&n| !(n >= 0.0 && n.fract() == 0.0 && n <= u32::MAX as f64))
-    {
-        return Err(ApiError::bad(format!(
-            "res: expected whole numbers of samples an axis, got `{text}`"
-        )));
-    }
-    let res = res.map(|n| n as usize);
+    let res =
+        crate::sdf::parse_res(text).map_err(|problem| ApiError::bad(format!("res {problem}")))?;
     let samples = res.iter().map(|&n| n as u128).product::<u128>();
     let max_samples = state.config.max_grid_samples;
     if samples > max_samples as u128 {
