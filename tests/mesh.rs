@@ -142,6 +142,15 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
         b"\xEF\xBB\xBFv 0 0 0\nv 1 0 0\nv 1 1 0\nf 1 2 3\n",
     );
     assert_eq!(load_mesh(&marked).unwrap().triangles, [[0, 1, 2]]);
+    // Line continuations (a backslash ending a line), which tobj alone refused.
+    let continued = write(
+        &dir,
+        "continued.obj",
+        b"v 0 0 \\\n0\nv 1 0 0\r\nv 1 1 0\nv 0 1 0\nf 1 2 \\\r\n 3 \\\n4\n",
+    );
+    let m = load_mesh(&continued).unwrap();
+    assert_eq!(m.triangles, [[0, 1, 2], [0, 2, 3]]);
+    assert_eq!(m.vertices.get(0), DVec3::ZERO);
     let ply = write(
         &dir,
         "quad.ply",

@@ -188,6 +188,16 @@ impl<R: std::io::BufRead> std::io::BufRead for ObjIndexCheck<'_, R> {
             self.at = 0;
             if self.inner.read_until(b'\n', &mut self.line)? > 0 {
                 self.number += 1;
+                // A backslash ending a line continues it on the next (OBJ's line
+                // continuation, which tobj does not read): joined with a space.
+                while let Some(cut) = continued_at(&self.line) {
+                    self.line.truncate(cut);
+                    self.line.push(b' ');
+                    if self.inner.read_until(b'\n', &mut self.line)? == 0 {
+                        break;
+                    }
+                    self.number += 1;
+                }
                 if let Err(problem) = self.check_line() {
                     self.problem = Some(problem);
                 }
@@ -205,6 +215,13 @@ impl<R: std::io::BufRead> std::io::BufRead for ObjIndexCheck<'_, R> {
     fn consume(&mut self, n: usize) {
         self.at += n;
     }
+}
+
+/// Where the backslash is that ends `line` (before its `\n` or `\r\n`), if one does.
+fn continued_at(line: &[u8]) -> Option<usize> {
+    let text = line.strip_suffix(b"\n").unwrap_or(line);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    text.ends_with(b"\\").then(|| text.len() - 1)
 }
 
 /// Bytes of a binary STL's header (80 free bytes and the triangle count) and of one triangle
