@@ -126,8 +126,10 @@ def query(
         )
     if points.ndim != 2 or points.shape[1] != 3:
         raise InputError(f"points: expected a dask array of shape (N, 3), got {points.shape}")
-    if points.dtype not in (np.float32, np.float64):
-        raise InputError(f"points: expected dtype float32 or float64, got {points.dtype}")
+    if points.dtype.kind != "f":
+        raise InputError(
+            f"points: expected a floating dtype (float16, float32 or float64), got {points.dtype}"
+        )
     if len(points.chunks[1]) != 1:
         points = points.rechunk({1: 3})
     spec = _Target(target)

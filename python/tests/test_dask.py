@@ -195,6 +195,15 @@ def test_unaligned_read_only_chunks_are_answered(client, engine):
     got = client.compute(result["distance"]).result(timeout=BOUND)
     want = engine.mesh(mesh_path).query(values, sign="winding", fields="distance")["distance"]
     assert got.tobytes() == want.tobytes()
+    # Any floating dtype the engine takes (float16 was refused), answered as the engine does.
+    half = values[:8_000].astype(np.float16)
+    result = closest.dask.query(mesh_path, dask.array.from_array(half, chunks=(2_000, 3)),
+                                sign="winding", fields="distance")
+    got = client.compute(result["distance"]).result(timeout=BOUND)
+    want = engine.mesh(mesh_path).query(half, sign="winding", fields="distance")["distance"]
+    assert got.tobytes() == want.tobytes()
+    with pytest.raises(closest.InputError, match="floating dtype"):
+        closest.dask.query(mesh_path, dask.array.zeros((10, 3), chunks=5, dtype=np.int32))
 
 
 @pytest.mark.hostile
