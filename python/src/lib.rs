@@ -105,7 +105,14 @@ fn read_argument<'py, T>(value: &Bound<'py, PyAny>, name: &str, takes: &str) -> 
 where
     T: for<'a> FromPyObject<'a, 'py>,
 {
-    value.extract::<T>().map_err(|_| {
+    // Python's bools are ints: `surface=True` read as 1 sample. Only flags take them.
+    let flag = takes == "True or False";
+    let extracted = if value.cast::<PyBool>().is_ok() && !flag {
+        None
+    } else {
+        value.extract::<T>().ok()
+    };
+    extracted.ok_or_else(|| {
         let shown = value
             .repr()
             .map(|r| r.to_string())
@@ -1315,8 +1322,12 @@ impl MeshTarget {
         pad: f64,
         bounds: Option<[f64; 6]>,
     ) -> PyResult<Grid> {
-        let res: [usize; 3] = if let Ok(n) = res.extract::<usize>() {
+        let res: [usize; 3] = if let Ok(n) = read_argument::<usize>(res, "res", COUNT) {
             [n; 3]
+        } else if res.cast::<PyBool>().is_ok() {
+            return Err(input_error(format!(
+                "res: expected a whole number of samples an axis, or (NX, NY, NZ), got {res}"
+            )));
         } else {
             res.extract().map_err(|_| {
                 input_error(

@@ -85,6 +85,11 @@ def test_arguments_of_the_wrong_type_or_range_raise_input_error(engine, scene, m
         (lambda: mesh.sample(uniform=3, pad="x"), "pad", "'x'"),
         (lambda: mesh.sample(near=3, sigma=0.1, sign=3), "sign", "got 3"),
         (lambda: mesh.sdf(4, pad=None), "pad", "None"),
+        # Bools are ints to Python: `surface=True` was one sample, `pad=True` a pad of 1.
+        (lambda: mesh.sample(surface=True), "surface", "True"),
+        (lambda: mesh.sdf(4, pad=True), "pad", "True"),
+        (lambda: mesh.sdf(True), "res", "True"),
+        (lambda: mesh.sdf(4, band=False), "band", "False"),
         (lambda: mesh.sdf(4, bounds=[0, 0, 0, 1, 1]), "bounds", "six numbers"),
         (lambda: mesh.sdf(4, bounds="abc"), "bounds", "'abc'"),
         (lambda: mesh.sdf(4, bounds=[[0, 0, 0], [1, 1]]), "bounds", "two corners"),
