@@ -64,14 +64,24 @@ fn py_error(e: closest::Error) -> PyErr {
     }
 }
 
-/// `job` without the GIL (`Python::detach`), interruptible: between chunks the engine asks
-/// Python whether a signal came (Ctrl-C, Jupyter's interrupt; only the main thread's are seen),
+/// `job` without the GIL (`Python::detach`), interruptible on the main thread: between chunks
+/// the engine asks Python whether a signal came (Ctrl-C, Jupyter's interrupt),
 /// and the exception its handler raised (KeyboardInterrupt) ends the job and is raised here.
 /// Other errors as `py_error`.
 fn detached<T: Send>(
     py: Python<'_>,
     job: impl FnOnce() -> closest::Result<T> + Send,
 ) -> PyResult<T> {
+    // Only the main thread sees signals; other threads (Dask's workers, daemon threads that
+    // may outlive the interpreter) never take the GIL back in the middle of a job.
+    let threading = py.import("threading")?;
+    let on_main_thread = threading
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .eq(threading.call_method0("get_ident")?)?;
+    if !on_main_thread {
+        return py.detach(job).map_err(py_error);
+    }
     let raised: Arc<std::sync::Mutex<Option<PyErr>>> = Arc::default();
     let outcome = py.detach(|| {
         let raised = raised.clone();
