@@ -543,6 +543,10 @@ fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // An answer larger than the cap itself could never be held: 400, not a 503 to retry.
+    server
+        .post("/v1/meshes/m/sdf?res=220", &[])
+        .assert_error(400, &["the answer takes", "--max-inflight-mb", "fewer"]);
     let taken = server.post(grid, &[]);
     assert_eq!(taken.status, 200, "{}", taken.text());
     assert!(taken.body.len() as f64 > answer_bytes);

@@ -33,8 +33,16 @@ impl Inflight {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Hold `bytes` until the reservation drops; 503 when that takes the total past the limit.
+    /// Hold `bytes` of an answer until the reservation drops; 503 when that takes the total
+    /// past the limit, 400 when the answer alone is over it (a retry could never pass).
     pub fn hold(self: &Arc<Self>, bytes: usize) -> ApiResult<Reservation> {
+        if bytes > self.limit {
+            return Err(ApiError::bad(format!(
+                "the answer takes {bytes} bytes, more than --max-inflight-mb allows the server \
+                 to hold at once ({} bytes): ask fewer rows or fields",
+                self.limit
+            )));
+        }
         let mut reservation = Reservation::new(self);
         reservation.grow(bytes)?;
         Ok(reservation)
