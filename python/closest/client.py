@@ -227,7 +227,10 @@ def _array(values, name, tail):
         raise InputError(f"{name}: expected an array of shape (N, {', '.join(map(str, tail))}),"
                          f" got {array.shape}")
     dtype = "<f4" if array.dtype.itemsize <= 4 else "<f8"
-    return np.require(array, dtype=dtype, requirements="C")
+    try:
+        return np.require(array, dtype=dtype, requirements="C")
+    except MemoryError as e:  # a broadcast view standing for more rows than memory holds
+        raise InputError(f"{name}: its copy as C-contiguous {dtype}: {e}") from None
 
 
 def _npy(array):

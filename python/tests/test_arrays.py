@@ -191,6 +191,8 @@ def test_the_client_takes_every_array_kind_the_engine_takes(engine, server):
         (lambda: closest.Client(3), "url"),
         (lambda: client.mesh("m", 3), "path"),
         (lambda: client.scene("s", 3), "shapes"),
+        # As the engine: a copy that cannot fit is InputError, not numpy's MemoryError.
+        (lambda: remote.query(np.broadcast_to(np.zeros(3), (2**40, 3))), "points: its copy"),
     ]:
         with pytest.raises(closest.InputError, match=needle):
             call()
