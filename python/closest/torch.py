@@ -82,6 +82,11 @@ def _field_names(fields):
         raise closest.InputError(
             f"fields: unknown or missing field(s) {unknown}; the valid ones are {', '.join(_FIELDS)}"
         )
+    # As the engine refuses them: a name given twice would make two outputs for one key of the
+    # answer, and the gradient reaching the one kept would be dropped.
+    for name in names:
+        if names.count(name) > 1:
+            raise closest.InputError(f"fields: `{name}` is named twice")
     return names
 
 

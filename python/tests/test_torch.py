@@ -130,6 +130,10 @@ def test_bad_tensors_and_arguments_raise_input_error(cube):
         (lambda: closest_torch.query(cube, torch.zeros(2, 3).to_sparse()), "points"),
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), fields=7), "fields.*got 7"),
         (lambda: closest_torch.query(cube, torch.zeros(2, 3), sign=3), "sign.*got 3"),
+        # A field named twice (it answered a zero gradient: the one output kept in the dict
+        # was not the one whose gradient the backward pass read).
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3), fields="distance,distance"), "twice"),
+        (lambda: closest_torch.query(cube, torch.zeros(2, 3), fields=["point", "point"]), "twice"),
     ]
     for call, message in cases:
         with pytest.raises(closest.InputError, match=message):

@@ -57,6 +57,11 @@ pub fn shapes_from_values(shapes: &[Value], file: &str) -> Result<Vec<Shape>> {
         .collect()
 }
 
+/// `v` as the file wrote it, `[x, y, z]`, for error messages.
+fn json_triple(v: DVec3) -> String {
+    format!("[{}, {}, {}]", v.x, v.y, v.z)
+}
+
 struct ShapeReader<'a> {
     file: &'a str,
     index: usize,
@@ -133,7 +138,7 @@ impl ShapeReader<'_> {
     fn extents(&self, field: &str) -> Result<DVec3> {
         let v = self.vec3(field)?;
         if v.x < 0.0 || v.y < 0.0 || v.z < 0.0 {
-            return Err(self.error(field, "every component must be ≥ 0"));
+            return Err(self.error(field, format!("every component must be ≥ 0 (found {})", json_triple(v))));
         }
         Ok(v)
     }
@@ -148,7 +153,7 @@ impl ShapeReader<'_> {
     fn positive_extents(&self, field: &str) -> Result<DVec3> {
         let v = self.vec3(field)?;
         if !(v.x > 0.0 && v.y > 0.0 && v.z > 0.0) {
-            return Err(self.error(field, format!("every component must be > 0 (found {v:?})")));
+            return Err(self.error(field, format!("every component must be > 0 (found {})", json_triple(v))));
         }
         Ok(v)
     }
