@@ -77,3 +77,57 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `message` with each of the CLI's flags among `arguments` (given with underscores) written
+/// as that argument's name: `--band-units 2` → `band_units 2`. The engine's messages name the
+/// CLI's flags; Python's keyword arguments and the service's query parameters are named so.
+pub fn flags_as_arguments(message: &str, arguments: &[&str]) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("--") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let flag_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(after.len());
+        let argument = after[..flag_len].replace('-', "_");
+        // A flag starts a word: `/tmp/a--pad.obj` is a file's name.
+        let starts_word = out
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || "(`[,".contains(c));
+        if starts_word && arguments.contains(&argument.as_str()) {
+            out.push_str(&argument);
+        } else {
+            out.push_str(&rest[at..at + 2 + flag_len]);
+        }
+        rest = &after[flag_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flags_as_arguments;
+
+    #[test]
+    fn flags_are_named_as_the_callers_arguments() {
+        let named = |m| flags_as_arguments(m, &["pad", "band_units"]);
+        assert_eq!(
+            named("--pad must be ≥ 0; give a smaller --pad"),
+            "pad must be ≥ 0; give a smaller pad"
+        );
+        assert_eq!(
+            named("--band-units world, --band 2"),
+            "band_units world, --band 2"
+        );
+        // Only whole flags: `--padding` is not `--pad`.
+        assert_eq!(
+            named("--padding --max-grid-samples"),
+            "--padding --max-grid-samples"
+        );
+        assert_eq!(named("a -- b --"), "a -- b --");
+        assert_eq!(named("/tmp/a--pad.obj: (--pad)"), "/tmp/a--pad.obj: (pad)");
+    }
+}

@@ -359,11 +359,23 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/scenes/s/query", &huge)
         .assert_error(413, &["--max-request-mb"]);
-    // axum's own answers are JSON too.
-    server.get("/v1/nothing-here").assert_error(404, &[]);
+    // axum's own answers are JSON too, and say what was asked.
     server
-        .request("PATCH", "/v1/scenes/s", &[], &[])
-        .assert_error(405, &[]);
+        .get("/v1/nothing-here")
+        .assert_error(404, &["no route GET /v1/nothing-here", "/openapi.json"]);
+    // An empty target name leaves no route (Python's Client sent `/v1/scenes/`).
+    server
+        .request("PUT", "/v1/scenes/", &[], b"{}")
+        .assert_error(404, &["PUT /v1/scenes/"]);
+    let patch = server.request("PATCH", "/v1/scenes/s", &[], &[]);
+    assert!(
+        patch
+            .headers
+            .get("allow")
+            .is_some_and(|a| a.contains("PUT")),
+        "405 keeps its Allow header"
+    );
+    patch.assert_error(405, &["PATCH /v1/scenes/s", "Allow header"]);
     server
         .post("/v1/meshes/s/sdf?pad=lots", &[])
         .assert_error(400, &["pad"]);

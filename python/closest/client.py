@@ -22,6 +22,10 @@ class Client:
     def __init__(self, url, token=None, timeout=600.0):
         if not isinstance(url, str):
             raise InputError(f"url: expected an http:// address, got {type(url).__name__}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise InputError(f"timeout: expected seconds > 0 or None, got {timeout!r:.60}")
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -88,7 +92,9 @@ class Client:
         if path is not None:
             if not isinstance(path, (str, os.PathLike)):
                 raise InputError(f"path: expected a path to a mesh file, got {type(path).__name__}")
-            fmt = os.fspath(path).rsplit(".", 1)[-1].lower()
+            fmt = os.path.splitext(os.fspath(path))[1][1:].lower()
+            if fmt not in ("obj", "stl", "ply"):
+                raise InputError(f"path: {os.fspath(path)!r:.120} is no .obj, .stl or .ply file")
             body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)
@@ -165,7 +171,11 @@ class RemoteMesh:
         params = {"res": res, "sign": sign or "none"}
         try:
             if bounds is not None:
-                params["bounds"] = ",".join(map(repr, map(float, bounds)))
+                # Six numbers, or the (2, 3) corners as the engine takes them.
+                corners = np.asarray(bounds, dtype=float)
+                if corners.size != 6 or corners.shape not in ((6,), (2, 3)):
+                    raise ValueError(corners.shape)
+                params["bounds"] = ",".join(map(repr, corners.ravel().tolist()))
             else:
                 params["pad"] = repr(float(pad))
         except (TypeError, ValueError):
@@ -195,7 +205,10 @@ def _read_file(path, name):
 
 
 def _quote(name):
-    return urllib.parse.quote(str(name), safe="")
+    if not isinstance(name, str) or not name:
+        # An empty name would leave no route (`/v1/scenes/`), answered as an unknown route.
+        raise InputError(f"name: expected a target's name (a non-empty string), got {name!r:.60}")
+    return urllib.parse.quote(name, safe="")
 
 
 def _plain(value):
@@ -205,9 +218,18 @@ def _plain(value):
 
 
 def _fields(fields):
+    """`fields` as the service's comma-separated parameter (it refuses unknown names)."""
     if fields is None or isinstance(fields, str):
         return fields
-    return ",".join(fields)
+    try:
+        names = list(fields)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise InputError(
+            f"fields: expected a comma-separated string or a list of field names, got {fields!r:.60}"
+        )
+    return ",".join(names)
 
 
 def _array(values, name, tail):

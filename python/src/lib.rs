@@ -60,9 +60,32 @@ fn py_error(e: closest::Error) -> PyErr {
     match e {
         closest::Error::NoAdapter(_) => AdapterError::new_err(e.to_string()),
         closest::Error::Gpu(_) | closest::Error::OutOfMemory(_) => GpuError::new_err(e.to_string()),
-        _ => InputError::new_err(e.to_string()),
+        _ => InputError::new_err(closest::error::flags_as_arguments(
+            &e.to_string(),
+            KEYWORD_ARGUMENTS,
+        )),
     }
 }
+
+/// The keyword arguments whose CLI flags (`--pad`) the engine's messages name: named as the
+/// caller wrote them (`pad`).
+const KEYWORD_ARGUMENTS: &[&str] = &[
+    "res",
+    "pad",
+    "bounds",
+    "sign",
+    "band",
+    "band_units",
+    "chunk",
+    "surface",
+    "near",
+    "sigma",
+    "uniform",
+    "seed",
+    "samples",
+    "fields",
+    "layout",
+];
 
 /// `job` without the GIL (`Python::detach`), interruptible on the main thread: between chunks
 /// the engine asks Python whether a signal came (Ctrl-C, Jupyter's interrupt),

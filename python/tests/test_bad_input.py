@@ -1,6 +1,8 @@
 """Bad input from Python: each raises closest.InputError naming the argument, row or shape
 index and field; nothing crashes the interpreter. Hypothesis drives the array checks."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +19,9 @@ def raises(call, *needles):
         call()
     for needle in needles:
         assert needle in str(info.value), (needle, str(info.value))
+    # Arguments are named as Python's caller wrote them, not as the CLI's flags.
+    flag = re.search(r"(^|[\s(`])--(res|pad|sigma|band|chunk|samples|surface|near|uniform)\b", str(info.value))
+    assert flag is None, str(info.value)
     assert isinstance(info.value, ValueError)
 
 
@@ -53,17 +58,17 @@ def test_bad_names(engine, scene, mesh):
     raises(lambda: scene.contacts(np.zeros((2, 4), np.float32), fields="distance"), "fields",
            "point, depth, normal, shape")
     raises(lambda: mesh.query(points, sign="inside"), "sign", "`inside`", "pseudonormal")
-    raises(lambda: mesh.sdf(1), "--res", "at least 2")
-    raises(lambda: mesh.sdf(8, pad=-1), "--pad")
+    raises(lambda: mesh.sdf(1), "res needs at least 2")
+    raises(lambda: mesh.sdf(8, pad=-1), "pad must be")
     flat = engine.mesh(vertices=np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float64),
                        triangles=np.array([[0, 1, 2]]))
-    raises(lambda: flat.sdf(4, pad=0), "no extent along z", "z = 0.0", "--pad")
+    raises(lambda: flat.sdf(4, pad=0), "no extent along z", "z = 0.0", "pad")
     assert flat.sdf(4)["spacing"][2] > 0
-    raises(lambda: flat.sample(uniform=10, pad=0), "no extent along z", "--pad > 0")
+    raises(lambda: flat.sample(uniform=10, pad=0), "no extent along z", "pad > 0")
     # Points a job makes itself must stay within f32's range.
-    raises(lambda: mesh.sdf(4, pad=1e300), "--pad 1e300", "f32")
-    raises(lambda: mesh.sample(uniform=10, pad=1e300), "--pad 1e300", "f32")
-    raises(lambda: mesh.sample(near=10, sigma=1e308), "--sigma 1e308", "f32")
+    raises(lambda: mesh.sdf(4, pad=1e300), "pad 1e300", "f32")
+    raises(lambda: mesh.sample(uniform=10, pad=1e300), "pad 1e300", "f32")
+    raises(lambda: mesh.sample(near=10, sigma=1e308), "sigma 1e308", "f32")
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
@@ -247,12 +252,12 @@ def test_bad_zarr_targets_and_mesh_distances_leave_nothing(engine, tmp_path):
     raises(lambda: mesh.sdf(8, out=str(mine)), "mine.zarr", "not a Zarr store")
     assert (mine / "notes.txt").read_text() == "keep"
     for chunk in (0, 257):
-        raises(lambda: mesh.sdf(8, out=str(tmp_path / "g.zarr"), chunk=chunk), "--chunk")
+        raises(lambda: mesh.sdf(8, out=str(tmp_path / "g.zarr"), chunk=chunk), "chunk must be")
     raises(lambda: mesh.sdf(8, out=str(tmp_path / "g.zarr"), band=-1), "band")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.zarr"]
     raises(lambda: closest.mesh_distance(MESHES / "fandisk.obj", tmp_path / "missing.obj", engine=engine),
            "missing.obj")
-    raises(lambda: mesh.distance_to(mesh, samples=2**33), "--samples")
+    raises(lambda: mesh.distance_to(mesh, samples=2**33), "samples")
     flat = engine.mesh(vertices=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]], np.float64),
                        triangles=np.array([[0, 1, 2]]))
     raises(lambda: mesh.distance_to(flat, samples=10), "no area")

@@ -206,6 +206,29 @@ def test_client_errors_and_targets(server, engine):
         client.mesh("gone", "/nonexistent/gone.obj")
     with pytest.raises(closest.InputError, match="shapes: cannot read"):
         client.scene("gone", "/nonexistent/gone.json")
+    # Arguments the client read itself (TypeError escaped, or an empty name reached the
+    # service as an unknown route, or an extension-less path as its format).
+    for call, needle in [
+        (lambda: scene.query(random_points(5), fields=7), "fields.*got 7"),
+        (lambda: scene.query(random_points(5), fields=[1, 2]), "fields"),
+        (lambda: closest.Client(server, timeout="soon"), "timeout"),
+        (lambda: client.scene("", SHAPES), "name"),
+        (lambda: client.mesh("m", MESHES / "SOURCES.md"), "path.*no .obj"),
+    ]:
+        with pytest.raises(closest.InputError, match=needle):
+            call()
+    # The service names its query parameters, not the CLI's flags.
+    with pytest.raises(closest.InputError, match="^pad must be") as info:
+        client.mesh("tiny", MESHES / "fandisk.obj").sdf(4, pad=float("nan"))
+    assert "--" not in str(info.value)
+    # Bounds as the engine takes them: six numbers or (2, 3) corners.
+    tiny = client.mesh("tiny")
+    corners = [[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]]
+    np.testing.assert_array_equal(tiny.sdf(4, bounds=corners)["sdf"],
+                                  tiny.sdf(4, bounds=[-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])["sdf"])
+    with pytest.raises(closest.InputError, match="bounds"):
+        tiny.sdf(4, bounds=[[0, 0], [1, 1]])
+    client.delete("mesh", "tiny")
     # No server there, or no address at all (URLError and ValueError escaped).
     with pytest.raises(closest.GpuError, match="did not answer"):
         closest.Client("http://127.0.0.1:9", timeout=10).info

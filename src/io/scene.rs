@@ -138,7 +138,10 @@ impl ShapeReader<'_> {
     fn extents(&self, field: &str) -> Result<DVec3> {
         let v = self.vec3(field)?;
         if v.x < 0.0 || v.y < 0.0 || v.z < 0.0 {
-            return Err(self.error(field, format!("every component must be ≥ 0 (found {})", json_triple(v))));
+            return Err(self.error(
+                field,
+                format!("every component must be ≥ 0 (found {})", json_triple(v)),
+            ));
         }
         Ok(v)
     }
@@ -153,7 +156,10 @@ impl ShapeReader<'_> {
     fn positive_extents(&self, field: &str) -> Result<DVec3> {
         let v = self.vec3(field)?;
         if !(v.x > 0.0 && v.y > 0.0 && v.z > 0.0) {
-            return Err(self.error(field, format!("every component must be > 0 (found {})", json_triple(v))));
+            return Err(self.error(
+                field,
+                format!("every component must be > 0 (found {})", json_triple(v)),
+            ));
         }
         Ok(v)
     }

@@ -38,9 +38,18 @@ impl From<&Error> for ApiError {
             2 => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.to_string())
+        let message = e.to_string();
+        let message = match status {
+            StatusCode::BAD_REQUEST => crate::error::flags_as_arguments(&message, QUERY_PARAMETERS),
+            _ => message,
+        };
+        ApiError::new(status, message)
     }
 }
+
+/// The query parameters whose CLI flags (`--pad`) the engine's messages name: named as the
+/// client wrote them (`pad`). Server flags (`--max-grid-samples`) keep their names.
+const QUERY_PARAMETERS: &[&str] = &["res", "pad", "bounds", "sign", "mode", "fields", "format"];
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {

@@ -146,6 +146,7 @@ pub(crate) async fn json_errors(
     request: Request,
     next: Next,
 ) -> Response {
+    let route = format!("{} {}", request.method(), request.uri().path());
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -165,10 +166,20 @@ pub(crate) async fn json_errors(
             .await
             .unwrap_or_default();
         let text = String::from_utf8_lossy(&text).trim().to_string();
-        if text.is_empty() {
-            status.canonical_reason().unwrap_or("error").to_string()
-        } else {
-            text
+        match status {
+            // axum's own answers for these are bare reasons; say what was asked and where the
+            // routes are listed.
+            StatusCode::NOT_FOUND if text.is_empty() => {
+                format!("no route {route} (the routes: GET /openapi.json)")
+            }
+            // axum adds the Allow header after this layer has run.
+            StatusCode::METHOD_NOT_ALLOWED => {
+                format!(
+                    "{route}: the method is not allowed here (the Allow header lists those that are)"
+                )
+            }
+            _ if text.is_empty() => status.canonical_reason().unwrap_or("error").to_string(),
+            _ => text,
         }
     };
     ApiError::new(status, message).into_response()
