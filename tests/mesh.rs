@@ -25,15 +25,24 @@ fn volume(mesh: &Mesh) -> f64 {
         .sum()
 }
 
+/// How many of `mesh`'s vertices some triangle uses.
+fn used_vertices(mesh: &Mesh) -> usize {
+    let used: std::collections::HashSet<u32> = mesh.triangles.iter().flatten().copied().collect();
+    used.len()
+}
+
 #[test]
 fn shared_meshes_load_with_their_documented_counts() {
     // Counts and volumes from ../shared/data/meshes/SOURCES.md.
     let bunny = load_mesh(&shared("stanford-bunny.obj")).unwrap();
     assert_eq!(bunny.triangles.len(), 69_451);
-    assert_eq!(bunny.vertices.len(), 34_834);
+    // SOURCES.md counts the vertices faces use; the file declares 1,113 more, all kept.
+    assert_eq!(used_vertices(&bunny), 34_834);
+    assert_eq!(bunny.vertices.len(), 35_947);
     let fandisk = load_mesh(&shared("fandisk.obj")).unwrap();
     assert_eq!(fandisk.triangles.len(), 12_946);
     assert_eq!(fandisk.vertices.len(), 6_475);
+    assert_eq!(used_vertices(&fandisk), 6_475);
     assert!(
         (volume(&fandisk) - 20.24).abs() < 0.01,
         "{}",
@@ -93,8 +102,9 @@ fn stl_copies_hold_the_same_triangles_as_the_obj() {
         let obj = load_mesh(&shared(&format!("{name}.obj"))).unwrap();
         let stl = load_mesh(&shared(&format!("{name}.stl"))).unwrap();
         assert_eq!(obj.triangles.len(), stl.triangles.len(), "{name}");
-        // The STL's corners are welded back into the OBJ's shared vertices.
-        assert_eq!(obj.vertices.len(), stl.vertices.len(), "{name}");
+        // The STL's corners are welded back into the OBJ's shared vertices (those its faces
+        // use: the bunny's file declares 1,113 that none does).
+        assert_eq!(used_vertices(&obj), stl.vertices.len(), "{name}");
         for t in 0..obj.triangles.len() {
             let (a, b) = (obj.triangles[t], stl.triangles[t]);
             for k in 0..3 {
@@ -142,7 +152,7 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
         b"\xEF\xBB\xBFv 0 0 0\nv 1 0 0\nv 1 1 0\nf 1 2 3\n",
     );
     assert_eq!(load_mesh(&marked).unwrap().triangles, [[0, 1, 2]]);
-    // Line continuations (a backslash ending a line), which tobj alone refused.
+    // Line continuations (a backslash ending a line), which tobj refused.
     let continued = write(
         &dir,
         "continued.obj",
@@ -186,6 +196,31 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     assert_eq!(load_mesh(&degenerate).unwrap().triangles.len(), 2);
 }
 
+#[test]
+fn obj_vertices_keep_the_files_indices() {
+    // Per-vertex outputs (`closest distance`'s deviations) are indexed as the file's vertices.
+    // tobj numbered them by first use within each group and object: vertices used out of
+    // order came back reordered, unused ones dropped and those shared by two groups doubled.
+    let dir = tempfile::tempdir().unwrap();
+    let text = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 9\nv 7 7 7 # unused\ng top\nf 3 2 4\n\
+                 o bottom\nf 1 2 3 # a comment\nf -5 -4 -3\n";
+    let m = load_mesh(&write(&dir, "order.obj", text)).unwrap();
+    assert_eq!(m.vertices.len(), 5);
+    for (k, v) in [
+        [0., 0., 0.],
+        [1., 0., 0.],
+        [0., 1., 0.],
+        [0., 0., 9.],
+        [7., 7., 7.],
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(m.vertices.get(k), DVec3::from_array(*v), "vertex {k}");
+    }
+    assert_eq!(m.triangles, [[2, 1, 3], [0, 1, 2], [0, 1, 2]]);
+}
+
 fn assert_bad(path: &Path, needles: &[&str]) {
     let err = load_mesh(path).expect_err("a broken mesh must not load");
     assert_eq!(err.exit_code(), 2, "{err}");
@@ -214,9 +249,9 @@ fn broken_meshes_name_the_file_and_the_problem() {
         &write(&dir, "empty.obj", b"v 0 0 0\nv 1 0 0\n"),
         &["no triangles"],
     );
-    // Indices whose arithmetic overflows in tobj (a panic the OBJ fuzzer found) are refused
-    // as the file is read, naming the line: 0, a relative index before the first element, one
-    // past u32; forward references stay tobj's to judge (they may be declared later).
+    // Indices that cannot be (a panic the OBJ fuzzer found in tobj) are refused as the file is
+    // read, naming the line: 0, a relative index before the first element, one past u32;
+    // forward references are judged at the end (they may be declared later).
     for (name, text, needles) in [
         (
             "zero.obj",
@@ -238,6 +273,26 @@ fn broken_meshes_name_the_file_and_the_problem() {
     }
     let forward = write(&dir, "forward.obj", b"f 1 2 3\nv 0 0 0\nv 1 0 0\nv 0 1 0\n");
     assert_eq!(load_mesh(&forward).unwrap().triangles.len(), 1);
+    assert_bad(
+        &write(
+            &dir,
+            "never.obj",
+            b"f 1 2 3\nf 1 2 4\nv 0 0 0\nv 1 0 0\nv 0 1 0\n",
+        ),
+        &["line 2", "position index 4", "3 positions"],
+    );
+    assert_bad(
+        &write(&dir, "short.obj", b"v 0 0 0\nv 1 0 0\nf 1 2\n"),
+        &["line 3", "at least three vertices"],
+    );
+    assert_bad(
+        &write(&dir, "flat.obj", b"v 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"),
+        &["line 1", "three numbers"],
+    );
+    assert_bad(
+        &write(&dir, "word.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 two 3\n"),
+        &["line 4", "`two` is no position index"],
+    );
     assert_bad(
         &write(&dir, "garbage.obj", b"v 0 zero 0\nf 1 2 3\n"),
         &["OBJ"],

@@ -272,6 +272,57 @@ fn the_cli_writes_the_figures_the_vertex_deviations_and_a_turntable() {
 }
 
 #[test]
+fn vertex_deviations_follow_the_files_vertices_and_unused_ones_are_left_out() {
+    // A's file lists its vertices backwards (the faces use them out of order) and ends with a
+    // vertex no face uses, far from B. Its deviations must be the plain file's, reversed, and
+    // NaN for the unused vertex, which no figure counts (it is not on A's surface).
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        lumpy(DVec3::ZERO, 1.0, 3),
+        lumpy(DVec3::new(0.2, 0.0, 0.0), 1.0, 4),
+    );
+    let s = |p: &Path| p.display().to_string();
+    let (plain, odd, b_path) = (
+        dir.path().join("a.obj"),
+        dir.path().join("odd.obj"),
+        dir.path().join("b.obj"),
+    );
+    write_obj(&plain, &a);
+    write_obj(&b_path, &b);
+    let last = a.vertices.len() as u32 - 1;
+    let mut reversed: Vec<DVec3> = a.vertices.iter().collect();
+    reversed.reverse();
+    reversed.push(DVec3::new(50.0, 0.0, 0.0));
+    let triangles = a.triangles.iter().map(|t| t.map(|v| last - v)).collect();
+    write_obj(&odd, &mesh_of((reversed, triangles)));
+    let deviations = |a_path: &Path, name: &str| {
+        let out = dir.path().join(format!("{name}.npz"));
+        let run = closest_bin(&["distance", &s(a_path), &s(&b_path), "--out", &s(&out)]);
+        let message = String::from_utf8_lossy(&run.stderr).to_string();
+        assert!(run.status.success(), "{message}");
+        let a_to_b: Vec<f32> = npz_array(&out, "a_to_b")
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let hausdorff = f64::from_le_bytes(npz_array(&out, "hausdorff").try_into().unwrap());
+        (a_to_b, hausdorff, message)
+    };
+    let (want, hausdorff, _) = deviations(&plain, "plain");
+    let (got, odd_hausdorff, message) = deviations(&odd, "odd");
+    assert_eq!(got.len(), want.len() + 1);
+    assert!(got[want.len()].is_nan(), "{}", got[want.len()]);
+    for (k, w) in want.iter().enumerate() {
+        assert_eq!(got[want.len() - 1 - k], *w, "vertex {k}");
+    }
+    assert_eq!(
+        odd_hausdorff, hausdorff,
+        "the unused vertex (50 away) is left out"
+    );
+    assert!(hausdorff < 1.0, "{hausdorff}");
+    assert!(message.contains("1 vertices on no triangle"), "{message}");
+}
+
+#[test]
 fn bad_distance_input_exits_2_naming_the_file_or_flag_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let a_path = dir.path().join("a.obj");

@@ -48,6 +48,9 @@ pub struct Deviations {
     pub mean_squared: f64,
     /// Points whose deviation is not finite (a NaN vertex), left out of the figures above.
     pub non_finite: usize,
+    /// Vertices on no triangle (a file may declare them): not on the surface measured, so their
+    /// deviations are NaN and left out of the figures, and the others keep the file's indices.
+    pub unused_vertices: usize,
     /// The sign method applied to this direction (its target's), `Sign::None` unsigned.
     pub sign: Sign,
 }
@@ -141,8 +144,10 @@ impl Engine {
         } else {
             None
         };
+        let used = UsedVertices::of(from);
         let mut points = MeshPoints {
             mesh: from,
+            used: &used,
             sampler: sampler.as_ref(),
         };
         let total = points.rows();
@@ -178,7 +183,9 @@ impl Engine {
             max,
             mean: sum / finite,
             mean_squared: sum_squared / finite,
-            non_finite,
+            // The unused vertices were asked as NaN rows.
+            non_finite: non_finite - used.unused,
+            unused_vertices: used.unused,
             sign,
         })
     }
@@ -194,9 +201,35 @@ pub fn surface_samples(samples: usize, seed: u64) -> Result<SampleSpec> {
     Ok(SampleSpec::surface(samples, seed))
 }
 
-/// A mesh's vertices, then its surface samples, as query points.
+/// Which of a mesh's vertices some triangle uses, one bit each.
+struct UsedVertices {
+    bits: Vec<u64>,
+    unused: usize,
+}
+
+impl UsedVertices {
+    fn of(mesh: &Mesh) -> UsedVertices {
+        let mut bits = vec![0u64; mesh.vertices.len().div_ceil(64)];
+        for &v in mesh.triangles.iter().flatten() {
+            bits[v as usize / 64] |= 1 << (v % 64);
+        }
+        let used: usize = bits.iter().map(|w| w.count_ones() as usize).sum();
+        UsedVertices {
+            bits,
+            unused: mesh.vertices.len() - used,
+        }
+    }
+
+    fn contains(&self, vertex: usize) -> bool {
+        self.bits[vertex / 64] & (1 << (vertex % 64)) != 0
+    }
+}
+
+/// A mesh's vertices (NaN rows for those on no triangle), then its surface samples, as query
+/// points.
 struct MeshPoints<'a> {
     mesh: &'a Mesh,
+    used: &'a UsedVertices,
     sampler: Option<&'a Sampler<'a>>,
 }
 
@@ -213,7 +246,10 @@ impl PointReader for MeshPoints<'_> {
         rows.par_extend(
             vertex_rows
                 .into_par_iter()
-                .map(|row| self.mesh.vertices.get(row).to_array()),
+                .map(|row| match self.used.contains(row) {
+                    true => self.mesh.vertices.get(row).to_array(),
+                    false => [f64::NAN; 3],
+                }),
         );
         if range.end > vertices {
             let sampler = self.sampler.expect("rows past the vertices are samples");

@@ -1,6 +1,6 @@
-//! Mesh files (SPEC §4): OBJ (polygons triangulated as fans), STL (ASCII and binary) and PLY
-//! (ASCII and binary; faces, or triangle strips as in `igea.ply`) through their crates. A
-//! malformed or truncated file is an error naming the file and the problem.
+//! Mesh files (SPEC §4): OBJ (polygons triangulated as fans) and STL (ASCII and binary) by our
+//! own readers, PLY (ASCII and binary; faces, or triangle strips as in `igea.ply`) through its
+//! crate. A malformed or truncated file is an error naming the file and the problem.
 
 use std::path::Path;
 
@@ -63,13 +63,13 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
 
 type Soup = (Vertices, Vec<[u32; 3]>);
 
+/// OBJ, read line by line: `v` positions kept in the file's order, every one, used or not (a
+/// vertex's index is the file's, as per-vertex outputs such as `closest distance`'s deviations
+/// need), and `f` polygons triangulated as fans from their first corner. Texture coordinates,
+/// normals, groups, objects, materials, lines and points are not needed. An index may be
+/// relative (negative: counted back from the last position declared) or refer to a position
+/// declared later in the file; a backslash ending a line continues it; `#` starts a comment.
 fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
-    let options = tobj::LoadOptions {
-        triangulate: true,
-        ignore_points: true,
-        ignore_lines: true,
-        ..Default::default()
-    };
     // A UTF-8 byte-order mark (Windows editors write one) would hide the first line's keyword.
     if reader
         .fill_buf()
@@ -77,144 +77,124 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
     {
         reader.consume(3);
     }
-    // Materials are irrelevant here: a missing .mtl must not fail the load.
-    let mut checked = ObjIndexCheck::new(reader);
-    let loaded = tobj::load_obj_buf(&mut checked, &options, |_| Ok(Default::default()));
-    let (models, _) = loaded.map_err(|e| match checked.problem.take() {
-        Some(problem) => format!("not a valid OBJ file: {problem}"),
-        None => format!("not a valid OBJ file: {e}"),
-    })?;
-    let mut vertices = Vec::new();
-    let mut triangles = Vec::new();
-    for model in models {
-        let mesh = model.mesh;
-        let base = vertices.len() as u64;
-        vertices.extend(
-            mesh.positions
-                .chunks_exact(3)
-                .map(|p| DVec3::new(p[0], p[1], p[2])),
-        );
-        for tri in mesh.indices.chunks_exact(3) {
-            let at = |k: u32| u32::try_from(base + k as u64).map_err(|_| "too many vertices");
-            triangles.push([at(tri[0])?, at(tri[1])?, at(tri[2])?]);
-        }
-    }
-    Ok((vertices.into(), triangles))
-}
-
-/// An OBJ reader that refuses, as tobj reads it line by line, the element indices whose
-/// arithmetic in tobj overflows (a panic where overflow is checked, fuzz/artifacts/obj): 0, a
-/// relative index reaching before the first element, and an absolute one past `u32`, which no
-/// mesh here holds. Other absolute indices out of range are tobj's to refuse: they may refer to
-/// elements declared later in the object.
-struct ObjIndexCheck<'a, R> {
-    inner: &'a mut R,
-    line: Vec<u8>,
-    at: usize,
-    number: usize,
-    /// Positions, texture coordinates and normals declared so far.
-    declared: [usize; 3],
-    /// Why the file was refused, once it was.
-    problem: Option<String>,
-}
-
-impl<'a, R: std::io::BufRead> ObjIndexCheck<'a, R> {
-    fn new(inner: &'a mut R) -> Self {
-        ObjIndexCheck {
-            inner,
-            line: Vec::new(),
-            at: 0,
-            number: 0,
-            declared: [0; 3],
-            problem: None,
-        }
-    }
-
-    /// Count the line's elements, or say which index of it is out of range.
-    fn check_line(&mut self) -> std::result::Result<(), String> {
-        let Ok(text) = std::str::from_utf8(&self.line) else {
-            return Ok(()); // tobj refuses it.
+    let mut vertices: Vec<DVec3> = Vec::new();
+    let mut triangles: Vec<[u32; 3]> = Vec::new();
+    // Texture coordinates and normals declared so far, for their relative indices' checks.
+    let mut declared_others = [0usize; 2];
+    // The largest position index, and its line, checked once every position is declared.
+    let mut farthest: Option<(u64, usize)> = None;
+    let mut corners: Vec<u32> = Vec::new();
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = |line: &mut Vec<u8>, reader: &mut R, number: usize| {
+            reader
+                .read_until(b'\n', line)
+                .map_err(|e| format!("cannot read line {}: {e}", number + 1))
         };
-        let mut words = text.split_whitespace();
-        match words.next() {
-            Some("v") => self.declared[0] += 1,
-            Some("vt") => self.declared[1] += 1,
-            Some("vn") => self.declared[2] += 1,
-            Some("f" | "l" | "p") => {
+        if read(&mut line, reader, number)? == 0 {
+            break;
+        }
+        number += 1;
+        let first_line = number;
+        while let Some(cut) = continued_at(&line) {
+            line.truncate(cut);
+            line.push(b' ');
+            if read(&mut line, reader, number)? == 0 {
+                break;
+            }
+            number += 1;
+        }
+        let bad = |problem: String| format!("not a valid OBJ file: line {first_line}: {problem}");
+        let text = match line.iter().position(|&b| b == b'#') {
+            Some(comment) => &line[..comment],
+            None => &line[..],
+        };
+        let mut words = text
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|w| !w.is_empty());
+        let Some(keyword) = words.next() else {
+            continue;
+        };
+        match keyword {
+            b"v" => {
+                let mut position = [0.0; 3];
+                for c in &mut position {
+                    *c = words
+                        .next()
+                        .and_then(|w| std::str::from_utf8(w).ok()?.parse::<f64>().ok())
+                        .ok_or_else(|| bad("a vertex needs three numbers".into()))?;
+                }
+                vertices.push(DVec3::from_array(position));
+            }
+            b"vt" => declared_others[0] += 1,
+            b"vn" => declared_others[1] += 1,
+            b"f" | b"l" | b"p" => {
+                corners.clear();
                 for word in words {
-                    for (k, index) in word.split('/').enumerate().take(3) {
-                        // What does not parse, tobj refuses.
-                        let Ok(index) = index.parse::<isize>() else {
-                            continue;
-                        };
-                        let declared = self.declared[k];
-                        let reachable = if index < 0 {
-                            declared
-                        } else {
-                            u32::MAX as usize
-                        };
-                        if index == 0 || index.unsigned_abs() > reachable {
-                            let element = ["position", "texture coordinate", "normal"][k];
-                            return Err(format!(
-                                "line {}: {element} index {index} out of range ({declared} \
-                                 declared before it)",
-                                self.number
-                            ));
+                    let mut parts = word.split(|&b| b == b'/');
+                    let position = parts.next().unwrap_or_default();
+                    let index = obj_index(position, vertices.len(), "position").map_err(&bad)?;
+                    corners.push(index);
+                    let needed = u64::from(index) + 1;
+                    if farthest.is_none_or(|(most, _)| needed > most) {
+                        farthest = Some((needed, first_line));
+                    }
+                    // Texture coordinate and normal indices are not used, but checked as
+                    // tobj did (its arithmetic overflowed on 0 or an index before the first).
+                    for (k, part) in parts.take(2).enumerate() {
+                        if !part.is_empty() {
+                            let element = ["texture coordinate", "normal"][k];
+                            obj_index(part, declared_others[k], element).map_err(&bad)?;
                         }
+                    }
+                }
+                if keyword == b"f" {
+                    if corners.len() < 3 {
+                        return Err(bad(format!(
+                            "a face needs at least three vertices, found {}",
+                            corners.len()
+                        )));
+                    }
+                    for k in 1..corners.len() - 1 {
+                        triangles.push([corners[0], corners[k], corners[k + 1]]);
                     }
                 }
             }
             _ => {}
         }
-        Ok(())
     }
+    if let Some((index, line)) = farthest.filter(|&(i, _)| i > vertices.len() as u64) {
+        return Err(format!(
+            "not a valid OBJ file: line {line}: position index {index} out of range (the file \
+             declares {} positions)",
+            vertices.len()
+        ));
+    }
+    Ok((vertices.into(), triangles))
 }
 
-impl<R: std::io::BufRead> std::io::Read for ObjIndexCheck<'_, R> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        use std::io::BufRead;
-        let available = self.fill_buf()?;
-        let n = available.len().min(out.len());
-        out[..n].copy_from_slice(&available[..n]);
-        self.consume(n);
-        Ok(n)
+/// An OBJ element index (`text`, 1-based, or negative: relative to the `declared` elements
+/// before it) as a 0-based one. Positive indices may refer to elements declared later, so only
+/// 0, one reaching before the first element and one past `u32` are refused here.
+fn obj_index(text: &[u8], declared: usize, element: &str) -> std::result::Result<u32, String> {
+    let shown = String::from_utf8_lossy(text);
+    let index: i64 = std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| format!("`{shown}` is no {element} index"))?;
+    let resolved = if index < 0 {
+        declared as i64 + index
+    } else {
+        index - 1
+    };
+    if index == 0 || resolved < 0 || resolved > u32::MAX as i64 - 1 {
+        return Err(format!(
+            "{element} index {index} out of range ({declared} declared before it)"
+        ));
     }
-}
-
-impl<R: std::io::BufRead> std::io::BufRead for ObjIndexCheck<'_, R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if self.at == self.line.len() && self.problem.is_none() {
-            self.line.clear();
-            self.at = 0;
-            if self.inner.read_until(b'\n', &mut self.line)? > 0 {
-                self.number += 1;
-                // A backslash ending a line continues it on the next (OBJ's line
-                // continuation, which tobj does not read): joined with a space.
-                while let Some(cut) = continued_at(&self.line) {
-                    self.line.truncate(cut);
-                    self.line.push(b' ');
-                    if self.inner.read_until(b'\n', &mut self.line)? == 0 {
-                        break;
-                    }
-                    self.number += 1;
-                }
-                if let Err(problem) = self.check_line() {
-                    self.problem = Some(problem);
-                }
-            }
-        }
-        if let Some(problem) = &self.problem {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                problem.clone(),
-            ));
-        }
-        Ok(&self.line[self.at..])
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.at += n;
-    }
+    Ok(resolved as u32)
 }
 
 /// Where the backslash is that ends `line` (before its `\n` or `\r\n`), if one does.

@@ -65,6 +65,9 @@ impl DistanceReport {
             match ab.non_finite + ba.non_finite {
                 0 => String::new(),
                 n => format!("; {n} point(s) without a finite deviation, left out"),
+            } + &match ab.unused_vertices + ba.unused_vertices {
+                0 => String::new(),
+                n => format!("; {n} vertices on no triangle, NaN in the arrays and left out"),
             }
         )
     }
