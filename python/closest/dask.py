@@ -157,7 +157,7 @@ def query(
         if sign is not None:
             raise InputError("sign: applies to meshes; scene queries sign by mode='surface'")
         query_options = {"mode": mode, "fields": names}
-    engine_options = {"adapter": adapter, "portable_kernels": portable_kernels}
+    engine_options = _engine_options(adapter, portable_kernels)
     packed = points.map_blocks(
         _query_block,
         spec,
@@ -307,14 +307,14 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
         isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and 0 < timeout < float("inf")
     ):
         raise InputError(f"timeout: expected None or a number of seconds > 0, got {timeout!r:.60}")
+    engine_options = _engine_options(adapter, portable_kernels)
     files = _mesh_files(paths)
     _check_options(job, options)
     try:
-        out_dir = os.path.abspath(os.fspath(out_dir))
+        out_dir = os.path.abspath(os.fsdecode(os.fspath(out_dir)))
         os.makedirs(out_dir, exist_ok=True)
     except (TypeError, OSError) as e:
         raise InputError(f"out_dir: cannot write outputs to {out_dir!r:.60}: {e}") from None
-    engine_options = {"adapter": adapter, "portable_kernels": portable_kernels}
     tasks = [
         dask.delayed(_mesh_task, pure=False)(f, job, out_dir, out_format, engine_options, options)
         for f in files
@@ -331,6 +331,16 @@ def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, tim
     except TimeoutError:  # distributed's, an alias of the builtin
         pass
     return [_mesh_outcome(f, future, timeout) for f, future in zip(files, futures)]
+
+
+def _engine_options(adapter, portable_kernels):
+    """Each worker's ``Engine`` arguments, checked here: a bad one would fail every task alike
+    (and a list could not even key the worker's engines)."""
+    if adapter is not None and not isinstance(adapter, str):
+        raise InputError(f"adapter: expected a name, a backend or None, got {adapter!r:.60}")
+    if not isinstance(portable_kernels, (bool, np.bool_)):
+        raise InputError(f"portable_kernels: expected True or False, got {portable_kernels!r:.60}")
+    return {"adapter": adapter, "portable_kernels": bool(portable_kernels)}
 
 
 def _check_options(job, options):

@@ -115,6 +115,10 @@ def test_arguments_of_the_wrong_type_or_range_raise_input_error(engine, scene, m
         (lambda: closest.Engine(mesh_records=3), "mesh_records", "got 3"),
         (lambda: closest.Engine(adapter=3), "adapter", "got 3"),
         (lambda: closest.mesh_distance(mesh, mesh, samples=-5), "samples", "-5"),
+        # These raised os.fspath's TypeError and an AttributeError.
+        (lambda: closest.mesh_distance(None, mesh), "a: expected a closest.Mesh", "NoneType"),
+        (lambda: closest.mesh_distance(mesh, 3), "b: expected", "int"),
+        (lambda: closest.mesh_distance(mesh, "x.obj", engine="gpu"), "engine", "str"),
     ]
     for call, *needles in cases:
         raises(call, *needles)

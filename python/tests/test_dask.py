@@ -88,7 +88,7 @@ def test_mesh_and_scene_jobs_equal_the_single_process_answers(client, points_zar
 
 
 @pytest.mark.hostile
-def test_bad_dask_input_raises_input_error():
+def test_bad_dask_input_raises_input_error(tmp_path):
     points = dask.array.zeros((10, 3), chunks=5, dtype=np.float32)
     with pytest.raises(closest.InputError, match="fields"):
         closest.dask.query(SHAPES, points, fields="depth")
@@ -108,6 +108,16 @@ def test_bad_dask_input_raises_input_error():
         closest.dask.map_meshes(3, "sdf", "out")
     with pytest.raises(closest.InputError, match="out_dir: cannot write"):
         closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "/dev/null/out", res=8)
+    # Engine arguments are checked before any task (a list raised "unhashable type" in every
+    # task, as each worker keys its engines by them).
+    with pytest.raises(closest.InputError, match="adapter: expected"):
+        closest.dask.query(SHAPES, points, adapter=["llvmpipe"])
+    with pytest.raises(closest.InputError, match="portable_kernels: expected"):
+        closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sdf", "out", portable_kernels=[], res=8)
+    # A folder given as bytes, as os.fsencode makes it (its outputs' joins raised TypeError).
+    done = closest.dask.map_meshes(str(MESHES / "fandisk.obj"), "sample", os.fsencode(tmp_path),
+                                   near=4, sigma=0.01)
+    assert done[0]["error"] is None and (tmp_path / "fandisk.npz").is_file(), done
 
 
 def test_map_meshes_reports_what_a_timeout_or_a_dead_worker_left_unfinished(client, tmp_path):
