@@ -220,25 +220,31 @@ async fn connection(
             clock.request_began();
             let mut request = request.map(Body::new);
             request.extensions_mut().insert(Peer(peer));
-            async move {
+            // Boxed: `poll_without_shutdown` (for the lingering close) needs an Unpin future.
+            Box::pin(async move {
                 let response = app.oneshot(request).await;
                 clock.request_ended();
                 response
-            }
+            })
         });
-    let connection = hyper::server::conn::http1::Builder::new()
+    let mut connection = hyper::server::conn::http1::Builder::new()
         // Our clock does it, for the first byte of every head (hyper's would start as soon
         // as a keep-alive connection waits, closing it at the header timeout, not the idle).
         .header_read_timeout(None)
         .serve_connection(io, service);
-    tokio::pin!(connection);
     let tick = (limits.header_timeout.min(limits.idle_timeout) / 4)
         .clamp(Duration::from_millis(20), Duration::from_secs(1));
     let mut ticks = tokio::time::interval(tick);
     let mut told_to_close = false;
     loop {
         tokio::select! {
-            _ = connection.as_mut() => return,
+            served = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx)) => {
+                if served.is_ok() {
+                    let stream = connection.into_parts().io.into_inner().stream;
+                    linger(stream).await;
+                }
+                return;
+            }
             _ = ticks.tick() => {
                 // Dropping the connection closes the socket.
                 if clock.expired(&limits).is_some() {
@@ -252,11 +258,39 @@ async fn connection(
             }
             _ = closing.changed(), if !told_to_close => {
                 told_to_close = true;
-                connection.as_mut().graceful_shutdown();
+                Pin::new(&mut connection).graceful_shutdown();
                 if clock.in_flight.load(Ordering::Relaxed) == 0 {
                     return;
                 }
             }
         }
     }
+}
+
+/// How long, and for how many bytes, a connection that hyper has finished reads on before it
+/// is closed.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 256 << 20;
+
+/// Close `stream` as a lingering close does: an answer given before the request's body was
+/// read (404 for an unknown target, 401, 503, 413) is followed by the end of our side, and
+/// what the client still sends is read and dropped for a while. Closed at once with bytes
+/// unread, the socket would answer them with a reset, which discards our answer in the
+/// client's socket before it reads it (Python's urllib then reported a broken pipe).
+async fn linger(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 64 << 10];
+    let mut left = LINGER_BYTES;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
