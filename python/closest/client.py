@@ -22,10 +22,13 @@ class Client:
     def __init__(self, url, token=None, timeout=600.0):
         if not isinstance(url, str):
             raise InputError(f"url: expected an http:// address, got {type(url).__name__}")
+        # Sockets refuse (OverflowError) a timeout past their clock's range; a year is plenty.
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= 365 * 86400
         ):
-            raise InputError(f"timeout: expected seconds > 0 or None, got {timeout!r:.60}")
+            raise InputError(f"timeout: expected seconds > 0 (at most a year) or None, got {timeout!r:.60}")
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -102,7 +105,7 @@ class Client:
     def delete(self, kind, name):
         """Remove the resident ``kind`` ("scene" or "mesh") ``name``."""
         routes = {"scene": "scenes", "mesh": "meshes"}
-        if kind not in routes:
+        if not isinstance(kind, str) or kind not in routes:
             raise InputError(f"kind: `{kind}`; the valid ones are scene, mesh")
         self._request("DELETE", f"/v1/{routes[kind]}/{_quote(name)}")
 

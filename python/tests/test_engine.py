@@ -212,6 +212,8 @@ def test_client_errors_and_targets(server, engine):
         (lambda: scene.query(random_points(5), fields=7), "fields.*got 7"),
         (lambda: scene.query(random_points(5), fields=[1, 2]), "fields"),
         (lambda: closest.Client(server, timeout="soon"), "timeout"),
+        (lambda: closest.Client(server, timeout=1e300), "timeout"),  # OverflowError escaped
+        (lambda: client.delete(["scene"], "errors"), "kind"),  # TypeError: unhashable
         (lambda: client.scene("", SHAPES), "name"),
         (lambda: client.mesh("m", MESHES / "SOURCES.md"), "path.*no .obj"),
     ]:
