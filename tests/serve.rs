@@ -489,6 +489,24 @@ fn a_token_guards_every_route_but_health() {
         err.contains("--token-file") && err.contains("0.0.0.0"),
         "{err}"
     );
+    // A batch delay past the request timeout (every query waited for company, then was a 408;
+    // 10^11 ms was accepted).
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--batch-delay-ms",
+            "100000000000",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--batch-delay-ms 100000000000 must be below --request-timeout-s 600"),
+        "{err}"
+    );
 }
 
 #[test]

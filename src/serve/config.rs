@@ -249,6 +249,16 @@ impl Config {
                 self.listen
             )));
         }
+        // A lone query waits the whole delay for company: at or past its timeout, every query
+        // would be a 408.
+        if self.batch_delay >= self.request_timeout {
+            return Err(Error::Usage(format!(
+                "--batch-delay-ms {} must be below --request-timeout-s {} (a query waits up to \
+                 the delay for others to share its dispatch)",
+                self.batch_delay.as_millis(),
+                self.request_timeout.as_secs()
+            )));
+        }
         Ok(())
     }
 }
