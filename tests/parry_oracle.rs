@@ -3,7 +3,8 @@
 //! the distance, negative inside a solid). The f64 reference twins were written with the
 //! kernels' ideas, so a blind spot both share passes `gpu_shapes.rs`; here it would not. Random
 //! shapes, random points around them, points exactly on their surfaces (parry's own
-//! projections) and points on their axes and at their centres, within SPEC §3's bound.
+//! projections) and points on their axes and at their centres, within SPEC §3's bound. And
+//! body contacts (SPEC §9) against parry's `query::distance` and `query::contact`.
 
 mod common;
 
@@ -12,9 +13,10 @@ use closest::reference::{corner_wedge_vertices, wedge_vertices};
 use closest::{DVec3, Mode, Shape, ShapeKind};
 use common::{Rng, TestJobs, engine, f32_points, within};
 use parry3d_f64::math::{Pose, Rotation, Vector};
-use parry3d_f64::query::{PointProjection, PointQuery};
+use parry3d_f64::query::PointProjection;
 use parry3d_f64::shape::{
-    Ball, Capsule, Cone, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, Segment, Triangle,
+    Ball, Capsule, Cone, ConvexPolyhedron, Cuboid, Cylinder, HalfSpace, Segment, SharedShape,
+    Triangle,
 };
 
 fn v(p: DVec3) -> Vector {
@@ -32,51 +34,58 @@ fn standing_on_y(a: DVec3, b: DVec3) -> (f64, Pose) {
     (height * 0.5, Pose::from_parts(v((a + b) * 0.5), rotation))
 }
 
-/// parry's projection of `p` onto the boundary of `shape` (solid = false), or None where
-/// parry has no such shape.
-fn parry_projection(shape: &Shape, p: DVec3) -> Option<PointProjection> {
-    let p = v(p);
-    let project = |s: &dyn PointQuery, pose: Pose| s.project_point(&pose, p, false);
+/// parry's twin of `shape` and its pose, or None where parry has no such shape.
+fn parry_shape(shape: &Shape) -> Option<(SharedShape, Pose)> {
     let at = |c: DVec3| Pose::from_translation(v(c));
     let hull = |points: Vec<DVec3>| {
         let points: Vec<Vector> = points.into_iter().map(v).collect();
-        ConvexPolyhedron::from_convex_hull(&points).expect("a solid hull")
+        SharedShape::new(ConvexPolyhedron::from_convex_hull(&points).expect("a solid hull"))
+    };
+    let oriented = |center: DVec3, [x, y, z, w]: [f64; 4]| {
+        Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize())
     };
     Some(match *shape {
-        Shape::Sphere { center, radius } => project(&Ball::new(radius), at(center)),
-        Shape::Aabb { min, max } => {
-            project(&Cuboid::new(v((max - min) * 0.5)), at((min + max) * 0.5))
-        }
+        Shape::Sphere { center, radius } => (SharedShape::new(Ball::new(radius)), at(center)),
+        Shape::Aabb { min, max } => (
+            SharedShape::new(Cuboid::new(v((max - min) * 0.5))),
+            at((min + max) * 0.5),
+        ),
         Shape::Box {
             center,
             half_extents,
             rotation,
-        } => {
-            let [x, y, z, w] = rotation;
-            let pose = Pose::from_parts(v(center), Rotation::from_xyzw(x, y, z, w).normalize());
-            project(&Cuboid::new(v(half_extents)), pose)
-        }
-        Shape::Plane { normal, offset } => project(&HalfSpace::new(v(normal)), at(normal * offset)),
-        Shape::Segment { a, b } => project(&Segment::new(v(a), v(b)), Pose::IDENTITY),
-        Shape::Triangle { a, b, c } => project(&Triangle::new(v(a), v(b), v(c)), Pose::IDENTITY),
-        Shape::Capsule { a, b, radius } => {
-            project(&Capsule::new(v(a), v(b), radius), Pose::IDENTITY)
-        }
+        } => (
+            SharedShape::new(Cuboid::new(v(half_extents))),
+            oriented(center, rotation),
+        ),
+        Shape::Plane { normal, offset } => (
+            SharedShape::new(HalfSpace::new(v(normal))),
+            at(normal * offset),
+        ),
+        Shape::Segment { a, b } => (SharedShape::new(Segment::new(v(a), v(b))), Pose::IDENTITY),
+        Shape::Triangle { a, b, c } => (
+            SharedShape::new(Triangle::new(v(a), v(b), v(c))),
+            Pose::IDENTITY,
+        ),
+        Shape::Capsule { a, b, radius } => (
+            SharedShape::new(Capsule::new(v(a), v(b), radius)),
+            Pose::IDENTITY,
+        ),
         Shape::Cylinder { a, b, radius } => {
             let (half_height, pose) = standing_on_y(a, b);
-            project(&Cylinder::new(half_height, radius), pose)
+            (SharedShape::new(Cylinder::new(half_height, radius)), pose)
         }
         Shape::Cone { a, b, radius } => {
             // parry's cone has its base at −Y and its apex at +Y: base at a, apex at b.
             let (half_height, pose) = standing_on_y(a, b);
-            project(&Cone::new(half_height, radius), pose)
+            (SharedShape::new(Cone::new(half_height, radius)), pose)
         }
         Shape::Wedge {
             center,
             half_extents,
             rotation,
-        } => project(
-            &hull(
+        } => (
+            hull(
                 wedge_vertices(half_extents)
                     .map(|l| Shape::oriented_point(center, rotation, l))
                     .to_vec(),
@@ -87,17 +96,23 @@ fn parry_projection(shape: &Shape, p: DVec3) -> Option<PointProjection> {
             center,
             half_extents,
             rotation,
-        } => project(
-            &hull(
+        } => (
+            hull(
                 corner_wedge_vertices(half_extents)
                     .map(|l| Shape::oriented_point(center, rotation, l))
                     .to_vec(),
             ),
             Pose::IDENTITY,
         ),
-        Shape::ConvexHull(ref h) => project(&hull(h.points.clone()), Pose::IDENTITY),
+        Shape::ConvexHull(ref h) => (hull(h.points.clone()), Pose::IDENTITY),
         _ => return None,
     })
+}
+
+/// parry's projection of `p` onto the boundary of `shape` (solid = false).
+fn parry_projection(shape: &Shape, p: DVec3) -> Option<PointProjection> {
+    let (twin, pose) = parry_shape(shape)?;
+    Some(twin.project_point(&pose, v(p), false))
 }
 
 /// A random shape of `kind` of size about `size` near `centre` (solid, never degenerate: parry
@@ -312,4 +327,96 @@ fn the_kernels_agree_with_parrys_projections() {
     // Both sides of the surfaces were asked.
     assert!(checked[0] > 1000 && checked[1] > 300, "{checked:?}");
     assert!(skipped <= 80, "parry answered {skipped} rows with NaN");
+}
+
+#[test]
+fn body_contacts_agree_with_parrys_distance_and_contact() {
+    // SPEC §9, paired: every convex body kind parry has against every target kind it has,
+    // separated, touching and overlapping. Separations within SPEC §3's bound of parry's
+    // `query::distance`; depths within §9's 1e-4·scale of parry's `query::contact`.
+    use closest::engine::BodyPairs;
+    use closest::fields::{Family, Fields, GpuBodyHit};
+    let body_kinds = [
+        ShapeKind::Sphere,
+        ShapeKind::Capsule,
+        ShapeKind::Box,
+        ShapeKind::Cylinder,
+        ShapeKind::Cone,
+        ShapeKind::Wedge,
+        ShapeKind::ConvexHull,
+    ];
+    let target_kinds = [
+        ShapeKind::Sphere,
+        ShapeKind::Aabb,
+        ShapeKind::Box,
+        ShapeKind::Segment,
+        ShapeKind::Triangle,
+        ShapeKind::Capsule,
+        ShapeKind::Cylinder,
+        ShapeKind::Cone,
+        ShapeKind::CornerWedge,
+        ShapeKind::ConvexHull,
+    ];
+    let mut rng = Rng::new(9);
+    let (mut bodies, mut targets) = (Vec::new(), Vec::new());
+    for body in body_kinds {
+        for target in target_kinds {
+            for k in 0..12 {
+                // Near each other: half the pairs overlap, more or less.
+                let centre = DVec3::new(40.0, -10.0, 5.0) * (k % 2) as f64;
+                bodies.push(random_shape(body, &mut rng, centre, 1.0));
+                targets.push(random_shape(target, &mut rng, centre, 1.0));
+            }
+        }
+    }
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    engine()
+        .body_pairs(
+            BodyPairs {
+                bodies: &bodies,
+                targets: &targets,
+                fields: Fields::all(Family::Bodies),
+            },
+            &mut rows,
+        )
+        .expect("body pairs");
+    let mut failures = Vec::new();
+    let mut seen = [0usize; 2]; // [separated, overlapping]
+    for ((body, target), row) in bodies.iter().zip(&targets).zip(&rows) {
+        let (b, body_pose) = parry_shape(body).unwrap();
+        let (t, target_pose) = parry_shape(target).unwrap();
+        let separation = parry3d_f64::query::distance(&body_pose, &*b, &target_pose, &*t)
+            .expect("a pair parry answers")
+            .distance;
+        let expected = if separation > 0.0 {
+            separation
+        } else {
+            let contact = parry3d_f64::query::contact(&body_pose, &*b, &target_pose, &*t, 0.0)
+                .expect("a pair parry answers")
+                .expect("overlapping shapes are in contact");
+            contact.dist
+        };
+        seen[usize::from(expected <= 0.0)] += 1;
+        let scale = body.scale().max(target.scale());
+        let bound = if expected < 0.0 {
+            1e-4 * scale.max(1e-3)
+        } else {
+            closest::tolerance(scale)
+        };
+        let got = row.distance as f64;
+        if !within((got - expected).abs(), bound) {
+            failures.push(format!(
+                "{body:?} against {target:?}: {got} vs parry's {expected} (|diff| {:e} > {bound:e})",
+                (got - expected).abs()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} pairs disagree with parry:\n{}",
+        failures.len(),
+        rows.len(),
+        failures[..failures.len().min(12)].join("\n")
+    );
+    assert!(seen[0] > 150 && seen[1] > 150, "{seen:?}");
 }
