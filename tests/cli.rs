@@ -207,6 +207,41 @@ fn csv_points_and_paired_mode() {
         assert_eq!(row[4], shape);
         assert!((row[3] - d).abs() < 1e-5, "{row:?}");
     }
+    // As spreadsheets write them: a byte-order mark, quoted cells (quoted numbers were taken
+    // for a header and skipped: 0 rows and exit 0), CRLF. The same three rows.
+    for (name, text) in [
+        (
+            "quoted.csv",
+            "\"x\",\"y\",\"z\"\r\n\"0\",\"0\",\"2\"\r\n\"2\",\"10\",\"0\"\r\n\"-5\",\"5\",\"0\"\r\n",
+        ),
+        (
+            "numbers.csv",
+            "\"0\",\"0\",\"2\"\n\"2\", \"10\" ,0\n-5,5,\"0\"\n",
+        ),
+        ("marked.csv", "\u{feff}0,0,2\n2,10,0\n-5,5,0\n"),
+    ] {
+        let points = dir.file(name, text);
+        let out = dir.s(&format!("{name}.out.csv"));
+        closest_ok(
+            &[
+                "query",
+                "--paired",
+                "--shapes",
+                &scene.display().to_string(),
+                "--points",
+                &points.display().to_string(),
+                "--out",
+                &out,
+            ],
+            &[],
+        );
+        let same = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(same, text_of_the_first_run(&dir), "{name}");
+    }
+}
+
+fn text_of_the_first_run(dir: &Dir) -> String {
+    std::fs::read_to_string(dir.path("r.csv")).unwrap()
 }
 
 /// Run a failing command: exit 2, every `needle` in the message, and no output file.

@@ -1,6 +1,7 @@
 //! Row inputs: query points (N, 3), spheres (N, 4) and segments (N, 2, 3), from `.npy`
-//! (float32/float64, C order; read chunk by chunk) or `.csv` (N values a line; an optional
-//! header line, blank lines and `#` comments are skipped; `nan`/`inf` cells are accepted).
+//! (float32/float64, C order; read chunk by chunk) or `.csv` (N values a line, each maybe in
+//! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
+//! skipped; `nan`/`inf` cells are accepted).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -130,6 +131,14 @@ impl<const N: usize> RowFile<N> {
     }
 
     fn open_csv(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
+        // Spreadsheets quote cells ("1.5"): a quoted number is a number, a quoted name still
+        // a header's.
+        fn unquoted(cell: &str) -> &str {
+            let cell = cell.trim();
+            cell.strip_prefix('"')
+                .and_then(|c| c.strip_suffix('"'))
+                .map_or(cell, str::trim)
+        }
         let file_name = path.display().to_string();
         let file = File::open(path).map_err(|source| Error::Read {
             path: path.to_path_buf(),
@@ -141,11 +150,12 @@ impl<const N: usize> RowFile<N> {
                 path: path.to_path_buf(),
                 source,
             })?;
-            let text = line.trim();
+            // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
+            let text = line.trim_start_matches('\u{feff}').trim();
             if text.is_empty() || text.starts_with('#') {
                 continue;
             }
-            let cells: Vec<&str> = text.split(',').map(str::trim).collect();
+            let cells: Vec<&str> = text.split(',').map(unquoted).collect();
             let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
             // A first line of N cells with no number at all is a header (one of another width,
             // `1;2;3`, is a row in another format, refused below rather than skipped).
