@@ -1528,6 +1528,9 @@ fn a_mesh_larger_than_memory_is_refused_before_its_build() {
         assert!(msg.contains(needle), "`{needle}` not in: {msg}");
     }
     assert!(!dir.path("small.npz").exists(), "no output on refusal");
+    // Below a MiB, in bytes (1000 bytes read "1 MiB are available").
+    let tiny = stderr(&run("1000", "tiny.npz"));
+    assert!(tiny.contains("but 1000 bytes are available"), "{tiny}");
     let answered = run("1000000000", "large.npz");
     assert!(answered.status.success(), "{}", stderr(&answered));
 }

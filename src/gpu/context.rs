@@ -282,10 +282,15 @@ impl Context {
         let shared = self.device_memory_is_hosts();
         let on_host = build + if shared { device } else { 0 };
         if on_host > available {
-            let mib = |b: u64| b.div_ceil(1 << 20);
+            // Needs rounded up, what is available down (below 1 MiB, in bytes).
+            let mib = |b: u64| format!("{} MiB", b.div_ceil(1 << 20));
+            let available = match available {
+                0..0x10_0000 => format!("{available} bytes"),
+                _ => format!("{} MiB", available >> 20),
+            };
             return Err(Error::OutOfMemory(format!(
-                "{what} needs about {} MiB of host memory ({} MiB to build, {} MiB \
-                 on the device{}), but {} MiB are available",
+                "{what} needs about {} of host memory ({} to build, {} on the device{}), but \
+                 {available} are available",
                 mib(on_host),
                 mib(build),
                 mib(device),
@@ -294,7 +299,6 @@ impl Context {
                 } else {
                     ""
                 },
-                mib(available)
             )));
         }
         Ok(())
