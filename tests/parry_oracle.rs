@@ -8,7 +8,6 @@
 
 mod common;
 
-use closest::hull::ConvexHull;
 use closest::reference::{corner_wedge_vertices, wedge_vertices};
 use closest::{DVec3, Mode, Shape, ShapeKind};
 use common::{Rng, TestJobs, engine, f32_points, within};
@@ -115,76 +114,10 @@ fn parry_projection(shape: &Shape, p: DVec3) -> Option<PointProjection> {
     Some(twin.project_point(&pose, v(p), false))
 }
 
-/// A random shape of `kind` of size about `size` near `centre` (solid, never degenerate: parry
-/// builds no flat hull).
+/// A random shape of `kind` of size about `size` near `centre` (`common::random_shape`).
 fn random_shape(kind: ShapeKind, rng: &mut Rng, centre: DVec3, size: f64) -> Shape {
     let c = centre + rng.vec(-size, size);
-    let point = |rng: &mut Rng| c + rng.vec(-size, size);
-    let extents = |rng: &mut Rng| rng.vec(0.1, 1.0) * size;
-    match kind {
-        ShapeKind::Sphere => Shape::Sphere {
-            center: c,
-            radius: rng.range(0.1, 1.0) * size,
-        },
-        ShapeKind::Aabb => {
-            let h = extents(rng);
-            Shape::Aabb {
-                min: c - h,
-                max: c + h,
-            }
-        }
-        ShapeKind::Box => Shape::Box {
-            center: c,
-            half_extents: extents(rng),
-            rotation: rng.quaternion(),
-        },
-        ShapeKind::Plane => {
-            let normal = rng.unit();
-            Shape::Plane {
-                normal,
-                offset: normal.dot(c),
-            }
-        }
-        ShapeKind::Segment => Shape::Segment {
-            a: point(rng),
-            b: point(rng),
-        },
-        ShapeKind::Triangle => Shape::Triangle {
-            a: point(rng),
-            b: point(rng),
-            c: point(rng),
-        },
-        ShapeKind::Capsule => Shape::Capsule {
-            a: point(rng),
-            b: point(rng),
-            radius: rng.range(0.05, 0.5) * size,
-        },
-        ShapeKind::Cylinder => Shape::Cylinder {
-            a: point(rng),
-            b: point(rng),
-            radius: rng.range(0.05, 1.0) * size,
-        },
-        ShapeKind::Cone => Shape::Cone {
-            a: point(rng),
-            b: point(rng),
-            radius: rng.range(0.05, 1.0) * size,
-        },
-        ShapeKind::Wedge => Shape::Wedge {
-            center: c,
-            half_extents: extents(rng),
-            rotation: rng.quaternion(),
-        },
-        ShapeKind::CornerWedge => Shape::CornerWedge {
-            center: c,
-            half_extents: extents(rng),
-            rotation: rng.quaternion(),
-        },
-        ShapeKind::ConvexHull => {
-            let points = (0..12).map(|_| point(rng)).collect();
-            Shape::ConvexHull(ConvexHull::new(points).expect("a hull"))
-        }
-        other => unreachable!("parry has no {other:?}"),
-    }
+    common::random_shape(kind, rng, c, size)
 }
 
 /// Points that matter for `shape`: around it, on its axis (ends, middle, beyond) and centre.

@@ -772,3 +772,95 @@ pub fn convex_kinds(rng: &mut Rng, centre: DVec3, size: f64) -> Vec<Shape> {
         Shape::ConvexHull(closest::hull::ConvexHull::new(hull_points).unwrap()),
     ]
 }
+
+/// A random shape of `kind` about `c`, of size about `s` (every kind: a new one does not compile
+/// until it has its arm here).
+pub fn random_shape(kind: ShapeKind, rng: &mut Rng, c: DVec3, s: f64) -> Shape {
+    let point = |rng: &mut Rng| c + rng.vec(-s, s);
+    match kind {
+        ShapeKind::Sphere => Shape::Sphere {
+            center: c,
+            radius: rng.range(0.1, 1.0) * s,
+        },
+        ShapeKind::Aabb => {
+            let h = rng.vec(0.05, 1.0) * s;
+            Shape::Aabb {
+                min: c - h,
+                max: c + h,
+            }
+        }
+        ShapeKind::Box => Shape::Box {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::Plane => {
+            let normal = rng.unit();
+            Shape::Plane {
+                normal,
+                offset: normal.dot(c),
+            }
+        }
+        ShapeKind::Segment => Shape::Segment {
+            a: point(rng),
+            b: point(rng),
+        },
+        ShapeKind::Line => Shape::Line {
+            a: point(rng),
+            b: point(rng),
+        },
+        ShapeKind::Ray => Shape::Ray {
+            origin: point(rng),
+            direction: rng.unit() * rng.range(0.1, 10.0),
+        },
+        ShapeKind::Triangle => Shape::Triangle {
+            a: point(rng),
+            b: point(rng),
+            c: point(rng),
+        },
+        ShapeKind::Capsule => Shape::Capsule {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 0.5) * s,
+        },
+        ShapeKind::Cylinder => Shape::Cylinder {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 0.5) * s,
+        },
+        ShapeKind::Wedge => Shape::Wedge {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::CornerWedge => Shape::CornerWedge {
+            center: c,
+            half_extents: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::Cone => Shape::Cone {
+            a: point(rng),
+            b: point(rng),
+            radius: rng.range(0.05, 1.0) * s,
+        },
+        ShapeKind::Torus => {
+            let major_radius = rng.range(0.2, 1.0) * s;
+            Shape::Torus {
+                center: c,
+                axis: rng.unit(),
+                major_radius,
+                minor_radius: major_radius * rng.range(0.05, 1.0),
+            }
+        }
+        ShapeKind::Ellipsoid => Shape::Ellipsoid {
+            center: c,
+            radii: rng.vec(0.05, 1.0) * s,
+            rotation: rng.quaternion(),
+        },
+        ShapeKind::ConvexHull => {
+            let n = 4 + (rng.next_u64() % 21) as usize;
+            let points = (0..n).map(|_| point(rng)).collect();
+            Shape::ConvexHull(closest::hull::ConvexHull::new(points).expect("a hull"))
+        }
+    }
+}
