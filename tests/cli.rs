@@ -181,45 +181,8 @@ fn query_writes_npz_matching_the_reference() {
 fn csv_points_and_paired_mode() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE);
-    let points = dir.file("p.csv", "x,y,z\n0,0,2\n# a comment\n\n2,10,0\n-5,5,0\n");
-    closest_ok(
-        &[
-            "query",
-            "--paired",
-            "--shapes",
-            &scene.display().to_string(),
-            "--points",
-            &points.display().to_string(),
-            "--out",
-            &dir.s("r.csv"),
-        ],
-        &[],
-    );
-    let text = std::fs::read_to_string(dir.path("r.csv")).unwrap();
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
-        .collect();
-    assert_eq!(rows.len(), 3);
-    // Row i against shape i: sphere (d = 1), aabb (top face y = 6, d = 4), capsule cap (d = 0.5).
-    for (row, (shape, d)) in rows.iter().zip([(0.0, 1.0), (1.0, 4.0), (2.0, 0.5)]) {
-        assert_eq!(row[4], shape);
-        assert!((row[3] - d).abs() < 1e-5, "{row:?}");
-    }
-    // As spreadsheets write them: a byte-order mark, quoted cells (quoted numbers were taken
-    // for a header and skipped: 0 rows and exit 0), CRLF. The same three rows.
-    for (name, text) in [
-        (
-            "quoted.csv",
-            "\"x\",\"y\",\"z\"\r\n\"0\",\"0\",\"2\"\r\n\"2\",\"10\",\"0\"\r\n\"-5\",\"5\",\"0\"\r\n",
-        ),
-        (
-            "numbers.csv",
-            "\"0\",\"0\",\"2\"\n\"2\", \"10\" ,0\n-5,5,\"0\"\n",
-        ),
-        ("marked.csv", "\u{feff}0,0,2\n2,10,0\n-5,5,0\n"),
-    ] {
+    // Point i of `name` (holding `text`) against shape i: the answer as CSV text.
+    let paired = |name: &str, text: &str| {
         let points = dir.file(name, text);
         let out = dir.s(&format!("{name}.out.csv"));
         closest_ok(
@@ -235,13 +198,35 @@ fn csv_points_and_paired_mode() {
             ],
             &[],
         );
-        let same = std::fs::read_to_string(&out).unwrap();
-        assert_eq!(same, text_of_the_first_run(&dir), "{name}");
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let text = paired("p.csv", "x,y,z\n0,0,2\n# a comment\n\n2,10,0\n-5,5,0\n");
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    // Row i against shape i: sphere (d = 1), aabb (top face y = 6, d = 4), capsule cap (d = 0.5).
+    for (row, (shape, d)) in rows.iter().zip([(0.0, 1.0), (1.0, 4.0), (2.0, 0.5)]) {
+        assert_eq!(row[4], shape);
+        assert!((row[3] - d).abs() < 1e-5, "{row:?}");
     }
-}
-
-fn text_of_the_first_run(dir: &Dir) -> String {
-    std::fs::read_to_string(dir.path("r.csv")).unwrap()
+    // As spreadsheets write them: a byte-order mark, quoted cells (quoted numbers were taken
+    // for a header and skipped: 0 rows and exit 0), CRLF. The same three rows.
+    for (name, points) in [
+        (
+            "quoted.csv",
+            "\"x\",\"y\",\"z\"\r\n\"0\",\"0\",\"2\"\r\n\"2\",\"10\",\"0\"\r\n\"-5\",\"5\",\"0\"\r\n",
+        ),
+        (
+            "numbers.csv",
+            "\"0\",\"0\",\"2\"\n\"2\", \"10\" ,0\n-5,5,\"0\"\n",
+        ),
+        ("marked.csv", "\u{feff}0,0,2\n2,10,0\n-5,5,0\n"),
+    ] {
+        assert_eq!(paired(name, points), text, "{name}");
+    }
 }
 
 /// Run a failing command: exit 2, every `needle` in the message, and no output file.
