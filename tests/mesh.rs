@@ -305,6 +305,17 @@ fn broken_meshes_name_the_file_and_the_problem() {
         &write(&dir, "short.stl", &stl),
         &["STL", "3 triangles", "234 bytes", "134"],
     );
+    // One that holds more than it promises, as exporters pad files: the records it promises,
+    // the rest left (it was refused), even when its header starts with `solid`.
+    let mut padded = b"solid exported".to_vec();
+    padded.resize(80, b' ');
+    padded.extend_from_slice(&1u32.to_le_bytes());
+    let corners = [[0f32; 3], [0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 2.0, 0.0]];
+    padded.extend(corners.iter().flatten().flat_map(|c| c.to_le_bytes()));
+    padded.extend_from_slice(&[0, 0, b'\n', 0, 0, 0, 0]);
+    let m = load_mesh(&write(&dir, "padded.stl", &padded)).unwrap();
+    assert_eq!(m.triangles.len(), 1);
+    assert_eq!(m.corners(0)[1], DVec3::new(2.0, 0.0, 0.0));
     // A header that claims 2^32 − 1 triangles is refused by the file's size, before any
     // allocation for them.
     let mut stl = vec![0u8; 80];

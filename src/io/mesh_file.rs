@@ -211,8 +211,8 @@ const STL_TRIANGLE_BYTES: u64 = 50;
 /// Triangle records read per block.
 const STL_BLOCK_TRIANGLES: usize = 1 << 16;
 
-/// STL, binary or ASCII. A binary file is the one whose size matches the count in its header
-/// (an ASCII file starts with `solid`, but so do many binary headers); it is streamed, and its
+/// STL, binary or ASCII. A binary file is one large enough for the count in its header (an
+/// ASCII file starts with `solid`, but so do many binary headers); it is streamed, and its
 /// corners welded into shared vertices by their exact coordinates.
 fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Result<Soup, String> {
     use std::io::SeekFrom;
@@ -225,7 +225,10 @@ fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Re
         reader.read_exact(&mut header).map_err(io)?;
     }
     let count = u32::from_le_bytes([header[80], header[81], header[82], header[83]]) as u64;
-    if whole_header && size == STL_HEADER_BYTES + STL_TRIANGLE_BYTES * count {
+    // Bytes past the last record (some exporters pad the file) are left unread, as other
+    // readers leave them. An ASCII file never passes for binary this way: its count bytes are
+    // text (0x09 or more each), a count over 151 million triangles, 7.5 GB it does not have.
+    if whole_header && size >= STL_HEADER_BYTES + STL_TRIANGLE_BYTES * count {
         return read_binary_stl(reader, count as usize);
     }
     reader.seek(SeekFrom::Start(0)).map_err(io)?;
