@@ -40,7 +40,8 @@ fn main() {
         drop(build_with(count, &item, TRIANGLE_LEAF_SIZE, 0, 0));
         let hierarchy = ms(t);
         let t = Instant::now();
-        let bindings = triangle_bindings(count, &corners, false);
+        let bindings =
+            triangle_bindings(count, &corners, false).expect("no interrupt check is set");
         let layout = ms(t);
         let mut hash = std::collections::hash_map::DefaultHasher::new();
         bindings.records.hash(&mut hash);

@@ -416,6 +416,21 @@ pub fn build_with(
     shape_offset: u32,
     node_offset: u32,
 ) -> Bvh {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    build_until(count, item, leaf_size, shape_offset, node_offset, &never)
+}
+
+/// [`build_with`], which splits its spans anyhow (at their middles, no bins) once `stop` is
+/// set: the caller was interrupted and throws the hierarchy away, which is then built in a
+/// small fraction of the time, and no less well-formed.
+pub fn build_until(
+    count: usize,
+    item: &(dyn Fn(usize) -> Item + Sync),
+    leaf_size: usize,
+    shape_offset: u32,
+    node_offset: u32,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Bvh {
     use rayon::prelude::*;
     assert!(count >= 2, "a hierarchy needs two shapes or more");
     assert!(
@@ -433,6 +448,7 @@ pub fn build_with(
     let builder = Builder {
         leaf_size,
         shape_offset,
+        stop,
     };
     // The root's range is split unconditionally, so that the root is an inner node.
     let measured = Measured::of(&entries);
@@ -498,9 +514,10 @@ fn child_spans(
     spans
 }
 
-struct Builder {
+struct Builder<'a> {
     leaf_size: usize,
     shape_offset: u32,
+    stop: &'a std::sync::atomic::AtomicBool,
 }
 
 /// The nodes of a subtree in preorder, inner children referring to their nodes relatively.
@@ -536,7 +553,7 @@ impl Subtree {
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     /// The inner node over `span` (at `offset` in the whole entry list, `level` deep, its
     /// bounds `measured`): split it, then each side becomes a leaf or a subtree. Spans too
     /// short to build their sides on two threads push their nodes onto one piece.
@@ -618,6 +635,10 @@ impl Builder {
         measured: Measured,
         level: usize,
     ) -> (usize, [Option<Measured>; 2]) {
+        if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // The parent's bounds for both sides: nothing more is measured.
+            return (span.len() / 2, [Some(measured), Some(measured)]);
+        }
         let mixed = |span: &[Entry]| span.iter().any(|e| e.kind != span[0].kind);
         if span.len() <= self.leaf_size && mixed(span) {
             (split_by_kind(span), [None, None])

@@ -3,6 +3,7 @@
 //! `Error::Interrupted` when it says so. Without a check nothing is asked.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether the job running on this thread should stop.
 pub type InterruptCheck = Box<dyn FnMut() -> bool>;
@@ -41,6 +42,45 @@ pub(crate) fn interrupted() -> bool {
     stop
 }
 
+/// Run `job` on a thread of its own while this thread asks its check every 20 ms (work on
+/// other threads, as a parallel build's, never asks it): once the check says stop, `job` sees
+/// its flag set, should end early with an answer to throw away, and this is
+/// `Error::Interrupted`. Without a check, or without a thread to spare, `job` runs here.
+pub(crate) fn polled<T: Send>(
+    job: impl FnOnce(&AtomicBool) -> T + Send,
+) -> crate::error::Result<T> {
+    let stop = AtomicBool::new(false);
+    if CHECK.with(|c| c.borrow().is_none()) {
+        return Ok(job(&stop));
+    }
+    let job = std::sync::Mutex::new(Some(job));
+    let run = || {
+        let job = crate::sync::lock(&job).take();
+        job.map(|job| job(&stop))
+    };
+    let answer = std::thread::scope(|scope| {
+        let started = std::thread::Builder::new()
+            .name("closest-polled".into())
+            .spawn_scoped(scope, run);
+        let Ok(worker) = started else {
+            return Ok(run());
+        };
+        while !worker.is_finished() {
+            // Asked until it says stop: its answer (Python's exception) is taken once.
+            if !stop.load(Ordering::Relaxed) && interrupted() {
+                stop.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        worker.join()
+    });
+    match answer {
+        Ok(_) if stop.load(Ordering::Relaxed) => Err(crate::error::Error::Interrupted),
+        Ok(value) => Ok(value.expect("the job runs once")),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +109,34 @@ mod tests {
         });
         assert!(caught.is_err());
         assert!(!interrupted(), "restored after a panic");
+    }
+
+    #[test]
+    fn a_polled_job_on_its_own_thread_sees_the_stop() {
+        // Without a check: run here, never stopped.
+        assert_eq!(
+            polled(|stop| stop.load(Ordering::Relaxed)).ok(),
+            Some(false)
+        );
+        // A check that says stop on its second ask: the job, which waits for its flag, ends
+        // and the answer is Interrupted.
+        let asks = Rc::new(Cell::new(0));
+        let counter = asks.clone();
+        let check = Box::new(move || {
+            counter.set(counter.get() + 1);
+            counter.get() >= 2
+        });
+        let answer = checking_interrupts(check, || {
+            polled(|stop| {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        });
+        assert!(matches!(answer, Err(crate::error::Error::Interrupted)));
+        assert_eq!(asks.get(), 2, "asked until it said stop, then no more");
+        // A job that ends first is answered.
+        let done = checking_interrupts(Box::new(|| false), || polled(|_| 7));
+        assert_eq!(done.ok(), Some(7));
     }
 }

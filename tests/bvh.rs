@@ -760,10 +760,10 @@ fn triangle_bindings_are_the_general_layouts_bytes() {
             .map(|&[a, b, c]| Shape::Triangle { a, b, c })
             .collect();
         let general = scene_layout(&shapes, true).into_bindings();
-        let direct = triangle_bindings(soup.len(), &|i| soup[i], false);
+        let direct = triangle_bindings(soup.len(), &|i| soup[i], false).unwrap();
         let what = format!("{} triangles", soup.len());
         // Winding clusters come beside the same bindings: twelve words a node.
-        let clustered = triangle_bindings(soup.len(), &|i| soup[i], true);
+        let clustered = triangle_bindings(soup.len(), &|i| soup[i], true).unwrap();
         assert!(direct.clusters.is_empty(), "{what}: clusters not asked for");
         assert!(clustered.records == direct.records && clustered.nodes == direct.nodes);
         let nodes = if direct.oriented {

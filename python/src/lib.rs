@@ -622,9 +622,8 @@ impl Engine {
     ) -> PyResult<MeshTarget> {
         guarded("Engine.mesh", || {
             let mesh = match (path, vertices, triangles) {
-                (Some(path), None, None) => py
-                    .detach(|| closest::io::load_mesh(&path))
-                    .map_err(py_error)?,
+                // Interruptible (Ctrl-C): a large mesh's load and build take seconds.
+                (Some(path), None, None) => detached(py, || closest::io::load_mesh(&path))?,
                 (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
                 _ => {
                     return Err(input_error(
@@ -635,9 +634,7 @@ impl Engine {
             let engine = self.inner.clone();
             let triangles = mesh.triangles.len();
             // Checked for `auto` beside the build: sdf, sample and band grids sign by it.
-            let mesh = py
-                .detach(|| engine.upload_mesh_checking_signs(mesh))
-                .map_err(py_error)?;
+            let mesh = detached(py, || engine.upload_mesh_checking_signs(mesh))?;
             Ok(MeshTarget {
                 engine,
                 mesh,

@@ -2,8 +2,10 @@
 and one scene, and every thread gets the single-thread answers."""
 
 import threading
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import MESHES, SHAPES, random_points
 
@@ -46,6 +48,43 @@ def test_eight_threads_get_the_single_thread_answers(engine):
 
 class Interrupted(Exception):
     """What the test's SIGINT handler raises (pytest itself would stop on KeyboardInterrupt)."""
+
+
+def test_ctrl_c_stops_a_large_meshs_load_and_build(engine, tmp_path):
+    # A mesh of 2M triangles takes seconds to read and build; Ctrl-C went unheard until both
+    # ended. Interrupted a tenth of the way in, the call now ends well before a whole load
+    # (each measured here, in the same minute), and the engine loads the next mesh.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "torus.ply"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "make_torus_mesh.py"
+    subprocess.run([sys.executable, str(script), "1024", "1024", str(path)], check=True,
+                   capture_output=True, timeout=120)
+    started = time.monotonic()
+    engine.mesh(str(path))
+    whole = time.monotonic() - started
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, handler)
+    timer = threading.Timer(0.1 * whole, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(Interrupted):
+            engine.mesh(str(path))
+        stopped_after = time.monotonic() - started
+    finally:
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
+    assert stopped_after < 0.75 * whole, (stopped_after, whole)
+    assert len(engine.mesh(str(MESHES / "fandisk.obj"))) == 12946
 
 
 def test_ctrl_c_stops_a_long_job_and_leaves_nothing(engine, tmp_path):

@@ -116,7 +116,7 @@ pub(crate) fn upload_triangles<E: From<Error>>(
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
-    let bindings = scene_layout::triangle_bindings(count, corners, clusters);
+    let bindings = scene_layout::triangle_bindings(count, corners, clusters)?;
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)
 }
@@ -133,7 +133,7 @@ pub(crate) fn upload_indexed_triangles<E: From<Error>>(
 ) -> std::result::Result<GpuScene, E> {
     check_triangle_count(count)?;
     let bindings =
-        scene_layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices, clusters);
+        scene_layout::indexed_triangle_bindings(count, corners, corner_ids, &vertices, clusters)?;
     drop(vertices);
     crate::host_memory::return_free_memory();
     upload_bindings(gpu, bindings, None, count, Some(ShapeKind::Triangle), admit)

@@ -4,9 +4,11 @@
 //! (`TriangleHierarchy`). The records themselves are `layout.rs`'s.
 
 use crate::bvh::{self, Bounds, GpuBvhNode, shape_bounds};
+use crate::error::Result;
 use crate::math::DVec3;
 use crate::math::triangle_unit_normal;
 use crate::shape::{Shape, ShapeKind};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::layout::{GpuShape, ShapeData};
 
@@ -158,21 +160,21 @@ pub fn triangle_bindings(
     count: usize,
     corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
     clusters: bool,
-) -> SceneBindings {
+) -> Result<SceneBindings> {
     let triangle = |i: usize| {
         let [a, b, c] = corners(i);
         Shape::Triangle { a, b, c }
     };
-    let Some(hierarchy) = TriangleHierarchy::for_triangles(count, corners, clusters) else {
+    let Some(hierarchy) = TriangleHierarchy::interruptible(count, corners, clusters)? else {
         let shapes: Vec<Shape> = (0..count).map(triangle).collect();
-        return scene_layout(&shapes, true).into_bindings();
+        return Ok(scene_layout(&shapes, true).into_bindings());
     };
     let order = &hierarchy.order;
     let records = packed_triangles_by(count, &|slot| GpuShape {
         index: order[slot],
         ..GpuShape::from_shape(&triangle(order[slot] as usize))
     });
-    hierarchy.into_bindings(bytemuck::allocation::cast_vec(records), false)
+    Ok(hierarchy.into_bindings(bytemuck::allocation::cast_vec(records), false))
 }
 
 /// [`triangle_bindings`] with indexed records (`indexed_triangles`): the same hierarchy, about
@@ -185,14 +187,14 @@ pub fn indexed_triangle_bindings(
     corner_ids: &(dyn Fn(usize) -> [u32; 3] + Sync),
     vertices: &[[f32; 3]],
     clusters: bool,
-) -> SceneBindings {
-    let Some(hierarchy) = TriangleHierarchy::for_triangles(count, corners, clusters) else {
+) -> Result<SceneBindings> {
+    let Some(hierarchy) = TriangleHierarchy::interruptible(count, corners, clusters)? else {
         return triangle_bindings(count, corners, clusters);
     };
     let records = indexed_triangles(&hierarchy.order, corners, corner_ids);
     let mut bindings = hierarchy.into_bindings(records, true);
     bindings.nodes.extend(vertex_texels(vertices));
-    bindings
+    Ok(bindings)
 }
 
 /// A triangle scene's oriented hierarchy, packed, the leaf order of its triangles and, where
@@ -217,14 +219,33 @@ impl TriangleHierarchy {
         corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
         clusters: bool,
     ) -> Option<TriangleHierarchy> {
-        (count > LINEAR_SCAN_PER_KIND).then(|| TriangleHierarchy::build(count, corners, clusters))
+        let never = AtomicBool::new(false);
+        TriangleHierarchy::build_until(count, corners, clusters, &never)
     }
 
-    fn build(
+    /// [`TriangleHierarchy::for_triangles`] that the caller's interrupt check can stop (a mesh
+    /// of millions of triangles takes seconds to build): `Error::Interrupted`.
+    fn interruptible(
         count: usize,
         corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
         clusters: bool,
-    ) -> TriangleHierarchy {
+    ) -> Result<Option<TriangleHierarchy>> {
+        crate::interrupt::polled(|stop| {
+            TriangleHierarchy::build_until(count, corners, clusters, stop)
+        })
+    }
+
+    /// The hierarchy, built anyhow and quickly once `stop` is set (to be thrown away).
+    fn build_until(
+        count: usize,
+        corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
+        clusters: bool,
+        stop: &AtomicBool,
+    ) -> Option<TriangleHierarchy> {
+        if count <= LINEAR_SCAN_PER_KIND {
+            return None;
+        }
+        let stopped = || stop.load(Ordering::Relaxed);
         let item = |i: usize| {
             let [a, b, c] = corners(i);
             bvh::Item {
@@ -232,20 +253,23 @@ impl TriangleHierarchy {
                 kind: ShapeKind::Triangle as u32,
             }
         };
-        let mut built = bvh::build_with(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0);
-        built.orient(&|members: &[u32]| fit_triangles_box(members, corners));
-        let clusters = if clusters {
+        let mut built = bvh::build_until(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0, stop);
+        built.orient(&|members: &[u32]| match stopped() {
+            true => None,
+            false => fit_triangles_box(members, corners),
+        });
+        let clusters = if clusters && !stopped() {
             winding_clusters(&built, corners)
         } else {
             Vec::new()
         };
-        TriangleHierarchy {
+        Some(TriangleHierarchy {
             top_nodes: bvh::TopNodes::of(&built.nodes),
             packed: bvh::pack_oriented(&built.nodes),
             node_count: built.nodes.len() as u32,
             order: built.order,
             clusters,
-        }
+        })
     }
 
     /// The bindings with the triangles' `records` (packed or `indexed`).

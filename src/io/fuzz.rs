@@ -74,7 +74,8 @@ fn build_mesh_tables(mesh: &Mesh) {
     std::hint::black_box(normals.sign(mesh, 0, mesh.vertices.get(0)));
     std::hint::black_box(crate::winding::WindingTree::new(mesh));
     let offset = mesh.centre();
-    std::hint::black_box(crate::gpu::scene_layout::triangle_bindings(
+    // No interrupt check is set here: the build runs to its end.
+    let _ = std::hint::black_box(crate::gpu::scene_layout::triangle_bindings(
         mesh.triangles.len(),
         &|t| mesh.shifted_corners(t, offset),
         true,

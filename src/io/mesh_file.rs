@@ -49,16 +49,80 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
     format: MeshFormat,
     file: &str,
 ) -> Result<Mesh> {
-    let (vertices, triangles) = match format {
-        MeshFormat::Obj => read_obj(reader),
-        MeshFormat::Stl => read_stl(reader),
-        MeshFormat::Ply => read_ply(reader),
+    let mut reader = Interruptible {
+        inner: reader,
+        unasked: 0,
+        interrupted: false,
+    };
+    let read = match format {
+        MeshFormat::Obj => read_obj(&mut reader),
+        MeshFormat::Stl => read_stl(&mut reader),
+        MeshFormat::Ply => read_ply(&mut reader),
+    };
+    if reader.interrupted {
+        return Err(Error::Interrupted);
     }
-    .map_err(|problem| Error::BadFile {
+    let (vertices, triangles) = read.map_err(|problem| Error::BadFile {
         file: file.to_string(),
         problem,
     })?;
     Mesh::new(vertices, triangles, file)
+}
+
+/// A mesh file's reader that asks the caller's interrupt check (Python's Ctrl-C) every few
+/// MiB: a large file takes seconds to read. The readers see an I/O error and stop; the flag
+/// tells it from a real one.
+struct Interruptible<'a, R> {
+    inner: &'a mut R,
+    /// Bytes handed out since the check was last asked.
+    unasked: usize,
+    interrupted: bool,
+}
+
+/// Bytes read between two asks of the interrupt check.
+const INTERRUPT_EVERY_BYTES: usize = 4 << 20;
+
+impl<R: std::io::BufRead> Interruptible<'_, R> {
+    fn ask(&mut self, bytes: usize) -> std::io::Result<()> {
+        self.unasked += bytes;
+        if self.unasked >= INTERRUPT_EVERY_BYTES {
+            self.unasked = 0;
+            if crate::interrupt::interrupted() {
+                self.interrupted = true;
+            }
+        }
+        match self.interrupted {
+            // Not `ErrorKind::Interrupted`, which std's readers retry.
+            true => Err(std::io::Error::other("interrupted")),
+            false => Ok(()),
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for Interruptible<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.ask(0)?;
+        let n = self.inner.read(out)?;
+        self.ask(n)?;
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for Interruptible<'_, R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.ask(0)?;
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.unasked += n;
+        self.inner.consume(n);
+    }
+}
+
+impl<R: std::io::Seek> std::io::Seek for Interruptible<'_, R> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(to)
+    }
 }
 
 type Soup = (Vertices, Vec<[u32; 3]>);

@@ -225,26 +225,28 @@ impl Engine {
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
         let offset = mesh.centre();
-        let (parts, auto) = std::thread::scope(|scope| {
-            // A thread the system refuses leaves the check to the first signed query.
-            let check = check_auto
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("closest-auto-check".into())
-                        .spawn_scoped(scope, || auto_sign(&mesh))
-                        .ok()
-                })
-                .flatten();
-            let parts = self.upload_mesh_parts(&mesh, offset, clusters, admit);
-            // A panic in the check is the caller's, as if it had run on this thread.
-            let auto = check.map(|check| {
-                check
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            });
-            (parts, auto)
+        // The check shares the mesh: a build that fails or is interrupted returns at once,
+        // and the check, not joined, ends on its own (seconds, on millions of triangles).
+        let mesh = std::sync::Arc::new(mesh);
+        // A thread the system refuses leaves the check to the first signed query.
+        let check = check_auto
+            .then(|| {
+                let mesh = mesh.clone();
+                std::thread::Builder::new()
+                    .name("closest-auto-check".into())
+                    .spawn(move || auto_sign(&mesh))
+                    .ok()
+            })
+            .flatten();
+        let parts = self.upload_mesh_parts(&mesh, offset, clusters, admit)?;
+        // A panic in the check is the caller's, as if it had run on this thread.
+        let auto = check.map(|check| {
+            check
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        let parts = parts?;
+        // Joined, the check holds no copy: the mesh comes back without one.
+        let mesh = std::sync::Arc::try_unwrap(mesh).unwrap_or_else(|shared| (*shared).clone());
         let uploaded = GpuMesh {
             device_normals: std::sync::OnceLock::new(),
             normals: std::sync::OnceLock::new(),
