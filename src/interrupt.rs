@@ -55,7 +55,10 @@ pub(crate) fn polled<T: Send>(
     }
     let job = std::sync::Mutex::new(Some(job));
     let run = || {
-        let job = crate::sync::lock(&job).take();
+        let job = job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         job.map(|job| job(&stop))
     };
     let answer = std::thread::scope(|scope| {
