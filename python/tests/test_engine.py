@@ -373,7 +373,7 @@ def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path
     written = np.load(tmp_path / "s.npz")
     for key in s:
         np.testing.assert_array_equal(s[key], written[key])
-    with pytest.raises(closest.InputError, match="--sigma"):
+    with pytest.raises(closest.InputError, match="^sigma takes"):
         mesh.sample(near=10, sigma=0)
     # A result too large to hold is refused before any work, not an out-of-memory kill.
     with pytest.raises(closest.InputError, match="more than the"):
