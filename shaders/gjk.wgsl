@@ -151,11 +151,6 @@ fn core_support(c: Convex, d: vec3<f32>) -> vec3<f32> {
     return a;
 }
 
-fn unit_or_zero(d: vec3<f32>) -> vec3<f32> {
-    let len = length(d);
-    return select(vec3<f32>(0.0), d / len, len > 0.0);
-}
-
 // The farthest point of the whole shape (core and ball) along `d`.
 fn whole_support(c: Convex, d: vec3<f32>) -> vec3<f32> {
     return core_support(c, d) + unit_or_zero(d) * c.radius;

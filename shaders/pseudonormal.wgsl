@@ -25,7 +25,14 @@ struct Feature {
 }
 
 // mesh::closest_feature for the triangle (0, ab, ac) of unit normal n (zero when degenerate).
+// Its tests multiply four lengths: a large triangle is measured in units of `size_exponent`.
 fn closest_feature(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>, n: vec3<f32>) -> Feature {
+    let e = size_exponent(max(max_abs(ab), max_abs(ac)));
+    let unit = closest_feature_scaled(p * pow2(-e), ab * pow2(-e), ac * pow2(-e), n);
+    return Feature(unit.point * pow2(e), unit.feature);
+}
+
+fn closest_feature_scaled(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>, n: vec3<f32>) -> Feature {
     if all(n == vec3<f32>(0.0)) {
         return closest_on_edges(p, ab, ac);
     }
@@ -96,14 +103,6 @@ fn closest_on_edges(p: vec3<f32>, ab: vec3<f32>, ac: vec3<f32>) -> Feature {
         }
     }
     return best;
-}
-
-fn unit_or_zero(v: vec3<f32>) -> vec3<f32> {
-    let len = length(v);
-    if len > 0.0 {
-        return v / len;
-    }
-    return vec3<f32>(0.0);
 }
 
 // The unit normal of the triangle in `slot` (zero when degenerate).

@@ -33,12 +33,14 @@ struct WindingEntry {
 }
 
 // One triangle's signed solid angle at the origin over 4π (mesh::triangle_winding_number).
+// Van Oosterom and Strackee's formula with a, b and c scaled to unit length, which leaves it
+// unchanged: as written it multiplies three lengths, past f32's range once a side passes ~1e12.
 fn triangle_winding(a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> f32 {
-    let la = length(a);
-    let lb = length(b);
-    let lc = length(c);
-    let numerator = dot(a, cross(b, c));
-    let denominator = la * lb * lc + dot(a, b) * lc + dot(b, c) * la + dot(c, a) * lb;
+    let ua = unit_or_zero(a);
+    let ub = unit_or_zero(b);
+    let uc = unit_or_zero(c);
+    let numerator = dot(ua, cross(ub, uc));
+    let denominator = 1.0 + dot(ua, ub) + dot(ub, uc) + dot(uc, ua);
     return atan2(numerator, denominator) * INV_2PI;
 }
 
@@ -85,7 +87,8 @@ fn open_cluster(
         + length(child_half_extents(shape, bitcast<f32>(kind_ranges[KIND_COUNT].w)));
     let far = distance > accuracy * radius;
     if need && far {
-        *total += dot(r, cluster.dipole) * INV_2PI * 0.5 / (distance * distance * distance);
+        // Divided a length at a time: the cube of a distance past ~1e12 overflows f32.
+        *total += dot(r / distance, cluster.dipole) / distance / distance * (INV_2PI * 0.5);
     }
     let exact = need && !far;
     if !any_lane(exact) {

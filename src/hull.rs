@@ -37,12 +37,9 @@ impl ConvexHull {
             return Err("a convex hull needs at least one point".into());
         };
         let anchor = points.iter().fold(DVec3::ZERO, |s, &p| s + p) / points.len() as f64;
-        let (lo, hi) = points.iter().fold((first, first), |(lo, hi), &p| {
-            (
-                DVec3::new(lo.x.min(p.x), lo.y.min(p.y), lo.z.min(p.z)),
-                DVec3::new(hi.x.max(p.x), hi.y.max(p.y), hi.z.max(p.z)),
-            )
-        });
+        let (lo, hi) = points
+            .iter()
+            .fold((first, first), |(lo, hi), &p| (lo.min(p), hi.max(p)));
         let thin = FLAT_RELATIVE_THICKNESS * (hi - lo).length();
         let farthest = |measure: &dyn Fn(DVec3) -> f64| {
             points

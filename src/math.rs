@@ -18,6 +18,17 @@ impl DVec3 {
     pub const fn new(x: f64, y: f64, z: f64) -> Self {
         DVec3 { x, y, z }
     }
+
+    /// Component by component.
+    pub fn min(self, o: DVec3) -> DVec3 {
+        DVec3::new(self.x.min(o.x), self.y.min(o.y), self.z.min(o.z))
+    }
+
+    /// Component by component.
+    pub fn max(self, o: DVec3) -> DVec3 {
+        DVec3::new(self.x.max(o.x), self.y.max(o.y), self.z.max(o.z))
+    }
+
     pub fn from_array(a: [f64; 3]) -> Self {
         DVec3::new(a[0], a[1], a[2])
     }

@@ -124,10 +124,20 @@ impl Mesh {
                 )));
             }
         }
-        Ok(Mesh {
+        let mesh = Mesh {
             vertices,
             triangles,
-        })
+        };
+        let (lo, hi) = mesh.bounds();
+        let span = (hi - lo).length();
+        if span > crate::semantics::SPAN_LIMIT {
+            return Err(bad(format!(
+                "the mesh spans {span:.3e}, beyond the {:e} its f32 kernels hold (their squares \
+                 overflow past ~1.8e19); give it in larger units",
+                crate::semantics::SPAN_LIMIT
+            )));
+        }
+        Ok(mesh)
     }
 
     /// Triangle `t`'s corners.
@@ -192,8 +202,7 @@ impl Mesh {
             .flat_map(|t| self.triangles[t as usize])
         {
             let v = self.vertices.get(k as usize);
-            lo = DVec3::new(lo.x.min(v.x), lo.y.min(v.y), lo.z.min(v.z));
-            hi = DVec3::new(hi.x.max(v.x), hi.y.max(v.y), hi.z.max(v.z));
+            (lo, hi) = (lo.min(v), hi.max(v));
         }
         (lo, hi)
     }

@@ -47,6 +47,12 @@ pub fn tolerance(scale: f64) -> f64 {
 /// sample is `origin + i·spacing` in f32). A box or width that would reach farther is refused.
 pub const MADE_POINT_LIMIT: f64 = 1e38;
 
+/// How far a shape or mesh may span: kernels that square one of its own lengths (segments,
+/// triangles, capsules, cones, ellipsoids, hulls, mesh triangles) overflow f32 past ~1.8e19,
+/// so files, Python and the service refuse a larger one rather than answer it wrong. Where a
+/// shape lies is not limited: a small one 1e30 from the origin is answered.
+pub const SPAN_LIMIT: f64 = 1e18;
+
 /// Whether points made `reach` from the origin would pass [`MADE_POINT_LIMIT`] (NaN does).
 pub fn beyond_made_point_limit(reach: f64) -> bool {
     reach.is_nan() || reach > MADE_POINT_LIMIT

@@ -266,6 +266,37 @@ impl Shape {
         }
     }
 
+    /// How far the shape spans, and the field that sets it, for the kinds whose kernels square
+    /// one of its own lengths ([`crate::semantics::SPAN_LIMIT`]); `None` for the others, which
+    /// are answered at any size f32 holds.
+    pub fn squared_span(&self) -> Option<(f64, &'static str)> {
+        let line = |a: DVec3, b: DVec3, radius: f64| {
+            let length = (b - a).length();
+            (
+                length + 2.0 * radius,
+                if 2.0 * radius > length { "radius" } else { "b" },
+            )
+        };
+        match self {
+            Shape::Segment { a, b } => Some(line(*a, *b, 0.0)),
+            Shape::Capsule { a, b, radius } | Shape::Cone { a, b, radius } => {
+                Some(line(*a, *b, *radius))
+            }
+            Shape::Triangle { a, b, c } => {
+                let (ab, ac, bc) = ((*b - *a).length(), (*c - *a).length(), (*c - *b).length());
+                Some((ab.max(ac).max(bc), if ab > ac.max(bc) { "b" } else { "c" }))
+            }
+            Shape::Ellipsoid { radii, .. } => Some((2.0 * radii.max_abs(), "radii")),
+            Shape::ConvexHull(hull) => {
+                let first = hull.points[0];
+                let lo = hull.points.iter().fold(first, |m, p| m.min(*p));
+                let hi = hull.points.iter().fold(first, |m, p| m.max(*p));
+                Some(((hi - lo).length(), "points"))
+            }
+            _ => None,
+        }
+    }
+
     /// World position of `local`, a point in the frame of an oriented shape at `center`.
     pub fn oriented_point(center: DVec3, rotation: [f64; 4], local: DVec3) -> DVec3 {
         let axes = quaternion_axes(rotation);

@@ -318,6 +318,10 @@ fn bad_scenes_name_the_shape_and_field() {
             r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1e200} ]}"#,
             &["shape 0", "`radius`", "f32 range"],
         ),
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1}, {"type": "capsule", "a": [1e30,0,0], "b": [1e30,2e18,0], "radius": 1} ]}"#,
+            &["shape 1", "`b`", "spans 2.000e18", "1e18"],
+        ),
         (r#"{"objects": []}"#, &["`shapes`"]),
         (
             r#"{"shapes": [ {"type": "torus", "center": [0,0,0], "axis": [0,0,1], "major_radius": 1, "minor_radius": 2} ]}"#,

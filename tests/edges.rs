@@ -656,7 +656,43 @@ fn axial_cases() -> Vec<(Shape, DVec3, String)> {
 
 #[test]
 fn points_on_axes_and_at_centres_are_answered_exactly() {
-    let cases = cases();
+    assert_answered_exactly(&cases());
+}
+
+#[test]
+fn shapes_spanning_up_to_the_limit_are_answered_exactly() {
+    // Wedges' face normals multiply four lengths: in f32 they overflowed once a side passed
+    // ~1e9, and points got a far face's answer. Every kind, up to `SPAN_LIMIT`, at random
+    // points and on its surface.
+    let mut rng = common::Rng::new(43);
+    let mut cases = Vec::new();
+    for size in [1e9, 1e12, 1e15, 1.2e17] {
+        for kind in closest::shape::ShapeKind::ALL {
+            for _ in 0..6 {
+                let c = rng.vec(-size, size);
+                let shape = common::random_shape(kind, &mut rng, c, size);
+                let on_surface = surface_samples(&shape);
+                let label = format!("{kind:?} of size {size:e}");
+                for p in [
+                    c + rng.vec(-2.0 * size, 2.0 * size),
+                    on_surface[0],
+                    on_surface[on_surface.len() / 2],
+                ] {
+                    cases.push((shape.clone(), p, label.clone()));
+                }
+            }
+        }
+    }
+    assert!(cases.iter().all(|(shape, ..)| {
+        shape
+            .squared_span()
+            .is_none_or(|(span, _)| span <= closest::semantics::SPAN_LIMIT)
+    }));
+    assert_answered_exactly(&cases);
+}
+
+/// Each case's answer in both modes, against the twin and by the checks that need none.
+fn assert_answered_exactly(cases: &[(Shape, DVec3, String)]) {
     let shapes: Vec<Shape> = cases.iter().map(|c| c.0.clone()).collect();
     // The rows as the engine reads them: f32.
     let rows = f32_points(&cases.iter().map(|c| c.1).collect::<Vec<_>>());

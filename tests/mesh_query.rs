@@ -177,6 +177,39 @@ fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
     }
 }
 
+#[test]
+fn large_meshes_are_answered_and_signed_within_the_bound_up_to_the_span_limit() {
+    // The feature tests behind pseudonormal signs multiply four lengths and the winding
+    // number's solid angles three: in f32 they overflowed past ~1e9 and ~1e12, and points
+    // inside larger meshes came out positive. Up to `SPAN_LIMIT` every answer holds.
+    let mut rng = Rng::new(36);
+    for scale in [1e10, 1e13, 1e16, 2.5e17] {
+        let centre = DVec3::new(-3.0, 1.0, 2.0) * scale;
+        let (vertices, triangles) = common::octahedron_sphere(centre, scale, 3);
+        let mesh = Mesh::new(vertices, triangles, "ball").unwrap();
+        let points = probe_points(&mut rng, &mesh, 500);
+        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+        let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+        let inside = |p: DVec3| winding_number(&mesh, p) > 0.5;
+        for sign in [Sign::Pseudonormal, Sign::Winding] {
+            let hits = engine().mesh_hits(&gpu, &raw, sign).unwrap();
+            check(&mesh, &points, &hits, Some(&inside));
+        }
+    }
+    // Beyond it the mesh is refused on load, naming it.
+    let h = DVec3::new(1e18, 1e18, 1e18);
+    let vertices = vec![-h, DVec3::new(h.x, -h.y, -h.z), DVec3::new(-h.x, h.y, -h.z)];
+    let message = Mesh::new(vertices, vec![[0, 1, 2]], "far.obj")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("far.obj")
+            && message.contains("spans 2.828e18")
+            && message.contains("1e18"),
+        "{message}"
+    );
+}
+
 fn shared(name: &str) -> closest::mesh::Mesh {
     load_mesh(
         &Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -214,6 +214,11 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .put("/v1/scenes/s", bad_scene)
         .assert_error(400, &["shape 0", "`radius`", "missing"]);
+    let too_long =
+        br#"{"shapes": [{"type": "cone", "a": [0, 0, 0], "b": [0, 0, 1], "radius": 1e18}]}"#;
+    server
+        .put("/v1/scenes/s", too_long)
+        .assert_error(400, &["shape 0", "`radius`", "spans 2.000e18", "1e18"]);
     server
         .put("/v1/scenes/s", b"\xff\xfe")
         .assert_error(415, &["scene JSON"]);

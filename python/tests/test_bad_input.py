@@ -138,6 +138,12 @@ def test_bad_shapes_name_the_index_and_field(engine):
     raises(lambda: engine.scene([{**good, "center": np.array([0, 1])}]), "shape 0", "`center`")
     raises(lambda: engine.scene(["sphere"]), "shape 0")
     raises(lambda: engine.scene(42), "shapes", "int")
+    # Shapes and meshes whose own lengths square past f32 (SPEC §3 could not hold): refused.
+    long = {"type": "segment", "a": [0, 0, 0], "b": [2e18, 0, 0]}
+    raises(lambda: engine.scene([good, long]), "shape 1", "`b`", "spans 2.000e18", "1e18")
+    raises(lambda: engine.mesh(vertices=np.array([[0, 0, 0], [2e18, 0, 0], [0, 1, 0]]),
+                               triangles=np.array([[0, 1, 2]])), "the mesh spans", "1e18")
+    assert len(engine.scene([{**long, "b": [9e17, 0, 0]}])) == 1
     # numpy values are read like Python ones.
     assert len(engine.scene([{**good, "center": np.zeros(3), "radius": np.float32(2)}])) == 1
 

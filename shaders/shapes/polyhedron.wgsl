@@ -63,9 +63,25 @@ fn convex_finish(s: ConvexSearch, p: vec3<f32>) -> Projection {
     return Projection(select(s.point, p - s.normal * s.plane, inside), inside, s.normal);
 }
 
+// Their faces' unit normals multiply four lengths: a large polyhedron is measured in units
+// of `size_exponent` of its largest half extent.
+fn project_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
+    let e = size_exponent(max_abs(h));
+    return scaled_projection(project_wedge_scaled(p * pow2(-e), h * pow2(-e)), e);
+}
+
+fn project_corner_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
+    let e = size_exponent(max_abs(h));
+    return scaled_projection(project_corner_wedge_scaled(p * pow2(-e), h * pow2(-e)), e);
+}
+
+fn scaled_projection(unit: Projection, e: i32) -> Projection {
+    return Projection(unit.point * pow2(e), unit.inside, unit.normal);
+}
+
 // Roblox WedgePart in its local frame: the prism with vertices (±hx,−hy,−hz), (±hx,−hy,+hz),
 // (±hx,+hy,+hz).
-fn project_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
+fn project_wedge_scaled(p: vec3<f32>, h: vec3<f32>) -> Projection {
     let a = h * vec3<f32>(-1.0, -1.0, -1.0);
     let b = h * vec3<f32>(1.0, -1.0, -1.0);
     let c = h * vec3<f32>(-1.0, -1.0, 1.0);
@@ -83,7 +99,7 @@ fn project_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
 
 // Roblox CornerWedgePart in its local frame: the pyramid with base (±hx,−hy,±hz) and apex
 // (+hx,+hy,−hz).
-fn project_corner_wedge(p: vec3<f32>, h: vec3<f32>) -> Projection {
+fn project_corner_wedge_scaled(p: vec3<f32>, h: vec3<f32>) -> Projection {
     let b1 = h * vec3<f32>(-1.0, -1.0, -1.0);
     let b2 = h * vec3<f32>(1.0, -1.0, -1.0);
     let b3 = h * vec3<f32>(1.0, -1.0, 1.0);

@@ -20,6 +20,24 @@ fn down_scale(m: f32) -> f32 {
     return select(1.0, bitcast<f32>(u32(187 - exponent) << 23u), exponent >= 60);
 }
 
+// The exponent e (0 ≤ e ≤ 126) of the power of two above `m` (finite, ≥ 0) where m ≥ 1, else
+// 0. Kernels that multiply three or four lengths (past f32's range once a side passes ~1e9)
+// measure a shape in units of 2^e, which is exact: only exponents change. Shapes smaller than
+// 1 keep their units, so a point far from a tiny one is not scaled past f32's range.
+fn size_exponent(m: f32) -> i32 {
+    return clamp(i32((bitcast<u32>(m) >> 23u) & 0xffu) - 126, 0, 126);
+}
+
+// 2^e for −126 ≤ e ≤ 127, exactly (a division may round on some adapters).
+fn pow2(e: i32) -> f32 {
+    return bitcast<f32>(u32(e + 127) << 23u);
+}
+
+fn unit_or_zero(v: vec3<f32>) -> vec3<f32> {
+    let len = length(v);
+    return select(vec3<f32>(0.0), v / len, len > 0.0);
+}
+
 // Bit test, so it survives compilers that assume finite math.
 fn is_finite_f32(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
