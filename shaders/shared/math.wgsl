@@ -20,12 +20,14 @@ fn down_scale(m: f32) -> f32 {
     return select(1.0, bitcast<f32>(u32(187 - exponent) << 23u), exponent >= 60);
 }
 
-// The exponent e (0 ≤ e ≤ 126) of the power of two above `m` (finite, ≥ 0) where m ≥ 1, else
-// 0. Kernels that multiply three or four lengths (past f32's range once a side passes ~1e9)
-// measure a shape in units of 2^e, which is exact: only exponents change. Shapes smaller than
-// 1 keep their units, so a point far from a tiny one is not scaled past f32's range.
+// The exponent e (21 ≤ e ≤ 126) of the power of two above `m` (finite, ≥ 0) where m ≥ 2^20,
+// else 0. Kernels that multiply three or four lengths (past f32's range once a side passes
+// ~1e9) measure a shape in units of 2^e, which is exact: only exponents change. Below 2^20
+// such products stay far inside f32, and answers stay bit for bit what they were; nor is a
+// point far from a small shape scaled past f32's range.
 fn size_exponent(m: f32) -> i32 {
-    return clamp(i32((bitcast<u32>(m) >> 23u) & 0xffu) - 126, 0, 126);
+    let e = i32((bitcast<u32>(m) >> 23u) & 0xffu) - 126;
+    return select(0, min(e, 126), e > 20);
 }
 
 // 2^e for −126 ≤ e ≤ 127, exactly (a division may round on some adapters).
