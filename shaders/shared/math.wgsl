@@ -23,8 +23,8 @@ fn down_scale(m: f32) -> f32 {
 // The exponent e (21 ≤ e ≤ 126) of the power of two above `m` (finite, ≥ 0) where m ≥ 2^20,
 // else 0. Kernels that multiply three or four lengths (past f32's range once a side passes
 // ~1e9) measure a shape in units of 2^e, which is exact: only exponents change. Below 2^20
-// such products stay far inside f32, and answers stay bit for bit what they were; nor is a
-// point far from a small shape scaled past f32's range.
+// such products stay far inside f32 and nothing is scaled, so neither is a point far from a
+// small shape scaled past f32's range.
 fn size_exponent(m: f32) -> i32 {
     let e = i32((bitcast<u32>(m) >> 23u) & 0xffu) - 126;
     return select(0, min(e, 126), e > 20);
