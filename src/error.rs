@@ -96,7 +96,11 @@ pub fn flags_as_arguments(message: &str, arguments: &[&str]) -> String {
             .chars()
             .next_back()
             .is_none_or(|c| c.is_whitespace() || "(`[,".contains(c));
-        if starts_word && arguments.contains(&argument.as_str()) {
+        // And ends one: `my --pad.obj` and `--pad/x` are names too; `--pad.` ends a sentence.
+        let tail = &after[flag_len..];
+        let in_name = tail.starts_with('/')
+            || tail.starts_with('.') && tail[1..].starts_with(|c: char| c.is_alphanumeric());
+        if starts_word && !in_name && arguments.contains(&argument.as_str()) {
             out.push_str(&argument);
         } else {
             out.push_str(&rest[at..at + 2 + flag_len]);
@@ -129,5 +133,7 @@ mod tests {
         );
         assert_eq!(named("a -- b --"), "a -- b --");
         assert_eq!(named("/tmp/a--pad.obj: (--pad)"), "/tmp/a--pad.obj: (pad)");
+        assert_eq!(named("my --pad.obj: no --pad."), "my --pad.obj: no pad.");
+        assert_eq!(named("in --pad/x.obj"), "in --pad/x.obj");
     }
 }
