@@ -62,7 +62,7 @@ def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
     `Engine()` made once). {"a_to_b", "b_to_a" (vertex deviations), "hausdorff",
     "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer", "chamfer_squared", and the means}."""
     for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, (Mesh, str, _os.PathLike)):
+        if not isinstance(value, (Mesh, str, bytes, _os.PathLike)):
             raise InputError(f"{name}: expected a closest.Mesh or a mesh file's path, got {type(value).__name__}")
     if engine is not None and not isinstance(engine, Engine):
         raise InputError(f"engine: expected a closest.Engine or None, got {type(engine).__name__}")

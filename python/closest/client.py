@@ -93,11 +93,12 @@ class Client:
         """Upload the mesh file at ``path`` (.obj/.stl/.ply) as mesh ``name``, or, without a
         path, use the resident one."""
         if path is not None:
-            if not isinstance(path, (str, os.PathLike)):
+            if not isinstance(path, (str, bytes, os.PathLike)):
                 raise InputError(f"path: expected a path to a mesh file, got {type(path).__name__}")
-            fmt = os.path.splitext(os.fspath(path))[1][1:].lower()
+            path = os.fsdecode(os.fspath(path))
+            fmt = os.path.splitext(path)[1][1:].lower()
             if fmt not in ("obj", "stl", "ply"):
-                raise InputError(f"path: {os.fspath(path)!r:.120} is no .obj, .stl or .ply file")
+                raise InputError(f"path: {path!r:.120} is no .obj, .stl or .ply file")
             body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)
@@ -118,7 +119,7 @@ class Client:
     def query_paired(self, shapes, points, mode="solid", fields=None):
         """Point i against shape i only; ``shapes`` a list of shape dicts or a scene .json
         path, ``points`` (N, 3). Sent as a zip holding shapes.json and points.npy."""
-        if isinstance(shapes, (str, os.PathLike)):
+        if isinstance(shapes, (str, bytes, os.PathLike)):
             scene = _read_file(shapes, "shapes")
         else:
             scene = json.dumps({"shapes": shapes}, default=_plain).encode()
@@ -189,7 +190,7 @@ class RemoteMesh:
 
 def _scene_json(shapes):
     """A scene body: a .json file's bytes, or shape dicts as a scene."""
-    if isinstance(shapes, (str, os.PathLike)):
+    if isinstance(shapes, (str, bytes, os.PathLike)):
         return _read_file(shapes, "shapes")
     if not isinstance(shapes, (list, tuple)):
         raise InputError(
@@ -204,7 +205,7 @@ def _read_file(path, name):
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise InputError(f"{name}: cannot read {os.fspath(path)}: {e.strerror or e}") from None
+        raise InputError(f"{name}: cannot read {os.fsdecode(os.fspath(path))}: {e.strerror or e}") from None
 
 
 def _quote(name):

@@ -39,8 +39,8 @@ class _Target:
     or a list of shape dicts."""
 
     def __init__(self, target):
-        if isinstance(target, (str, os.PathLike)):
-            path = os.fspath(target)
+        if isinstance(target, (str, bytes, os.PathLike)):
+            path = os.fsdecode(os.fspath(target))
             self.kind = "mesh" if path.lower().endswith(_MESH_SUFFIXES) else "scene"
             self.payload = os.path.abspath(path)
             self.key = f"{self.kind}:{self.payload}"
@@ -190,10 +190,10 @@ def query(
 
 def _mesh_files(paths):
     """Mesh files (.obj/.stl/.ply) of ``paths``: files as given, directories' in name order."""
-    if isinstance(paths, (str, os.PathLike)):
+    if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     try:
-        paths = [os.fspath(p) for p in paths]
+        paths = [os.fsdecode(os.fspath(p)) for p in paths]
     except TypeError:
         raise InputError(
             f"paths: expected a path or a list of paths to meshes or folders, got {paths!r:.60}"

@@ -173,7 +173,6 @@ argument_readers! {
     adapter_name: Option<String> = "adapter", "None or a part of an adapter's name or a backend";
     portable_flag: bool = "portable_kernels", "True or False";
     mesh_records_name: String = "mesh_records", "one of auto, packed, indexed";
-    mesh_path: Option<std::path::PathBuf> = "path", "None or a path to a mesh file";
     mode_name: String = "mode", "one of solid, surface";
     paired_flag: bool = "paired", "True or False";
     sign_name: Option<String> = "sign", "None or one of pseudonormal, winding, auto, none";
@@ -181,13 +180,60 @@ argument_readers! {
     band_width_value: f64 = "band", "a width > 0";
     optional_band: Option<f64> = "band", "None or a width > 0";
     band_units_name: String = "band_units", "one of voxels, world";
-    out_path: Option<std::path::PathBuf> = "out", "None or a path ending in .zarr";
     chunk_side: usize = "chunk", COUNT;
     samples_count: usize = "samples", COUNT;
     surface_count: usize = "surface", COUNT;
     near_count: usize = "near", COUNT;
     uniform_count: usize = "uniform", COUNT;
     seed_value: u64 = "seed", "a whole number from 0 to 2^64 - 1";
+}
+
+/// A path as `open` takes one: `str`, `bytes` (the name as the system holds it) or an
+/// `os.PathLike` returning either.
+fn path_value(value: &Bound<'_, PyAny>) -> Option<std::path::PathBuf> {
+    if let Ok(path) = value.extract::<std::path::PathBuf>() {
+        return Some(path);
+    }
+    let raw = value
+        .py()
+        .import("os")
+        .ok()?
+        .call_method1("fspath", (value,))
+        .ok()?;
+    let bytes = raw.cast::<pyo3::types::PyBytes>().ok()?.as_bytes();
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Some(std::ffi::OsStr::from_bytes(bytes).into())
+    }
+    #[cfg(not(unix))]
+    {
+        std::str::from_utf8(bytes).ok().map(Into::into)
+    }
+}
+
+/// An optional path argument (`None` or [`path_value`]), or `InputError` naming it.
+fn optional_path(
+    value: &Bound<'_, PyAny>,
+    name: &str,
+    takes: &str,
+) -> PyResult<Option<std::path::PathBuf>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    match path_value(value) {
+        Some(path) => Ok(Some(path)),
+        // Its message, which shows the value.
+        None => read_argument(value, name, takes),
+    }
+}
+
+fn mesh_path(value: &Bound<'_, PyAny>) -> PyResult<Option<std::path::PathBuf>> {
+    optional_path(value, "path", "None or a path to a mesh file")
+}
+
+fn out_path(value: &Bound<'_, PyAny>) -> PyResult<Option<std::path::PathBuf>> {
+    optional_path(value, "out", "None or a path ending in .zarr")
 }
 
 /// `bounds`: six numbers x0, y0, z0, x1, y1, z1, or the corners as two rows (trimesh's
@@ -496,7 +542,7 @@ fn parse_shapes(shapes: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Shape>> {
             list.iter().map(|v| to_json(&v, what)).collect();
         return closest::io::shapes_from_values(&values?, what).map_err(py_error);
     }
-    if let Ok(path) = shapes.extract::<std::path::PathBuf>() {
+    if let Some(path) = path_value(shapes) {
         return closest::io::load_scene(&path).map_err(py_error);
     }
     Err(input_error(format!(

@@ -323,6 +323,9 @@ def test_a_folders_meshes_leave_out_hidden_files_and_keep_links_to_nothing(tmp_p
     (tmp_path / "notes.txt").write_text("not a mesh")
     listed = [os.path.basename(f) for f in closest.dask._mesh_files(tmp_path)]
     assert listed == ["a.obj", "gone.obj"]
+    # A folder or file given as bytes (os.listdir(b".")'s names) lists the same.
+    assert closest.dask._mesh_files(os.fsencode(tmp_path)) == closest.dask._mesh_files(tmp_path)
+    assert closest.dask._mesh_files([os.fsencode(tmp_path / "a.obj")]) == [str(tmp_path / "a.obj")]
     results = closest.dask.map_meshes(tmp_path, "sdf", tmp_path / "out", res=4)
     assert [r["error"] is None for r in results] == [True, False]
     assert "gone.obj" in results[1]["error"], results

@@ -1,6 +1,7 @@
 """The Python API against the CLI (bit for bit, the same engine) and exact answers."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -378,3 +379,23 @@ def test_training_samples_equal_the_cli_and_repeat_by_seed(engine, cli, tmp_path
     # A result too large to hold is refused before any work, not an out-of-memory kill.
     with pytest.raises(closest.InputError, match="more than the"):
         mesh.sample(uniform=4_000_000_000)
+
+
+def test_paths_may_be_bytes_as_open_takes_them(engine, server, tmp_path):
+    # A folder listed with os.listdir(b"...") gives bytes; str, bytes and PathLike alike.
+    fandisk = MESHES / "fandisk.obj"
+    as_bytes = os.fsencode(fandisk)
+    points = np.array([[0.1, 0.2, 0.3], [2.0, 0.0, 0.0]], np.float32)
+    expected = engine.mesh(str(fandisk)).query(points)["distance"]
+    np.testing.assert_array_equal(engine.mesh(as_bytes).query(points)["distance"], expected)
+    scene_path = tmp_path / "scene.json"
+    scene_path.write_text('{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}')
+    # Solid mode: the first point is inside the ball.
+    assert engine.scene(os.fsencode(scene_path)).query(points)["distance"].tolist() == [0.0, 1.0]
+    out = tmp_path / "g.zarr"
+    engine.mesh(as_bytes).sdf(8, out=os.fsencode(out))
+    assert out.is_dir()
+    same = closest.mesh_distance(as_bytes, as_bytes, engine=engine)
+    assert same["hausdorff"] <= 1e-6  # f32 rounding of a mesh against itself
+    remote = closest.Client(server).mesh("bytes", as_bytes)
+    np.testing.assert_array_equal(remote.query(points)["distance"], expected)
