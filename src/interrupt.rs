@@ -90,15 +90,21 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
+    /// A check that says stop from its `n`th ask on, and the count of its asks.
+    fn stopping_at_ask(n: u32) -> (Rc<Cell<u32>>, InterruptCheck) {
+        let asked = Rc::new(Cell::new(0));
+        let counter = asked.clone();
+        let check = Box::new(move || {
+            counter.set(counter.get() + 1);
+            counter.get() >= n
+        });
+        (asked, check)
+    }
+
     #[test]
     fn a_job_sees_its_check_and_the_one_before_comes_back() {
         assert!(!interrupted(), "no check: never interrupted");
-        let asked = Rc::new(Cell::new(0));
-        let counter = asked.clone();
-        let stop_at_third = Box::new(move || {
-            counter.set(counter.get() + 1);
-            counter.get() >= 3
-        });
+        let (asked, stop_at_third) = stopping_at_ask(3);
         let seen = checking_interrupts(stop_at_third, || {
             let inner = checking_interrupts(Box::new(|| true), interrupted);
             assert!(inner, "the inner job's own check");
@@ -123,12 +129,7 @@ mod tests {
         );
         // A check that says stop on its second ask: the job, which waits for its flag, ends
         // and the answer is Interrupted.
-        let asks = Rc::new(Cell::new(0));
-        let counter = asks.clone();
-        let check = Box::new(move || {
-            counter.set(counter.get() + 1);
-            counter.get() >= 2
-        });
+        let (asks, check) = stopping_at_ask(2);
         let answer = checking_interrupts(check, || {
             polled(|stop| {
                 while !stop.load(Ordering::Relaxed) {

@@ -128,13 +128,25 @@ impl Mesh {
             vertices,
             triangles,
         };
-        let (lo, hi) = mesh.bounds();
-        let span = (hi - lo).length();
-        if span > crate::semantics::SPAN_LIMIT {
+        // All vertices first, in order (a large mesh's triangles read them at random); only
+        // a mesh too wide by them is measured again by the vertices its triangles use.
+        let span = |(lo, hi): (DVec3, DVec3)| (hi - lo).length();
+        let every_vertex = mesh.vertices.iter().fold(
+            (
+                DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
+                DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
+            ),
+            |(lo, hi), v| (lo.min(v), hi.max(v)),
+        );
+        let limit = crate::semantics::SPAN_LIMIT;
+        let too_wide = (span(every_vertex) > limit)
+            .then(|| span(mesh.bounds()))
+            .filter(|&used| used > limit);
+        if let Some(span) = too_wide {
             return Err(bad(format!(
                 "the mesh spans {span:.3e}, beyond the {:e} its f32 kernels hold (their squares \
                  overflow past ~1.8e19); give it in larger units",
-                crate::semantics::SPAN_LIMIT
+                limit
             )));
         }
         Ok(mesh)

@@ -199,6 +199,10 @@ fn large_meshes_are_answered_and_signed_within_the_bound_up_to_the_span_limit() 
     // Beyond it the mesh is refused on load, naming it.
     let h = DVec3::new(1e18, 1e18, 1e18);
     let vertices = vec![-h, DVec3::new(h.x, -h.y, -h.z), DVec3::new(-h.x, h.y, -h.z)];
+    // A vertex no triangle uses does not count (it is left out of every answer).
+    let mut unused = vec![DVec3::ZERO, DVec3::X, DVec3::Y];
+    unused.push(h * 3.0);
+    assert!(Mesh::new(unused, vec![[0, 1, 2]], "unused.obj").is_ok());
     let message = Mesh::new(vertices, vec![[0, 1, 2]], "far.obj")
         .unwrap_err()
         .to_string();
