@@ -94,44 +94,57 @@ impl Mesh {
         triangles: Vec<[u32; 3]>,
         file: &str,
     ) -> Result<Mesh> {
-        let vertices = vertices.into();
-        let bad = |problem: String| Error::BadFile {
-            file: file.to_string(),
-            problem,
+        let mesh = Mesh {
+            vertices: vertices.into(),
+            triangles,
         };
+        match mesh.problem() {
+            Some(problem) => Err(Error::BadFile {
+                file: file.to_string(),
+                problem,
+            }),
+            None => Ok(mesh),
+        }
+    }
+
+    /// What makes the mesh one the engine cannot answer, if anything: no triangles, too many,
+    /// a coordinate that is not a finite f32, an index out of range, or a span past
+    /// [`crate::semantics::SPAN_LIMIT`]. `Mesh::new` refuses such meshes; the engine checks
+    /// again on upload, since the fields are public (a mesh built by hand).
+    pub fn problem(&self) -> Option<String> {
+        let Mesh {
+            vertices,
+            triangles,
+        } = self;
         if triangles.is_empty() {
-            return Err(bad("the mesh has no triangles".into()));
+            return Some("the mesh has no triangles".into());
         }
         if let Some(problem) = too_many_triangles(triangles.len()) {
-            return Err(bad(problem));
+            return Some(problem);
         }
         if let Some((i, v)) = vertices
             .iter()
             .enumerate()
             .find(|(_, v)| !(v.is_finite() && v.max_abs() <= f32::MAX as f64))
         {
-            return Err(bad(format!(
+            return Some(format!(
                 // `{:?}`: 1e300, where `{}` would print all 301 digits.
                 "vertex {i} is ({:?}, {:?}, {:?}): coordinates must be finite f32 values",
                 v.x, v.y, v.z
-            )));
+            ));
         }
         for (t, tri) in triangles.iter().enumerate() {
             if let Some(&k) = tri.iter().find(|&&k| k as usize >= vertices.len()) {
-                return Err(bad(format!(
+                return Some(format!(
                     "triangle {t} uses vertex {k}, but there are only {} vertices",
                     vertices.len()
-                )));
+                ));
             }
         }
-        let mesh = Mesh {
-            vertices,
-            triangles,
-        };
         // All vertices first, in order (a large mesh's triangles read them at random); only
         // a mesh too wide by them is measured again by the vertices its triangles use.
         let span = |(lo, hi): (DVec3, DVec3)| (hi - lo).length();
-        let every_vertex = mesh.vertices.iter().fold(
+        let every_vertex = vertices.iter().fold(
             (
                 DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
                 DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
@@ -140,16 +153,28 @@ impl Mesh {
         );
         let limit = crate::semantics::SPAN_LIMIT;
         let too_wide = (span(every_vertex) > limit)
-            .then(|| span(mesh.bounds()))
+            .then(|| span(self.bounds()))
             .filter(|&used| used > limit);
-        if let Some(span) = too_wide {
-            return Err(bad(format!(
+        too_wide.map(|span| {
+            format!(
                 "the mesh spans {span:.3e}, beyond the {:e} its f32 kernels hold (their squares \
                  overflow past ~1.8e19); give it in larger units",
                 limit
-            )));
+            )
+        })
+    }
+
+    /// [`Mesh::problem`] as an error, for a mesh built by hand (its fields are public) on its
+    /// way to the engine: the kernels would answer one past the span limit wrongly, and an
+    /// index out of range would panic.
+    pub fn check_built(&self) -> Result<()> {
+        match self.problem() {
+            Some(problem) => Err(Error::BadFile {
+                file: "the mesh".into(),
+                problem,
+            }),
+            None => Ok(()),
         }
-        Ok(mesh)
     }
 
     /// Triangle `t`'s corners.

@@ -297,6 +297,23 @@ impl Shape {
         }
     }
 
+    /// The field that makes the shape span past [`crate::semantics::SPAN_LIMIT`], and why
+    /// that is refused, for the kinds `squared_span` names.
+    pub fn span_problem(&self) -> Option<(&'static str, String)> {
+        let (span, field) = self.squared_span()?;
+        (span > crate::semantics::SPAN_LIMIT).then(|| {
+            (
+                field,
+                format!(
+                    "the {} spans {span:.3e}, beyond the {:e} its f32 kernel holds (its squares \
+                     overflow past ~1.8e19); give the scene in larger units",
+                    self.kind().name(),
+                    crate::semantics::SPAN_LIMIT
+                ),
+            )
+        })
+    }
+
     /// World position of `local`, a point in the frame of an oriented shape at `center`.
     pub fn oriented_point(center: DVec3, rotation: [f64; 4], local: DVec3) -> DVec3 {
         let axes = quaternion_axes(rotation);
@@ -307,4 +324,20 @@ impl Shape {
     pub fn axes(rotation: [f64; 4]) -> [DVec3; 3] {
         quaternion_axes(rotation)
     }
+}
+
+/// Shapes built by hand (the API's `Shape` values) are refused as a scene file's are when one
+/// spans past [`crate::semantics::SPAN_LIMIT`]: its kernel would answer it wrongly.
+pub fn check_spans(shapes: &[Shape]) -> crate::error::Result<()> {
+    for (index, shape) in shapes.iter().enumerate() {
+        if let Some((field, problem)) = shape.span_problem() {
+            return Err(crate::error::Error::BadShape {
+                file: "shapes".into(),
+                index,
+                field: field.into(),
+                problem,
+            });
+        }
+    }
+    Ok(())
 }

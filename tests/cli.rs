@@ -2132,6 +2132,41 @@ fn an_interrupted_job_leaves_no_partial_output() {
     }
 }
 
+/// A target's temporary sibling is named after it: a name near the 255 bytes filesystems allow
+/// once left no room for `.NAME.partial-HOST-PID`, and such a target could not be written.
+#[test]
+fn outputs_named_near_the_longest_name_are_written_and_replaced() {
+    let fandisk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["npz", "csv", "zarr"] {
+        let name = format!("{}.{ext}", "é".repeat(124) + "ab");
+        assert_eq!(name.len(), 254 + ext.len() - 3);
+        let out = dir.path().join(&name);
+        // Written, then replaced (a store's old copy is a sibling too).
+        for _ in 0..2 {
+            closest_ok(
+                &[
+                    "sdf",
+                    fandisk.to_str().unwrap(),
+                    "--res",
+                    "8",
+                    "--out",
+                    out.to_str().unwrap(),
+                ],
+                &[],
+            );
+            assert!(out.exists(), "{name}");
+        }
+    }
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.iter().all(|n| !n.starts_with('.')), "{left:?}");
+}
+
 /// SIGKILL (the OOM killer's) cannot be caught: the killed job's temporary store stays, named
 /// with its host and process id, and the next job writing that target on this host removes it,
 /// and any other such leftover of a process no longer running; a running process's, or another

@@ -691,6 +691,86 @@ fn shapes_spanning_up_to_the_limit_are_answered_exactly() {
     assert_answered_exactly(&cases);
 }
 
+#[test]
+fn shapes_and_meshes_built_by_hand_are_checked_on_upload() {
+    // The API's `Shape` and `Mesh` have public fields: what a file's reader refuses must not
+    // reach the kernels (answered wrongly past the span limit) or the host (an index out of
+    // range would panic) when they are built by hand.
+    let capsule = Shape::Capsule {
+        a: DVec3::new(0.0, 0.0, 0.0),
+        b: DVec3::new(2e18, 0.0, 0.0),
+        radius: 1.0,
+    };
+    let sphere = Shape::Sphere {
+        center: DVec3::new(0.0, 0.0, 0.0),
+        radius: 1.0,
+    };
+    let shapes = [sphere, capsule];
+    let message = |error: closest::Error| error.to_string();
+    let refused = message(engine().upload_scene(&shapes).err().expect("refused"));
+    assert!(
+        refused.starts_with("shapes: shape 1: field `b`: the capsule spans 2.000e18"),
+        "{refused}"
+    );
+    let refused = engine()
+        .paired_hits(
+            &shapes,
+            &f32_points(&[DVec3::new(0.0, 0.0, 0.0); 2]),
+            Mode::Surface,
+        )
+        .err()
+        .map(message)
+        .expect("refused");
+    assert!(
+        refused.starts_with("shapes: shape 1: field `b`"),
+        "{refused}"
+    );
+
+    let corners = vec![
+        DVec3::new(0.0, 0.0, 0.0),
+        DVec3::new(1.0, 0.0, 0.0),
+        DVec3::new(0.0, 1.0, 0.0),
+    ];
+    let by_hand = |vertices: Vec<DVec3>, triangles: Vec<[u32; 3]>| closest::mesh::Mesh {
+        vertices: closest::mesh::Vertices::F64(vertices),
+        triangles,
+    };
+    for (mesh, problem) in [
+        (
+            by_hand(corners.clone(), vec![[0, 1, 3]]),
+            "the mesh: triangle 0 uses vertex 3, but there are only 3 vertices",
+        ),
+        (
+            by_hand(
+                vec![corners[0], corners[1], DVec3::new(0.0, 3e18, 0.0)],
+                vec![[0, 1, 2]],
+            ),
+            "the mesh: the mesh spans 3.000e18",
+        ),
+        (
+            by_hand(corners.clone(), Vec::new()),
+            "the mesh: the mesh has no triangles",
+        ),
+    ] {
+        let refused = engine().upload_mesh(mesh.clone()).err().map(message);
+        assert!(
+            refused.as_deref().is_some_and(|m| m.starts_with(problem)),
+            "{refused:?}"
+        );
+        let refused = engine().upload_mesh_body_targets(&mesh).err().map(message);
+        assert!(
+            refused.as_deref().is_some_and(|m| m.starts_with(problem)),
+            "{refused:?}"
+        );
+    }
+    // The same corners in range are answered.
+    assert!(
+        engine()
+            .upload_mesh(by_hand(corners, vec![[0, 1, 2]]))
+            .is_ok()
+    );
+}
+
 /// Each case's answer in both modes, against the twin and by the checks that need none.
 fn assert_answered_exactly(cases: &[(Shape, DVec3, String)]) {
     let shapes: Vec<Shape> = cases.iter().map(|c| c.0.clone()).collect();

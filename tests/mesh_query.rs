@@ -869,6 +869,62 @@ fn meshes_go_up_indexed_where_only_indexed_records_fit_the_memory() {
 }
 
 #[test]
+fn meshes_uploaded_at_once_share_the_memory_one_check_granted() {
+    // Two clients of a service uploading at once: each build's memory is reserved from its
+    // check until its upload ends, so a second upload while the first builds sees what is
+    // left, not the whole; after it, the whole again. The second is asked from the first's
+    // interrupt check, which its build asks every 20 ms once its memory is reserved.
+    let mesh = torus(256, 256, 1.0, 0.3);
+    let need_mib: u64 = {
+        let tiny = open_engine(EngineOptions {
+            memory_bytes: Some(1),
+            ..Default::default()
+        });
+        let refused = tiny
+            .upload_mesh(mesh.clone())
+            .err()
+            .expect("refused")
+            .to_string();
+        let mib = refused
+            .split("needs about ")
+            .nth(1)
+            .and_then(|rest| rest.split(" MiB").next())
+            .and_then(|n| n.parse().ok());
+        mib.unwrap_or_else(|| panic!("{refused}"))
+    };
+    assert!(need_mib >= 8, "{need_mib} MiB");
+    let engine = std::sync::Arc::new(open_engine(EngineOptions {
+        memory_bytes: Some((need_mib * 3 / 2) << 20),
+        ..Default::default()
+    }));
+    let during = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let check = {
+        let (engine, during, mesh) = (engine.clone(), during.clone(), mesh.clone());
+        Box::new(move || {
+            let mut during = during.lock().unwrap();
+            if during.is_none() {
+                let second = engine.upload_mesh(mesh.clone());
+                *during = Some(second.err().map_or("uploaded".into(), |e| e.to_string()));
+            }
+            false
+        })
+    };
+    let first = closest::interrupt::checking_interrupts(check, || engine.upload_mesh(mesh.clone()));
+    assert!(first.is_ok(), "{:?}", first.err());
+    let during = during
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("asked during the build");
+    assert!(
+        during.contains("MiB are available beside the")
+            && during.contains("that uploads under way hold"),
+        "{during}"
+    );
+    assert!(engine.upload_mesh(mesh).is_ok());
+}
+
+#[test]
 fn auto_stores_meshes_of_a_million_triangles_or_more_indexed_where_device_memory_is_the_hosts() {
     // There every device byte is a host byte: `Auto` takes indexed records from 2^20
     // triangles up whatever the memory, packed ones below; a discrete GPU keeps packed ones.

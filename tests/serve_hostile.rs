@@ -819,3 +819,72 @@ fn an_answer_given_before_the_body_is_read_reaches_the_client() {
     assert_eq!(server.get("/v1/health").status, 200);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// What `raw` gets as an answer: the whole reply, read until the server closes.
+fn raw_reply(address: &str, raw: &[u8]) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The server may answer and close before it has read everything.
+    let _ = stream.write_all(raw);
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+#[test]
+fn heads_the_http_parser_refuses_get_json_errors_too() {
+    // hyper answers these itself, before any route sees them, with an empty body; SPEC §7
+    // says every error is `{"error": ...}`.
+    let server = Server::start(&[]);
+    let many_headers: String = (0..150).map(|i| format!("X-H{i}: 1\r\n")).collect();
+    let cases: [(Vec<u8>, u16, &str); 4] = [
+        (
+            format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n{many_headers}\r\n").into(),
+            431,
+            "too large",
+        ),
+        (
+            b"G\x01T /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec(),
+            400,
+            "not valid HTTP/1.1",
+        ),
+        (
+            b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n".to_vec(),
+            400,
+            "not valid HTTP/1.1",
+        ),
+        (
+            format!(
+                "GET /{} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                "a".repeat(70_000)
+            )
+            .into(),
+            414,
+            "too long",
+        ),
+    ];
+    for (raw, status, needle) in cases {
+        let reply = raw_reply(&server.address, &raw);
+        let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{reply}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{head}"
+        );
+        let error: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let message = error["error"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{body}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+    }
+    // The app's own 400s are untouched, and the server answers on.
+    let reply = server.post("/v1/scenes/nothing/query", b"not npy");
+    assert!(reply.status >= 400);
+    assert_eq!(server.get("/v1/health").status, 200);
+}

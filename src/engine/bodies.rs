@@ -180,6 +180,7 @@ impl Engine {
         mesh: &Mesh,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
+        mesh.check_built()?;
         check_mesh_body_scale(mesh)?;
         let triangles: Vec<Shape> = (0..mesh.triangles.len())
             .map(|t| {

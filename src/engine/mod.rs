@@ -262,6 +262,7 @@ impl Engine {
             fields,
         } = job;
         check_paired_counts(shapes.len(), points.len())?;
+        crate::shape::check_spans(shapes)?;
         let (data, data_starts) = layout::ShapeData::for_paired(shapes);
         let data = self.shape_data_buffer(data, &data_starts)?;
         let mut shape_source = rows::shapes_from_slice(shapes, &data_starts);

@@ -47,6 +47,10 @@ pub(crate) struct Context {
     pub(crate) binding_bytes: u64,
     /// `EngineOptions::memory_bytes`.
     pub(crate) memory_bytes: Option<u64>,
+    /// Host bytes granted by `reserve_memory` to builds under way and not yet given back: two
+    /// meshes uploaded at once (a service's clients) must not both pass a check that holds
+    /// one.
+    pub(crate) reserved_host_bytes: std::sync::Arc<std::sync::Mutex<u64>>,
     /// `EngineOptions::mesh_records`.
     pub(crate) mesh_records: MeshRecords,
     /// `EngineOptions::walk_only`.
@@ -226,6 +230,7 @@ impl Context {
         Ok(Context {
             binding_bytes,
             memory_bytes: options.memory_bytes,
+            reserved_host_bytes: Default::default(),
             mesh_records: options.mesh_records,
             walk_only: options.walk_only,
             every_part: options.every_part,
@@ -269,16 +274,29 @@ impl Context {
 
     /// Refuse, before the long work starts, what needs more memory than there is: `device`
     /// bytes that stay on the device and `build` bytes the host holds while building them.
-    /// The host's memory is what the system reports available (Linux's `MemAvailable`); a CPU
-    /// adapter's device memory is the host's too. wgpu reports no device budget for hardware
-    /// GPUs: there an allocation that fails is reported by the error scope around it.
-    pub(crate) fn check_memory(&self, what: &str, device: u64, build: u64) -> Result<()> {
+    /// The host's memory is what the system reports available (Linux's `MemAvailable`), less
+    /// what other builds under way hold reserved; a CPU adapter's device memory is the host's
+    /// too. What is granted stays reserved until the returned guard is dropped (the upload's
+    /// end). wgpu reports no device budget for hardware GPUs: there an allocation that fails
+    /// is reported by the error scope around it.
+    pub(crate) fn reserve_memory(
+        &self,
+        what: &str,
+        device: u64,
+        build: u64,
+    ) -> Result<HostReservation> {
+        // Held while the system is asked, so that two checks at once see each other.
+        let mut reserved = self
+            .reserved_host_bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(available) = self
             .memory_bytes
             .or_else(crate::host_memory::host_available_bytes)
         else {
-            return Ok(());
+            return Ok(HostReservation::default());
         };
+        let available = available.saturating_sub(*reserved);
         let shared = self.device_memory_is_hosts();
         let on_host = build + if shared { device } else { 0 };
         if on_host > available {
@@ -288,9 +306,13 @@ impl Context {
                 0..0x10_0000 => format!("{available} bytes"),
                 _ => format!("{} MiB", available >> 20),
             };
+            let others = match *reserved {
+                0 => String::new(),
+                held => format!(" beside the {} that uploads under way hold", mib(held)),
+            };
             return Err(Error::OutOfMemory(format!(
                 "{what} needs about {} of host memory ({} to build, {} on the device{}), but \
-                 {available} are available",
+                 {available} are available{others}",
                 mib(on_host),
                 mib(build),
                 mib(device),
@@ -301,7 +323,11 @@ impl Context {
                 },
             )));
         }
-        Ok(())
+        *reserved += on_host;
+        Ok(HostReservation {
+            ledger: Some(self.reserved_host_bytes.clone()),
+            bytes: on_host,
+        })
     }
 
     /// Convex hull faces beyond one binding are refused with the sizes named.
@@ -435,6 +461,24 @@ impl Context {
             Ok(())
         } else {
             Err(Error::Gpu(errors.drain(..).collect::<Vec<_>>().join("; ")))
+        }
+    }
+}
+
+/// Host bytes granted to a build by [`Context::reserve_memory`], given back when dropped.
+#[derive(Default)]
+pub(crate) struct HostReservation {
+    ledger: Option<std::sync::Arc<std::sync::Mutex<u64>>>,
+    bytes: u64,
+}
+
+impl Drop for HostReservation {
+    fn drop(&mut self) {
+        if let Some(ledger) = &self.ledger {
+            let mut reserved = ledger
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *reserved = reserved.saturating_sub(self.bytes);
         }
     }
 }

@@ -87,6 +87,7 @@ pub(crate) fn upload<E: From<Error>>(
     hierarchy: Hierarchy,
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
+    crate::shape::check_spans(shapes)?;
     let laid_out = scene_layout::scene_layout_with(
         shapes,
         hierarchy != Hierarchy::None,

@@ -70,15 +70,21 @@ impl OutputFile {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        if ext == "npz" {
-            // Known to the byte before any row is computed: a job that cannot fit fails now,
-            // not when the disk fills hours later.
-            let row_bytes: u64 = columns
-                .iter()
-                .map(|c| (c.width * c.kind.item_bytes()) as u64)
-                .sum();
-            check_room(target, (rows as u64).saturating_mul(row_bytes))?;
-        }
+        // Checked before any row is computed: a job that cannot fit fails now, not when the
+        // disk fills hours later. An `.npz` is known to the byte; a CSV's values take at
+        // least two bytes each (a digit and a comma or the line's end).
+        let row_bytes: u64 = columns
+            .iter()
+            .map(|c| match ext.as_str() {
+                "npz" => (c.width * c.kind.item_bytes()) as u64,
+                _ => 2 * c.width as u64,
+            })
+            .sum();
+        let size = match ext.as_str() {
+            "npz" => Size::Exactly,
+            _ => Size::AtLeast,
+        };
+        check_room(target, (rows as u64).saturating_mul(row_bytes), size)?;
         let temp = super::temporary::partial_file_beside(target, &name);
         let write_error = |source| Error::Write {
             path: target.to_path_buf(),
@@ -385,22 +391,33 @@ pub fn check_target(path: &Path, extension: &str, wrong_extension: &str) -> Resu
 
 /// Refuses an output of `bytes` that the free space of `target`'s filesystem cannot hold
 /// (what an unprivileged writer may use); where that is unknown, nothing is refused.
-fn check_room(target: &Path, bytes: u64) -> Result<()> {
+fn check_room(target: &Path, bytes: u64, size: Size) -> Result<()> {
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    room_for(target, bytes, free_bytes(dir))
+    room_for(target, bytes, size, free_bytes(dir))
 }
 
-fn room_for(target: &Path, bytes: u64, free: Option<u64>) -> Result<()> {
+/// Whether an output's bytes are known exactly (binary) or only bounded below (text).
+#[derive(Clone, Copy)]
+enum Size {
+    Exactly,
+    AtLeast,
+}
+
+fn room_for(target: &Path, bytes: u64, size: Size, free: Option<u64>) -> Result<()> {
+    let takes = match size {
+        Size::Exactly => "takes",
+        Size::AtLeast => "takes at least",
+    };
     match free {
         Some(free) if bytes > free => Err(Error::Write {
             path: target.to_path_buf(),
             source: std::io::Error::new(
                 std::io::ErrorKind::StorageFull,
                 format!(
-                    "the output takes {} and its filesystem has {} free",
+                    "the output {takes} {} and its filesystem has {} free",
                     gigabytes(bytes),
                     gigabytes(free)
                 ),
@@ -453,15 +470,17 @@ mod tests {
     #[test]
     fn an_output_larger_than_the_free_space_is_refused_before_it_is_made() {
         let target = Path::new("out/s.npz");
-        let message = room_for(target, 124_554_051_555, Some(50_000_000_000))
+        let message = room_for(target, 124_554_051_555, Size::Exactly, Some(50_000_000_000))
             .expect_err("too large")
             .to_string();
         assert_eq!(
             message,
             "cannot write out/s.npz: the output takes 124.55 GB and its filesystem has 50.00 GB free"
         );
-        room_for(target, 50_000_000_000, Some(50_000_000_000)).expect("fits exactly");
-        room_for(target, u64::MAX, None).expect("unknown free space refuses nothing");
+        room_for(target, 50_000_000_000, Size::Exactly, Some(50_000_000_000))
+            .expect("fits exactly");
+        room_for(target, u64::MAX, Size::Exactly, None)
+            .expect("unknown free space refuses nothing");
         assert!(free_bytes(Path::new(".")).is_some_and(|free| free > 0));
         // Through `OutputFile::create`: a 2^32-row sample file of 29-byte rows, in a folder
         // whose filesystem has less room than that, is refused and leaves nothing behind.
@@ -484,6 +503,26 @@ mod tests {
                 .expect("refused");
             assert!(
                 error.to_string().contains("the output takes 124.55 GB"),
+                "{error}"
+            );
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+        // A CSV's size is bounded below: 2^32 rows of 8 values take at least 68.72 GB.
+        let path = dir.path().join("huge.csv");
+        if free < rows as u64 * 16 {
+            let columns = [
+                ColumnSpec::vector("point"),
+                ColumnSpec::scalar("distance"),
+                ColumnSpec::vector("normal"),
+                ColumnSpec::scalar("shape"),
+            ];
+            let error = OutputFile::create(&path, rows, &columns)
+                .err()
+                .expect("refused");
+            assert!(
+                error
+                    .to_string()
+                    .contains("the output takes at least 68.72 GB"),
                 "{error}"
             );
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

@@ -270,17 +270,9 @@ impl ShapeReader<'_> {
 
     fn read(&self) -> Result<Shape> {
         let shape = self.read_fields()?;
-        match shape.squared_span() {
-            Some((span, field)) if span > crate::semantics::SPAN_LIMIT => Err(self.error(
-                field,
-                format!(
-                    "the {} spans {span:.3e}, beyond the {:e} its f32 kernel holds (its squares \
-                     overflow past ~1.8e19); give the scene in larger units",
-                    shape.kind().name(),
-                    crate::semantics::SPAN_LIMIT
-                ),
-            )),
-            _ => Ok(shape),
+        match shape.span_problem() {
+            Some((field, problem)) => Err(self.error(field, problem)),
+            None => Ok(shape),
         }
     }
 

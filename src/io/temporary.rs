@@ -68,7 +68,29 @@ pub(crate) fn partial_file_beside(target: &Path, name: &str) -> PathBuf {
 
 /// The name of a temporary sibling of the output `name`: `.NAME.WHAT-HOST-PID`.
 pub(crate) fn sibling_name(name: &str, what: &str) -> String {
-    format!(".{name}.{what}-{}-{}", host(), std::process::id())
+    format!(".{}.{what}-{}-{}", stem(name), host(), std::process::id())
+}
+
+/// What stands for the output's `name` in its siblings' names: the name itself, or, where
+/// a sibling's name would pass the 255 bytes filesystems allow a name (a target's name near
+/// that long could not be written at all), its start and a hash of the whole, so that two long
+/// names alike in their first bytes still get siblings of their own.
+fn stem(name: &str) -> String {
+    // `.` `.` `-` `-` `-`, the longest kind ("partial"), a process id and a store number.
+    let beside = 5 + "partial".len() + 10 + 20 + host().len();
+    let room = 255usize.saturating_sub(beside);
+    if name.len() <= room {
+        return name.to_string();
+    }
+    // FNV-1a: the same on every build, so a later run finds a killed one's siblings.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut keep = room.saturating_sub(17).min(name.len());
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}~{hash:016x}", &name[..keep])
 }
 
 /// This machine's name as sibling names carry it: letters, digits, `.` and `-` only.
@@ -113,7 +135,7 @@ pub(crate) fn remove_stale(target: &Path) {
         dir
     };
     let name = name.to_string_lossy();
-    let prefixes = ["partial", "old"].map(|what| format!(".{name}.{what}-{}-", host()));
+    let prefixes = ["partial", "old"].map(|what| format!(".{}.{what}-{}-", stem(&name), host()));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -158,6 +158,46 @@ const ANSWERING: u64 = u64::MAX;
 struct ClockedStream {
     stream: TcpStream,
     clock: Arc<Clock>,
+    /// Our JSON answer being written in place of hyper's empty one (`json_answer_for`), and
+    /// how many of its bytes have gone.
+    replacement: Option<(Vec<u8>, usize)>,
+}
+
+/// The JSON error (SPEC §7: every error is `{"error": ...}`) to send in place of `head`, where
+/// `head` is the empty answer hyper writes by itself to a request it cannot parse (a malformed
+/// head 400, a target too long 414, too many or too long headers 431), which never reaches
+/// the app. The app's own answers with those statuses always carry a body.
+fn json_answer_for(head: &[u8]) -> Option<Vec<u8>> {
+    let problem = match head.get(..13)? {
+        b"HTTP/1.1 400 " => {
+            "the request's head is not valid HTTP/1.1 (its request line or a header)"
+        }
+        b"HTTP/1.1 414 " => "the request's target (its path and query) is too long",
+        b"HTTP/1.1 431 " => "the request's head is too large (too many headers, or too long)",
+        _ => return None,
+    };
+    let text = std::str::from_utf8(head).ok()?;
+    let lines = text.strip_suffix("\r\n\r\n")?;
+    if !lines
+        .split("\r\n")
+        .any(|line| line.eq_ignore_ascii_case("content-length: 0"))
+    {
+        return None;
+    }
+    let body = serde_json::json!({ "error": problem }).to_string();
+    let mut answer = String::new();
+    for line in lines.split("\r\n") {
+        if line.eq_ignore_ascii_case("content-length: 0") {
+            answer += "content-type: application/json\r\n";
+            answer += &format!("content-length: {}\r\n", body.len());
+        } else {
+            answer += line;
+            answer += "\r\n";
+        }
+    }
+    answer += "\r\n";
+    answer += &body;
+    Some(answer.into_bytes())
 }
 
 impl AsyncRead for ClockedStream {
@@ -181,9 +221,29 @@ impl AsyncWrite for ClockedStream {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let poll = Pin::new(&mut self.stream).poll_write(cx, data);
+        if self.replacement.is_none() {
+            self.replacement = json_answer_for(data).map(|answer| (answer, 0));
+        }
+        let this = &mut *self;
+        if let Some((answer, sent)) = &mut this.replacement {
+            // hyper's bytes count as written once all of ours are (it asks again with the same
+            // bytes while we return `Pending`).
+            while *sent < answer.len() {
+                match Pin::new(&mut this.stream).poll_write(cx, &answer[*sent..]) {
+                    Poll::Ready(Ok(n)) => {
+                        *sent += n;
+                        this.clock.wrote();
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            this.replacement = None;
+            return Poll::Ready(Ok(data.len()));
+        }
+        let poll = Pin::new(&mut this.stream).poll_write(cx, data);
         if let Poll::Ready(Ok(_)) = poll {
-            self.clock.wrote();
+            this.clock.wrote();
         }
         poll
     }
@@ -212,6 +272,7 @@ async fn connection(
     let io = TokioIo::new(ClockedStream {
         stream,
         clock: clock.clone(),
+        replacement: None,
     });
     let service_clock = clock.clone();
     let service =

@@ -2,6 +2,7 @@
 //! the plan (records, parts, clusters) an upload follows.
 
 use super::*;
+use crate::gpu::context::HostReservation;
 
 /// Device bytes per triangle that bound a part: its packed record (48 bytes) and index words
 /// (8), and at most one 64-byte hierarchy node per triangle, each within one binding.
@@ -102,20 +103,25 @@ impl Engine {
     }
 
     /// The mesh's plan as `EngineOptions::mesh_records` asks, once the memory there is has
-    /// been checked for it (and for its winding `clusters`, if asked).
-    pub(super) fn plan_mesh(&self, mesh: &Mesh, clusters: bool) -> Result<MeshPlan> {
+    /// been checked for it (and for its winding `clusters`, if asked), with that memory
+    /// reserved until the upload drops the reservation.
+    pub(super) fn plan_mesh(
+        &self,
+        mesh: &Mesh,
+        clusters: bool,
+    ) -> Result<(MeshPlan, HostReservation)> {
         let check = |indexed: bool| {
             let plan = self.mesh_layout(mesh, indexed);
             let triangles = mesh.triangles.len() as u64;
             self.gpu
-                .check_memory(
+                .reserve_memory(
                     &format!("a mesh of {triangles} triangles"),
                     mesh_device_estimate(mesh, indexed)
                         + plan.sign_data
                         + cluster_bytes(mesh, clusters),
                     triangles.min(plan.cap) * BUILD_BYTES_PER_TRIANGLE,
                 )
-                .map(|()| plan)
+                .map(|reservation| (plan, reservation))
         };
         match self.gpu.mesh_records {
             MeshRecords::Packed => check(false),

@@ -224,6 +224,7 @@ impl Engine {
         check_auto: bool,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuMesh, E> {
+        mesh.check_built()?;
         let offset = mesh.centre();
         // The check shares the mesh: a build that fails or is interrupted returns at once,
         // and the check, not joined, ends on its own (seconds, on millions of triangles).
@@ -273,12 +274,16 @@ impl Engine {
         clusters: bool,
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<Vec<MeshPart>, E> {
-        let MeshPlan {
-            indexed,
-            one_part,
-            cap,
-            sign_data,
-        } = self.plan_mesh(mesh, clusters)?;
+        // The memory reserved is held until the parts are built and uploaded.
+        let (
+            MeshPlan {
+                indexed,
+                one_part,
+                cap,
+                sign_data,
+            },
+            _reserved,
+        ) = self.plan_mesh(mesh, clusters)?;
         // Parts are built one at a time: the build's peak is the largest part's.
         if one_part {
             let scene = self.upload_mesh_part(mesh, offset, indexed, None, clusters, |bytes| {
