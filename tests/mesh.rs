@@ -153,6 +153,7 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     );
     assert_eq!(load_mesh(&marked).unwrap().triangles, [[0, 1, 2]]);
     // Line continuations (a backslash ending a line), which tobj refused.
+    // Each continued line adds two bytes to the statement (its backslash becomes a space).
     let continued = write(
         &dir,
         "continued.obj",
@@ -194,6 +195,70 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     // Degenerate triangles are kept.
     let degenerate = write(&dir, "d.obj", b"v 0 0 0\nv 1 1 1\nf 1 1 2\nf 1 2 2\n");
     assert_eq!(load_mesh(&degenerate).unwrap().triangles.len(), 2);
+}
+
+#[test]
+fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
+    // A file of one endless line (a comment, or a line continued forever) was read whole
+    // into memory; lines are now read up to 64 MiB, far beyond any real statement.
+    let dir = tempfile::tempdir().unwrap();
+    let long = |head: &str, filler: u8, tail: &str| {
+        let mut bytes = head.as_bytes().to_vec();
+        bytes.resize(bytes.len() + (64 << 20) + 10, filler);
+        bytes.extend_from_slice(tail.as_bytes());
+        bytes
+    };
+    let comment = write(
+        &dir,
+        "comment.obj",
+        &long("v 0 0 0\nv 1 0 0\nv 0 1 0\n# ", b'a', "\nf 1 2 3\n"),
+    );
+    let continued = write(
+        &dir,
+        "continued.obj",
+        &[
+            b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3 \\\n".to_vec(),
+            b" \\\n".repeat(33 << 20),
+        ]
+        .concat(),
+    );
+    let stl = write(
+        &dir,
+        "long.stl",
+        &long("solid s\nfacet normal 0 0 1 ", b' ', "\nendsolid s\n"),
+    );
+    for (path, needle) in [
+        (
+            &comment,
+            "comment.obj: not a valid OBJ file: line 4 is longer than 64 MiB",
+        ),
+        (
+            &continued,
+            "continued.obj: not a valid OBJ file: line 4 is longer than 64 MiB",
+        ),
+        (
+            &stl,
+            "long.stl: not a valid ASCII STL file: line 2 is longer than 64 MiB",
+        ),
+    ] {
+        let message = load_mesh(path)
+            .err()
+            .unwrap_or_else(|| panic!("{needle}: read"))
+            .to_string();
+        assert!(message.contains(needle), "{message}");
+    }
+    // A long line below the cap is read as before.
+    let fine = write(
+        &dir,
+        "fine.obj",
+        &[
+            b"v 0 0 0\nv 1 0 0\nv 0 1 0\n# ".to_vec(),
+            vec![b'a'; 1 << 20],
+            b"\nf 1 2 3\n".to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(load_mesh(&fine).unwrap().triangles, [[0, 1, 2]]);
 }
 
 #[test]

@@ -153,9 +153,7 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
     loop {
         line.clear();
         let read = |line: &mut Vec<u8>, reader: &mut R, number: usize| {
-            reader
-                .read_until(b'\n', line)
-                .map_err(|e| format!("cannot read line {}: {e}", number + 1))
+            read_capped_line(reader, line, number + 1, "OBJ")
         };
         if read(&mut line, reader, number)? == 0 {
             break;
@@ -165,7 +163,8 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
         while let Some(cut) = continued_at(&line) {
             line.truncate(cut);
             line.push(b' ');
-            if read(&mut line, reader, number)? == 0 {
+            // Errors name the statement's first line.
+            if read(&mut line, reader, first_line - 1)? == 0 {
                 break;
             }
             number += 1;
@@ -237,6 +236,39 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
         ));
     }
     Ok((vertices.into(), triangles))
+}
+
+/// The longest line of a text mesh file read (an OBJ's lines joined by backslashes
+/// included): far beyond any real statement (a polygon of millions of corners), and what a
+/// line may hold in memory.
+const TEXT_LINE_MAX_BYTES: usize = 64 << 20;
+
+/// Append line `number` of a text mesh file (`format`) to `line`, `\n` included; 0 at the
+/// end of the file. A line that would make `line` longer than `TEXT_LINE_MAX_BYTES` is an
+/// error: a file of one endless line would otherwise be held whole.
+fn read_capped_line<R: std::io::BufRead>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    number: usize,
+    format: &str,
+) -> std::result::Result<usize, String> {
+    let room = (TEXT_LINE_MAX_BYTES + 1).saturating_sub(line.len());
+    let mut capped = std::io::Read::take(&mut *reader, room as u64);
+    let read = std::io::BufRead::read_until(&mut capped, b'\n', line)
+        .map_err(|e| format!("cannot read line {number}: {e}"))?;
+    if line.len() > TEXT_LINE_MAX_BYTES {
+        return Err(format!(
+            "not a valid {format} file: line {number} is longer than {} MiB{}: no statement \
+             is that long",
+            TEXT_LINE_MAX_BYTES >> 20,
+            if format == "OBJ" {
+                " (with the lines a backslash joins to it)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(read)
 }
 
 /// An OBJ element index (`text`, 1-based, or negative: relative to the `declared` elements
@@ -317,12 +349,22 @@ fn read_stl<R: std::io::Read + std::io::Seek>(reader: &mut R) -> std::result::Re
 /// (`facet normal`, `outer loop`, `endloop` and the normal itself are not needed), `endsolid`;
 /// keywords in any case (some exporters write them upper-case), the name optional, several
 /// solids in one file joined. Corners are welded by their f32 coordinates, as in a binary STL.
-fn read_ascii_stl(reader: impl std::io::BufRead) -> std::result::Result<Soup, String> {
+fn read_ascii_stl(mut reader: impl std::io::BufRead) -> std::result::Result<Soup, String> {
     let mut welder = CornerWelder::default();
     let mut triangles = Vec::new();
     let mut facet: Vec<u32> = Vec::with_capacity(3);
-    for (n, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read line {}: {e}", n + 1))?;
+    let mut bytes = Vec::new();
+    for n in 0.. {
+        bytes.clear();
+        if read_capped_line(&mut reader, &mut bytes, n + 1, "ASCII STL")? == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&bytes).map_err(|_| {
+            format!(
+                "cannot read line {}: stream did not contain valid UTF-8",
+                n + 1
+            )
+        })?;
         let bad = |problem: &str| format!("not a valid ASCII STL: line {}: {problem}", n + 1);
         let mut words = line.split_ascii_whitespace();
         let Some(keyword) = words.next() else {
