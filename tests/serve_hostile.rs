@@ -888,3 +888,46 @@ fn heads_the_http_parser_refuses_get_json_errors_too() {
     assert!(reply.status >= 400);
     assert_eq!(server.get("/v1/health").status, 200);
 }
+
+#[test]
+fn a_cold_pipeline_build_does_not_stall_other_clients() {
+    // A job's first pipeline of its kind builds for a second or more on lavapipe when the
+    // driver's shader cache is cold (disabled here). The pipeline cache's one lock was held
+    // through the build, so every other client's query, cached pipelines and other targets
+    // included, waited for it: one query answered meanwhile, against ~140 now.
+    let server = Server::start_with(
+        &[],
+        &[("MESA_SHADER_CACHE_DISABLE", std::ffi::OsStr::new("true"))],
+    );
+    for name in ["s", "other"] {
+        assert_eq!(server.put(&format!("/v1/scenes/{name}"), SCENE).status, 201);
+    }
+    let query = points_npy(&points(100, 3, -2.0, 2.0));
+    // The query's own pipeline, built before.
+    assert_eq!(server.post("/v1/scenes/other/query", &query).status, 200);
+    let bodies =
+        br#"{"shapes": [{"type": "capsule", "a": [0, 0, 3], "b": [0, 1, 3], "radius": 0.5}]}"#;
+    let answered = std::sync::atomic::AtomicBool::new(false);
+    let meanwhile = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            assert_eq!(server.post("/v1/scenes/s/bodies", bodies).status, 200);
+            answered.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let (start, mut meanwhile) = (Instant::now(), 0);
+        for _ in 0..400 {
+            if answered.load(std::sync::atomic::Ordering::SeqCst)
+                || start.elapsed() > Duration::from_secs(120)
+            {
+                break;
+            }
+            assert_eq!(server.post("/v1/scenes/other/query", &query).status, 200);
+            meanwhile += usize::from(!answered.load(std::sync::atomic::Ordering::SeqCst));
+        }
+        meanwhile
+    });
+    assert!(answered.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        meanwhile >= 10,
+        "{meanwhile} queries answered while the bodies' pipeline built"
+    );
+}

@@ -15,8 +15,11 @@ pub(crate) struct Kernels {
     /// Shader modules by name (`query`, `segments`), with the overrides each declares; all
     /// share one bind-group layout.
     modules: HashMap<&'static str, (wgpu::ShaderModule, Vec<String>)>,
-    /// Pipelines by their specialisation, built on first use.
-    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
+    /// Pipelines by their specialisation, built on first use, each in a cell of its own: the
+    /// cache's lock is held only to find the cell, and a build (seconds on lavapipe with a cold
+    /// shader cache) holds its key's cell alone. One lock held through a build stalled every
+    /// other job meanwhile, cached pipelines and a service's other clients included.
+    pipelines: Mutex<HashMap<PipelineKey, PipelineCell>>,
     pub workgroup_size: u32,
     /// `POINT_TEXELS`: the walks read points from texels (`Context::point_texels`).
     point_texels: bool,
@@ -25,6 +28,9 @@ pub(crate) struct Kernels {
     /// `LOOP_BUDGET`: the loop iterations a body walk may run an invocation (0: no limit).
     pub loop_budget: u32,
 }
+
+/// One key's pipeline, once built.
+type PipelineCell = std::sync::Arc<Mutex<Option<wgpu::ComputePipeline>>>;
 
 /// What a pipeline is specialised for: software adapters run every branch the compiler cannot
 /// drop, so code a job never takes is compiled out through pipeline overrides.
@@ -63,8 +69,12 @@ impl Kernels {
         device: &wgpu::Device,
         key: PipelineKey,
     ) -> Result<wgpu::ComputePipeline> {
-        let mut cache = crate::sync::lock(&self.pipelines);
-        if let Some(p) = cache.get(&key) {
+        let cell = crate::sync::lock(&self.pipelines)
+            .entry(key)
+            .or_default()
+            .clone();
+        let mut built = crate::sync::lock(&cell);
+        if let Some(p) = built.as_ref() {
             return Ok(p.clone());
         }
         let PipelineKey {
@@ -119,7 +129,8 @@ impl Kernels {
                 cache: None,
             })
         })?;
-        cache.insert(key, pipeline.clone());
+        // A failed build leaves the cell empty: the next job tries again.
+        *built = Some(pipeline.clone());
         Ok(pipeline)
     }
 }
