@@ -227,7 +227,25 @@ fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
         "long.stl",
         &long("solid s\nfacet normal 0 0 1 ", b' ', "\nendsolid s\n"),
     );
+    let ply_header = write(
+        &dir,
+        "header.ply",
+        &long("ply\nformat ascii 1.0\ncomment ", b'a', "\nend_header\n"),
+    );
+    let ply_payload = write(
+        &dir,
+        "payload.ply",
+        &long(
+            "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+             property float z\nelement face 1\nproperty list uchar int vertex_indices\n\
+             end_header\n0 0 0 ",
+            b' ',
+            "\n1 0 0\n0 1 0\n3 0 1 2\n",
+        ),
+    );
     for (path, needle) in [
+        (&ply_header, "header.ply: not a valid PLY file"),
+        (&ply_payload, "payload.ply: not a valid PLY file"),
         (
             &comment,
             "comment.obj: not a valid OBJ file: line 4 is longer than 64 MiB",
@@ -246,6 +264,7 @@ fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
             .unwrap_or_else(|| panic!("{needle}: read"))
             .to_string();
         assert!(message.contains(needle), "{message}");
+        assert!(message.contains("longer than 64 MiB"), "{message}");
     }
     // A long line below the cap is read as before.
     let fine = write(

@@ -271,6 +271,75 @@ fn read_capped_line<R: std::io::BufRead>(
     Ok(read)
 }
 
+/// A text reader whose lines may be at most `TEXT_LINE_MAX_BYTES` long: once one is longer,
+/// reading on is an error (for a library's line reader, as `read_capped_line` caps ours; a
+/// line is held at most one buffer past the cap).
+struct LinesCapped<R> {
+    inner: R,
+    /// Bytes handed out since the last newline.
+    since_newline: usize,
+    /// A line handed out was longer than the cap.
+    too_long: bool,
+}
+
+impl<R> LinesCapped<R> {
+    fn new(inner: R) -> LinesCapped<R> {
+        LinesCapped {
+            inner,
+            since_newline: 0,
+            too_long: false,
+        }
+    }
+
+    fn check(&self) -> std::io::Result<()> {
+        match self.too_long {
+            true => Err(std::io::Error::other(format!(
+                "a line longer than {} MiB: no statement is that long",
+                TEXT_LINE_MAX_BYTES >> 20
+            ))),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Count `handed`, the bytes that follow the `since_newline` counted so far.
+fn count_lines(since_newline: &mut usize, too_long: &mut bool, handed: &[u8]) {
+    let line_end = handed.iter().position(|&b| b == b'\n');
+    *too_long |= *since_newline + line_end.unwrap_or(handed.len()) > TEXT_LINE_MAX_BYTES;
+    *since_newline = match handed.iter().rposition(|&b| b == b'\n') {
+        Some(k) => handed.len() - 1 - k,
+        None => *since_newline + handed.len(),
+    };
+}
+
+impl<R: std::io::BufRead> std::io::Read for LinesCapped<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.check()?;
+        let n = self.inner.read(out)?;
+        count_lines(&mut self.since_newline, &mut self.too_long, &out[..n]);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for LinesCapped<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.check()?;
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        // The bytes consumed are the start of what `fill_buf` returned, still buffered.
+        let LinesCapped {
+            inner,
+            since_newline,
+            too_long,
+        } = self;
+        if let Ok(buffered) = inner.fill_buf() {
+            count_lines(since_newline, too_long, &buffered[..n.min(buffered.len())]);
+        }
+        inner.consume(n);
+    }
+}
+
 /// An OBJ element index (`text`, 1-based, or negative: relative to the `declared` elements
 /// before it) as a 0-based one. Positive indices may refer to elements declared later, so only
 /// 0, one reaching before the first element and one past `u32` are refused here.
@@ -507,8 +576,9 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
     reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     let parser = Parser::<DefaultElement>::new();
     let invalid = |e: ply_rs_bw::parser::ParseError| format!("not a valid PLY file: {e}");
-    // The header is read line by line, leaving `reader` at the payload's first byte.
-    let mut wrapped = Reader::new(&mut *reader);
+    // The header is read line by line, leaving `reader` at the payload's first byte; its lines
+    // (and an ASCII payload's) are capped as OBJ and STL lines are.
+    let mut wrapped = Reader::new(LinesCapped::new(&mut *reader));
     let header = parser.read_header(&mut wrapped).map_err(invalid)?;
     for element in header.elements.values() {
         let least =
