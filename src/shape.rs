@@ -269,7 +269,7 @@ impl Shape {
     /// How far the shape spans, and the field that sets it, for the kinds whose kernels square
     /// one of its own lengths ([`crate::semantics::SPAN_LIMIT`]); `None` for the others, which
     /// are answered at any size f32 holds.
-    pub fn squared_span(&self) -> Option<(f64, &'static str)> {
+    pub fn limited_span(&self) -> Option<(f64, &'static str)> {
         let line = |a: DVec3, b: DVec3, radius: f64| {
             let length = (b - a).length();
             (
@@ -287,8 +287,9 @@ impl Shape {
                 Some((ab.max(ac).max(bc), if ab > ac.max(bc) { "b" } else { "c" }))
             }
             Shape::Ellipsoid { radii, .. } => Some((2.0 * radii.max_abs(), "radii")),
+            // A hull built by hand may have no points: then it spans nothing.
             Shape::ConvexHull(hull) => {
-                let first = hull.points[0];
+                let first = *hull.points.first()?;
                 let lo = hull.points.iter().fold(first, |m, p| m.min(*p));
                 let hi = hull.points.iter().fold(first, |m, p| m.max(*p));
                 Some(((hi - lo).length(), "points"))
@@ -298,9 +299,9 @@ impl Shape {
     }
 
     /// The field that makes the shape span past [`crate::semantics::SPAN_LIMIT`], and why
-    /// that is refused, for the kinds `squared_span` names.
+    /// that is refused, for the kinds `limited_span` names.
     pub fn span_problem(&self) -> Option<(&'static str, String)> {
-        let (span, field) = self.squared_span()?;
+        let (span, field) = self.limited_span()?;
         (span > crate::semantics::SPAN_LIMIT).then(|| {
             (
                 field,

@@ -685,7 +685,7 @@ fn shapes_spanning_up_to_the_limit_are_answered_exactly() {
     }
     assert!(cases.iter().all(|(shape, ..)| {
         shape
-            .squared_span()
+            .limited_span()
             .is_none_or(|(span, _)| span <= closest::semantics::SPAN_LIMIT)
     }));
     assert_answered_exactly(&cases);

@@ -153,7 +153,6 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     );
     assert_eq!(load_mesh(&marked).unwrap().triangles, [[0, 1, 2]]);
     // Line continuations (a backslash ending a line), which tobj refused.
-    // Each continued line adds two bytes to the statement (its backslash becomes a space).
     let continued = write(
         &dir,
         "continued.obj",
@@ -208,62 +207,51 @@ fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
         bytes.extend_from_slice(tail.as_bytes());
         bytes
     };
-    let comment = write(
-        &dir,
-        "comment.obj",
-        &long("v 0 0 0\nv 1 0 0\nv 0 1 0\n# ", b'a', "\nf 1 2 3\n"),
-    );
-    let continued = write(
-        &dir,
-        "continued.obj",
-        &[
-            b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3 \\\n".to_vec(),
-            b" \\\n".repeat(33 << 20),
-        ]
-        .concat(),
-    );
-    let stl = write(
-        &dir,
-        "long.stl",
-        &long("solid s\nfacet normal 0 0 1 ", b' ', "\nendsolid s\n"),
-    );
-    let ply_header = write(
-        &dir,
-        "header.ply",
-        &long("ply\nformat ascii 1.0\ncomment ", b'a', "\nend_header\n"),
-    );
-    let ply_payload = write(
-        &dir,
-        "payload.ply",
-        &long(
-            "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
-             property float z\nelement face 1\nproperty list uchar int vertex_indices\n\
-             end_header\n0 0 0 ",
-            b' ',
-            "\n1 0 0\n0 1 0\n3 0 1 2\n",
-        ),
-    );
-    for (path, needle) in [
-        (&ply_header, "header.ply: not a valid PLY file"),
-        (&ply_payload, "payload.ply: not a valid PLY file"),
+    let cases: [(&str, Vec<u8>, &str); 5] = [
         (
-            &comment,
-            "comment.obj: not a valid OBJ file: line 4 is longer than 64 MiB",
+            "comment.obj",
+            long("v 0 0 0\nv 1 0 0\nv 0 1 0\n# ", b'a', "\nf 1 2 3\n"),
+            "not a valid OBJ file: line 4 is longer than 64 MiB",
+        ),
+        // Each continued line adds two bytes to the statement (its backslash becomes a space).
+        (
+            "continued.obj",
+            [
+                b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3 \\\n".to_vec(),
+                b" \\\n".repeat(33 << 20),
+            ]
+            .concat(),
+            "not a valid OBJ file: line 4 is longer than 64 MiB",
         ),
         (
-            &continued,
-            "continued.obj: not a valid OBJ file: line 4 is longer than 64 MiB",
+            "long.stl",
+            long("solid s\nfacet normal 0 0 1 ", b' ', "\nendsolid s\n"),
+            "not a valid ASCII STL file: line 2 is longer than 64 MiB",
         ),
         (
-            &stl,
-            "long.stl: not a valid ASCII STL file: line 2 is longer than 64 MiB",
+            "header.ply",
+            long("ply\nformat ascii 1.0\ncomment ", b'a', "\nend_header\n"),
+            "not a valid PLY file",
         ),
-    ] {
-        let message = load_mesh(path)
+        (
+            "payload.ply",
+            long(
+                "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+                 property float z\nelement face 1\nproperty list uchar int vertex_indices\n\
+                 end_header\n0 0 0 ",
+                b' ',
+                "\n1 0 0\n0 1 0\n3 0 1 2\n",
+            ),
+            "not a valid PLY file",
+        ),
+    ];
+    for (name, bytes, needle) in cases {
+        let path = write(&dir, name, &bytes);
+        let message = load_mesh(&path)
             .err()
-            .unwrap_or_else(|| panic!("{needle}: read"))
+            .unwrap_or_else(|| panic!("{name}: read"))
             .to_string();
-        assert!(message.contains(needle), "{message}");
+        assert!(message.contains(&format!("{name}: {needle}")), "{message}");
         assert!(message.contains("longer than 64 MiB"), "{message}");
     }
     // A long line below the cap is read as before.

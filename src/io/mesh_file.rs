@@ -153,9 +153,9 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
     loop {
         line.clear();
         let read = |line: &mut Vec<u8>, reader: &mut R, number: usize| {
-            read_capped_line(reader, line, number + 1, "OBJ")
+            read_capped_line(reader, line, number, "OBJ")
         };
-        if read(&mut line, reader, number)? == 0 {
+        if read(&mut line, reader, number + 1)? == 0 {
             break;
         }
         number += 1;
@@ -164,7 +164,7 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
             line.truncate(cut);
             line.push(b' ');
             // Errors name the statement's first line.
-            if read(&mut line, reader, first_line - 1)? == 0 {
+            if read(&mut line, reader, first_line)? == 0 {
                 break;
             }
             number += 1;
