@@ -323,7 +323,7 @@ impl Context {
                 },
             )));
         }
-        *reserved += on_host;
+        *reserved = reserved.saturating_add(on_host);
         Ok(HostReservation {
             ledger: Some(self.reserved_host_bytes.clone()),
             bytes: on_host,
