@@ -52,7 +52,8 @@ fn nearest_triangle(
         write_nan_row(output_row(row));
         return;
     }
-    write_row(output_row(row), p, nearest_slot(p, round_seed(row), true, box_start_node(row), walk_bound2(row)));
+    let walk = walk_for(p, round_seed(row), box_start_node(row), walk_bound2(row));
+    write_row(output_row(row), p, walk, nearest_slot(walk.point, walk.seed, true, walk.start, walk.bound2));
 }
 
 // Signs the answered rows of a chunk by winding number (after the nearest-triangle rounds).

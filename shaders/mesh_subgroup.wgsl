@@ -88,7 +88,8 @@ fn nearest_triangle_subgroup(
         bound2 = walk_bound2(row);
     }
     let wanted = in_range && is_finite_vec3(p);
-    let slot = nearest_slot(p, seed, wanted, shared_start(start, wanted), bound2);
+    let walk = walk_for(p, seed, start, bound2);
+    let slot = nearest_slot(walk.point, walk.seed, wanted, shared_start(walk.start, wanted), walk.bound2);
     if !in_range {
         return;
     }
@@ -96,7 +97,7 @@ fn nearest_triangle_subgroup(
         write_nan_row(output_row(row));
         return;
     }
-    write_row(output_row(row), p, slot);
+    write_row(output_row(row), p, walk, slot);
 }
 
 // winding_signs (mesh.wgsl) by whole subgroups.

@@ -302,8 +302,8 @@ fn write_nan_row(row: u32) {
     write_hit(row, Hit(vec3<f32>(nan), nan, vec3<f32>(nan), -1));
 }
 
-// Writes the answer of `row` at `p`, whose nearest triangle is `slot`.
-fn write_row(row: u32, p: vec3<f32>, slot: u32) {
+// Writes the answer of `row` at `p`, whose walk (`walk_for`) found `slot`.
+fn write_row(row: u32, p: vec3<f32>, walk: Walk, slot: u32) {
     if slot == OVERFLOW_SLOT {
         write_hit(row, Hit(p, 0.0, vec3<f32>(0.0), TRAVERSAL_OVERFLOW));
         return;
@@ -324,12 +324,17 @@ fn write_row(row: u32, p: vec3<f32>, slot: u32) {
     if len > 0.0 {
         normal = delta / len;
     }
+    if walk.far && walk.bound2 > 0.0 && len * len > walk.bound2 {
+        // A far row's walk was not bounded: its bound still answers as the walk's would.
+        write_hit(row, Hit(p, bitcast<f32>(0x7f800000u), vec3<f32>(0.0), -1));
+        return;
+    }
     let index = scene_index(slot);
     var distance = len;
     if PSEUDONORMAL_SIGNS != 0u {
         // As the host signs (GpuMesh::finish): a surface row (−0 inside) takes the
         // pseudonormal itself.
-        let signed = pseudonormal_sign(index, slot, r, local);
+        let signed = pseudonormal_sign(index, slot, r, walk.point - r[0].xyz);
         distance = signed.sign * len;
         normal = select(signed.normal, signed.sign * normal, distance != 0.0);
     }

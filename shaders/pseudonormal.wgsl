@@ -2,7 +2,8 @@
 // triangle closest to the point (its face, an edge or a vertex), found in f32 as
 // mesh::closest_feature finds it in f64, and that feature's unit angle-weighted pseudonormal
 // from the mesh's table in `sign_data` (mesh::Pseudonormals::gpu_words, the f64 twin of this
-// file): a header (first vertex word, first crowded-edge word, words per triangle), then per
+// file): a header (first vertex word, first crowded-edge word, words per triangle, the far
+// radius of `walk_for`), then per
 // triangle in scene order its three vertex indices (left out with indexed records, which hold
 // them) and, per edge k (corner k to k + 1), the triangle across it, EDGE_BOUNDARY, or
 // EDGE_CROWDED | the index of a stored sum; then the unit vertex pseudonormals and the unit
@@ -11,6 +12,35 @@
 
 // A pipeline override: 1 where rows are signed as they are answered (write_row).
 override PSEUDONORMAL_SIGNS: u32 = 0u;
+
+// Where a row's walk goes from (`walk_for`): its own point, or for a far row its proxy.
+struct Walk {
+    point: vec3<f32>,
+    seed: u32,
+    start: u32,
+    bound2: f32,
+    far: bool,
+}
+
+// A point far from the mesh sees every triangle at nearly one distance: its nearest in f32 is
+// a tie among triangles on every side, and the pseudonormal of one facing away signs it
+// wrongly. A row signed by pseudonormal beyond the table's far radius (header word 3, in the
+// mesh's frame, centred on its box: Pseudonormals::far_radius) walks instead from its proxy,
+// the point at that radius on the same ray from the centre, where f32 tells the triangles
+// apart, from the root and unbounded; it takes the proxy's sign, and its distance from the
+// proxy's nearest triangle, within SPEC §3 of its own (docs/guide/meshes.md).
+fn walk_for(p: vec3<f32>, seed: u32, start: u32, bound2: f32) -> Walk {
+    if PSEUDONORMAL_SIGNS != 0u {
+        let far = bitcast<f32>(sign_word(3u));
+        // Measured in units of its largest coordinate: |p|² may overflow.
+        let largest = max_abs(p);
+        let unit = p / max(largest, 1e-30);
+        if far > 0.0 && length(unit) * largest > far {
+            return Walk(unit * (far / length(unit)), seed, 0u, 0.0, true);
+        }
+    }
+    return Walk(p, seed, start, bound2, false);
+}
 
 // The closest feature, as mesh::Feature: the face, vertex k (corner k), or edge k (from
 // corner k to k + 1, cyclically).

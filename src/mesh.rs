@@ -598,7 +598,7 @@ impl Pseudonormals {
 
     /// The table the device signs by (shaders/pseudonormal.wgsl, whose f64 twin is
     /// [`Pseudonormals::sign`]): a 4-word header (first vertex word, first crowded-edge word,
-    /// words per triangle), per triangle its vertex indices unless the device's triangle
+    /// words per triangle, [`Pseudonormals::far_radius`] as f32 bits), per triangle its vertex indices unless the device's triangle
     /// records hold them already (`vertex_indices` false: indexed records, whose indices are
     /// the mesh's own) and per edge k (corner k to k + 1) the triangle across it,
     /// [`EDGE_BOUNDARY`] or [`EDGE_CROWDED`] | its stored sum; then the unit vertex
@@ -620,7 +620,8 @@ impl Pseudonormals {
         let vertex_word = 4 + stride * count;
         let crowded_word = vertex_word + 3 * mesh.vertices.len();
         let mut words = vec![0u32; crowded_word];
-        words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, 0]);
+        let far = (Self::far_radius(mesh) as f32).to_bits();
+        words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, far]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
         for_each_vertex_band(mesh, band, |first, sums| {
             let at = vertex_word + 3 * first;
@@ -659,6 +660,16 @@ impl Pseudonormals {
         words
     }
 
+    /// How far from the centre of `mesh`'s box a point signed by pseudonormal on the device
+    /// walks from its proxy instead (pseudonormal.wgsl, `walk_for`): [`FAR_RADII`] times the
+    /// box's half diagonal. There the proxy's nearest triangle is within R / (2 FAR_RADII) of
+    /// the point's own nearest distance, under SPEC §3's bound (1e-5 of a scale of at least
+    /// FAR_RADII · R / (2√3)), and f32 at the proxy tells apart features 1e-4 R apart.
+    pub fn far_radius(mesh: &Mesh) -> f64 {
+        let (lo, hi) = mesh.bounds();
+        FAR_RADII * 0.5 * (hi - lo).length()
+    }
+
     /// The most bytes [`Pseudonormals::gpu_words`] takes for a mesh of `triangles` and
     /// `vertices` (at most one crowded edge per three half-edges), with or without its
     /// `vertex_indices`.
@@ -692,6 +703,10 @@ impl Pseudonormals {
         .normalize_or_zero()
     }
 }
+
+/// Far rows' proxies lie this many times the mesh's radius from its centre
+/// ([`Pseudonormals::far_radius`]).
+pub const FAR_RADII: f64 = 1024.0;
 
 /// Generalized winding number of `mesh` at `p` in f64: the sum of the triangles' signed solid
 /// angles over 4π (Van Oosterom & Strackee). About 1 inside a closed, outward-wound mesh, 0

@@ -18,6 +18,7 @@ impl GpuMesh {
         // Built on first use: only pseudonormal signs on the host need them.
         let normals = (sign == Sign::Pseudonormal)
             .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
+        let far = FarRows::of(&self.mesh);
         hits.par_iter_mut()
             .zip(points.par_iter())
             .with_min_len(1024)
@@ -40,7 +41,10 @@ impl GpuMesh {
                         hit.distance = hit.distance.abs();
                         (if inside { -1.0 } else { 1.0 }, face_normal(&self.mesh, t))
                     }
-                    (_, Some(normals)) => normals.sign(&self.mesh, t, DVec3::new(p[0], p[1], p[2])),
+                    (_, Some(normals)) => {
+                        let (t, p) = far.signing(&self.mesh, t, DVec3::new(p[0], p[1], p[2]));
+                        normals.sign(&self.mesh, t, p)
+                    }
                     (_, None) => return,
                 };
                 hit.distance *= s as f32;
@@ -219,5 +223,56 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// Rows the host signs by pseudonormal far from a small mesh (one scanned linearly, without a
+/// hierarchy): the device's nearest triangle is a tie in f32 there, so such a row is signed as
+/// the device signs far rows (pseudonormal.wgsl, `walk_for`): at its proxy, by the proxy's
+/// nearest triangle, found in f64 with every triangle checked.
+struct FarRows {
+    centre: DVec3,
+    radius: f64,
+}
+
+/// The most triangles a far row's f64 search checks; larger meshes signed on the host (in
+/// parts) keep the device's triangle (docs/guide/meshes.md).
+const FAR_ROWS_SEARCHED_MAX: usize = 64;
+
+impl FarRows {
+    fn of(mesh: &Mesh) -> FarRows {
+        FarRows {
+            centre: mesh.centre(),
+            radius: Pseudonormals::far_radius(mesh),
+        }
+    }
+
+    /// The triangle and point that sign `p`: a far row's proxy and its nearest triangle where
+    /// the mesh is small, `device` (the device's nearest) and `p` otherwise.
+    fn signing(&self, mesh: &Mesh, device: usize, p: DVec3) -> (usize, DVec3) {
+        let from_centre = p - self.centre;
+        // In units of its largest coordinate: its length may overflow.
+        let largest = from_centre.max_abs();
+        let unit = from_centre * (1.0 / largest);
+        if mesh.triangles.len() > FAR_ROWS_SEARCHED_MAX
+            || self.radius == 0.0
+            || !(unit.length() * largest > self.radius)
+        {
+            return (device, p);
+        }
+        let proxy = self.centre + unit * (self.radius / unit.length());
+        let distance = |t: usize| {
+            let (q, _) = crate::mesh::closest_feature(proxy, mesh.corners(t));
+            (proxy - q).length()
+        };
+        // The first of the nearest: ties go to the lower index.
+        let nearest = (0..mesh.triangles.len()).fold(0, |best, t| {
+            if distance(t) < distance(best) {
+                t
+            } else {
+                best
+            }
+        });
+        (nearest, proxy)
     }
 }
