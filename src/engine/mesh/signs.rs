@@ -254,10 +254,8 @@ impl FarRows {
         // In units of its largest coordinate: its length may overflow.
         let largest = from_centre.max_abs();
         let unit = from_centre * (1.0 / largest);
-        if mesh.triangles.len() > FAR_ROWS_SEARCHED_MAX
-            || self.radius == 0.0
-            || !(unit.length() * largest > self.radius)
-        {
+        let far = largest > 0.0 && unit.length() * largest > self.radius;
+        if mesh.triangles.len() > FAR_ROWS_SEARCHED_MAX || self.radius == 0.0 || !far {
             return (device, p);
         }
         let proxy = self.centre + unit * (self.radius / unit.length());
