@@ -1035,6 +1035,16 @@ pub struct SampleJob<'a> {
     pub layout: SampleLayout,
 }
 
+impl SampleJob<'_> {
+    /// The sampler of `mesh` (this job's, loaded), a usage error naming the mesh's file.
+    fn sampler<'m>(&self, mesh: &'m Mesh) -> Result<crate::sample::Sampler<'m>> {
+        crate::sample::Sampler::new(mesh, self.spec.clone()).map_err(|error| match error {
+            Error::Usage(message) => Error::Usage(format!("{}: {message}", self.mesh.display())),
+            other => other,
+        })
+    }
+}
+
 /// `closest sample --layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SampleLayout {
@@ -1053,7 +1063,6 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};
-    use crate::sample::Sampler;
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let rows = job.spec.total()?;
     if job.layout == SampleLayout::DeepSdf {
@@ -1071,7 +1080,7 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     let output = OutputFile::create(job.out, rows, &columns)?;
     // The upload may release the host's mesh; the sampler keeps a copy of its own.
     let host_mesh = mesh.clone();
-    let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
+    let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(&engine, output, rows, progress);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
@@ -1116,7 +1125,6 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};
-    use crate::sample::Sampler;
     use std::io::{Read, Seek, Write};
     if !job
         .out
@@ -1135,7 +1143,7 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     let (pos_guard, mut pos) = scratch("pos")?;
     let (neg_guard, mut neg) = scratch("neg")?;
     let host_mesh = mesh.clone();
-    let sampler = Sampler::new(&host_mesh, job.spec.clone())?;
+    let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::maybe(&engine, None, rows, progress);
     let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;

@@ -309,6 +309,12 @@ fn bad_sample_arguments_exit_2_naming_the_flag() {
             &["--uniform", "10"][..],
             &["no extent along x", "x = 1.0", "no --uniform samples"][..],
         ),
+        // Nothing to sample on, the file named.
+        (
+            &point,
+            &["--near", "10", "--sigma", "0.01"][..],
+            &["point.obj: the mesh's triangles have no area"][..],
+        ),
     ] {
         let result = run(mesh, args);
         let message = String::from_utf8_lossy(&result.stderr);
