@@ -1329,14 +1329,25 @@ fn points_far_from_a_mesh_are_signed_by_pseudonormal_as_the_references() {
     // from a closed mesh inside (12 of 16 directions at 1e7 radii from a cube, every sample of
     // a grid 1e7 from the bunny). Closed meshes: the exact winding number says outside, an
     // oracle that shares nothing with the kernel; open ones: the f64 twin, up to 1e6 radii
-    // (beyond, f64 ties too: across a flat face the distance varies by R² / 2D). The cube is scanned linearly and signed on the host, the others
-    // walk their hierarchy and sign on the device, subgroup and portable kernels both.
+    // (beyond, f64 ties too: across a flat face the distance varies by R² / 2D). The cube is
+    // scanned linearly and signed on the host, the others walk their hierarchy and sign on the
+    // device (subgroup and portable kernels), or in parts (small bindings) on the host.
     let mut rng = Rng::new(47);
     let closed = [
         box_mesh(DVec3::new(3.0, -1.0, 2.0), DVec3::new(1.0, 0.5, 2.0)),
         shared("fandisk.obj"),
     ];
-    let engines = subgroup_and_portable_engines(1 << 16);
+    let [subgroup, portable] = subgroup_and_portable_engines(1 << 16);
+    let split = open_engine(EngineOptions {
+        max_binding_bytes: Some(128 << 10),
+        ..Default::default()
+    });
+    let engines = [subgroup, portable, split];
+    let fandisk_parts = engines[2]
+        .upload_mesh(closed[1].clone())
+        .unwrap()
+        .part_count();
+    assert!(fandisk_parts >= 2, "{fandisk_parts} parts");
     for mesh in &closed {
         let points = far_points(&mut rng, mesh);
         let raw: Vec<[f64; 3]> = points.iter().map(|p| p.to_array()).collect();

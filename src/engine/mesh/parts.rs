@@ -172,6 +172,7 @@ impl Engine {
         let (mut chunk, mut scratch) = (PointChunk::default(), Vec::new());
         let (mut best, mut packed) = (Vec::new(), Vec::new());
         let (mut first_part, mut asked) = (Vec::new(), Vec::new());
+        let mut proxies = Vec::new();
         let mesh_scale = mesh
             .parts
             .iter()
@@ -181,14 +182,15 @@ impl Engine {
         for first in (0..rows).step_by(block_rows) {
             let range = first..rows.min(first + block_rows);
             let block = points.f64_rows(range.clone(), &mut chunk, &mut scratch)?;
+            let walked = FarRows::walked_from(&mesh.mesh, block, sign, &mut proxies);
             best.clear();
             best.resize(block.len(), GpuHit::default());
             first_part.clear();
-            first_part.par_extend(block.par_iter().map(|&p| nearest_box(&mesh.parts, p)));
+            first_part.par_extend(walked.par_iter().map(|&p| nearest_box(&mesh.parts, p)));
             for (k, part) in mesh.parts.iter().enumerate() {
                 asked.clear();
                 asked.extend((0..block.len() as u32).filter(|&i| first_part[i as usize] == k));
-                self.ask_part(mesh, part, block, &asked, &mut |i, hit| best[i] = hit)?;
+                self.ask_part(mesh, part, walked, &asked, &mut |i, hit| best[i] = hit)?;
             }
             for (k, part) in mesh.parts.iter().enumerate() {
                 asked.clear();
@@ -196,9 +198,9 @@ impl Engine {
                     let i = i as usize;
                     first_part[i] != k
                         && (self.gpu.every_part
-                            || may_hold_nearer(part.bounds, block[i], &best[i], mesh_scale))
+                            || may_hold_nearer(part.bounds, walked[i], &best[i], mesh_scale))
                 }));
-                self.ask_part(mesh, part, block, &asked, &mut |i, hit| {
+                self.ask_part(mesh, part, walked, &asked, &mut |i, hit| {
                     keep_nearer(&mut best[i], hit)
                 })?;
             }

@@ -12,7 +12,9 @@ impl GpuMesh {
 
     /// Shift a chunk's answers back to world coordinates and sign them as `sign` asks, on the
     /// host (meshes in parts, or whose sign data the device cannot hold; winding rows come
-    /// marked by `mark_inside_on_host`). `points` are the chunk's query points as given.
+    /// marked by `mark_inside_on_host`). `points` are the chunk's query points as given; rows
+    /// signed by pseudonormal far from the mesh were answered at their proxies
+    /// (`FarRows::walked_from`).
     pub(super) fn finish(&self, points: &[[f64; 3]], hits: &mut [GpuHit], sign: Sign) {
         use rayon::prelude::*;
         // Built on first use: only pseudonormal signs on the host need them.
@@ -42,8 +44,18 @@ impl GpuMesh {
                         (if inside { -1.0 } else { 1.0 }, face_normal(&self.mesh, t))
                     }
                     (_, Some(normals)) => {
-                        let (t, p) = far.signing(&self.mesh, t, DVec3::new(p[0], p[1], p[2]));
-                        normals.sign(&self.mesh, t, p)
+                        let p = DVec3::new(p[0], p[1], p[2]);
+                        match far.proxy(p) {
+                            // The parts were asked from the proxy: the row's own distance
+                            // and normal to the proxy's nearest, its sign at the proxy.
+                            Some(proxy) => {
+                                let along = p - q;
+                                hit.distance = along.length() as f32;
+                                hit.normal = (along * (1.0 / along.length())).to_f32();
+                                normals.sign(&self.mesh, t, proxy)
+                            }
+                            None => normals.sign(&self.mesh, t, p),
+                        }
                     }
                     (_, None) => return,
                 };
@@ -226,51 +238,51 @@ impl Engine {
     }
 }
 
-/// Rows the host signs by pseudonormal far from a small mesh (one scanned linearly, without a
-/// hierarchy): the device's nearest triangle is a tie in f32 there, so such a row is signed as
-/// the device signs far rows (pseudonormal.wgsl, `walk_for`): at its proxy, by the proxy's
-/// nearest triangle, found in f64 with every triangle checked.
-struct FarRows {
+/// Rows signed by pseudonormal on the host (a mesh in parts, or small enough to be scanned)
+/// far from the mesh are asked from their proxies, as the device walks its own far rows
+/// (pseudonormal.wgsl, `walk_for`): the f32 nearest from the row itself is a tie among
+/// triangles on every side there.
+pub(super) struct FarRows {
     centre: DVec3,
     radius: f64,
 }
 
-/// The most triangles a far row's f64 search checks; larger meshes signed on the host (in
-/// parts) keep the device's triangle (docs/guide/meshes.md).
-const FAR_ROWS_SEARCHED_MAX: usize = 64;
-
 impl FarRows {
-    fn of(mesh: &Mesh) -> FarRows {
+    pub(super) fn of(mesh: &Mesh) -> FarRows {
         FarRows {
             centre: mesh.centre(),
             radius: Pseudonormals::far_radius(mesh),
         }
     }
 
-    /// The triangle and point that sign `p`: a far row's proxy and its nearest triangle where
-    /// the mesh is small, `device` (the device's nearest) and `p` otherwise.
-    fn signing(&self, mesh: &Mesh, device: usize, p: DVec3) -> (usize, DVec3) {
+    /// The point at the far radius on the ray from the mesh's centre through `p`, where `p`
+    /// lies beyond it.
+    pub(super) fn proxy(&self, p: DVec3) -> Option<DVec3> {
         let from_centre = p - self.centre;
         // In units of its largest coordinate: its length may overflow.
         let largest = from_centre.max_abs();
         let unit = from_centre * (1.0 / largest);
         let far = largest > 0.0 && unit.length() * largest > self.radius;
-        if mesh.triangles.len() > FAR_ROWS_SEARCHED_MAX || self.radius == 0.0 || !far {
-            return (device, p);
+        (self.radius > 0.0 && far).then(|| self.centre + unit * (self.radius / unit.length()))
+    }
+
+    /// The points the parts are asked from for `block`, signed by `sign`: far rows' proxies
+    /// where it is by pseudonormal.
+    pub(super) fn walked_from<'b>(
+        mesh: &Mesh,
+        block: &'b [[f64; 3]],
+        sign: Sign,
+        proxies: &'b mut Vec<[f64; 3]>,
+    ) -> &'b [[f64; 3]] {
+        if sign != Sign::Pseudonormal {
+            return block;
         }
-        let proxy = self.centre + unit * (self.radius / unit.length());
-        let distance = |t: usize| {
-            let (q, _) = crate::mesh::closest_feature(proxy, mesh.corners(t));
-            (proxy - q).length()
-        };
-        // The first of the nearest: ties go to the lower index.
-        let nearest = (0..mesh.triangles.len()).fold(0, |best, t| {
-            if distance(t) < distance(best) {
-                t
-            } else {
-                best
-            }
-        });
-        (nearest, proxy)
+        let far = FarRows::of(mesh);
+        proxies.clear();
+        proxies.extend(block.iter().map(|&p| {
+            let p = DVec3::from_array(p);
+            far.proxy(p).unwrap_or(p).to_array()
+        }));
+        proxies
     }
 }
