@@ -85,6 +85,21 @@ impl Bounds {
     }
 }
 
+/// The ball about the shapes' box (its centre, its half diagonal) where every shape is bounded
+/// and there is one.
+pub fn bounding_ball(shapes: &[Shape]) -> Option<(DVec3, f64)> {
+    let mut all = Bounds::EMPTY;
+    for shape in shapes {
+        all = all.union(shape_bounds(shape)?);
+    }
+    (!shapes.is_empty()).then(|| {
+        (
+            (all.min + all.max) * 0.5,
+            (all.max - all.min).length() * 0.5,
+        )
+    })
+}
+
 /// Bounds of a shape, `None` for the unbounded kinds.
 pub fn shape_bounds(shape: &Shape) -> Option<Bounds> {
     let oriented = |center: DVec3, h: DVec3, rotation: [f64; 4]| {

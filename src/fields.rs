@@ -500,6 +500,29 @@ pub fn pack_hits(fields: Fields, hits: &[GpuHit], out: &mut Vec<u32>) {
     }
 }
 
+/// Pack body contacts with every field into rows of `fields` (a `Bodies` subset).
+pub fn pack_body_hits(fields: Fields, hits: &[GpuBodyHit], out: &mut Vec<u32>) {
+    out.clear();
+    out.reserve(hits.len() * fields.row_words());
+    for h in hits {
+        if fields.contains(POINT_BODY) {
+            out.extend(h.point_body.map(f32::to_bits));
+        }
+        if fields.contains(POINT_TARGET) {
+            out.extend(h.point_target.map(f32::to_bits));
+        }
+        if fields.contains(BODY_DISTANCE) {
+            out.push(h.distance.to_bits());
+        }
+        if fields.contains(SHAPE) {
+            out.push(h.shape as u32);
+        }
+        if fields.contains(BODY_NORMAL) {
+            out.extend(h.normal.map(f32::to_bits));
+        }
+    }
+}
+
 /// Named output arrays, filled chunk by chunk: what the library and the Python package return
 /// for a job with [`Fields`].
 #[derive(Clone, Debug, Default, PartialEq)]

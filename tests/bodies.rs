@@ -542,12 +542,18 @@ fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
         bodies.extend(convex_kinds(&mut rng, centre, size));
     }
     let targets = engine().upload_body_targets(&scene).expect("upload");
+    assert_no_failures(&nearest_failures(&targets, &scene, &bodies), bodies.len());
+}
+
+/// Every body's contact with `targets` (uploaded from `scene`) on the GPU, each checked against
+/// the f64 oracle's nearest shape (ties within the bound allowed) and by `check_row`.
+fn nearest_failures(targets: &closest::GpuScene, scene: &[Shape], bodies: &[Shape]) -> Vec<String> {
     let mut rows: Vec<GpuBodyHit> = Vec::new();
     engine()
         .body_contacts(
             BodyContacts {
-                targets: &targets,
-                bodies: &bodies,
+                targets,
+                bodies,
                 fields: Fields::all(Family::Bodies),
             },
             &mut rows,
@@ -555,7 +561,7 @@ fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
         .expect("body contacts");
     let mut failures = Vec::new();
     for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
-        let (best, expected) = nearest_target(body, &scene).expect("an answer");
+        let (best, expected) = nearest_target(body, scene).expect("an answer");
         let Some(chosen) = usize::try_from(got.shape).ok().filter(|&c| c < scene.len()) else {
             failures.push(format!("body {i}: shape {}", got.shape));
             continue;
@@ -586,7 +592,7 @@ fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
             ));
         }
     }
-    assert_no_failures(&failures, bodies.len());
+    failures
 }
 
 /// A check that needs no twin: no pair of points sampled on the two surfaces is nearer than
@@ -1397,5 +1403,53 @@ fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
         // Not a comparison of NaN rows: all but the NaN bodies are answered.
         let answered = a.iter().filter(|h| h.shape >= 0).count();
         assert_eq!(answered, rows - if k == 0 { 4 } else { 0 }, "{what}");
+    }
+}
+
+#[test]
+fn bodies_far_from_their_targets_are_answered_within_the_bound() {
+    // Far from a scene every shape lies at nearly one distance: the walk's bound culled
+    // nothing in f32, and a body 10^7 radii from fandisk ran out of the walk's budget, an
+    // error for the whole job. Bodies of every kind at 10 to 10^8 radii (up to the body scale
+    // limit) from a mesh and from a scene of shapes, against the f64 oracle's nearest.
+    let mut rng = Rng::new(53);
+    let fandisk = closest::io::load_mesh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/meshes/fandisk.obj"
+    )))
+    .expect("fandisk");
+    let triangles: Vec<Shape> = (0..fandisk.triangles.len())
+        .map(|t| {
+            let [a, b, c] = fandisk.corners(t);
+            Shape::Triangle { a, b, c }
+        })
+        .collect();
+    let shapes: Vec<Shape> = (0..40)
+        .flat_map(|_| {
+            let at = rng.vec(-5.0, 5.0);
+            convex_kinds(&mut rng, at, 1.0)
+        })
+        .collect();
+    for (name, scene) in [("fandisk", &triangles), ("shapes", &shapes)] {
+        let (lo, hi) = scene
+            .iter()
+            .map(|s| closest::bvh::shape_bounds(s).expect("bounded"))
+            .fold(
+                (
+                    DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
+                    DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
+                ),
+                |(lo, hi), b| (lo.min(b.min), hi.max(b.max)),
+            );
+        let (centre, radius) = ((lo + hi) * 0.5, (hi - lo).length() * 0.5);
+        let mut bodies = Vec::new();
+        for k in [1, 3, 5, 7, 8] {
+            let u = rng.unit();
+            let at = centre + u * (radius * 10f64.powi(k));
+            bodies.extend(convex_kinds(&mut rng, at, radius * 0.1));
+        }
+        let targets = engine().upload_body_targets(scene).expect("upload");
+        let failures = nearest_failures(&targets, scene, &bodies);
+        assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
     }
 }

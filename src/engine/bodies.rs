@@ -5,13 +5,16 @@
 use std::ops::Range;
 
 use super::Engine;
+use crate::bvh::bounding_ball;
 use crate::error::{Error, Result};
-use crate::fields::{Family, Fields, PackedSink};
+use crate::fields::{Family, Fields, GpuBodyHit, PackedRows, PackedSink, pack_body_hits};
 use crate::gpu::layout::{GpuShape, ShapeData};
 use crate::gpu::rows::RowSource;
 use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream::Inputs;
 use crate::gpu::{GpuScene, plan, scene};
+use crate::math::DVec3;
+use crate::mesh::FAR_RADII;
 use crate::mesh::Mesh;
 use crate::shape::{Shape, ShapeKind};
 
@@ -131,15 +134,24 @@ pub(crate) fn walk_together(bodies: usize, shapes: usize) -> bool {
 }
 
 /// Each row's records, converted as they stream: its body (and its target, paired), hull
-/// faces at `data_starts` (per record, in the order `ShapeData::for_paired` saw them).
-fn records<'a>(rows: &'a [&'a [Shape]], data_starts: &'a [u32]) -> impl RowSource + 'a {
+/// faces at `data_starts` (per record, in the order `ShapeData::for_paired` saw them), each
+/// body moved by its row's `shifts` where there are any (`FarBodies`).
+fn records<'a>(
+    rows: &'a [&'a [Shape]],
+    data_starts: &'a [u32],
+    shifts: &'a [DVec3],
+) -> impl RowSource + 'a {
     let per_row = rows.len();
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         let (slots, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
         let records = range.clone().flat_map(|row| {
             (0..per_row).map(move |k| {
                 let shape = &rows[k][row];
-                let mut record = GpuShape::from_shape(shape);
+                let shift = match shifts.get(row) {
+                    Some(&shift) if k == 0 => shift,
+                    _ => DVec3::ZERO,
+                };
+                let mut record = GpuShape::from_shape_moved(shape, shift);
                 if matches!(shape, Shape::ConvexHull(_)) {
                     record.set_data_start(data_starts[row * per_row + k]);
                 }
@@ -220,19 +232,40 @@ impl Engine {
         let lists = [bodies];
         let (data, starts) = ShapeData::for_paired(bodies);
         let data = self.shape_data_buffer(data, &starts)?;
-        let mut source = records(&lists, &starts);
+        let far = FarBodies::of(bodies, targets.ball);
+        let shifts = far.as_ref().map_or(&[][..], |far| &far.shifts);
+        let mut source = records(&lists, &starts, shifts);
         let job = plan::Job::BodyNearest {
             scene: targets,
             data: data.as_ref(),
             body_kinds: kind_bits(bodies),
             together: walk_together(bodies.len(), targets.count as usize),
         };
-        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        // Moved rows are measured again from every field.
+        let device_fields = match far {
+            Some(_) => Fields::all(Family::Bodies),
+            None => fields,
+        };
+        let plan = job.plan(&self.gpu, device_fields, crate::Mode::Surface)?;
         let inputs = Inputs {
             points: None,
             shapes: Some(&mut source),
         };
-        self.run(&plan, bodies.len(), inputs, sink)
+        let Some(far) = &far else {
+            return self.run(&plan, bodies.len(), inputs, sink);
+        };
+        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
+        let mut finish = |first: usize, rows: PackedRows<'_>| {
+            let hits = rows.as_body_hits().expect("every body field was asked");
+            moved_back.clear();
+            moved_back.extend_from_slice(hits);
+            for (hit, &shift) in moved_back.iter_mut().zip(&far.shifts[first..]) {
+                far_body_answer(hit, shift);
+            }
+            pack_body_hits(fields, &moved_back, &mut packed);
+            sink.take(first, PackedRows::new(fields, &packed))
+        };
+        self.run(&plan, bodies.len(), inputs, &mut finish)
     }
 
     /// Body i against target i (SPEC §9 `--paired`), only `job.fields` computed; `sink` as for
@@ -277,7 +310,7 @@ impl Engine {
         };
         let data = self.shape_data_buffer(data, &starts)?;
         let lists = [bodies, targets];
-        let mut source = records(&lists, &starts);
+        let mut source = records(&lists, &starts, &[]);
         let job = plan::Job::BodyPaired {
             data: data.as_ref(),
             body_kinds: kind_bits(bodies),
@@ -309,6 +342,63 @@ impl Engine {
 }
 
 /// The kinds among `shapes`, a bit each (`BODY_KINDS`, `TARGET_KINDS`).
+/// Bodies far from a scene (beyond `mesh::FAR_RADII` times the scene's radius and the body's
+/// own from the scene's centre) see every shape at nearly one distance: the walk's bound, in
+/// f32, culls nothing, and a body 10^7 radii from a mesh ran out of the walk's budget (a GPU
+/// error for the whole job). Such a body is answered moved along the line between the centres
+/// to that distance, where f32 tells the shapes apart, and its witness point moved back: its
+/// contact with the moved body's nearest shape, whose separation is within SPEC §3 of its
+/// own for the reason the far rows of pseudonormal signs are (docs/guide/bodies.md).
+struct FarBodies {
+    /// Each body's move (zero where it is not far).
+    shifts: Vec<DVec3>,
+}
+
+impl FarBodies {
+    /// `None` where no body is far from the scene's bounding ball (or it has none).
+    fn of(bodies: &[Shape], ball: Option<(DVec3, f64)>) -> Option<FarBodies> {
+        let (centre, radius) = ball?;
+        use rayon::prelude::*;
+        let shifts: Vec<DVec3> = bodies
+            .par_iter()
+            .with_min_len(4096)
+            .map(|body| {
+                let Some((body_centre, body_radius)) = bounding_ball(std::slice::from_ref(body))
+                else {
+                    return DVec3::ZERO;
+                };
+                let reach = FAR_RADII * (radius + body_radius);
+                let from = body_centre - centre;
+                let distance = from.length();
+                if distance.is_finite() && distance > reach {
+                    from * ((reach - distance) / distance)
+                } else {
+                    DVec3::ZERO
+                }
+            })
+            .collect();
+        shifts
+            .par_iter()
+            .any(|&s| s != DVec3::ZERO)
+            .then_some(FarBodies { shifts })
+    }
+}
+
+/// A moved body's contact (`FarBodies`) for the body where it is: its witness point moved
+/// back, the separation and normal measured again between the witness points.
+fn far_body_answer(hit: &mut GpuBodyHit, shift: DVec3) {
+    if shift == DVec3::ZERO || hit.shape < 0 {
+        return;
+    }
+    let wide = |v: [f32; 3]| DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64);
+    let body = wide(hit.point_body) - shift;
+    let apart = body - wide(hit.point_target);
+    let distance = apart.length();
+    hit.point_body = body.to_f32();
+    hit.distance = distance as f32;
+    hit.normal = (apart * (1.0 / distance)).to_f32();
+}
+
 fn kind_bits(shapes: &[Shape]) -> u32 {
     shapes.iter().fold(0, |bits, s| bits | 1 << s.kind() as u32)
 }

@@ -109,6 +109,12 @@ impl GpuShape {
     /// The local-frame form the kernels read; `reference::project_point` derives the same
     /// parameters in f64.
     pub fn from_shape(shape: &Shape) -> GpuShape {
+        Self::from_shape_moved(shape, DVec3::ZERO)
+    }
+
+    /// [`GpuShape::from_shape`] moved by `shift`, added to its anchor in f64 before rounding
+    /// (every kind's record is relative to its anchor).
+    pub fn from_shape_moved(shape: &Shape, shift: DVec3) -> GpuShape {
         let (anchor, p0, p1, p2, p3) = match *shape {
             Shape::Sphere { center, radius } => (
                 center,
@@ -221,7 +227,14 @@ impl GpuShape {
             kind: shape.kind() as u32,
             index: 0,
             _pad: [0; 2],
-            anchor: v4(anchor, 0.0),
+            anchor: v4(
+                if shift == DVec3::ZERO {
+                    anchor
+                } else {
+                    anchor + shift
+                },
+                0.0,
+            ),
             p0,
             p1,
             p2,

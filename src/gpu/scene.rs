@@ -41,6 +41,9 @@ pub struct GpuScene {
     /// An oriented scene's top levels on the host: where a walk near a point may start
     /// (`bvh::TopNodes::start_node`).
     pub(crate) top_nodes: crate::bvh::TopNodes,
+    /// The ball about its shapes' box, where every shape is bounded (scenes of shapes; body
+    /// jobs move far bodies towards it, `engine::bodies`).
+    pub(crate) ball: Option<(DVec3, f64)>,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
     texel_bytes: u64,
@@ -104,7 +107,9 @@ pub(crate) fn upload<E: From<Error>>(
         .flatten();
     let bindings = laid_out.into_bindings();
     let kind = common_kind(shapes.iter().map(Shape::kind));
-    upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)
+    let mut scene = upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)?;
+    scene.ball = crate::bvh::bounding_ball(shapes);
+    Ok(scene)
 }
 
 /// A scene of `count` triangles (`scene_layout::triangle_bindings`) on the device, with its
@@ -261,6 +266,7 @@ fn upload_bindings<E: From<Error>>(
         indexed,
         clusters,
         top_nodes,
+        ball: None,
         cell_lists,
         texel_bytes,
     })
