@@ -348,7 +348,7 @@ impl Engine {
 /// error for the whole job). Such a body is answered moved along the line between the centres
 /// to that distance, where f32 tells the shapes apart, and its witness point moved back: its
 /// contact with the moved body's nearest shape, whose separation is within SPEC §3 of its
-/// own for the reason the far rows of pseudonormal signs are (docs/guide/bodies.md).
+/// own for the reason the far rows of pseudonormal signs are (docs/guide/shapes.md).
 struct FarBodies {
     /// Each body's move (zero where it is not far).
     shifts: Vec<DVec3>,
