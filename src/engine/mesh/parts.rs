@@ -172,7 +172,7 @@ impl Engine {
         let (mut chunk, mut scratch) = (PointChunk::default(), Vec::new());
         let (mut best, mut packed) = (Vec::new(), Vec::new());
         let (mut first_part, mut asked) = (Vec::new(), Vec::new());
-        let mut proxies = Vec::new();
+        let (far, mut proxies) = (mesh.far_rows(), Vec::new());
         let mesh_scale = mesh
             .parts
             .iter()
@@ -182,7 +182,7 @@ impl Engine {
         for first in (0..rows).step_by(block_rows) {
             let range = first..rows.min(first + block_rows);
             let block = points.f64_rows(range.clone(), &mut chunk, &mut scratch)?;
-            let walked = FarRows::walked_from(&mesh.mesh, block, sign, &mut proxies);
+            let walked = far.walked_from(block, sign, &mut proxies);
             best.clear();
             best.resize(block.len(), GpuHit::default());
             first_part.clear();

@@ -20,7 +20,7 @@ impl GpuMesh {
         // Built on first use: only pseudonormal signs on the host need them.
         let normals = (sign == Sign::Pseudonormal)
             .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
-        let far = FarRows::of(&self.mesh);
+        let far = self.far_rows();
         hits.par_iter_mut()
             .zip(points.par_iter())
             .with_min_len(1024)
@@ -247,14 +247,22 @@ pub(super) struct FarRows {
     radius: f64,
 }
 
-impl FarRows {
-    pub(super) fn of(mesh: &Mesh) -> FarRows {
+impl GpuMesh {
+    /// Its far rows' bounds (`Pseudonormals::far_radius` from the parts' boxes, which hold the
+    /// mesh's, about its centre, the offset).
+    pub(super) fn far_rows(&self) -> FarRows {
+        let boxes = self.parts.iter().map(|part| part.bounds);
+        let (lo, hi) = boxes
+            .reduce(|(lo, hi), (a, b)| (lo.min(a), hi.max(b)))
+            .unwrap_or((self.offset, self.offset));
         FarRows {
-            centre: mesh.centre(),
-            radius: Pseudonormals::far_radius(mesh),
+            centre: self.offset,
+            radius: crate::mesh::FAR_RADII * 0.5 * (hi - lo).length(),
         }
     }
+}
 
+impl FarRows {
     /// The point at the far radius on the ray from the mesh's centre through `p`, where `p`
     /// lies beyond it.
     pub(super) fn proxy(&self, p: DVec3) -> Option<DVec3> {
@@ -269,7 +277,7 @@ impl FarRows {
     /// The points the parts are asked from for `block`, signed by `sign`: far rows' proxies
     /// where it is by pseudonormal.
     pub(super) fn walked_from<'b>(
-        mesh: &Mesh,
+        &self,
         block: &'b [[f64; 3]],
         sign: Sign,
         proxies: &'b mut Vec<[f64; 3]>,
@@ -277,11 +285,10 @@ impl FarRows {
         if sign != Sign::Pseudonormal {
             return block;
         }
-        let far = FarRows::of(mesh);
         proxies.clear();
         proxies.extend(block.iter().map(|&p| {
             let p = DVec3::from_array(p);
-            far.proxy(p).unwrap_or(p).to_array()
+            self.proxy(p).unwrap_or(p).to_array()
         }));
         proxies
     }
