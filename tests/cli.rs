@@ -2220,3 +2220,130 @@ fn what_a_killed_job_left_the_next_job_on_its_target_removes() {
     expected.sort();
     assert_eq!(left(), expected);
 }
+
+/// The values of a C-ordered (N, dims…) array of `values` as numpy saves it in Fortran order
+/// (the first index fastest), `size` bytes each, in `big_endian` order or not.
+fn fortran_bytes(values: &[f64], dims: &[usize], f32_values: bool, big_endian: bool) -> Vec<u8> {
+    let row: usize = dims[1..].iter().product();
+    let rows = dims[0];
+    let mut order: Vec<usize> = Vec::with_capacity(values.len());
+    // Fortran order: the file's flat index i + N (j + d1 l) holds C's value (i, j d2 + l).
+    for c in 0..row {
+        let (mut rest, mut k, mut stride) = (c, 0, row);
+        for &d in &dims[1..] {
+            stride /= d;
+            k += (rest % d) * stride;
+            rest /= d;
+        }
+        order.extend((0..rows).map(|i| i * row + k));
+    }
+    order
+        .iter()
+        .flat_map(|&at| match (f32_values, big_endian) {
+            (true, true) => (values[at] as f32).to_be_bytes().to_vec(),
+            (true, false) => (values[at] as f32).to_le_bytes().to_vec(),
+            (false, true) => values[at].to_be_bytes().to_vec(),
+            (false, false) => values[at].to_le_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// An `.npy` whose header says `fortran_order`.
+fn write_npy_ordered(path: &Path, descr: &str, fortran: bool, shape: &[usize], data: &[u8]) {
+    let mut bytes = Vec::new();
+    npy::write_header(&mut bytes, descr, shape).unwrap();
+    if fortran {
+        // "True " keeps the header's length, and its padding.
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes[at..at + 5].copy_from_slice(b"True ");
+    }
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn fortran_ordered_and_big_endian_npy_rows_are_read_as_numpy_wrote_them() {
+    // pandas' `to_numpy()` of a float frame is Fortran-ordered, and `numpy.save` keeps that;
+    // byte-swapped arrays save as `>f8`. Points, spheres and segments in every such layout
+    // give the same bytes out as the C-ordered little-endian file, over several chunks.
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let mut rng = common::Rng::new(61);
+    let cases: [(&str, &[usize]); 3] = [
+        ("points", &[2501, 3]),
+        ("spheres", &[2501, 4]),
+        ("a", &[2501, 2, 3]),
+    ];
+    for (what, dims) in cases {
+        let values: Vec<f64> = (0..dims.iter().product::<usize>())
+            .map(|k| {
+                if what == "spheres" && k % 4 == 3 {
+                    rng.range(0.0, 2.0)
+                } else {
+                    rng.range(-8.0, 8.0)
+                }
+            })
+            .collect();
+        let run = |file: &str, out: &str| {
+            let job = match what {
+                "points" => ["query", "--shapes", &scene, "--points", file],
+                "spheres" => ["contacts", "--shapes", &scene, "--spheres", file],
+                _ => ["segments", "--a", file, "--b", file],
+            };
+            let args: Vec<String> = ["--chunk-rows", "1000"]
+                .into_iter()
+                .chain(job)
+                .map(String::from)
+                .chain(["--out".into(), dir.s(out)])
+                .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let result = closest(&args);
+            assert!(
+                result.status.success(),
+                "{what} {file}: {}",
+                stderr(&result)
+            );
+            std::fs::read(dir.path(out)).unwrap()
+        };
+        let plain: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        write_npy_ordered(&dir.path("c.npy"), "<f8", false, dims, &plain);
+        let expected = run(&dir.s("c.npy"), "c.npz");
+        let plain32: Vec<u8> = values
+            .iter()
+            .flat_map(|v| (*v as f32).to_le_bytes())
+            .collect();
+        write_npy_ordered(&dir.path("c4.npy"), "<f4", false, dims, &plain32);
+        let expected32 = run(&dir.s("c4.npy"), "c4.npz");
+        for (descr, fortran) in [
+            ("<f8", true),
+            (">f8", false),
+            (">f8", true),
+            ("<f4", true),
+            (">f4", false),
+            (">f4", true),
+        ] {
+            let f32_values = descr.ends_with('4');
+            let data = if fortran {
+                fortran_bytes(&values, dims, f32_values, descr.starts_with('>'))
+            } else {
+                values
+                    .iter()
+                    .flat_map(|v| {
+                        if f32_values {
+                            (*v as f32).to_be_bytes().to_vec()
+                        } else {
+                            v.to_be_bytes().to_vec()
+                        }
+                    })
+                    .collect()
+            };
+            write_npy_ordered(&dir.path("x.npy"), descr, fortran, dims, &data);
+            let got = run(&dir.s("x.npy"), "x.npz");
+            let want = if f32_values { &expected32 } else { &expected };
+            assert!(
+                &got == want,
+                "{what} {descr} fortran {fortran}: other bytes"
+            );
+        }
+    }
+}

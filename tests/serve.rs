@@ -334,6 +334,14 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/scenes/s/query", &ints)
         .assert_error(400, &["<i4"]);
+    // The service reads bodies as they arrive: a Fortran-ordered one is refused, with the
+    // remedy (the CLI's files, which it can seek in, are read either way).
+    let mut fortran = npy_bytes("<f4", &[1, 3], &[0; 12]);
+    let at = fortran.windows(5).position(|w| w == b"False").unwrap();
+    fortran[at..at + 5].copy_from_slice(b"True ");
+    server
+        .post("/v1/scenes/s/query", &fortran)
+        .assert_error(400, &["Fortran-ordered", "numpy.ascontiguousarray"]);
     let short = npy_bytes("<f4", &[5, 3], &[0; 12]);
     server
         .post("/v1/scenes/s/query", &short)

@@ -1,4 +1,5 @@
-//! NumPy `.npy` headers: reading (little-endian f4/f8, C order) and writing.
+//! NumPy `.npy` headers: reading (f4/f8 of either byte order, C or Fortran order; each
+//! reader says which it takes) and writing.
 
 use std::io::{Read, Write};
 
@@ -21,6 +22,16 @@ impl Dtype {
         }
     }
 
+    /// The float dtypes a file of rows may have: either byte order (numpy writes `>f8` for a
+    /// byte-swapped array); whether it is big-endian beside it.
+    pub fn from_any_order(descr: &str) -> Result<(Dtype, bool), String> {
+        match descr {
+            ">f4" => Ok((Dtype::F32, true)),
+            ">f8" => Ok((Dtype::F64, true)),
+            other => Dtype::from_descr(other).map(|dtype| (dtype, false)),
+        }
+    }
+
     pub fn size(self) -> usize {
         match self {
             Dtype::F32 => 4,
@@ -36,6 +47,9 @@ pub struct Header {
     pub descr: String,
     pub shape: Vec<usize>,
     pub data_offset: u64,
+    /// The values are in Fortran order (the first index varies fastest): pandas' `to_numpy()`
+    /// of a float frame gives such arrays, and `numpy.save` keeps the order.
+    pub fortran_order: bool,
 }
 
 /// Parse the header at the start of `reader`; errors are plain descriptions for the caller to
@@ -93,9 +107,11 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
     let descr = field("descr")?
         .trim_matches(|c| c == '\'' || c == '"')
         .to_string();
-    if field("fortran_order")? != "False" {
-        return Err("Fortran-ordered arrays are not supported (save with C order)".into());
-    }
+    let fortran_order = match field("fortran_order")?.as_str() {
+        "False" => false,
+        "True" => true,
+        other => return Err(format!("malformed .npy header: fortran_order {other}")),
+    };
     let shape_text = field("shape")?;
     let shape = shape_text
         .trim_matches(|c| c == '(' || c == ')')
@@ -111,6 +127,7 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
         descr,
         shape,
         data_offset: (prefix + len) as u64,
+        fortran_order,
     })
 }
 

@@ -1,5 +1,5 @@
 //! Row inputs: query points (N, 3), spheres (N, 4) and segments (N, 2, 3), from `.npy`
-//! (float32/float64, C order; read chunk by chunk) or `.csv` (N values a line, each maybe in
+//! (float32/float64 of either byte order, C or Fortran order; read chunk by chunk) or `.csv` (N values a line, each maybe in
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
 //! skipped; `nan`/`inf` cells are accepted).
 
@@ -55,6 +55,10 @@ enum RowData<const N: usize> {
     Npy {
         reader: BufReader<File>,
         dtype: Dtype,
+        big_endian: bool,
+        /// Fortran order: each of a row's values is a column of its own, `rows` long
+        /// (`fortran_columns`).
+        fortran: Option<Vec<usize>>,
         next_row: usize,
         data_offset: u64,
     },
@@ -99,7 +103,7 @@ impl<const N: usize> RowFile<N> {
         let file_len = file.metadata().map_err(read_err)?.len();
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let header = npy::read_header(&mut reader).map_err(bad)?;
-        let dtype = Dtype::from_descr(&header.descr).map_err(bad)?;
+        let (dtype, big_endian) = Dtype::from_any_order(&header.descr).map_err(bad)?;
         let rows = match header.shape.split_first() {
             Some((&n, rest)) if rest == layout.npy_dims => n,
             _ => {
@@ -124,6 +128,10 @@ impl<const N: usize> RowFile<N> {
             data: RowData::Npy {
                 reader,
                 dtype,
+                big_endian,
+                fortran: header
+                    .fortran_order
+                    .then(|| fortran_columns(layout.npy_dims)),
                 next_row: 0,
                 data_offset: header.data_offset,
             },
@@ -210,13 +218,17 @@ impl<const N: usize> RowFile<N> {
         self.rows == 0
     }
 
-    /// The bytes of `.npy` rows `range`, read where the last read ended or after a seek.
+    /// The bytes of `.npy` rows `range` in C order, read where the last read ended or after a
+    /// seek (a Fortran-ordered file's: each value's column read and the rows put together).
     fn npy_bytes(&mut self, range: Range<usize>) -> Result<(Vec<u8>, Dtype)> {
+        let rows = self.rows;
         let RowData::Npy {
             reader,
             dtype,
+            fortran,
             next_row,
             data_offset,
+            ..
         } = &mut self.data
         else {
             unreachable!("called for .npy files only")
@@ -226,6 +238,21 @@ impl<const N: usize> RowFile<N> {
             path: self.path.clone(),
             source,
         };
+        if let Some(columns) = fortran {
+            let mut bytes = vec![0u8; range.len() * N * size];
+            let mut column = vec![0u8; range.len() * size];
+            for (c, &k) in columns.iter().enumerate() {
+                let at = *data_offset + ((c * rows + range.start) * size) as u64;
+                reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
+                reader.read_exact(&mut column).map_err(read_err)?;
+                for (row, value) in column.chunks_exact(size).enumerate() {
+                    let to = (row * N + k) * size;
+                    bytes[to..to + size].copy_from_slice(value);
+                }
+            }
+            *next_row = usize::MAX;
+            return Ok((bytes, *dtype));
+        }
         if *next_row != range.start {
             let at = *data_offset + (range.start * N * size) as u64;
             reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
@@ -241,12 +268,16 @@ impl<const N: usize> RowFile<N> {
         out.clear();
         match &mut self.data {
             RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
-            RowData::Npy { .. } => {
+            &mut RowData::Npy { big_endian, .. } => {
                 let (bytes, dtype) = self.npy_bytes(range)?;
                 let size = dtype.size();
-                let value = |b: &[u8]| match dtype {
-                    Dtype::F32 => f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64,
-                    Dtype::F64 => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+                let value = |b: &[u8]| match (dtype, big_endian) {
+                    (Dtype::F32, false) => {
+                        f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64
+                    }
+                    (Dtype::F32, true) => f32::from_be_bytes(b.try_into().expect("4 bytes")) as f64,
+                    (Dtype::F64, false) => f64::from_le_bytes(b.try_into().expect("8 bytes")),
+                    (Dtype::F64, true) => f64::from_be_bytes(b.try_into().expect("8 bytes")),
                 };
                 out.extend(
                     bytes
@@ -278,6 +309,7 @@ impl PointReader for PointFile {
             self.data,
             RowData::Npy {
                 dtype: Dtype::F32,
+                big_endian: false,
                 ..
             }
         ) {
@@ -293,4 +325,23 @@ impl PointReader for PointFile {
             self.read_rows(range, chunk.f64_rows())
         }
     }
+}
+
+/// For a Fortran-ordered file of rows of `npy_dims` trailing dimensions, the index within a C
+/// row of each value column in file order: the first index varies fastest, so column
+/// `j + d1 l` of (N, d1, d2) holds value (j, l), C's `j d2 + l`.
+fn fortran_columns(npy_dims: &[usize]) -> Vec<usize> {
+    let count: usize = npy_dims.iter().product();
+    (0..count)
+        .map(|c| {
+            // The file's multi-index of column c, first dimension fastest, as C numbers it.
+            let (mut rest, mut k, mut stride) = (c, 0, count);
+            for &d in npy_dims {
+                stride /= d;
+                k += (rest % d) * stride;
+                rest /= d;
+            }
+            k
+        })
+        .collect()
 }

@@ -418,6 +418,13 @@ impl NpyRows {
         })?;
         let dtype =
             Dtype::from_descr(&header.descr).map_err(|p| ApiError::bad(format!("body: {p}")))?;
+        if header.fortran_order {
+            return Err(ApiError::bad(
+                "body: Fortran-ordered arrays are not taken (numpy.ascontiguousarray before \
+                 numpy.save)"
+                    .to_string(),
+            ));
+        }
         if header.shape.len() != tail.len() + 1 || header.shape[1..] != *tail {
             let want: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
             return Err(ApiError::bad(format!(
