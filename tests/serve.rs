@@ -334,14 +334,42 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/scenes/s/query", &ints)
         .assert_error(400, &["<i4"]);
-    // The service reads bodies as they arrive: a Fortran-ordered one is refused, with the
-    // remedy (the CLI's files, which it can seek in, are read either way).
-    let mut fortran = npy_bytes("<f4", &[1, 3], &[0; 12]);
-    let at = fortran.windows(5).position(|w| w == b"False").unwrap();
-    fortran[at..at + 5].copy_from_slice(b"True ");
-    server
-        .post("/v1/scenes/s/query", &fortran)
-        .assert_error(400, &["Fortran-ordered", "numpy.ascontiguousarray"]);
+    // Fortran-ordered (pandas' `to_numpy()`, kept by `numpy.save`) and big-endian bodies are
+    // answered as the C-ordered little-endian one.
+    let rows = [0.5f32, 2.0, -1.0, 3.0, 0.25, 7.0];
+    let c_order: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let expected = server.post("/v1/scenes/s/query", &npy_bytes("<f4", &[2, 3], &c_order));
+    assert_eq!(expected.status, 200, "{}", expected.text());
+    let fortran_values = [0.5f32, 3.0, 2.0, 0.25, -1.0, 7.0];
+    for (descr, fortran) in [("<f4", true), (">f4", false), (">f4", true)] {
+        let values = if fortran { &fortran_values } else { &rows };
+        let data: Vec<u8> = values
+            .iter()
+            .flat_map(|v| {
+                if descr == ">f4" {
+                    v.to_be_bytes()
+                } else {
+                    v.to_le_bytes()
+                }
+            })
+            .collect();
+        let mut body = npy_bytes(descr, &[2, 3], &data);
+        if fortran {
+            let at = body.windows(5).position(|w| w == b"False").unwrap();
+            body[at..at + 5].copy_from_slice(b"True ");
+        }
+        let reply = server.post("/v1/scenes/s/query", &body);
+        assert_eq!(
+            reply.status,
+            200,
+            "{descr} fortran {fortran}: {}",
+            reply.text()
+        );
+        assert!(
+            reply.body == expected.body,
+            "{descr} fortran {fortran}: other answers"
+        );
+    }
     let short = npy_bytes("<f4", &[5, 3], &[0; 12]);
     server
         .post("/v1/scenes/s/query", &short)

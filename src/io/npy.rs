@@ -131,6 +131,40 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
     })
 }
 
+/// For a Fortran-ordered array of rows of `npy_dims` trailing dimensions, the index within a
+/// C row of each value column in file order: the first index varies fastest, so column
+/// `j + d1 l` of (N, d1, d2) holds value (j, l), C's `j d2 + l`.
+pub fn fortran_columns(npy_dims: &[usize]) -> Vec<usize> {
+    let count: usize = npy_dims.iter().product();
+    (0..count)
+        .map(|c| {
+            // The file's multi-index of column c, first dimension fastest, as C numbers it.
+            let (mut rest, mut k, mut stride) = (c, 0, count);
+            for &d in npy_dims {
+                stride /= d;
+                k += (rest % d) * stride;
+                rest /= d;
+            }
+            k
+        })
+        .collect()
+}
+
+/// `values` of a Fortran-ordered array of rows of `npy_dims` (as they lay in the file) in C
+/// order.
+pub fn fortran_to_c<T: Copy>(values: &[T], npy_dims: &[usize]) -> Vec<T> {
+    let columns = fortran_columns(npy_dims);
+    let width = columns.len().max(1);
+    let rows = values.len() / width;
+    let mut out = values.to_vec();
+    for (c, &k) in columns.iter().enumerate() {
+        for (i, &value) in values[c * rows..(c + 1) * rows].iter().enumerate() {
+            out[i * width + k] = value;
+        }
+    }
+    out
+}
+
 /// Write a header for a C-ordered little-endian array (`descr` such as `<f4` or `<i4`).
 pub fn write_header(out: &mut impl Write, descr: &str, shape: &[usize]) -> std::io::Result<()> {
     let dims = match shape {
@@ -152,4 +186,28 @@ pub fn write_header(out: &mut impl Write, descr: &str, shape: &[usize]) -> std::
     out.write_all(b"\x93NUMPY\x01\x00")?;
     out.write_all(&(dict.len() as u16).to_le_bytes())?;
     out.write_all(dict.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fortran_to_c;
+
+    /// A (2, 2, 3) array as numpy writes it in Fortran order (first index fastest) comes back
+    /// in C order.
+    #[test]
+    fn fortran_values_come_back_in_c_order() {
+        let value = |i: usize, j: usize, l: usize| (100 * i + 10 * j + l) as f64;
+        let mut file = Vec::new();
+        for l in 0..3 {
+            for j in 0..2 {
+                for i in 0..2 {
+                    file.push(value(i, j, l));
+                }
+            }
+        }
+        let c: Vec<f64> = (0..2)
+            .flat_map(|i| (0..2).flat_map(move |j| (0..3).map(move |l| value(i, j, l))))
+            .collect();
+        assert_eq!(fortran_to_c(&file, &[2, 3]), c);
+    }
 }

@@ -131,7 +131,7 @@ impl<const N: usize> RowFile<N> {
                 big_endian,
                 fortran: header
                     .fortran_order
-                    .then(|| fortran_columns(layout.npy_dims)),
+                    .then(|| npy::fortran_columns(layout.npy_dims)),
                 next_row: 0,
                 data_offset: header.data_offset,
             },
@@ -325,23 +325,4 @@ impl PointReader for PointFile {
             self.read_rows(range, chunk.f64_rows())
         }
     }
-}
-
-/// For a Fortran-ordered file of rows of `npy_dims` trailing dimensions, the index within a C
-/// row of each value column in file order: the first index varies fastest, so column
-/// `j + d1 l` of (N, d1, d2) holds value (j, l), C's `j d2 + l`.
-fn fortran_columns(npy_dims: &[usize]) -> Vec<usize> {
-    let count: usize = npy_dims.iter().product();
-    (0..count)
-        .map(|c| {
-            // The file's multi-index of column c, first dimension fastest, as C numbers it.
-            let (mut rest, mut k, mut stride) = (c, 0, count);
-            for &d in npy_dims {
-                stride /= d;
-                k += (rest % d) * stride;
-                rest /= d;
-            }
-            k
-        })
-        .collect()
 }

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use futures_util::StreamExt;
 
 use super::error::{ApiError, ApiResult};
-use crate::io::npy::{Dtype, read_header};
+use crate::io::npy::{self, Dtype, read_header};
 
 /// The bytes of request bodies held at once, all requests together.
 pub(crate) struct Inflight {
@@ -400,6 +400,9 @@ impl RowValues {
 /// An `.npy` body's values as they arrive; a value split between two pieces waits in `carry`.
 struct NpyRows {
     dtype: Dtype,
+    big_endian: bool,
+    /// The trailing dimensions of a Fortran-ordered array.
+    fortran_dims: Option<Vec<usize>>,
     /// Values the header promises.
     expected: usize,
     values: RowValues,
@@ -416,15 +419,8 @@ impl NpyRows {
                 format!("body: {problem}; send an .npy array (numpy.save)"),
             )
         })?;
-        let dtype =
-            Dtype::from_descr(&header.descr).map_err(|p| ApiError::bad(format!("body: {p}")))?;
-        if header.fortran_order {
-            return Err(ApiError::bad(
-                "body: Fortran-ordered arrays are not taken (numpy.ascontiguousarray before \
-                 numpy.save)"
-                    .to_string(),
-            ));
-        }
+        let (dtype, big_endian) = Dtype::from_any_order(&header.descr)
+            .map_err(|p| ApiError::bad(format!("body: {p}")))?;
         if header.shape.len() != tail.len() + 1 || header.shape[1..] != *tail {
             let want: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
             return Err(ApiError::bad(format!(
@@ -459,6 +455,10 @@ impl NpyRows {
         }
         Ok(NpyRows {
             dtype,
+            big_endian,
+            // The values are held whole as they arrive: a Fortran-ordered array is put in C
+            // order once they are all there.
+            fortran_dims: header.fortran_order.then(|| tail.to_vec()),
             expected,
             // A header may claim more than the body holds: reserve no more than fits the limit.
             values: match dtype {
@@ -494,9 +494,11 @@ impl NpyRows {
             self.extra += value.len();
             return;
         }
-        match &mut self.values {
-            RowValues::F32(v) => v.push(f32::from_le_bytes(value.try_into().unwrap())),
-            RowValues::F64(v) => v.push(f64::from_le_bytes(value.try_into().unwrap())),
+        match (&mut self.values, self.big_endian) {
+            (RowValues::F32(v), false) => v.push(f32::from_le_bytes(value.try_into().unwrap())),
+            (RowValues::F32(v), true) => v.push(f32::from_be_bytes(value.try_into().unwrap())),
+            (RowValues::F64(v), false) => v.push(f64::from_le_bytes(value.try_into().unwrap())),
+            (RowValues::F64(v), true) => v.push(f64::from_be_bytes(value.try_into().unwrap())),
         }
     }
 
@@ -511,7 +513,11 @@ impl NpyRows {
                 self.expected * size
             )));
         }
-        Ok(self.values)
+        Ok(match (self.values, &self.fortran_dims) {
+            (RowValues::F32(v), Some(dims)) => RowValues::F32(npy::fortran_to_c(&v, dims)),
+            (RowValues::F64(v), Some(dims)) => RowValues::F64(npy::fortran_to_c(&v, dims)),
+            (values, None) => values,
+        })
     }
 }
 
