@@ -100,6 +100,17 @@ pub fn bounding_ball(shapes: &[Shape]) -> Option<(DVec3, f64)> {
     })
 }
 
+/// The ball about the box of `shapes`' bounded ones, `None` where none is bounded.
+pub fn bounded_ball(shapes: &[Shape]) -> Option<(DVec3, f64)> {
+    let all = (shapes.iter().filter_map(shape_bounds)).fold(Bounds::EMPTY, Bounds::union);
+    (all.min.x <= all.max.x).then(|| {
+        (
+            (all.min + all.max) * 0.5,
+            (all.max - all.min).length() * 0.5,
+        )
+    })
+}
+
 /// Bounds of a shape, `None` for the unbounded kinds.
 pub fn shape_bounds(shape: &Shape) -> Option<Bounds> {
     let oriented = |center: DVec3, h: DVec3, rotation: [f64; 4]| {

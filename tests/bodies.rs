@@ -1430,17 +1430,42 @@ fn bodies_far_from_their_targets_are_answered_within_the_bound() {
             convex_kinds(&mut rng, at, 1.0)
         })
         .collect();
-    for (name, scene) in [("fandisk", &triangles), ("shapes", &shapes)] {
-        let (lo, hi) = scene
-            .iter()
-            .map(|s| closest::bvh::shape_bounds(s).expect("bounded"))
-            .fold(
-                (
-                    DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
-                    DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
-                ),
-                |(lo, hi), b| (lo.min(b.min), hi.max(b.max)),
-            );
+    // Unbounded shapes, which no move may bring nearer, beside bounded ones: a plane, a line
+    // and a ray passing 10^6 of the shapes' size from them, nearer than the shapes to some of
+    // the farthest bodies (those past the plane deep in its half-space). Before, such a
+    // scene had no ball and its far bodies ran out of the walk's budget.
+    let mut beside_unbounded = shapes.clone();
+    let unbounded = |rng: &mut Rng, reach: f64| {
+        let normal = rng.unit();
+        let along = rng.unit().cross(normal).normalize_or_zero();
+        let a = normal * reach;
+        [
+            Shape::Plane {
+                normal,
+                offset: -reach,
+            },
+            Shape::Line { a, b: a + along },
+            Shape::Ray {
+                origin: -a,
+                direction: along,
+            },
+        ]
+    };
+    for _ in 0..2 {
+        beside_unbounded.extend(unbounded(&mut rng, 1e7));
+    }
+    for (name, scene) in [
+        ("fandisk", &triangles),
+        ("shapes", &shapes),
+        ("shapes beside unbounded ones", &beside_unbounded),
+    ] {
+        let (lo, hi) = scene.iter().filter_map(closest::bvh::shape_bounds).fold(
+            (
+                DVec3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
+                DVec3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
+            ),
+            |(lo, hi), b| (lo.min(b.min), hi.max(b.max)),
+        );
         let (centre, radius) = ((lo + hi) * 0.5, (hi - lo).length() * 0.5);
         let mut bodies = Vec::new();
         for k in [1, 3, 5, 7, 8] {

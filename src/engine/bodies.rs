@@ -229,32 +229,31 @@ impl Engine {
                  convex: only sphere bodies are answered against it"
             )));
         }
-        let lists = [bodies];
-        let (data, starts) = ShapeData::for_paired(bodies);
-        let data = self.shape_data_buffer(data, &starts)?;
-        let far = FarBodies::of(bodies, targets.ball);
-        let shifts = far.as_ref().map_or(&[][..], |far| &far.shifts);
-        let mut source = records(&lists, &starts, shifts);
-        let job = plan::Job::BodyNearest {
-            scene: targets,
-            data: data.as_ref(),
-            body_kinds: kind_bits(bodies),
-            together: walk_together(bodies.len(), targets.count as usize),
-        };
-        // Moved rows are measured again from every field.
-        let device_fields = match far {
-            Some(_) => Fields::all(Family::Bodies),
-            None => fields,
-        };
-        let plan = job.plan(&self.gpu, device_fields, crate::Mode::Surface)?;
-        let inputs = Inputs {
-            points: None,
-            shapes: Some(&mut source),
+        let far = FarBodies::of(bodies, targets);
+        // Far bodies of a scene with unbounded shapes are answered apart, and skipped here.
+        let apart = match &far {
+            Some(far) if !targets.unbounded.is_empty() => {
+                Some(self.far_answers_apart(targets, bodies, far)?)
+            }
+            _ => None,
         };
         let Some(far) = &far else {
-            return self.run(&plan, bodies.len(), inputs, sink);
+            return self.nearest_bodies(targets, bodies, &[], fields, sink);
+        };
+        let skipped: Vec<DVec3>;
+        let shifts = match &apart {
+            Some((rows, _)) => {
+                let mut shifts = far.shifts.clone();
+                for &row in rows {
+                    shifts[row] = DVec3::new(f64::NAN, f64::NAN, f64::NAN);
+                }
+                skipped = shifts;
+                &skipped
+            }
+            None => &far.shifts,
         };
         let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
+        // Moved rows are measured again from every field.
         let mut finish = |first: usize, rows: PackedRows<'_>| {
             let hits = rows.as_body_hits().expect("every body field was asked");
             moved_back.clear();
@@ -262,10 +261,117 @@ impl Engine {
             for (hit, &shift) in moved_back.iter_mut().zip(&far.shifts[first..]) {
                 far_body_answer(hit, shift);
             }
+            if let Some((rows, answers)) = &apart {
+                let from = rows.partition_point(|&row| row < first);
+                for (&row, answer) in rows[from..].iter().zip(&answers[from..]) {
+                    let Some(hit) = moved_back.get_mut(row - first) else {
+                        break;
+                    };
+                    *hit = *answer;
+                }
+            }
             pack_body_hits(fields, &moved_back, &mut packed);
             sink.take(first, PackedRows::new(fields, &packed))
         };
-        self.run(&plan, bodies.len(), inputs, &mut finish)
+        let all = Fields::all(Family::Bodies);
+        self.nearest_bodies(targets, bodies, shifts, all, &mut finish)
+    }
+
+    /// `bodies`, moved by `shifts` where there are any, against every shape of `targets`.
+    fn nearest_bodies(
+        &self,
+        targets: &GpuScene,
+        bodies: &[Shape],
+        shifts: &[DVec3],
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        self.walk_bodies(targets, bodies, shifts, fields, true, sink)
+    }
+
+    /// `bodies` moved by `shifts` against `targets`' BVH, and its linear ranges where
+    /// `linear_ranges`.
+    fn walk_bodies(
+        &self,
+        targets: &GpuScene,
+        bodies: &[Shape],
+        shifts: &[DVec3],
+        fields: Fields,
+        linear_ranges: bool,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
+        let lists = [bodies];
+        let (data, starts) = ShapeData::for_paired(bodies);
+        let data = self.shape_data_buffer(data, &starts)?;
+        let mut source = records(&lists, &starts, shifts);
+        let job = plan::Job::BodyNearest {
+            scene: targets,
+            data: data.as_ref(),
+            body_kinds: kind_bits(bodies),
+            together: walk_together(bodies.len(), targets.count as usize),
+            linear_ranges,
+        };
+        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        let inputs = Inputs {
+            points: None,
+            shapes: Some(&mut source),
+        };
+        self.run(&plan, bodies.len(), inputs, sink)
+    }
+
+    /// The far bodies of a scene with unbounded shapes (planes, lines, rays), whose distance a
+    /// move would change: each is answered moved against the BVH's shapes (the bounded ones)
+    /// and where it is against the unbounded ones, and the nearer answer kept (ties to the
+    /// lower index, SPEC §9). Returns the far rows, ascending, and their answers.
+    fn far_answers_apart(
+        &self,
+        targets: &GpuScene,
+        bodies: &[Shape],
+        far: &FarBodies,
+    ) -> Result<(Vec<usize>, Vec<GpuBodyHit>)> {
+        let rows: Vec<usize> = (0..bodies.len())
+            .filter(|&row| far.shifts[row] != DVec3::ZERO)
+            .collect();
+        let far_bodies: Vec<Shape> = rows.iter().map(|&row| bodies[row].clone()).collect();
+        let shifts: Vec<DVec3> = rows.iter().map(|&row| far.shifts[row]).collect();
+        let all = Fields::all(Family::Bodies);
+        let count = far_bodies.len();
+        let mut answers = Vec::new();
+        self.walk_bodies(
+            targets,
+            &far_bodies,
+            &shifts,
+            all,
+            false,
+            &mut into_hits(&mut answers, count),
+        )?;
+        for (hit, &shift) in answers.iter_mut().zip(&shifts) {
+            far_body_answer(hit, shift);
+        }
+        let unbounded: Vec<Shape> = targets.unbounded.iter().map(|(_, s)| s.clone()).collect();
+        let unbounded_scene = scene::upload(&self.gpu, &unbounded, Hierarchy::AxisAligned, |_| {
+            Ok::<(), Error>(())
+        })?;
+        let mut beside = Vec::new();
+        self.nearest_bodies(
+            &unbounded_scene,
+            &far_bodies,
+            &[],
+            all,
+            &mut into_hits(&mut beside, count),
+        )?;
+        for (hit, mut other) in answers.iter_mut().zip(beside) {
+            if other.shape < 0 {
+                continue;
+            }
+            other.shape = targets.unbounded[other.shape as usize].0 as i32;
+            let nearer = other.distance < hit.distance
+                || (other.distance == hit.distance && other.shape < hit.shape);
+            if hit.shape < 0 || nearer {
+                *hit = other;
+            }
+        }
+        Ok((rows, answers))
     }
 
     /// Body i against target i (SPEC §9 `--paired`), only `job.fields` computed; `sink` as for
@@ -355,9 +461,13 @@ struct FarBodies {
 }
 
 impl FarBodies {
-    /// `None` where no body is far from the scene's bounding ball (or it has none).
-    fn of(bodies: &[Shape], ball: Option<(DVec3, f64)>) -> Option<FarBodies> {
-        let (centre, radius) = ball?;
+    /// `None` where no body is far from the ball about the scene's bounded shapes (or it has
+    /// none, or they are scanned linearly beside unbounded ones: no walk to move them for).
+    fn of(bodies: &[Shape], scene: &GpuScene) -> Option<FarBodies> {
+        if scene.bvh_kinds == 0 && !scene.unbounded.is_empty() {
+            return None;
+        }
+        let (centre, radius) = scene.ball?;
         use rayon::prelude::*;
         let shifts: Vec<DVec3> = bodies
             .par_iter()
@@ -381,6 +491,19 @@ impl FarBodies {
             .par_iter()
             .any(|&s| s != DVec3::ZERO)
             .then_some(FarBodies { shifts })
+    }
+}
+
+/// A sink putting `count` rows of every body field into `hits`.
+fn into_hits(
+    hits: &mut Vec<GpuBodyHit>,
+    count: usize,
+) -> impl FnMut(usize, PackedRows<'_>) -> Result<()> + '_ {
+    hits.resize(count, GpuBodyHit::default());
+    move |first, rows| {
+        let got = rows.as_body_hits().expect("every body field was asked");
+        hits[first..first + got.len()].copy_from_slice(got);
+        Ok(())
     }
 }
 

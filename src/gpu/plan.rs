@@ -34,12 +34,14 @@ pub(crate) enum Job<'a> {
     /// hulls' faces in `data`); the scene's BVH is axis-aligned (`GpuScene::oriented` false).
     /// `body_kinds`: the kinds among the bodies, a bit each; `together`: the bodies of a
     /// subgroup walk together where the engine has the subgroup kernels (dense jobs:
-    /// `bodies::walk_together`).
+    /// `bodies::walk_together`); `linear_ranges`: whether the scene's linear ranges are
+    /// scanned after its BVH (left out for far bodies moved to the BVH's shapes).
     BodyNearest {
         scene: &'a GpuScene,
         data: Option<&'a wgpu::Buffer>,
         body_kinds: u32,
         together: bool,
+        linear_ranges: bool,
     },
     /// Body i against target i, two records a row (body, target), hull faces in `data`; the
     /// kinds among each, a bit each.
@@ -260,13 +262,18 @@ impl Job<'_> {
                 data,
                 body_kinds,
                 together,
+                linear_ranges,
             } => Plan {
                 passes: vec![pass(
                     PipelineKey {
                         entry: Entry::BodyNearest.for_engine(gpu.subgroup_kernels && *together),
                         body_kinds: *body_kinds,
                         target_kinds: scene.bvh_kinds | scene.linear_kinds,
-                        linear_kinds: scene.linear_kinds,
+                        linear_kinds: if *linear_ranges {
+                            scene.linear_kinds
+                        } else {
+                            0
+                        },
                         ..key(Entry::BodyNearest, None)
                     },
                     Rounds::Once,

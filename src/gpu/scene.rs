@@ -41,9 +41,12 @@ pub struct GpuScene {
     /// An oriented scene's top levels on the host: where a walk near a point may start
     /// (`bvh::TopNodes::start_node`).
     pub(crate) top_nodes: crate::bvh::TopNodes,
-    /// The ball about its shapes' box, where every shape is bounded (scenes of shapes; body
-    /// jobs move far bodies towards it, `engine::bodies`).
+    /// The ball about its bounded shapes' box (scenes of shapes; body jobs move far bodies
+    /// towards it, `engine::bodies`).
     pub(crate) ball: Option<(DVec3, f64)>,
+    /// Its unbounded shapes (planes, lines, rays) and their indices: a far body is answered
+    /// against them where it is, and against the rest moved (`engine::bodies`).
+    pub(crate) unbounded: Vec<(u32, Shape)>,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
     texel_bytes: u64,
@@ -108,7 +111,11 @@ pub(crate) fn upload<E: From<Error>>(
     let bindings = laid_out.into_bindings();
     let kind = common_kind(shapes.iter().map(Shape::kind));
     let mut scene = upload_bindings(gpu, bindings, cells, shapes.len(), kind, admit)?;
-    scene.ball = crate::bvh::bounding_ball(shapes);
+    scene.ball = crate::bvh::bounded_ball(shapes);
+    scene.unbounded = (shapes.iter().enumerate())
+        .filter(|(_, shape)| crate::bvh::shape_bounds(shape).is_none())
+        .map(|(i, shape)| (i as u32, shape.clone()))
+        .collect();
     Ok(scene)
 }
 
@@ -267,6 +274,7 @@ fn upload_bindings<E: From<Error>>(
         clusters,
         top_nodes,
         ball: None,
+        unbounded: Vec::new(),
         cell_lists,
         texel_bytes,
     })
