@@ -108,6 +108,43 @@ impl Server {
     }
 }
 
+impl Server {
+    /// What the server's threads are doing, for a test that waited in vain: each thread's
+    /// name, state, CPU time and kernel wait channel (from /proc), then every thread's stack
+    /// where gdb is installed (a deadlock shows as threads asleep in locks, a slow job as
+    /// CPU time growing).
+    pub fn threads_report(&self) -> String {
+        let pid = self.child.id();
+        let mut report = String::new();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+        for task in tasks.into_iter().flatten().flatten() {
+            let read =
+                |name: &str| std::fs::read_to_string(task.path().join(name)).unwrap_or_default();
+            // stat: "tid (comm) state ... utime stime" (fields 14 and 15, in ticks).
+            let stat = read("stat");
+            let after_name = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            let fields: Vec<&str> = after_name.split_whitespace().collect();
+            let ticks = |k: usize| fields.get(k).and_then(|f| f.parse::<u64>().ok());
+            report += &format!(
+                "{:?} {} state {} cpu ticks {} wchan {}\n",
+                task.file_name(),
+                read("comm").trim(),
+                fields.first().unwrap_or(&"?"),
+                ticks(11).unwrap_or(0) + ticks(12).unwrap_or(0),
+                read("wchan").trim(),
+            );
+        }
+        let stacks = Command::new("timeout")
+            .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-nx"])
+            .args(["-ex", "thread apply all bt 16"])
+            .output();
+        if let Ok(out) = stacks {
+            report += &String::from_utf8_lossy(&out.stdout);
+        }
+        report
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
