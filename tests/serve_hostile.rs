@@ -723,6 +723,55 @@ fn uploaded_files_are_private_and_removed_on_every_path() {
     );
 }
 
+/// A mesh upload still building when the drain ends is not waited for, and the private
+/// directory, which holds its file, goes all the same: it went when the last holder of the
+/// server's state let go, and a task the runtime's shutdown gave up on (as under load in
+/// CI) held it past the process's end.
+#[test]
+fn the_private_directory_goes_when_a_build_outlives_the_drain() {
+    let tmp = tempdir();
+    let mut server = Server::start_with(
+        &["--drain-timeout-s", "0"],
+        &[("TMPDIR", tmp.path().as_os_str())],
+    );
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("closest-serve-")
+        })
+        .collect();
+    let [private] = dirs.as_slice() else {
+        panic!("one private directory: {dirs:?}");
+    };
+    let igea = std::fs::read(meshes().join("igea.ply")).unwrap();
+    let size = igea.len() as u64;
+    let address = server.address.clone();
+    // Its connection is cut when the server ends: the reply does not matter.
+    let upload = std::thread::spawn(move || {
+        std::panic::catch_unwind(|| request(&address, "PUT", "/v1/meshes/i?format=ply", &[], &igea))
+    });
+    // The whole body in its file: the load and the build have begun (or are about to).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_dir(private)
+        .unwrap()
+        .any(|e| e.unwrap().metadata().is_ok_and(|m| m.len() == size))
+    {
+        assert!(Instant::now() < deadline, "the upload's file never filled");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    server.terminate();
+    assert_eq!(server.wait(), Some(0));
+    assert!(
+        !private.exists(),
+        "the private directory outlived the server"
+    );
+    let _ = upload.join();
+}
+
 #[test]
 fn targets_preload_before_ready_and_admin_tokens_guard_changes() {
     let dir = tempdir();

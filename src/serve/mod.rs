@@ -67,6 +67,9 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(|e| Error::Gpu(format!("cannot start the server's runtime: {e}")))?;
+    // Owned here too, to be removed at exit whatever still holds the state.
+    let private = Arc::new(PrivateDir::new()?);
+    let in_state = private.clone();
     let outcome = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -76,7 +79,7 @@ pub fn run(
             .map_err(|e| Error::Usage(format!("cannot listen on {}: {e}", config.listen)))?;
         let (routes, description) = api();
         let openapi = description.to_pretty_json().unwrap_or_default();
-        let state = AppState::new(engine, options, config, openapi)?;
+        let state = AppState::new(engine, options, config, openapi, in_state)?;
         ready(address);
         let (failed, failure) = tokio::sync::oneshot::channel();
         tokio::spawn(preload(state.clone(), failed));
@@ -104,6 +107,7 @@ pub fn run(
     });
     // An engine call past the drain timeout is not waited for.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    private.remove();
     outcome
 }
 
@@ -190,7 +194,15 @@ mod tests {
     fn ready_tells_the_truth_in_every_state() {
         let config = Args::parse_from(["serve"]).serve.config().unwrap();
         let engine = Engine::new(&EngineOptions::default()).expect("an adapter (lavapipe)");
-        let state = AppState::new(engine, EngineOptions::default(), config, String::new()).unwrap();
+        let private = Arc::new(PrivateDir::new().unwrap());
+        let state = AppState::new(
+            engine,
+            EngineOptions::default(),
+            config,
+            String::new(),
+            private,
+        )
+        .unwrap();
         let status = |state: &AppState| readiness_response(state).status().as_u16();
         assert_eq!(status(&state), 200);
         for readiness in [

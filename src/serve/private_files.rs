@@ -58,9 +58,18 @@ impl PrivateDir {
     }
 }
 
+impl PrivateDir {
+    /// Removes it and what it holds. At exit the server calls this itself: a task still
+    /// holding the state when the runtime's shutdown gives up on it (a loaded machine) would
+    /// keep the directory past the process's end.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.remove();
     }
 }
 

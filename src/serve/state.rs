@@ -136,7 +136,7 @@ pub(super) struct AppState {
     pub(super) draining: Arc<AtomicBool>,
     /// Targets being uploaded, counted against `--max-targets` with the resident ones.
     pub(super) installing: AtomicUsize,
-    pub(super) private: PrivateDir,
+    pub(super) private: Arc<PrivateDir>,
     /// `/openapi.json`'s text.
     pub(super) openapi: String,
 }
@@ -147,6 +147,7 @@ impl AppState {
         options: EngineOptions,
         config: Config,
         openapi: String,
+        private: Arc<PrivateDir>,
     ) -> crate::Result<Arc<AppState>> {
         let metrics = Arc::new(Metrics::default());
         Ok(Arc::new(AppState {
@@ -173,7 +174,7 @@ impl AppState {
             } as u8),
             draining: Arc::new(AtomicBool::new(false)),
             installing: AtomicUsize::new(0),
-            private: PrivateDir::new()?,
+            private,
             openapi,
             config,
         }))
