@@ -135,7 +135,7 @@ pub(crate) fn walk_together(bodies: usize, shapes: usize) -> bool {
 
 /// Each row's records, converted as they stream: its body (and its target, paired), hull
 /// faces at `data_starts` (per record, in the order `ShapeData::for_paired` saw them), each
-/// body moved by its row's `shifts` where there are any (`FarBodies`).
+/// row's records moved by its `shifts` where there are any (`FarBodies`, `local_frames`).
 fn records<'a>(
     rows: &'a [&'a [Shape]],
     data_starts: &'a [u32],
@@ -147,10 +147,7 @@ fn records<'a>(
         let records = range.clone().flat_map(|row| {
             (0..per_row).map(move |k| {
                 let shape = &rows[k][row];
-                let shift = match shifts.get(row) {
-                    Some(&shift) if k == 0 => shift,
-                    _ => DVec3::ZERO,
-                };
+                let shift = shifts.get(row).copied().unwrap_or(DVec3::ZERO);
                 let mut record = GpuShape::from_shape_moved(shape, shift);
                 if matches!(shape, Shape::ConvexHull(_)) {
                     record.set_data_start(data_starts[row * per_row + k]);
@@ -416,18 +413,44 @@ impl Engine {
         };
         let data = self.shape_data_buffer(data, &starts)?;
         let lists = [bodies, targets];
-        let mut source = records(&lists, &starts, &[]);
+        let frames = local_frames(bodies);
+        let mut source = records(&lists, &starts, &frames);
         let job = plan::Job::BodyPaired {
             data: data.as_ref(),
             body_kinds: kind_bits(bodies),
             target_kinds: kind_bits(targets),
         };
-        let plan = job.plan(&self.gpu, fields, crate::Mode::Surface)?;
+        // Witness points are moved back from the frames: asked of the device whole.
+        let device_fields = match frames.is_empty() {
+            true => fields,
+            false => Fields::all(Family::Bodies),
+        };
+        let plan = job.plan(&self.gpu, device_fields, crate::Mode::Surface)?;
         let inputs = Inputs {
             points: None,
             shapes: Some(&mut source),
         };
-        self.run(&plan, bodies.len(), inputs, sink)
+        if frames.is_empty() {
+            return self.run(&plan, bodies.len(), inputs, sink);
+        }
+        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
+        let mut finish = |first: usize, rows: PackedRows<'_>| {
+            let hits = rows.as_body_hits().expect("every body field was asked");
+            moved_back.clear();
+            moved_back.extend_from_slice(hits);
+            for (hit, &shift) in moved_back.iter_mut().zip(&frames[first..]) {
+                if shift != DVec3::ZERO && hit.shape >= 0 {
+                    let back = |p: [f32; 3]| {
+                        (DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64) - shift).to_f32()
+                    };
+                    hit.point_body = back(hit.point_body);
+                    hit.point_target = back(hit.point_target);
+                }
+            }
+            pack_body_hits(fields, &moved_back, &mut packed);
+            sink.take(first, PackedRows::new(fields, &packed))
+        };
+        self.run(&plan, bodies.len(), inputs, &mut finish)
     }
 
     /// A per-row job's hull faces on the device, where any row has them.
@@ -491,6 +514,22 @@ impl FarBodies {
             .par_iter()
             .any(|&s| s != DVec3::ZERO)
             .then_some(FarBodies { shifts })
+    }
+}
+
+/// Each pair's move into its body's frame (the body's centre to the origin), where the body
+/// lies beyond `mesh::FAR_RADII` times its radius from the origin: the pair's records, each
+/// rounded to f32 about its own anchor, then differ by what f32 holds about zero, not about
+/// 10^8 (a capsule 0.25 from a sphere there was answered 0.75 deep). Empty where none moves.
+fn local_frames(bodies: &[Shape]) -> Vec<DVec3> {
+    let frame = |body: &Shape| match bounding_ball(std::slice::from_ref(body)) {
+        Some((centre, radius)) if centre.length() > FAR_RADII * radius => -centre,
+        _ => DVec3::ZERO,
+    };
+    let frames: Vec<DVec3> = bodies.iter().map(frame).collect();
+    match frames.iter().any(|&f| f != DVec3::ZERO) {
+        true => frames,
+        false => Vec::new(),
     }
 }
 
