@@ -944,3 +944,67 @@ fn one_shape_scenes_match_the_general_scene_path_bit_for_bit() {
         }
     }
 }
+
+#[test]
+fn paired_points_far_from_the_origin_are_answered_in_their_shapes_frame() {
+    // A point and its shape were each rounded to f32 where they lie: 10^8 from the origin
+    // they differed by f32's ±8 there, and a point 0.3 from a sphere was answered inside it
+    // (within SPEC §3's bound at those coordinates, but useless). Every bounded kind at 10^4
+    // to 10^8 from the origin, f64 points about it, held to the bound of the pair's own size.
+    let mut rng = Rng::new(83);
+    let (mut shapes, mut points) = (Vec::new(), Vec::new());
+    for far in [1e4, 1e6, 1e8] {
+        for kind in ShapeKind::ALL {
+            let centre = rng.unit() * far;
+            let shape = common::random_shape(kind, &mut rng, centre, 1.0);
+            if closest::bvh::shape_bounds(&shape).is_none() {
+                continue;
+            }
+            for _ in 0..4 {
+                shapes.push(shape.clone());
+                points.push(centre + rng.vec(-2.0, 2.0));
+            }
+        }
+    }
+    let rows: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    for mode in [Mode::Surface, Mode::Solid] {
+        let mut hits: Vec<closest::fields::GpuHit> = Vec::new();
+        engine()
+            .query_paired(
+                closest::engine::PairedQuery {
+                    shapes: &shapes,
+                    points: closest::Points::F64(&rows),
+                    mode,
+                    fields: closest::fields::Fields::all(closest::fields::Family::Hits),
+                },
+                &mut hits,
+            )
+            .expect("paired query");
+        let mut failures = Vec::new();
+        for (i, ((shape, &p), hit)) in shapes.iter().zip(&points).zip(&hits).enumerate() {
+            let expected = closest::reference::query_shape(shape, i, p, mode);
+            let bound = closest::tolerance(4.0);
+            let moved = DVec3::new(
+                hit.point[0] as f64,
+                hit.point[1] as f64,
+                hit.point[2] as f64,
+            );
+            // The closest point is f32 output at its coordinates: held to their bound.
+            let point_bound = closest::tolerance(p.max_abs());
+            if !common::within(hit.distance as f64 - expected.distance, bound)
+                || (moved - expected.point).length() > point_bound
+            {
+                failures.push(format!(
+                    "{mode:?} row {i} ({}, {:.0e} from the origin): {} at {:?}, the reference {} at {:?}",
+                    shape.kind().name(),
+                    p.length(),
+                    hit.distance,
+                    hit.point,
+                    expected.distance,
+                    expected.point
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}

@@ -24,7 +24,7 @@ pub use sdf::SdfGrid;
 
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::fields::{Fields, PackedSink};
+use crate::fields::{Family, Fields, PackedRows, PackedSink, pack_hits};
 use crate::gpu::rows::{self, RowSource};
 use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream::{self, Inputs};
@@ -265,22 +265,42 @@ impl Engine {
         crate::shape::check_spans(shapes)?;
         let (data, data_starts) = layout::ShapeData::for_paired(shapes);
         let data = self.shape_data_buffer(data, &data_starts)?;
-        let mut shape_source = rows::shapes_from_slice(shapes, &data_starts);
+        let frames = paired_frames(shapes);
+        let mut shape_source = rows::shapes_from_slice(shapes, &data_starts, &frames);
         let kind = common_kind(shapes.iter().map(Shape::kind));
         let job = plan::Job::Paired {
             kind,
             data: data.as_ref(),
         };
+        if frames.is_empty() {
+            let inputs = Inputs {
+                points: Some(&mut points.source()),
+                shapes: Some(&mut shape_source),
+            };
+            let plan = job.plan(&self.gpu, fields, mode)?;
+            return self.run(&plan, shapes.len(), inputs, sink);
+        }
+        // Closest points are moved back from the frames: every field asked of the device.
+        let plan = job.plan(&self.gpu, Fields::all(Family::Hits), mode)?;
         let inputs = Inputs {
-            points: Some(&mut points.source()),
+            points: Some(&mut points.source_in_frames(&frames)),
             shapes: Some(&mut shape_source),
         };
-        self.run(
-            &job.plan(&self.gpu, fields, mode)?,
-            shapes.len(),
-            inputs,
-            sink,
-        )
+        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
+        let mut finish = |first: usize, rows: PackedRows<'_>| {
+            let hits = rows.as_hits().expect("every field was asked");
+            moved_back.clear();
+            moved_back.extend_from_slice(hits);
+            for (hit, &offset) in moved_back.iter_mut().zip(&frames[first..]) {
+                if offset != DVec3::ZERO && hit.shape >= 0 {
+                    let [x, y, z] = hit.point.map(f64::from);
+                    hit.point = (DVec3::new(x, y, z) + offset).to_f32();
+                }
+            }
+            pack_hits(fields, &moved_back, &mut packed);
+            sink.take(first, PackedRows::new(fields, &packed))
+        };
+        self.run(&plan, shapes.len(), inputs, &mut finish)
     }
 
     /// Closest points between segment `a[i]` and segment `b[i]` for every i (SPEC §2), only
@@ -374,4 +394,22 @@ fn check_segment_counts(a: usize, b: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Each paired row's frame: where shape i lies beyond `mesh::FAR_RADII` times its radius from
+/// the origin, the point and the shape are both moved by minus its centre in f64 before they
+/// are rounded to f32, so that they differ by what f32 holds about zero, not about their
+/// coordinates (a point 0.3 from a sphere 10^8 away was answered inside it). Unbounded shapes
+/// keep the world frame (a plane's record is anchored at its point nearest the origin, which
+/// no shared move brings near a far point). Empty where no row moves.
+fn paired_frames(shapes: &[Shape]) -> Vec<DVec3> {
+    let frame = |shape: &Shape| match crate::bvh::bounding_ball(std::slice::from_ref(shape)) {
+        Some((centre, radius)) if centre.length() > crate::mesh::FAR_RADII * radius => centre,
+        _ => DVec3::ZERO,
+    };
+    let frames: Vec<DVec3> = shapes.iter().map(frame).collect();
+    match frames.iter().any(|&f| f != DVec3::ZERO) {
+        true => frames,
+        false => Vec::new(),
+    }
 }

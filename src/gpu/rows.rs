@@ -141,6 +141,35 @@ impl Points<'_> {
             self.write(range, DVec3::ZERO, &mut chunk, out)
         }
     }
+
+    /// The points as a [`RowSource`], row i moved by `-offsets[i]` in f64 (paired jobs' frames).
+    pub(crate) fn source_in_frames<'a>(&'a mut self, offsets: &'a [DVec3]) -> impl RowSource + 'a {
+        let mut chunk = PointChunk::default();
+        move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
+            let offsets = &offsets[range.clone()];
+            let rows: PointSlice<'_> = match &mut *self {
+                Points::F32(rows) => PointSlice::F32(&rows[range]),
+                Points::F64(rows) => PointSlice::F64(&rows[range]),
+                Points::Read(reader) => {
+                    read_chunk(*reader, range, &mut chunk)?;
+                    match &chunk {
+                        PointChunk::F32(rows) => PointSlice::F32(rows),
+                        PointChunk::F64(rows) => PointSlice::F64(rows),
+                    }
+                }
+            };
+            let framed: Vec<[f32; 3]> = match rows {
+                PointSlice::F32(rows) => (rows.iter().zip(offsets))
+                    .map(|(p, &o)| query_point(p.map(f64::from), o))
+                    .collect(),
+                PointSlice::F64(rows) => (rows.iter().zip(offsets))
+                    .map(|(&p, &o)| query_point(p, o))
+                    .collect(),
+            };
+            write_converted(&framed, out, |&p| p);
+            Ok(())
+        }
+    }
 }
 
 enum PointSlice<'a> {
@@ -151,12 +180,18 @@ enum PointSlice<'a> {
 /// Paired shapes, converted to their GPU form as they are written; `data_starts` says where
 /// each shape's variable-size part lies in the job's resident `shape_data` (empty: none has
 /// one; `layout::ShapeData::for_paired`).
-pub fn shapes_from_slice<'a>(shapes: &'a [Shape], data_starts: &'a [u32]) -> impl RowSource + 'a {
+/// Shape i is moved by `-offsets[i]` where there are any (paired jobs' frames).
+pub fn shapes_from_slice<'a>(
+    shapes: &'a [Shape],
+    data_starts: &'a [u32],
+    offsets: &'a [DVec3],
+) -> impl RowSource + 'a {
     move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
         let (rows, _) = out.into_chunks::<{ std::mem::size_of::<GpuShape>() }>();
         let first = range.start;
         rows.write_iter(shapes[range].iter().enumerate().map(|(k, s)| {
-            let mut record = GpuShape::from_shape(s);
+            let offset = offsets.get(first + k).copied().unwrap_or(DVec3::ZERO);
+            let mut record = GpuShape::from_shape_moved(s, -offset);
             if matches!(s, Shape::ConvexHull(_)) {
                 record.set_data_start(data_starts[first + k]);
             }
