@@ -113,7 +113,23 @@ impl Points<'_> {
         chunk: &mut PointChunk,
         out: wgpu::WriteOnly<'_, [u8]>,
     ) -> Result<()> {
-        let rows: PointSlice<'_> = match self {
+        match self.slice(range, chunk)? {
+            PointSlice::F32(rows) if offset == DVec3::ZERO => write_converted(rows, out, |&p| p),
+            PointSlice::F32(rows) => {
+                write_converted(rows, out, |p| query_point(p.map(f64::from), offset))
+            }
+            PointSlice::F64(rows) => write_query_points(rows, offset, out),
+        }
+        Ok(())
+    }
+
+    /// Rows `range` as they are held: in memory, or read into `chunk`.
+    fn slice<'b>(
+        &'b mut self,
+        range: Range<usize>,
+        chunk: &'b mut PointChunk,
+    ) -> Result<PointSlice<'b>> {
+        Ok(match self {
             Points::F32(rows) => PointSlice::F32(&rows[range]),
             Points::F64(rows) => PointSlice::F64(&rows[range]),
             Points::Read(reader) => {
@@ -123,15 +139,7 @@ impl Points<'_> {
                     PointChunk::F64(rows) => PointSlice::F64(rows),
                 }
             }
-        };
-        match rows {
-            PointSlice::F32(rows) if offset == DVec3::ZERO => write_converted(rows, out, |&p| p),
-            PointSlice::F32(rows) => {
-                write_converted(rows, out, |p| query_point(p.map(f64::from), offset))
-            }
-            PointSlice::F64(rows) => write_query_points(rows, offset, out),
-        }
-        Ok(())
+        })
     }
 
     /// The points as a [`RowSource`] for a scene (no offset).
@@ -147,18 +155,7 @@ impl Points<'_> {
         let mut chunk = PointChunk::default();
         move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
             let offsets = &offsets[range.clone()];
-            let rows: PointSlice<'_> = match &mut *self {
-                Points::F32(rows) => PointSlice::F32(&rows[range]),
-                Points::F64(rows) => PointSlice::F64(&rows[range]),
-                Points::Read(reader) => {
-                    read_chunk(*reader, range, &mut chunk)?;
-                    match &chunk {
-                        PointChunk::F32(rows) => PointSlice::F32(rows),
-                        PointChunk::F64(rows) => PointSlice::F64(rows),
-                    }
-                }
-            };
-            let framed: Vec<[f32; 3]> = match rows {
+            let framed: Vec<[f32; 3]> = match self.slice(range, &mut chunk)? {
                 PointSlice::F32(rows) => (rows.iter().zip(offsets))
                     .map(|(p, &o)| query_point(p.map(f64::from), o))
                     .collect(),
