@@ -649,24 +649,26 @@ fn requests_are_logged_with_their_id_and_never_a_token() {
     }
 }
 
+/// The servers' private directories under `tmp` (the TMPDIR a test gave its server).
+fn private_dirs(tmp: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("closest-serve-")
+        })
+        .collect()
+}
+
 #[test]
 fn uploaded_files_are_private_and_removed_on_every_path() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempdir();
     let server = Server::start_with(&[], &[("TMPDIR", tmp.path().as_os_str())]);
-    let ours = || -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(tmp.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("closest-serve-")
-            })
-            .collect()
-    };
-    let dirs = ours();
+    let dirs = private_dirs(tmp.path());
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     let private = &dirs[0];
     assert_eq!(
@@ -734,16 +736,7 @@ fn the_private_directory_goes_when_a_build_outlives_the_drain() {
         &["--drain-timeout-s", "0"],
         &[("TMPDIR", tmp.path().as_os_str())],
     );
-    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("closest-serve-")
-        })
-        .collect();
+    let dirs = private_dirs(tmp.path());
     let [private] = dirs.as_slice() else {
         panic!("one private directory: {dirs:?}");
     };
