@@ -491,29 +491,20 @@ impl FarBodies {
             return None;
         }
         let (centre, radius) = scene.ball?;
-        use rayon::prelude::*;
-        let shifts: Vec<DVec3> = bodies
-            .par_iter()
-            .with_min_len(4096)
-            .map(|body| {
-                let Some((body_centre, body_radius)) = bounding_ball(std::slice::from_ref(body))
-                else {
-                    return DVec3::ZERO;
-                };
-                let reach = FAR_RADII * (radius + body_radius);
-                let from = body_centre - centre;
-                let distance = from.length();
-                if distance.is_finite() && distance > reach {
-                    from * ((reach - distance) / distance)
-                } else {
-                    DVec3::ZERO
-                }
-            })
-            .collect();
-        shifts
-            .par_iter()
-            .any(|&s| s != DVec3::ZERO)
-            .then_some(FarBodies { shifts })
+        let shifts = super::frames_where_far(bodies, |body| {
+            let Some((body_centre, body_radius)) = bounding_ball(std::slice::from_ref(body)) else {
+                return DVec3::ZERO;
+            };
+            let reach = FAR_RADII * (radius + body_radius);
+            let from = body_centre - centre;
+            let distance = from.length();
+            if distance.is_finite() && distance > reach {
+                from * ((reach - distance) / distance)
+            } else {
+                DVec3::ZERO
+            }
+        });
+        (!shifts.is_empty()).then_some(FarBodies { shifts })
     }
 }
 
@@ -522,15 +513,12 @@ impl FarBodies {
 /// rounded to f32 about its own anchor, then differ by what f32 holds about zero, not about
 /// 10^8 (a capsule 0.25 from a sphere there was answered 0.75 deep). Empty where none moves.
 fn local_frames(bodies: &[Shape]) -> Vec<DVec3> {
-    let frame = |body: &Shape| match bounding_ball(std::slice::from_ref(body)) {
-        Some((centre, radius)) if centre.length() > FAR_RADII * radius => -centre,
-        _ => DVec3::ZERO,
-    };
-    let frames: Vec<DVec3> = bodies.iter().map(frame).collect();
-    match frames.iter().any(|&f| f != DVec3::ZERO) {
-        true => frames,
-        false => Vec::new(),
-    }
+    super::frames_where_far(bodies, |body| {
+        match bounding_ball(std::slice::from_ref(body)) {
+            Some((centre, radius)) if centre.length() > FAR_RADII * radius => -centre,
+            _ => DVec3::ZERO,
+        }
+    })
 }
 
 /// A sink putting `count` rows of every body field into `hits`.

@@ -403,13 +403,24 @@ fn check_segment_counts(a: usize, b: usize) -> Result<()> {
 /// keep the world frame (a plane's record is anchored at its point nearest the origin, which
 /// no shared move brings near a far point). Empty where no row moves.
 fn paired_frames(shapes: &[Shape]) -> Vec<DVec3> {
-    let frame = |shape: &Shape| match crate::bvh::bounding_ball(std::slice::from_ref(shape)) {
-        Some((centre, radius)) if centre.length() > crate::mesh::FAR_RADII * radius => centre,
-        _ => DVec3::ZERO,
-    };
-    let frames: Vec<DVec3> = shapes.iter().map(frame).collect();
-    match frames.iter().any(|&f| f != DVec3::ZERO) {
-        true => frames,
-        false => Vec::new(),
+    frames_where_far(shapes, |shape| {
+        match crate::bvh::bounding_ball(std::slice::from_ref(shape)) {
+            Some((centre, radius)) if centre.length() > crate::mesh::FAR_RADII * radius => centre,
+            _ => DVec3::ZERO,
+        }
+    })
+}
+
+/// `frame` of every shape, or nothing where every frame is zero; a pass over the shapes on
+/// every core first, so that the usual job, with none far, holds no frames.
+pub(crate) fn frames_where_far(
+    shapes: &[Shape],
+    frame: impl Fn(&Shape) -> DVec3 + Sync,
+) -> Vec<DVec3> {
+    use rayon::prelude::*;
+    let far = |shape: &Shape| frame(shape) != DVec3::ZERO;
+    if !shapes.par_iter().with_min_len(4096).any(far) {
+        return Vec::new();
     }
+    shapes.par_iter().with_min_len(4096).map(&frame).collect()
 }
