@@ -479,6 +479,49 @@ impl<'a> PackedRows<'a> {
 /// Rows a piece of a chunk's drain on one core.
 const DRAIN_PIECE_ROWS: usize = 1 << 15;
 
+/// A full row of a family as the GPU writes it, which a job may mend on the host before
+/// packing the fields its caller asked ([`mended_rows`]).
+pub trait FullRow: Pod {
+    const FAMILY: Family;
+    /// Pack full rows into rows of `fields` (a subset of the family's).
+    fn pack(fields: Fields, rows: &[Self], out: &mut Vec<u32>);
+}
+
+impl FullRow for GpuHit {
+    const FAMILY: Family = Family::Hits;
+    fn pack(fields: Fields, rows: &[Self], out: &mut Vec<u32>) {
+        pack_hits(fields, rows, out)
+    }
+}
+
+impl FullRow for GpuBodyHit {
+    const FAMILY: Family = Family::Bodies;
+    fn pack(fields: Fields, rows: &[Self], out: &mut Vec<u32>) {
+        pack_body_hits(fields, rows, out)
+    }
+}
+
+/// A sink for rows asked with every field of `H`'s family: each row mended by `mend` (given
+/// its index in the job), then packed to `fields` and handed to `sink` (jobs that move rows
+/// into a frame of their own and their answers back).
+pub fn mended_rows<'s, H: FullRow>(
+    fields: Fields,
+    sink: &'s mut dyn PackedSink,
+    mut mend: impl FnMut(usize, &mut H) + 's,
+) -> impl FnMut(usize, PackedRows<'_>) -> Result<()> + 's {
+    let (mut rows_out, mut packed) = (Vec::<H>::new(), Vec::new());
+    move |first, rows| {
+        debug_assert_eq!(rows.fields(), Fields::all(H::FAMILY));
+        rows_out.clear();
+        rows_out.extend_from_slice(bytemuck::cast_slice(rows.words()));
+        for (k, row) in rows_out.iter_mut().enumerate() {
+            mend(first + k, row);
+        }
+        H::pack(fields, &rows_out, &mut packed);
+        sink.take(first, PackedRows::new(fields, &packed))
+    }
+}
+
 /// Pack hits into rows of `fields` (the host's side of `write_hit`, for answers finished on
 /// the host such as a mesh's signed hits).
 pub fn pack_hits(fields: Fields, hits: &[GpuHit], out: &mut Vec<u32>) {

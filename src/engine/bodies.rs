@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::Engine;
 use crate::bvh::bounding_ball;
 use crate::error::{Error, Result};
-use crate::fields::{Family, Fields, GpuBodyHit, PackedRows, PackedSink, pack_body_hits};
+use crate::fields::{Family, Fields, GpuBodyHit, PackedRows, PackedSink, mended_rows};
 use crate::gpu::layout::{GpuShape, ShapeData};
 use crate::gpu::rows::RowSource;
 use crate::gpu::scene::Hierarchy;
@@ -249,27 +249,15 @@ impl Engine {
             }
             None => &far.shifts,
         };
-        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
         // Moved rows are measured again from every field.
-        let mut finish = |first: usize, rows: PackedRows<'_>| {
-            let hits = rows.as_body_hits().expect("every body field was asked");
-            moved_back.clear();
-            moved_back.extend_from_slice(hits);
-            for (hit, &shift) in moved_back.iter_mut().zip(&far.shifts[first..]) {
-                far_body_answer(hit, shift);
+        let mut finish = mended_rows(fields, sink, |row, hit: &mut GpuBodyHit| {
+            far_body_answer(hit, far.shifts[row]);
+            if let Some((rows, answers)) = &apart
+                && let Ok(k) = rows.binary_search(&row)
+            {
+                *hit = answers[k];
             }
-            if let Some((rows, answers)) = &apart {
-                let from = rows.partition_point(|&row| row < first);
-                for (&row, answer) in rows[from..].iter().zip(&answers[from..]) {
-                    let Some(hit) = moved_back.get_mut(row - first) else {
-                        break;
-                    };
-                    *hit = *answer;
-                }
-            }
-            pack_body_hits(fields, &moved_back, &mut packed);
-            sink.take(first, PackedRows::new(fields, &packed))
-        };
+        });
         let all = Fields::all(Family::Bodies);
         self.nearest_bodies(targets, bodies, shifts, all, &mut finish)
     }
@@ -433,23 +421,16 @@ impl Engine {
         if frames.is_empty() {
             return self.run(&plan, bodies.len(), inputs, sink);
         }
-        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
-        let mut finish = |first: usize, rows: PackedRows<'_>| {
-            let hits = rows.as_body_hits().expect("every body field was asked");
-            moved_back.clear();
-            moved_back.extend_from_slice(hits);
-            for (hit, &shift) in moved_back.iter_mut().zip(&frames[first..]) {
-                if shift != DVec3::ZERO && hit.shape >= 0 {
-                    let back = |p: [f32; 3]| {
-                        (DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64) - shift).to_f32()
-                    };
-                    hit.point_body = back(hit.point_body);
-                    hit.point_target = back(hit.point_target);
-                }
+        let mut finish = mended_rows(fields, sink, |row, hit: &mut GpuBodyHit| {
+            let shift = frames[row];
+            if shift != DVec3::ZERO && hit.shape >= 0 {
+                let back = |p: [f32; 3]| {
+                    (DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64) - shift).to_f32()
+                };
+                hit.point_body = back(hit.point_body);
+                hit.point_target = back(hit.point_target);
             }
-            pack_body_hits(fields, &moved_back, &mut packed);
-            sink.take(first, PackedRows::new(fields, &packed))
-        };
+        });
         self.run(&plan, bodies.len(), inputs, &mut finish)
     }
 

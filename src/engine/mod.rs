@@ -24,7 +24,7 @@ pub use sdf::SdfGrid;
 
 use crate::Mode;
 use crate::error::{Error, Result};
-use crate::fields::{Family, Fields, PackedRows, PackedSink, pack_hits};
+use crate::fields::{Family, Fields, GpuHit, PackedSink, mended_rows};
 use crate::gpu::rows::{self, RowSource};
 use crate::gpu::scene::Hierarchy;
 use crate::gpu::stream::{self, Inputs};
@@ -286,20 +286,13 @@ impl Engine {
             points: Some(&mut points.source_in_frames(&frames)),
             shapes: Some(&mut shape_source),
         };
-        let (mut moved_back, mut packed) = (Vec::new(), Vec::new());
-        let mut finish = |first: usize, rows: PackedRows<'_>| {
-            let hits = rows.as_hits().expect("every field was asked");
-            moved_back.clear();
-            moved_back.extend_from_slice(hits);
-            for (hit, &offset) in moved_back.iter_mut().zip(&frames[first..]) {
-                if offset != DVec3::ZERO && hit.shape >= 0 {
-                    let [x, y, z] = hit.point.map(f64::from);
-                    hit.point = (DVec3::new(x, y, z) + offset).to_f32();
-                }
+        let mut finish = mended_rows(fields, sink, |row, hit: &mut GpuHit| {
+            let offset = frames[row];
+            if offset != DVec3::ZERO && hit.shape >= 0 {
+                let [x, y, z] = hit.point.map(f64::from);
+                hit.point = (DVec3::new(x, y, z) + offset).to_f32();
             }
-            pack_hits(fields, &moved_back, &mut packed);
-            sink.take(first, PackedRows::new(fields, &packed))
-        };
+        });
         self.run(&plan, shapes.len(), inputs, &mut finish)
     }
 
