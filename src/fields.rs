@@ -193,6 +193,16 @@ impl Family {
         }
     }
 
+    /// The bits of its fields that hold points: what a move of the frame changes (lengths,
+    /// directions and indices keep).
+    pub fn point_bits(self) -> u32 {
+        match self {
+            Family::Hits | Family::Contacts => POINT,
+            Family::Segments => POINT_A | POINT_B,
+            Family::Bodies => POINT_BODY | POINT_TARGET,
+        }
+    }
+
     fn names(self) -> String {
         let names: Vec<&str> = self.fields().iter().map(|f| f.name).collect();
         names.join(", ")
@@ -519,6 +529,51 @@ pub fn mended_rows<'s, H: FullRow>(
         }
         H::pack(fields, &rows_out, &mut packed);
         sink.take(first, PackedRows::new(fields, &packed))
+    }
+}
+
+/// Move the points of packed `rows` of `fields` by `by`, in f64: answers made in a frame of
+/// their own (a mesh's, a far scene's) back to world coordinates.
+pub fn move_points(fields: Fields, rows: &mut [u32], by: crate::math::DVec3) {
+    let point_bits = fields.family().point_bits();
+    let starts: Vec<usize> = (fields.selected())
+        .filter(|f| f.bit & point_bits != 0)
+        .map(|f| fields.offset_words(f.bit))
+        .collect();
+    if starts.is_empty() || rows.is_empty() {
+        return;
+    }
+    let by = [by.x, by.y, by.z];
+    rows.par_chunks_exact_mut(fields.row_words())
+        .with_min_len(1024)
+        .for_each(|row| {
+            for &start in &starts {
+                for (word, shift) in row[start..start + 3].iter_mut().zip(by) {
+                    *word = ((f32::from_bits(*word) as f64 + shift) as f32).to_bits();
+                }
+            }
+        });
+}
+
+/// A sink handing `sink` each chunk's rows with their points moved by `by` ([`move_points`]);
+/// rows without a point field pass as they are.
+pub fn points_moved<'s>(
+    by: crate::math::DVec3,
+    sink: &'s mut dyn PackedSink,
+) -> impl FnMut(usize, PackedRows<'_>) -> Result<()> + 's {
+    let mut moved = Vec::new();
+    move |first, rows| {
+        let fields = rows.fields();
+        if fields
+            .selected()
+            .all(|f| f.bit & fields.family().point_bits() == 0)
+        {
+            return sink.take(first, rows);
+        }
+        moved.clear();
+        moved.extend_from_slice(rows.words());
+        move_points(fields, &mut moved, by);
+        sink.take(first, PackedRows::new(fields, &moved))
     }
 }
 

@@ -126,6 +126,23 @@ impl ConvexHull {
         })
     }
 
+    /// The hull moved by `by` (its points, anchor and faces; normals keep).
+    pub fn translated(&self, by: DVec3) -> ConvexHull {
+        ConvexHull {
+            points: self.points.iter().map(|&p| p + by).collect(),
+            anchor: self.anchor + by,
+            faces: (self.faces.iter())
+                .map(|f| HullFace {
+                    a: f.a + by,
+                    b: f.b + by,
+                    c: f.c + by,
+                    normal: f.normal,
+                })
+                .collect(),
+            solid: self.solid,
+        }
+    }
+
     /// The distinct corners of the hull's faces.
     pub fn vertices(&self) -> Vec<DVec3> {
         let mut out: Vec<DVec3> = Vec::new();

@@ -103,6 +103,11 @@ impl Add for DVec3 {
         DVec3::new(self.x + o.x, self.y + o.y, self.z + o.z)
     }
 }
+impl std::ops::AddAssign for DVec3 {
+    fn add_assign(&mut self, o: DVec3) {
+        *self = *self + o;
+    }
+}
 impl Sub for DVec3 {
     type Output = DVec3;
     fn sub(self, o: DVec3) -> DVec3 {

@@ -445,7 +445,7 @@ fn for_each_vertex_band(
                 for (k, &v) in mesh.triangles[t].iter().enumerate() {
                     if in_band(v) {
                         let sum = &mut sums[(v - vertices.start) as usize];
-                        *sum = *sum + face * angles[k];
+                        *sum += face * angles[k];
                     }
                 }
             }

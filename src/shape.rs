@@ -325,6 +325,46 @@ impl Shape {
     pub fn axes(rotation: [f64; 4]) -> [DVec3; 3] {
         quaternion_axes(rotation)
     }
+
+    /// The shape moved by `by`, in f64 (a scene answered in its own frame, `gpu::scene`). A
+    /// plane keeps its normal and takes the offset of its moved points, so its record, anchored
+    /// at its point nearest the origin, lies near a scene moved there.
+    pub fn translated(&self, by: DVec3) -> Shape {
+        if let Shape::ConvexHull(hull) = self {
+            return Shape::ConvexHull(hull.translated(by));
+        }
+        let mut moved = self.clone();
+        match &mut moved {
+            Shape::Sphere { center, .. }
+            | Shape::Box { center, .. }
+            | Shape::Wedge { center, .. }
+            | Shape::CornerWedge { center, .. }
+            | Shape::Torus { center, .. }
+            | Shape::Ellipsoid { center, .. } => *center += by,
+            Shape::Aabb { min, max } => {
+                *min += by;
+                *max += by;
+            }
+            Shape::Plane { normal, offset } => *offset += normal.dot(by),
+            Shape::Segment { a, b }
+            | Shape::Line { a, b }
+            | Shape::Capsule { a, b, .. }
+            | Shape::Cylinder { a, b, .. }
+            | Shape::Cone { a, b, .. } => {
+                *a += by;
+                *b += by;
+            }
+            Shape::Ray { origin, .. } => *origin += by,
+            Shape::Triangle { a, b, c } => {
+                *a += by;
+                *b += by;
+                *c += by;
+            }
+            // Moved above, without cloning its points first.
+            Shape::ConvexHull(_) => {}
+        }
+        moved
+    }
 }
 
 /// Shapes built by hand (the API's `Shape` values) are refused as a scene file's are when one

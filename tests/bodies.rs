@@ -106,97 +106,16 @@ fn check_row(
     if d < -depth_tol {
         problems.extend(least_push_problems(body, target, got).unwrap_or_default());
         // Overlapping: the minimal translation separates them (to within the depth bound).
-        if let Some(moved) = translated(body, n * (-d)) {
-            if let Some(after) = target_contact(&moved, target) {
-                if !within(-after.distance, 2.0 * depth_tol) {
-                    problems.push(format!(
-                        "moving by -distance·normal leaves them {} deep",
-                        -after.distance
-                    ));
-                }
-            }
+        if let Some(after) = target_contact(&body.translated(n * (-d)), target)
+            && !within(-after.distance, 2.0 * depth_tol)
+        {
+            problems.push(format!(
+                "moving by -distance·normal leaves them {} deep",
+                -after.distance
+            ));
         }
     }
     problems
-}
-
-/// `shape` moved by `by` (bodies only).
-fn translated(shape: &Shape, by: DVec3) -> Option<Shape> {
-    Some(match shape.clone() {
-        Shape::Sphere { center, radius } => Shape::Sphere {
-            center: center + by,
-            radius,
-        },
-        Shape::Capsule { a, b, radius } => Shape::Capsule {
-            a: a + by,
-            b: b + by,
-            radius,
-        },
-        Shape::Segment { a, b } => Shape::Segment {
-            a: a + by,
-            b: b + by,
-        },
-        Shape::Triangle { a, b, c } => Shape::Triangle {
-            a: a + by,
-            b: b + by,
-            c: c + by,
-        },
-        Shape::Aabb { min, max } => Shape::Aabb {
-            min: min + by,
-            max: max + by,
-        },
-        Shape::Box {
-            center,
-            half_extents,
-            rotation,
-        } => Shape::Box {
-            center: center + by,
-            half_extents,
-            rotation,
-        },
-        Shape::Wedge {
-            center,
-            half_extents,
-            rotation,
-        } => Shape::Wedge {
-            center: center + by,
-            half_extents,
-            rotation,
-        },
-        Shape::CornerWedge {
-            center,
-            half_extents,
-            rotation,
-        } => Shape::CornerWedge {
-            center: center + by,
-            half_extents,
-            rotation,
-        },
-        Shape::Cylinder { a, b, radius } => Shape::Cylinder {
-            a: a + by,
-            b: b + by,
-            radius,
-        },
-        Shape::Cone { a, b, radius } => Shape::Cone {
-            a: a + by,
-            b: b + by,
-            radius,
-        },
-        Shape::Ellipsoid {
-            center,
-            radii,
-            rotation,
-        } => Shape::Ellipsoid {
-            center: center + by,
-            radii,
-            rotation,
-        },
-        Shape::ConvexHull(hull) => {
-            let points = hull.points.iter().map(|p| *p + by).collect();
-            Shape::ConvexHull(closest::hull::ConvexHull::new(points).ok()?)
-        }
-        _ => return None,
-    })
 }
 
 /// Targets no body kind list has: the unbounded kinds.
@@ -524,11 +443,7 @@ fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
         .flat_map(|_| convex_kinds(&mut rng, DVec3::ZERO, 1.0))
         .enumerate()
         .map(|(k, s)| {
-            translated(
-                &s,
-                DVec3::new((k % 7) as f64, (k / 7 % 7) as f64, (k / 49) as f64) * 3.0,
-            )
-            .expect("convex")
+            s.translated(DVec3::new((k % 7) as f64, (k / 7 % 7) as f64, (k / 49) as f64) * 3.0)
         })
         .collect();
     scene.extend(unbounded_targets(
@@ -1382,7 +1297,7 @@ fn the_subgroup_body_walk_answers_exactly_as_the_one_lane_walk() {
         .enumerate()
         .map(|(k, s)| {
             let at = DVec3::new((k % 6) as f64, (k / 6 % 6) as f64, (k / 36) as f64) * 2.5;
-            translated(&s, at).expect("convex")
+            s.translated(at)
         })
         .collect();
     // Exact duplicates: equal distances, decided by the lower index in both walks.
@@ -1521,4 +1436,133 @@ fn bodies_far_from_their_targets_are_answered_within_the_bound() {
         let failures = nearest_failures(&targets, scene, &bodies);
         assert!(failures.is_empty(), "{name}: {}", failures.join("\n"));
     }
+}
+
+#[test]
+fn scenes_far_from_the_origin_are_answered_in_their_own_frame() {
+    // A scene's records were rounded to f32 where they lie, so 10^7 from the origin its shapes
+    // and the bodies among them moved by f32's ±0.5 there. Now a scene far from the origin is
+    // answered in its own frame (`gpu::scene::scene_frame`). A scene of every target kind
+    // (planes, lines and rays among them) and fandisk, at 10^3 to 10^8, with bodies of every
+    // kind about them: the distance held to the scene's own size, the witness points (f32 at
+    // their coordinates) to the bound there.
+    let mut rng = Rng::new(97);
+    let bounds = closest::bvh::shape_bounds;
+    let fandisk = closest::io::load_mesh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/meshes/fandisk.obj"
+    )))
+    .expect("fandisk");
+    let (lo, hi) = fandisk.bounds();
+    let fandisk_centre = (lo + hi) * 0.5;
+    let mut failures = Vec::new();
+    for far in [1e3, 1e5, 1e7, 1e8] {
+        let centre = rng.unit() * far;
+        let mut local: Vec<Shape> = (0..12)
+            .flat_map(|_| {
+                let at = rng.vec(-5.0, 5.0);
+                convex_kinds(&mut rng, at, 1.0)
+            })
+            .collect();
+        let unbounded_at = rng.vec(-3.0, 3.0);
+        local.extend(unbounded_targets(&mut rng, unbounded_at, 1.0));
+        let local_bodies: Vec<Shape> = (0..8)
+            .flat_map(|_| {
+                let (at, size) = (rng.vec(-7.0, 7.0), rng.range(0.3, 2.0));
+                convex_kinds(&mut rng, at, size)
+            })
+            .collect();
+        let mesh_centre = centre + rng.unit() * 50.0;
+        let mut mesh = fandisk.clone();
+        mesh.vertices = (fandisk.vertices.iter())
+            .map(|v| v - fandisk_centre + mesh_centre)
+            .collect::<Vec<DVec3>>()
+            .into();
+        let mesh_bodies: Vec<Shape> = (0..6)
+            .flat_map(|_| {
+                let at = rng.vec(-1.5, 1.5);
+                convex_kinds(&mut rng, at, 0.2)
+            })
+            .collect();
+        let triangles: Vec<Shape> = (0..mesh.triangles.len())
+            .map(|t| {
+                let [a, b, c] = mesh.corners(t);
+                Shape::Triangle { a, b, c }
+            })
+            .collect();
+        let move_all = |shapes: &[Shape], by: DVec3| -> Vec<Shape> {
+            shapes.iter().map(|s| s.translated(by)).collect()
+        };
+        let scene = move_all(&local, centre);
+        let cases = [
+            (
+                "shapes",
+                engine().upload_body_targets(&scene).expect("upload"),
+                scene.clone(),
+                move_all(&local_bodies, centre),
+                16.0,
+            ),
+            (
+                "fandisk",
+                engine().upload_mesh_body_targets(&mesh).expect("upload"),
+                triangles,
+                move_all(&mesh_bodies, mesh_centre),
+                4.0,
+            ),
+        ];
+        for (name, targets, shapes, bodies, size) in cases {
+            let mut rows: Vec<GpuBodyHit> = Vec::new();
+            engine()
+                .body_contacts(
+                    BodyContacts {
+                        targets: &targets,
+                        bodies: &bodies,
+                        fields: Fields::all(Family::Bodies),
+                    },
+                    &mut rows,
+                )
+                .unwrap_or_else(|e| panic!("{name} at {far:e}: {e}"));
+            for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
+                // The oracle over the shapes whose boxes come within the answer of the body's
+                // (the nearest is among them unless the answer is too near, which it then
+                // shows): fandisk's 12,946 triangles one by one took most of a minute.
+                let reach = got.distance.abs() as f64 + size;
+                let near = |s: &Shape| match (bounds(body), bounds(s)) {
+                    (Some(a), Some(b)) => {
+                        let gap = (a.min - b.max).max(b.min - a.max).max(DVec3::ZERO);
+                        gap.length() <= reach
+                    }
+                    _ => true,
+                };
+                let nearby: Vec<Shape> = shapes.iter().filter(|s| near(s)).cloned().collect();
+                let (_, expected) = nearest_target(body, &nearby).expect("an answer");
+                let bound = if expected.distance < 0.0 {
+                    1e-4 * size
+                } else {
+                    tolerance(size)
+                };
+                let witness_bound = tolerance(far * 2.0);
+                let chosen = usize::try_from(got.shape)
+                    .ok()
+                    .filter(|&c| c < shapes.len());
+                let off = chosen.map(|c| {
+                    off_shape(body, v(got.point_body))
+                        .max(off_shape(&shapes[c], v(got.point_target)))
+                });
+                if !within(got.distance as f64 - expected.distance, bound)
+                    || !off.is_some_and(|off| within(off, witness_bound + bound))
+                {
+                    failures.push(format!(
+                        "{name} {far:.0e} from the origin, body {i} ({}): {} on shape {} \
+                         (witnesses {off:?} off), the oracle {}",
+                        body.kind().name(),
+                        got.distance,
+                        got.shape,
+                        expected.distance
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -2347,3 +2347,115 @@ fn fortran_ordered_and_big_endian_npy_rows_are_read_as_numpy_wrote_them() {
         }
     }
 }
+
+/// `SCENE` with a ground plane, and bodies about it, moved by `by`.
+fn scene_and_bodies_at(by: [f64; 3]) -> (String, String) {
+    let p = |x: f64, y: f64, z: f64| format!("[{}, {}, {}]", x + by[0], y + by[1], z + by[2]);
+    let scene = format!(
+        r#"{{"shapes": [
+            {{"type": "sphere", "center": {}, "radius": 1}},
+            {{"type": "aabb", "min": {}, "max": {}}},
+            {{"type": "capsule", "a": {}, "b": {}, "radius": 0.5}},
+            {{"type": "plane", "normal": [0, 1, 0], "offset": {}}}
+        ]}}"#,
+        p(0.0, 0.0, 0.0),
+        p(1.0, 2.0, -3.0),
+        p(3.0, 6.0, 3.0),
+        p(-5.0, 0.0, 0.0),
+        p(-5.0, 4.0, 0.0),
+        by[1] - 2.0
+    );
+    let bodies = format!(
+        r#"{{"shapes": [
+            {{"type": "box", "center": {}, "half_extents": [0.5, 0.5, 0.5], "rotation": [0, 0, 0, 1]}},
+            {{"type": "capsule", "a": {}, "b": {}, "radius": 0.5}},
+            {{"type": "sphere", "center": {}, "radius": 0.3}}
+        ]}}"#,
+        p(0.1, 1.9, 0.2),
+        p(1.5, 6.25, 0.0),
+        p(2.5, 6.3, 0.1),
+        p(-3.9, -1.4, 0.6)
+    );
+    (scene, bodies)
+}
+
+#[test]
+fn a_scene_far_from_the_origin_answers_as_it_does_there() {
+    // Its shapes and queries are moved into its own frame before they are rounded to f32:
+    // 10^6 from the origin (georeferenced coordinates) the query, sphere and body jobs give
+    // the distances they give at the origin, where before f32's ±0.06 there showed in each.
+    let dir = Dir::new();
+    let mut rng = common::Rng::new(7);
+    let relative: Vec<[f64; 3]> = (0..200)
+        .map(|_| {
+            let p = rng.vec(-7.0, 7.0);
+            [p.x, p.y, p.z]
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for (name, by) in [("near", [0.0; 3]), ("far", [3.1e6, -2.2e6, 1.3e6])] {
+        let (scene, bodies) = scene_and_bodies_at(by);
+        let scene = dir
+            .file(&format!("{name}.json"), &scene)
+            .display()
+            .to_string();
+        let bodies = dir
+            .file(&format!("{name}-bodies.json"), &bodies)
+            .display()
+            .to_string();
+        let moved = |r: &[f64; 3]| [r[0] + by[0], r[1] + by[1], r[2] + by[2]];
+        let points: Vec<[f64; 3]> = relative.iter().map(moved).collect();
+        write_points(&dir.path(&format!("{name}-p.npy")), &points);
+        let spheres: Vec<[f64; 4]> = (relative.iter())
+            .map(|r| {
+                let [x, y, z] = moved(r);
+                [x, y, z, 0.5]
+            })
+            .collect();
+        write_npy(
+            &dir.path(&format!("{name}-s.npy")),
+            "<f8",
+            &[spheres.len(), 4],
+            bytemuck::cast_slice(&spheres),
+        );
+        let jobs: [(&str, Vec<String>); 3] = [
+            (
+                "query",
+                vec!["--points".into(), dir.s(&format!("{name}-p.npy"))],
+            ),
+            (
+                "contacts",
+                vec!["--spheres".into(), dir.s(&format!("{name}-s.npy"))],
+            ),
+            ("contacts", vec!["--bodies".into(), bodies]),
+        ];
+        let mut arrays = Vec::new();
+        for (k, (job, input)) in jobs.iter().enumerate() {
+            let out = dir.s(&format!("{name}-{k}.npz"));
+            let mut args = vec![*job, "--shapes", &scene];
+            args.extend(input.iter().map(String::as_str));
+            args.extend(["--out", &out]);
+            closest_ok(&args, &[]);
+            arrays.push(read_npz(Path::new(&out)));
+        }
+        answers.push(arrays);
+    }
+    for (k, field) in ["distance", "depth", "distance"].iter().enumerate() {
+        let column = |arrays: &Vec<(String, Vec<usize>, Vec<u8>)>, name: &str| {
+            arrays.iter().find(|a| a.0 == name).expect(name).2.clone()
+        };
+        let (near, far) = (&answers[0][k], &answers[1][k]);
+        assert_eq!(
+            column(near, "shape"),
+            column(far, "shape"),
+            "job {k}: shapes"
+        );
+        let (near, far) = (f32s(&column(near, field)), f32s(&column(far, field)));
+        for (row, (a, b)) in near.iter().zip(&far).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4,
+                "job {k} row {row}: {field} {b} 10^6 from the origin, {a} at it"
+            );
+        }
+    }
+}

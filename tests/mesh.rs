@@ -572,10 +572,10 @@ impl StoredPseudonormals {
                     corners[(k + 2) % 3] - corners[k],
                 );
                 let angle = u.cross(v).length().atan2(u.dot(v));
-                vertex[tri[k] as usize] = vertex[tri[k] as usize] + face_normal(mesh, s) * angle;
+                vertex[tri[k] as usize] += face_normal(mesh, s) * angle;
                 let (i, j) = (tri[k], tri[(k + 1) % 3]);
                 let sum = edge.entry((i.min(j), i.max(j))).or_insert(DVec3::ZERO);
-                *sum = *sum + face_normal(mesh, s);
+                *sum += face_normal(mesh, s);
             }
         }
         StoredPseudonormals { vertex, edge }

@@ -125,7 +125,7 @@ fn samples_are_distributed_as_claimed() {
             SampleKind::Uniform => {
                 let pad = 0.2;
                 assert!((p - centre).max_abs() <= 1.0 + pad + 1e-12, "row {row}");
-                uniform_mean = uniform_mean + p * (1.0 / 4000.0);
+                uniform_mean += p * (1.0 / 4000.0);
             }
         }
     }

@@ -15,7 +15,6 @@ use closest::engine::{
     SphereContacts, Spheres,
 };
 use closest::fields::{Columns, Family, Fields};
-use closest::gpu::query_point;
 use closest::io::OutputFile;
 use closest::io::Values;
 use closest::io::zarr::{ZarrLayout, is_zarr};
@@ -905,31 +904,20 @@ impl Scene {
             if self.count == 0 && rows.len(4) > 0 {
                 return Err(input_error("shapes: the scene has no shapes".into()));
             }
-            // float32 rows are read in place; float64 ones converted.
-            let converted: Vec<[f32; 4]>;
-            let spheres: &[[f32; 4]] = match rows {
-                Rows::F32(values) => bytemuck::cast_slice(values),
-                Rows::F64(_) => {
-                    converted = (0..rows.len(4))
-                        .map(|i| {
-                            let [x, y, z, r] = rows.row::<4>(i);
-                            let [x, y, z] = query_point([x, y, z], DVec3::ZERO);
-                            [x, y, z, r as f32]
-                        })
-                        .collect();
-                    &converted
-                }
-            };
+            // Read in place, float64 centres rounded once, in the scene's frame.
+            let count = rows.len(4);
             let (engine, scene) = (&self.engine, &self.scene);
             let columns = detached(py, || {
+                let spheres = match rows {
+                    Rows::F32(values) => Spheres::Slice(bytemuck::cast_slice(values)),
+                    Rows::F64(values) => Spheres::SliceF64(bytemuck::cast_slice(values)),
+                };
                 let job = SphereContacts {
                     scene,
-                    spheres: Spheres::Slice(spheres),
+                    spheres,
                     fields,
                 };
-                Columns::collect(fields, spheres.len(), |sink| {
-                    engine.sphere_contacts(job, sink)
-                })
+                Columns::collect(fields, count, |sink| engine.sphere_contacts(job, sink))
             })?;
             columns_to_dict(py, columns)
         })

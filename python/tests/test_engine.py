@@ -399,3 +399,40 @@ def test_paths_may_be_bytes_as_open_takes_them(engine, server, tmp_path):
     assert same["hausdorff"] <= 1e-6  # f32 rounding of a mesh against itself
     remote = closest.Client(server).mesh("bytes", as_bytes)
     np.testing.assert_array_equal(remote.query(points)["distance"], expected)
+
+
+def far_scene(by):
+    """A sphere, a box, a capsule and a ground plane moved by `by` (SPEC §1 fields)."""
+    x, y, z = by
+    at = lambda p: [p[0] + x, p[1] + y, p[2] + z]  # noqa: E731
+    return [
+        {"type": "sphere", "center": at([0, 0, 0]), "radius": 1},
+        {"type": "box", "center": at([3, 1, 0]), "half_extents": [1, 0.5, 2],
+         "rotation": [0.1, 0.2, 0.3, 0.9]},
+        {"type": "capsule", "a": at([-4, 0, 0]), "b": at([-4, 3, 1]), "radius": 0.5},
+        {"type": "plane", "normal": [0, 1, 0], "offset": y - 2},
+    ]
+
+
+def test_a_scene_far_from_the_origin_answers_as_it_does_there(backend):
+    # Answered in its own frame (shapes and float64 points moved there before rounding to
+    # f32): 10^7 from the origin the distances are those at the origin, where f32's ±0.5
+    # there moved each before.
+    rng = np.random.default_rng(5)
+    relative = rng.uniform(-6, 6, (300, 3))
+    by = np.array([1.1e7, -0.7e7, 0.3e7])
+    bodies = lambda shift: [{"type": "capsule", "a": list(shift + [0.5, 1.6, 0.2]),  # noqa: E731
+                             "b": list(shift + [1.5, 1.7, 0.1]), "radius": 0.4}]
+    got = []
+    for shift in (np.zeros(3), by):
+        scene = backend.scene(far_scene(shift))
+        points = relative + shift
+        spheres = np.column_stack([points, np.full(len(points), 0.25)])
+        got.append((scene.query(points, fields="distance,shape"),
+                    scene.contacts(spheres, fields="depth,shape"),
+                    scene.contacts(bodies=bodies(shift), fields="distance,shape")))
+    for near, far in zip(*got):
+        assert list(near) == list(far)
+        np.testing.assert_array_equal(near["shape"], far["shape"])
+        first = next(iter(near))
+        np.testing.assert_allclose(far[first], near[first], rtol=0, atol=1e-4)

@@ -7,7 +7,9 @@ use std::ops::Range;
 use super::Engine;
 use crate::bvh::bounding_ball;
 use crate::error::{Error, Result};
-use crate::fields::{Family, Fields, GpuBodyHit, PackedRows, PackedSink, mended_rows};
+use crate::fields::{
+    Family, Fields, GpuBodyHit, PackedRows, PackedSink, mended_rows, points_moved,
+};
 use crate::gpu::layout::{GpuShape, ShapeData};
 use crate::gpu::rows::RowSource;
 use crate::gpu::scene::Hierarchy;
@@ -191,13 +193,17 @@ impl Engine {
     ) -> std::result::Result<GpuScene, E> {
         mesh.check_built()?;
         check_mesh_body_scale(mesh)?;
+        // Moved into the scene's frame as they are made (one copy of a large mesh, not two).
+        let (lo, hi) = mesh.bounds();
+        let frame = scene::scene_frame(Some(((lo + hi) * 0.5, (hi - lo).length() * 0.5)));
         let triangles: Vec<Shape> = (0..mesh.triangles.len())
             .map(|t| {
-                let [a, b, c] = mesh.corners(t);
+                let [a, b, c] = mesh.corners(t).map(|v| v - frame);
                 Shape::Triangle { a, b, c }
             })
             .collect();
-        self.upload_body_targets_admitted(&triangles, admit)
+        crate::shape::check_spans(&triangles)?;
+        scene::upload_in_frame(&self.gpu, &triangles, frame, Hierarchy::AxisAligned, admit)
     }
 
     /// For each body, the nearest shape of `job.targets` (SPEC §9): the smallest distance
@@ -226,6 +232,25 @@ impl Engine {
                  convex: only sphere bodies are answered against it"
             )));
         }
+        let frame = targets.frame;
+        if frame == DVec3::ZERO {
+            return self.bodies_in_frame(targets, bodies, fields, sink);
+        }
+        // A scene in a frame of its own: the bodies are moved into it, their witness points
+        // back out.
+        let moved: Vec<Shape> = bodies.iter().map(|b| b.translated(-frame)).collect();
+        let mut moved_back = points_moved(frame, sink);
+        self.bodies_in_frame(targets, &moved, fields, &mut moved_back)
+    }
+
+    /// [`Engine::body_contacts`] of bodies in the targets' frame.
+    fn bodies_in_frame(
+        &self,
+        targets: &GpuScene,
+        bodies: &[Shape],
+        fields: Fields,
+        sink: &mut dyn PackedSink,
+    ) -> Result<()> {
         let far = FarBodies::of(bodies, targets);
         // Far bodies of a scene with unbounded shapes are answered apart, and skipped here.
         let apart = match &far {

@@ -25,6 +25,8 @@ pub struct SphereContacts<'a> {
 /// radii and names its rows in its errors).
 pub enum Spheres<'a> {
     Slice(&'a [[f32; 4]]),
+    /// float64 spheres, their centres rounded to f32 only once moved into the scene's frame.
+    SliceF64(&'a [[f64; 4]]),
     Read(&'a mut dyn SphereReader),
 }
 
@@ -47,6 +49,7 @@ impl PointReader for Centres<'_, '_> {
     fn rows(&self) -> usize {
         match &self.spheres {
             Spheres::Slice(s) => s.len(),
+            Spheres::SliceF64(s) => s.len(),
             Spheres::Read(reader) => reader.rows(),
         }
     }
@@ -63,6 +66,16 @@ impl PointReader for Centres<'_, '_> {
                     .f32_rows()
                     .extend(spheres.iter().map(|s| [s[0], s[1], s[2]]));
                 spheres.iter().map(|s| s[3]).collect()
+            }
+            Spheres::SliceF64(spheres) => {
+                let spheres = &spheres[range];
+                for (k, s) in spheres.iter().enumerate() {
+                    check_radius(first + k, s[3], "spheres")?;
+                }
+                chunk
+                    .f64_rows()
+                    .extend(spheres.iter().map(|s| [s[0], s[1], s[2]]));
+                spheres.iter().map(|s| s[3] as f32).collect()
             }
             Spheres::Read(reader) => {
                 let asked = range.len();

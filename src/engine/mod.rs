@@ -238,7 +238,17 @@ impl Engine {
             grid: None,
         };
         let plan = job.plan(&self.gpu, fields, mode)?;
-        self.run(&plan, rows, Inputs::points(&mut points.source()), sink)
+        let frame = scene.frame;
+        if frame == DVec3::ZERO {
+            return self.run(&plan, rows, Inputs::points(&mut points.source(frame)), sink);
+        }
+        let mut moved_back = crate::fields::points_moved(frame, sink);
+        self.run(
+            &plan,
+            rows,
+            Inputs::points(&mut points.source(frame)),
+            &mut moved_back,
+        )
     }
 
     /// Carry out `plan` on `rows` rows of `inputs`, chunk by chunk, into `sink`.
@@ -274,7 +284,7 @@ impl Engine {
         };
         if frames.is_empty() {
             let inputs = Inputs {
-                points: Some(&mut points.source()),
+                points: Some(&mut points.source(DVec3::ZERO)),
                 shapes: Some(&mut shape_source),
             };
             let plan = job.plan(&self.gpu, fields, mode)?;

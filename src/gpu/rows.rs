@@ -104,8 +104,8 @@ pub fn write_query_points_iter(
 }
 
 impl Points<'_> {
-    /// Rows `range` into a chunk's mapped point buffer, moved by `-offset` (a mesh's centre;
-    /// zero for scenes): f32 rows copied as they are when there is no offset.
+    /// Rows `range` into a chunk's mapped point buffer, moved by `-offset` (a mesh's centre, a
+    /// scene's frame): f32 rows copied as they are when there is no offset.
     pub fn write(
         &mut self,
         range: Range<usize>,
@@ -142,11 +142,11 @@ impl Points<'_> {
         })
     }
 
-    /// The points as a [`RowSource`] for a scene (no offset).
-    pub(crate) fn source(&mut self) -> impl RowSource + '_ {
+    /// The points as a [`RowSource`] for a scene, moved by `-frame` (`GpuScene::frame`).
+    pub(crate) fn source(&mut self, frame: DVec3) -> impl RowSource + '_ {
         let mut chunk = PointChunk::default();
         move |range: Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
-            self.write(range, DVec3::ZERO, &mut chunk, out)
+            self.write(range, frame, &mut chunk, out)
         }
     }
 

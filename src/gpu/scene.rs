@@ -47,6 +47,10 @@ pub struct GpuScene {
     /// Its unbounded shapes (planes, lines, rays) and their indices: a far body is answered
     /// against them where it is, and against the rest moved (`engine::bodies`).
     pub(crate) unbounded: Vec<(u32, Shape)>,
+    /// Where its shapes were moved from before rounding to f32 ([`scene_frame`]): its records,
+    /// hierarchy, cells, `ball` and `unbounded` are about it; jobs move their points, bodies
+    /// and answers by it. Zero for most scenes.
+    pub(crate) frame: DVec3,
     /// Its queries look their shapes up in cell lists (`gpu::cells`) where they can.
     cell_lists: bool,
     texel_bytes: u64,
@@ -85,8 +89,8 @@ pub(crate) enum Hierarchy {
     AxisAligned,
 }
 
-/// A scene's records, kind ranges, hierarchies and shape data on the device; `admit` is asked
-/// first with the bytes they take.
+/// A scene's records, kind ranges, hierarchies and shape data on the device, moved into its
+/// frame ([`scene_frame`]); `admit` is asked first with the bytes they take.
 pub(crate) fn upload<E: From<Error>>(
     gpu: &Context,
     shapes: &[Shape],
@@ -94,6 +98,26 @@ pub(crate) fn upload<E: From<Error>>(
     admit: impl FnOnce(u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<GpuScene, E> {
     crate::shape::check_spans(shapes)?;
+    let frame = scene_frame(crate::bvh::bounded_ball(shapes));
+    let moved: Vec<Shape>;
+    let shapes = match frame == DVec3::ZERO {
+        true => shapes,
+        false => {
+            moved = shapes.iter().map(|s| s.translated(-frame)).collect();
+            &moved
+        }
+    };
+    upload_in_frame(gpu, shapes, frame, hierarchy, admit)
+}
+
+/// [`upload`] of shapes already moved by `-frame` (a mesh's triangles as body targets).
+pub(crate) fn upload_in_frame<E: From<Error>>(
+    gpu: &Context,
+    shapes: &[Shape],
+    frame: DVec3,
+    hierarchy: Hierarchy,
+    admit: impl FnOnce(u64) -> std::result::Result<(), E>,
+) -> std::result::Result<GpuScene, E> {
     let laid_out = scene_layout::scene_layout_with(
         shapes,
         hierarchy != Hierarchy::None,
@@ -116,7 +140,25 @@ pub(crate) fn upload<E: From<Error>>(
         .filter(|(_, shape)| crate::bvh::shape_bounds(shape).is_none())
         .map(|(i, shape)| (i as u32, shape.clone()))
         .collect();
+    scene.frame = frame;
     Ok(scene)
+}
+
+/// A scene whose bounded shapes lie more than this many times their ball's radius from the
+/// origin is answered in its own frame ([`scene_frame`]).
+pub const SCENE_FRAME_RADII: f64 = 4.0;
+
+/// Where a scene of bounded shapes in the ball `bounded` (centre, radius) is answered from: its
+/// centre where that is beyond [`SCENE_FRAME_RADII`] radii from the origin, else the origin.
+/// Its shapes and queries are moved there in f64 before they are rounded to f32, so that they
+/// differ by what f32 holds about the scene's size, not about its distance from the origin
+/// (a point 0.59 from a box 10^7 away was answered 1.0). Planes move with it; a scene of
+/// unbounded shapes alone keeps the origin.
+pub fn scene_frame(bounded: Option<(DVec3, f64)>) -> DVec3 {
+    match bounded {
+        Some((centre, radius)) if centre.length() > SCENE_FRAME_RADII * radius => centre,
+        _ => DVec3::ZERO,
+    }
 }
 
 /// A scene of `count` triangles (`scene_layout::triangle_bindings`) on the device, with its
@@ -275,6 +317,7 @@ fn upload_bindings<E: From<Error>>(
         top_nodes,
         ball: None,
         unbounded: Vec::new(),
+        frame: DVec3::ZERO,
         cell_lists,
         texel_bytes,
     })

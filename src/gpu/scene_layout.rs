@@ -459,7 +459,7 @@ fn fit_triangles_box(
     let mut normal = DVec3::ZERO;
     for &t in members {
         let [a, b, c] = corners(t as usize);
-        normal = normal + (b - a).cross(c - a);
+        normal += (b - a).cross(c - a);
         points.extend_from_slice(&[a, b, c]);
     }
     bvh::fit_oriented_box(points.into_iter(), normal)

@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::DVec3;
 use crate::auto_sign::SignChoice;
 use crate::engine::GpuMesh;
 use crate::engine::{MeshQuery, SceneQuery, SphereContacts, Spheres};
 use crate::fields::{Columns, Fields};
-use crate::gpu::{GpuScene, query_point};
+use crate::gpu::GpuScene;
 use crate::{Engine, Mode, Points, Result};
 
 use super::body::RowValues;
@@ -257,24 +256,14 @@ fn answer(
             engine.query_scene(job, &mut columns)
         }
         (Op::Contacts, Target::Scene(scene)) => {
-            // float32 spheres are read in place; float64 ones rounded once.
-            let converted: Vec<[f32; 4]>;
-            let spheres: &[[f32; 4]] = match values {
-                RowValues::F32(v) => bytemuck::cast_slice(v),
-                RowValues::F64(v) => {
-                    converted = v
-                        .chunks_exact(4)
-                        .map(|s| {
-                            let [x, y, z] = query_point([s[0], s[1], s[2]], DVec3::ZERO);
-                            [x, y, z, s[3] as f32]
-                        })
-                        .collect();
-                    &converted
-                }
+            // Read in place, float64 centres rounded once, in the scene's frame.
+            let spheres = match values {
+                RowValues::F32(v) => Spheres::Slice(bytemuck::cast_slice(v)),
+                RowValues::F64(v) => Spheres::SliceF64(bytemuck::cast_slice(v)),
             };
             let job = SphereContacts {
                 scene,
-                spheres: Spheres::Slice(spheres),
+                spheres,
                 fields,
             };
             engine.sphere_contacts(job, &mut columns)

@@ -2,21 +2,6 @@
 
 use super::*;
 
-/// Shift the closest points of packed `rows` (which hold the point field) from the mesh's
-/// frame back to world coordinates, in f64 as `GpuMesh::finish` does.
-pub(super) fn shift_points(fields: Fields, rows: &mut [u32], offset: DVec3) {
-    use rayon::prelude::*;
-    let at = fields.offset_words(crate::fields::POINT);
-    let offset = [offset.x, offset.y, offset.z];
-    rows.par_chunks_exact_mut(fields.row_words())
-        .with_min_len(1024)
-        .for_each(|row| {
-            for (word, shift) in row[at..at + 3].iter_mut().zip(offset) {
-                *word = ((f32::from_bits(*word) as f64 + shift) as f32).to_bits();
-            }
-        });
-}
-
 /// A mesh query: [`Engine::query_mesh`].
 pub struct MeshQuery<'a> {
     pub mesh: &'a GpuMesh,
@@ -37,7 +22,7 @@ impl Engine {
             sign,
             fields,
         } = job;
-        use crate::fields::{DISTANCE, POINT};
+        use crate::fields::DISTANCE;
         let rows = points.len();
         let sign = applied_sign(sign, fields);
         let (Some(device_sign), [part]) = (self.device_sign(mesh, sign)?, mesh.parts.as_slice())
@@ -55,16 +40,7 @@ impl Engine {
         let mut source = |range: std::ops::Range<usize>, out: wgpu::WriteOnly<'_, [u8]>| {
             points.write(range, offset, &mut chunk, out)
         };
-        let mut shifted = Vec::new();
-        let mut finish = |first: usize, rows: PackedRows<'_>| {
-            if !device_fields.contains(POINT) {
-                return sink.take(first, rows);
-            }
-            shifted.clear();
-            shifted.extend_from_slice(rows.words());
-            shift_points(device_fields, &mut shifted, offset);
-            sink.take(first, PackedRows::new(device_fields, &shifted))
-        };
+        let mut finish = crate::fields::points_moved(offset, sink);
         let job = crate::gpu::plan::Job::Nearest {
             scene: &part.scene,
             sign: device_sign,
