@@ -34,6 +34,37 @@ fn try_pairs_on_gpu(bodies: &[Shape], targets: &[Shape]) -> (closest::Result<()>
     (answered, rows)
 }
 
+/// Each body's contact with `targets` on the GPU, every field.
+fn try_contacts_on_gpu(
+    targets: &closest::GpuScene,
+    bodies: &[Shape],
+) -> closest::Result<Vec<GpuBodyHit>> {
+    let mut rows: Vec<GpuBodyHit> = Vec::new();
+    engine().body_contacts(
+        BodyContacts {
+            targets,
+            bodies,
+            fields: Fields::all(Family::Bodies),
+        },
+        &mut rows,
+    )?;
+    Ok(rows)
+}
+
+fn contacts_on_gpu(targets: &closest::GpuScene, bodies: &[Shape]) -> Vec<GpuBodyHit> {
+    try_contacts_on_gpu(targets, bodies).expect("body contacts")
+}
+
+/// A mesh's triangles as shapes, triangle i as shape i.
+fn triangles_of(mesh: &closest::mesh::Mesh) -> Vec<Shape> {
+    (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            Shape::Triangle { a, b, c }
+        })
+        .collect()
+}
+
 fn pairs_on_gpu(bodies: &[Shape], targets: &[Shape]) -> Vec<GpuBodyHit> {
     let (answered, rows) = try_pairs_on_gpu(bodies, targets);
     answered.expect("body pairs");
@@ -463,17 +494,7 @@ fn bodies_find_their_nearest_shape_of_a_scene_through_the_bvh() {
 /// Every body's contact with `targets` (uploaded from `scene`) on the GPU, each checked against
 /// the f64 oracle's nearest shape (ties within the bound allowed) and by `check_row`.
 fn nearest_failures(targets: &closest::GpuScene, scene: &[Shape], bodies: &[Shape]) -> Vec<String> {
-    let mut rows: Vec<GpuBodyHit> = Vec::new();
-    engine()
-        .body_contacts(
-            BodyContacts {
-                targets,
-                bodies,
-                fields: Fields::all(Family::Bodies),
-            },
-            &mut rows,
-        )
-        .expect("body contacts");
+    let rows = contacts_on_gpu(targets, bodies);
     let mut failures = Vec::new();
     for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
         let (best, expected) = nearest_target(body, scene).expect("an answer");
@@ -642,17 +663,7 @@ fn a_non_finite_body_is_isolated() {
         assert_eq!(row.normal, [0.0, 0.0, 1.0]);
     }
     let scene = engine().upload_body_targets(&targets[..1]).expect("upload");
-    let mut nearest: Vec<GpuBodyHit> = Vec::new();
-    engine()
-        .body_contacts(
-            BodyContacts {
-                targets: &scene,
-                bodies: &bodies,
-                fields: Fields::all(Family::Bodies),
-            },
-            &mut nearest,
-        )
-        .expect("body contacts");
+    let nearest = contacts_on_gpu(&scene, &bodies);
     assert_eq!(nearest[1].shape, -1);
     assert!((nearest[0].distance - 1.5).abs() <= 1e-6 && nearest[2].shape == 0);
 }
@@ -895,26 +906,11 @@ fn bodies_about(
 fn bodies_through_a_mesh_find_their_deepest_triangle() {
     let (vertices, triangles) = common::octahedron_sphere(DVec3::new(3.0, -2.0, 1.0), 1.0, 3);
     let mesh = closest::mesh::Mesh::new(vertices, triangles, "sphere").expect("a mesh");
-    let shapes: Vec<Shape> = (0..mesh.triangles.len())
-        .map(|t| {
-            let [a, b, c] = mesh.corners(t);
-            Shape::Triangle { a, b, c }
-        })
-        .collect();
+    let shapes: Vec<Shape> = triangles_of(&mesh);
     let mut rng = Rng::new(17);
     let bodies = bodies_about(&mut rng, 400, DVec3::new(3.0, -2.0, 1.0), (0.6, 1.4), 0.4);
     let targets = engine().upload_mesh_body_targets(&mesh).expect("upload");
-    let mut rows: Vec<GpuBodyHit> = Vec::new();
-    engine()
-        .body_contacts(
-            BodyContacts {
-                targets: &targets,
-                bodies: &bodies,
-                fields: Fields::all(Family::Bodies),
-            },
-            &mut rows,
-        )
-        .expect("body contacts");
+    let rows = contacts_on_gpu(&targets, &bodies);
     let mut failures = Vec::new();
     let mut overlapping = 0;
     for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
@@ -1377,12 +1373,7 @@ fn bodies_far_from_their_targets_are_answered_within_the_bound() {
         "/../shared/data/meshes/fandisk.obj"
     )))
     .expect("fandisk");
-    let triangles: Vec<Shape> = (0..fandisk.triangles.len())
-        .map(|t| {
-            let [a, b, c] = fandisk.corners(t);
-            Shape::Triangle { a, b, c }
-        })
-        .collect();
+    let triangles: Vec<Shape> = triangles_of(&fandisk);
     let shapes: Vec<Shape> = (0..40)
         .flat_map(|_| {
             let at = rng.vec(-5.0, 5.0);
@@ -1484,12 +1475,7 @@ fn scenes_far_from_the_origin_are_answered_in_their_own_frame() {
                 convex_kinds(&mut rng, at, 0.2)
             })
             .collect();
-        let triangles: Vec<Shape> = (0..mesh.triangles.len())
-            .map(|t| {
-                let [a, b, c] = mesh.corners(t);
-                Shape::Triangle { a, b, c }
-            })
-            .collect();
+        let triangles: Vec<Shape> = triangles_of(&mesh);
         let move_all = |shapes: &[Shape], by: DVec3| -> Vec<Shape> {
             shapes.iter().map(|s| s.translated(by)).collect()
         };
@@ -1511,16 +1497,7 @@ fn scenes_far_from_the_origin_are_answered_in_their_own_frame() {
             ),
         ];
         for (name, targets, shapes, bodies, size) in cases {
-            let mut rows: Vec<GpuBodyHit> = Vec::new();
-            engine()
-                .body_contacts(
-                    BodyContacts {
-                        targets: &targets,
-                        bodies: &bodies,
-                        fields: Fields::all(Family::Bodies),
-                    },
-                    &mut rows,
-                )
+            let rows = try_contacts_on_gpu(&targets, &bodies)
                 .unwrap_or_else(|e| panic!("{name} at {far:e}: {e}"));
             for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
                 // The oracle over the shapes whose boxes come within the answer of the body's
