@@ -535,15 +535,16 @@ fn nearest_failures(targets: &closest::GpuScene, scene: &[Shape], bodies: &[Shap
 fn pairs_far_from_the_origin_are_answered_in_their_own_frame() {
     // Each record is rounded to f32 about its own anchor, so two shapes 10^8 from the origin
     // differed by what f32 holds there (±8): a capsule 0.25 from a sphere was answered 0.75
-    // deep. Every pair of kinds at 10^3 to 10^8 from the origin, held to the pair's own size,
-    // not to the bound at its coordinates.
+    // deep. Every pair of kinds (planes, lines and rays as targets too) at 10^3 to 10^8 from
+    // the origin, held to the pair's own size, not to the bound at its coordinates.
     let mut rng = Rng::new(71);
     let (mut bodies, mut targets) = (Vec::new(), Vec::new());
     for far in [1e3, 1e5, 1e7, 1e8] {
         let centre = rng.unit() * far;
         let offset = rng.unit() * 1.5;
         let kinds = convex_kinds(&mut rng, centre, 1.0);
-        let others = convex_kinds(&mut rng, centre + offset, 1.0);
+        let mut others = convex_kinds(&mut rng, centre + offset, 1.0);
+        others.extend(unbounded_targets(&mut rng, centre + offset, 1.0));
         for body in &kinds {
             for target in &others {
                 bodies.push(body.clone());

@@ -227,19 +227,29 @@ impl GpuShape {
             kind: shape.kind() as u32,
             index: 0,
             _pad: [0; 2],
-            anchor: v4(
-                if shift == DVec3::ZERO {
-                    anchor
-                } else {
-                    anchor + shift
-                },
-                0.0,
-            ),
+            anchor: v4(moved_anchor(shape, anchor, shift), 0.0),
             p0,
             p1,
             p2,
             p3,
         }
+    }
+}
+
+/// A record's anchor moved by `shift`. A plane's and a line's move to their moved points
+/// nearest the origin: a frame's centre near them then leaves their anchors near it too (a
+/// plane 0.25 below a body 10^7 from the origin, paired with it, kept its anchor there).
+fn moved_anchor(shape: &Shape, anchor: DVec3, shift: DVec3) -> DVec3 {
+    if shift == DVec3::ZERO {
+        return anchor;
+    }
+    match *shape {
+        Shape::Plane { normal, offset } => normal * (offset + normal.dot(shift)),
+        Shape::Line { a, b } => {
+            let (moved, along) = (a + shift, (b - a).normalize_or_zero());
+            moved - along * moved.dot(along)
+        }
+        _ => anchor + shift,
     }
 }
 
