@@ -4,7 +4,7 @@
 //! statements (caches, counters, the pool of the stream's slots: a job that panics drops its
 //! own set of slots rather than return it, `gpu::stream::LentSlots`).
 
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// `mutex`, locked, taken over from a holder that panicked.
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -28,6 +28,21 @@ pub fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
         lock.clear_poison();
         poisoned.into_inner()
     })
+}
+
+/// The value in `cell`, computed by `compute` where it is empty. Unlike
+/// `OnceLock::get_or_init`, no caller waits on another's computation: two that race both
+/// compute, and the first to finish fills the cell. `get_or_init` deadlocks where `compute`
+/// runs rayon work (a mesh's sign checks and tables): a rayon worker waiting inside it for its
+/// own jobs may take up another caller's job that asks the same cell (std's reentrant
+/// initialisation), and workers waiting on the cell cannot run `compute`'s jobs. Two first
+/// signed requests on one mesh hung the service that way (`Engine::resolve_sign`).
+pub fn computed_once<T>(cell: &OnceLock<T>, compute: impl FnOnce() -> T) -> &T {
+    if let Some(value) = cell.get() {
+        return value;
+    }
+    let value = compute();
+    cell.get_or_init(|| value)
 }
 
 /// The message of a caught panic (`catch_unwind`'s payload): its text, or empty.

@@ -633,3 +633,38 @@ fn where_the_caps_lie_farther_than_the_mesh_their_winding_number_settles_the_sig
         "{settled} settled, {turned} turned"
     );
 }
+
+#[test]
+fn first_signed_queries_from_several_threads_at_once_do_not_deadlock() {
+    // `Engine::resolve_sign` runs `auto`'s check on a rayon worker, and the check's own rayon
+    // work let that worker take up a second caller's job asking the same mesh's check while
+    // it was being made: std's `OnceLock` deadlocks on such a reentrant initialisation. Two
+    // first requests on a new mesh hung the service that way (the held-answers test's CI
+    // flake, 2026-11-29 and -30); this reproduction hung within 9 rounds in each of 3 runs.
+    // Threads that would hang are left behind: the test fails after a minute instead.
+    let fandisk = closest::io::load_mesh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/meshes/fandisk.obj"
+    )))
+    .expect("fandisk");
+    for round in 0..24u64 {
+        let mesh: &'static closest::engine::GpuMesh = Box::leak(Box::new(
+            engine().upload_mesh(fandisk.clone()).expect("upload"),
+        ));
+        let (answers, answered) = std::sync::mpsc::channel();
+        for k in 0..4u64 {
+            let answers = answers.clone();
+            std::thread::spawn(move || {
+                // Callers a little apart: the second finds the first's check under way.
+                std::thread::sleep(std::time::Duration::from_micros(k * (round * 83 % 2000)));
+                let _ = answers.send(engine().resolve_sign(mesh, SignChoice::Auto));
+            });
+        }
+        for _ in 0..4 {
+            let sign = answered
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("round {round}: a caller still waits after a minute"));
+            assert_eq!(sign.expect("a sign"), Sign::Pseudonormal);
+        }
+    }
+}

@@ -525,7 +525,9 @@ fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
             break;
         }
         // Twice in CI runs (2026-11-29, 2026-11-30) they were not, after 120 s, with nothing
-        // held and neither request logged: what the server's threads are doing says why.
+        // held and neither request logged: the two first signed requests on the new mesh had
+        // deadlocked making its `auto` check (`sync::computed_once`, tests/auto_sign.rs). Should
+        // it happen again, what the server's threads are doing says why.
         assert!(
             Instant::now() < deadline,
             "the stalled answers were never made: {held} bytes held; the server's log:\n{}\n\

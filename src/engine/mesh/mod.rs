@@ -79,7 +79,7 @@ impl GpuMesh {
             !self.mesh.triangles.is_empty(),
             "the host mesh was released"
         );
-        self.auto_sign.get_or_init(|| {
+        crate::sync::computed_once(&self.auto_sign, || {
             let auto = auto_sign(&self.mesh);
             self.closed_cycle.get_or_init(|| auto.closed_cycle);
             auto
@@ -106,9 +106,9 @@ impl GpuMesh {
             self.closed_cycle.get().is_some() || !self.mesh.triangles.is_empty(),
             "the host mesh was released before its cycle was checked"
         );
-        *self
-            .closed_cycle
-            .get_or_init(|| crate::auto_sign::is_closed_cycle(&self.mesh))
+        *crate::sync::computed_once(&self.closed_cycle, || {
+            crate::auto_sign::is_closed_cycle(&self.mesh)
+        })
     }
 
     /// Its holes capped (`auto_sign::HoleCaps`): where the winding number's sign may change off
@@ -118,8 +118,9 @@ impl GpuMesh {
             self.hole_caps.get().is_some() || !self.mesh.triangles.is_empty(),
             "the host mesh was released before its holes were capped"
         );
-        self.hole_caps
-            .get_or_init(|| crate::auto_sign::HoleCaps::of(&self.mesh))
+        crate::sync::computed_once(&self.hole_caps, || {
+            crate::auto_sign::HoleCaps::of(&self.mesh)
+        })
     }
 
     /// The method `choice` names for this mesh.

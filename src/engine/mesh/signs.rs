@@ -2,6 +2,7 @@
 //! on the device (or the host, where the device cannot hold the tree).
 
 use super::*;
+use crate::sync::computed_once;
 
 impl GpuMesh {
     /// Whether the device walks this mesh's winding numbers: every part has its hierarchy's
@@ -19,7 +20,7 @@ impl GpuMesh {
         use rayon::prelude::*;
         // Built on first use: only pseudonormal signs on the host need them.
         let normals = (sign == Sign::Pseudonormal)
-            .then(|| self.normals.get_or_init(|| Pseudonormals::new(&self.mesh)));
+            .then(|| computed_once(&self.normals, || Pseudonormals::new(&self.mesh)));
         let far = self.far_rows();
         hits.par_iter_mut()
             .zip(points.par_iter())
@@ -97,14 +98,13 @@ impl GpuMesh {
     /// The f64 twin of its winding clusters on the device (hierarchies of the same parts),
     /// which signs by winding number where the device does not; built on first use.
     pub fn host_winding(&self) -> &WindingTree {
-        self.host_winding
-            .get_or_init(|| match self.parts.as_slice() {
-                [_] => WindingTree::new(&self.mesh),
-                parts => {
-                    let parts: Vec<&[u32]> = parts.iter().map(|p| p.triangles.as_slice()).collect();
-                    WindingTree::in_parts(&self.mesh, &parts)
-                }
-            })
+        computed_once(&self.host_winding, || match self.parts.as_slice() {
+            [_] => WindingTree::new(&self.mesh),
+            parts => {
+                let parts: Vec<&[u32]> = parts.iter().map(|p| p.triangles.as_slice()).collect();
+                WindingTree::in_parts(&self.mesh, &parts)
+            }
+        })
     }
 
     /// Mark the rows inside by winding number on the host, as the device does: the distance's
