@@ -2459,3 +2459,44 @@ fn a_scene_far_from_the_origin_answers_as_it_does_there() {
         }
     }
 }
+
+/// A mesh's body targets that need more memory than there is are refused before they are
+/// built, with the sizes named, as a mesh's upload is (they take about 400 bytes a triangle:
+/// a 16.7M-triangle mesh's would have taken about 6 GB unchecked).
+#[test]
+fn body_targets_larger_than_memory_are_refused_before_their_build() {
+    let dir = Dir::new();
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let bodies = dir.file(
+        "bodies.json",
+        r#"{"shapes": [{"type": "capsule", "a": [0, 0, 0], "b": [0.1, 0, 0], "radius": 0.05}]}"#,
+    );
+    let run = |memory: &str, out: &str| {
+        closest(&[
+            "--memory-bytes",
+            memory,
+            "contacts",
+            "--mesh",
+            &mesh.display().to_string(),
+            "--bodies",
+            &bodies.display().to_string(),
+            "--out",
+            &dir.s(out),
+        ])
+    };
+    let refused = run("1048576", "small.npz");
+    let msg = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{msg}");
+    for needle in [
+        "out of memory",
+        "body targets of 12946 triangles",
+        "MiB to build",
+        "but 1 MiB are available",
+    ] {
+        assert!(msg.contains(needle), "`{needle}` not in: {msg}");
+    }
+    assert!(!dir.path("small.npz").exists(), "no output on refusal");
+    let answered = run("1073741824", "roomy.npz");
+    assert!(answered.status.success(), "{}", stderr(&answered));
+    assert!(dir.path("roomy.npz").exists());
+}

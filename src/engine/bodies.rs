@@ -36,6 +36,14 @@ pub struct BodyPairs<'a> {
     pub fields: Fields,
 }
 
+/// Device bytes of a body target (its record, its share of the axis-aligned hierarchy's
+/// nodes), and host bytes its upload's build takes beside them. Measured (2026-11-30, lavapipe,
+/// where device memory is the host's): `closest contacts` with the 2,097,152 triangles of a
+/// torus as body targets peaked at 834 MB, about 400 bytes a triangle with the process and
+/// the mesh; these, with the triangle made as a shape, count 376.
+const BODY_TARGET_DEVICE_BYTES: u64 = 128;
+const BODY_TARGET_BUILD_BYTES: u64 = 160;
+
 /// Whether `kind` can be a body: the bounded convex kinds.
 pub fn is_body_kind(kind: ShapeKind) -> bool {
     !matches!(
@@ -177,7 +185,26 @@ impl Engine {
         admit: impl FnOnce(u64) -> std::result::Result<(), E>,
     ) -> std::result::Result<GpuScene, E> {
         check_body_scale(shapes, "targets")?;
+        let _reserved = self.reserve_body_targets(shapes.len(), "shapes", 0)?;
         scene::upload(&self.gpu, shapes, Hierarchy::AxisAligned, admit)
+    }
+
+    /// Host memory for the upload of `count` body targets (`what`: shapes, or a mesh's
+    /// triangles, which the upload first makes as shapes: `made` bytes each), reserved until
+    /// it is dropped; a machine without it refuses the job before anything is built, as a
+    /// mesh's upload does (a 16.7M-triangle mesh's body targets would take about 6 GB).
+    fn reserve_body_targets(
+        &self,
+        count: usize,
+        what: &str,
+        made: u64,
+    ) -> Result<crate::gpu::HostReservation> {
+        let count = count as u64;
+        self.gpu.reserve_memory(
+            &format!("body targets of {count} {what}"),
+            count * BODY_TARGET_DEVICE_BYTES,
+            count * (BODY_TARGET_BUILD_BYTES + made),
+        )
     }
 
     /// A mesh's triangles as body targets: shape i is triangle i.
@@ -193,6 +220,8 @@ impl Engine {
     ) -> std::result::Result<GpuScene, E> {
         mesh.check_built()?;
         check_mesh_body_scale(mesh)?;
+        let made = std::mem::size_of::<Shape>() as u64;
+        let _reserved = self.reserve_body_targets(mesh.triangles.len(), "triangles", made)?;
         // Moved into the scene's frame as they are made (one copy of a large mesh, not two).
         let (lo, hi) = mesh.bounds();
         let frame = scene::scene_frame(Some(((lo + hi) * 0.5, (hi - lo).length() * 0.5)));

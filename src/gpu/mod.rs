@@ -23,7 +23,7 @@ pub(crate) mod texels;
 
 pub use crate::fields::{PackedSink, TRAVERSAL_OVERFLOW};
 pub use adapter::{AdapterSummary, list_adapters};
-pub(crate) use context::{Context, common_kind};
+pub(crate) use context::{Context, HostReservation, common_kind};
 pub use layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
 pub use options::{EngineOptions, JobTiming, MeshRecords};
 pub use order::morton_code;
