@@ -243,11 +243,12 @@ fn cell_lists_answer_every_row_as_the_walk_does() {
         !subgroup.upload_scene(&every_kind).unwrap().has_cell_lists(),
         "every bounded kind: cell lists"
     );
-    // Metre shapes 10^4 from the origin; millimetre ones there, whose cells f32 cannot tell
-    // apart (no cell lists); huge shapes among tiny ones.
+    // Metre shapes 10^4 from the origin; millimetre ones there, whose cells f32 could not
+    // tell apart at 10^4 (no cell lists, before scenes were answered in their own frame: now
+    // they have lists); huge shapes among tiny ones.
     for (name, spread, size, cells) in [
         ("metre shapes at 10^4", 60.0, 1.0, true),
-        ("millimetre shapes at 10^4", 0.05, 0.001, false),
+        ("millimetre shapes at 10^4", 0.05, 0.001, true),
     ] {
         let shapes = scene_of_kinds(
             &mut rng,

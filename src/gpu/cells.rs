@@ -223,7 +223,8 @@ pub fn cell_lists(
         cell,
         slack: 1e-5 * scale,
     };
-    // Far from the origin f32 cannot tell cells apart: every list would hold every shape.
+    // Far from the origin f32 cannot tell cells apart: every list would hold every shape
+    // (a compact scene far away is moved into its own frame first, `scene::scene_frame`).
     if grid.slack > 0.1 * cell {
         return None;
     }
