@@ -327,8 +327,9 @@ impl Shape {
     }
 
     /// The shape moved by `by`, in f64 (a scene answered in its own frame, `gpu::scene`). A
-    /// plane keeps its normal and takes the offset of its moved points, so its record, anchored
-    /// at its point nearest the origin, lies near a scene moved there.
+    /// plane keeps its normal and takes the offset of its moved points, and a line is given
+    /// from its moved point nearest the origin (the same direction and length to `b`): their
+    /// records, anchored there, then lie near a scene moved to the origin.
     pub fn translated(&self, by: DVec3) -> Shape {
         if let Shape::ConvexHull(hull) = self {
             return Shape::ConvexHull(hull.translated(by));
@@ -346,8 +347,13 @@ impl Shape {
                 *max += by;
             }
             Shape::Plane { normal, offset } => *offset += normal.dot(by),
+            Shape::Line { a, b } => {
+                let (along, moved) = (*b - *a, *a + by);
+                let unit = along.normalize_or_zero();
+                *a = moved - unit * moved.dot(unit);
+                *b = *a + along;
+            }
             Shape::Segment { a, b }
-            | Shape::Line { a, b }
             | Shape::Capsule { a, b, .. }
             | Shape::Cylinder { a, b, .. }
             | Shape::Cone { a, b, .. } => {

@@ -115,6 +115,13 @@ impl GpuShape {
     /// [`GpuShape::from_shape`] moved by `shift`, added to its anchor in f64 before rounding
     /// (every kind's record is relative to its anchor).
     pub fn from_shape_moved(shape: &Shape, shift: DVec3) -> GpuShape {
+        // A plane's and a line's records are anchored at their points nearest the origin:
+        // moved, at the moved one's (`Shape::translated`), so a frame's centre near them
+        // leaves their anchors near it too (a plane 0.25 below a body 10^7 from the origin,
+        // paired with it, kept its anchor 10^5 away along the plane).
+        if shift != DVec3::ZERO && matches!(shape, Shape::Plane { .. } | Shape::Line { .. }) {
+            return Self::from_shape(&shape.translated(shift));
+        }
         let (anchor, p0, p1, p2, p3) = match *shape {
             Shape::Sphere { center, radius } => (
                 center,
@@ -227,29 +234,19 @@ impl GpuShape {
             kind: shape.kind() as u32,
             index: 0,
             _pad: [0; 2],
-            anchor: v4(moved_anchor(shape, anchor, shift), 0.0),
+            anchor: v4(
+                if shift == DVec3::ZERO {
+                    anchor
+                } else {
+                    anchor + shift
+                },
+                0.0,
+            ),
             p0,
             p1,
             p2,
             p3,
         }
-    }
-}
-
-/// A record's anchor moved by `shift`. A plane's and a line's move to their moved points
-/// nearest the origin: a frame's centre near them then leaves their anchors near it too (a
-/// plane 0.25 below a body 10^7 from the origin, paired with it, kept its anchor there).
-fn moved_anchor(shape: &Shape, anchor: DVec3, shift: DVec3) -> DVec3 {
-    if shift == DVec3::ZERO {
-        return anchor;
-    }
-    match *shape {
-        Shape::Plane { normal, offset } => normal * (offset + normal.dot(shift)),
-        Shape::Line { a, b } => {
-            let (moved, along) = (a + shift, (b - a).normalize_or_zero());
-            moved - along * moved.dot(along)
-        }
-        _ => anchor + shift,
     }
 }
 
