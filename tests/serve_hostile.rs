@@ -6,6 +6,7 @@ mod serve_harness;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serve_harness::*;
@@ -725,6 +726,65 @@ fn uploaded_files_are_private_and_removed_on_every_path() {
         !private.exists(),
         "the private directory outlived the server"
     );
+}
+
+/// A server killed outright cannot remove its private directory; the next server to start
+/// does, and leaves alone those of servers alive, those it cannot tell are abandoned (locked,
+/// or made less than a minute ago) and anything not a server's.
+#[test]
+fn a_killed_servers_private_directory_goes_at_the_next_start() {
+    let tmp = tempdir();
+    let mut killed = Server::start_with(&[], &[("TMPDIR", tmp.path().as_os_str())]);
+    let dirs = private_dirs(tmp.path());
+    let [left] = dirs.as_slice() else {
+        panic!("one private directory: {dirs:?}");
+    };
+    std::fs::write(left.join("body-0.obj"), "v 0 0 0\n").unwrap();
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    assert!(left.exists());
+    // A process that has ended, for directories named after it.
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead_pid = gone.id();
+    let fresh = tmp.path().join(format!("closest-serve-{dead_pid}-fresh0"));
+    let locked = tmp.path().join(format!("closest-serve-{dead_pid}-locked0"));
+    let alive = tmp
+        .path()
+        .join(format!("closest-serve-{}-alive0", std::process::id()));
+    let other = tmp.path().join("closest-serve-notapid");
+    for dir in [&locked, &alive, &other] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let held = std::fs::File::open(&locked).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(
+        unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&held),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        },
+        0
+    );
+    for dir in [left, &locked, &alive, &other] {
+        let status = Command::new("touch")
+            .args(["-d", "2 minutes ago"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    std::fs::create_dir(&fresh).unwrap();
+    let next = Server::start_with(&[], &[("TMPDIR", tmp.path().as_os_str())]);
+    assert!(!left.exists(), "the killed server's directory stayed");
+    for kept in [&fresh, &locked, &alive, &other] {
+        assert!(kept.exists(), "{kept:?} was removed");
+    }
+    // The new server's own directory, beside those kept.
+    assert_eq!(private_dirs(tmp.path()).len(), 5);
+    drop(next);
+    drop(held);
 }
 
 /// A mesh upload still building when the drain ends is not waited for, and the private

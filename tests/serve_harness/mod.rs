@@ -146,7 +146,17 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Asked to stop first, so that it removes its private directory (a server killed
+    /// outright leaves it to the next server's start); killed if it has not within 10 s.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: a signal to our own child, which has not been reaped.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
