@@ -11,24 +11,17 @@ pub enum Dtype {
 }
 
 impl Dtype {
-    /// The float dtypes points may have.
-    pub fn from_descr(descr: &str) -> Result<Dtype, String> {
-        match descr {
-            "<f4" => Ok(Dtype::F32),
-            "<f8" => Ok(Dtype::F64),
-            other => Err(format!(
-                "dtype `{other}` is not supported (use little-endian float32 `<f4` or float64 `<f8`)"
-            )),
-        }
-    }
-
     /// The float dtypes a file of rows may have: either byte order (numpy writes `>f8` for a
     /// byte-swapped array); whether it is big-endian beside it.
     pub fn from_any_order(descr: &str) -> Result<(Dtype, bool), String> {
         match descr {
             ">f4" => Ok((Dtype::F32, true)),
             ">f8" => Ok((Dtype::F64, true)),
-            other => Dtype::from_descr(other).map(|dtype| (dtype, false)),
+            "<f4" => Ok((Dtype::F32, false)),
+            "<f8" => Ok((Dtype::F64, false)),
+            other => Err(format!(
+                "dtype `{other}` is not supported (use float32 or float64, either byte order)"
+            )),
         }
     }
 
@@ -88,9 +81,14 @@ pub fn read_header(reader: &mut impl Read) -> Result<Header, String> {
         .map_err(|_| "truncated .npy header".to_string())?;
     let text = String::from_utf8_lossy(&text);
     let field = |key: &str| -> Result<String, String> {
+        let quoted = format!("'{key}'");
         let at = text
-            .find(&format!("'{key}'"))
+            .find(&quoted)
             .ok_or_else(|| format!(".npy header has no '{key}'"))?;
+        // numpy would take the last of two: refused rather than read one way or the other.
+        if text[at + quoted.len()..].contains(&quoted) {
+            return Err(format!("malformed .npy header: '{key}' given twice"));
+        }
         let rest = text[at + key.len() + 2..].trim_start();
         let rest = rest
             .strip_prefix(':')
@@ -190,7 +188,34 @@ pub fn write_header(out: &mut impl Write, descr: &str, shape: &[usize]) -> std::
 
 #[cfg(test)]
 mod tests {
-    use super::fortran_to_c;
+    use super::{Dtype, fortran_to_c, read_header};
+
+    fn file_with_header(dict: &str) -> Vec<u8> {
+        let mut file = b"\x93NUMPY\x01\x00".to_vec();
+        file.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        file.extend_from_slice(dict.as_bytes());
+        file
+    }
+
+    /// A key given twice would be read as its first value here and its last by numpy:
+    /// refused, naming the key.
+    #[test]
+    fn a_header_giving_a_key_twice_is_refused() {
+        let twice = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 3), 'shape': (1, 3)}\n";
+        let error = read_header(&mut file_with_header(twice).as_slice()).unwrap_err();
+        assert!(error.contains("'shape' given twice"), "{error}");
+        let once = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 3), }\n";
+        let header = read_header(&mut file_with_header(once).as_slice()).unwrap();
+        assert_eq!(header.shape, [3, 3]);
+    }
+
+    /// Readers that take either byte order say so when they refuse a dtype.
+    #[test]
+    fn dtype_errors_name_the_byte_orders_taken() {
+        assert_eq!(Dtype::from_any_order(">f8"), Ok((Dtype::F64, true)));
+        let error = Dtype::from_any_order("<f2").unwrap_err();
+        assert!(error.contains("either byte order"), "{error}");
+    }
 
     /// A (2, 2, 3) array as numpy writes it in Fortran order (first index fastest) comes back
     /// in C order.
