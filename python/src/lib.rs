@@ -322,12 +322,21 @@ fn numpy_array<'py>(
             .map_err(|e| input_error(format!("{name}: cannot be read through __dlpack__: {e}")))
     } else {
         numpy.call_method1("asarray", (obj,)).map_err(|e| {
-            let type_name = obj
-                .get_type()
+            let kind = obj.get_type();
+            let type_name = kind
                 .name()
                 .map_or_else(|_| "?".to_string(), |n| n.to_string());
+            // bfloat16, gradients or another device: what closest.torch reads for its user.
+            let from_torch = kind
+                .module()
+                .is_ok_and(|m| m.to_string().split('.').next() == Some("torch"));
+            let hint = if from_torch {
+                " (closest.torch.query takes any torch tensor)"
+            } else {
+                ""
+            };
             input_error(format!(
-                "{name}: expected {expected}, got {type_name}, which numpy.asarray cannot read: {e}"
+                "{name}: expected {expected}, got {type_name}, which numpy.asarray cannot read: {e}{hint}"
             ))
         })
     }

@@ -143,6 +143,14 @@ def test_bad_tensors_and_arguments_raise_input_error(cube):
     assert out["distance"].dtype == torch.float32 and out["distance"].item() == 2.0
 
 
+def test_tensors_numpy_cannot_read_point_plain_queries_to_closest_torch(cube):
+    # bfloat16 and tensors with gradients: numpy refuses them, closest.torch reads them.
+    for points in [torch.zeros(2, 3, dtype=torch.bfloat16), torch.zeros(2, 3, requires_grad=True)]:
+        with pytest.raises(closest.InputError, match="points: .*closest.torch.query"):
+            cube.query(points)
+        assert closest_torch.query(cube, points)["distance"].shape == (2,)
+
+
 def test_scene_distances_are_differentiable_too(engine):
     # Outside a sphere and a box, in surface mode: the gradient of the distance is the normal.
     scene = engine.scene([
