@@ -286,6 +286,11 @@ fn bad_scenes_name_the_shape_and_field() {
             r#"{"shapes": [ {"type": "sphere", "center": [0,0,0]} ]}"#,
             &["shape 0", "`radius`", "missing"],
         ),
+        // A key given twice: refused, where the last value was taken without a word.
+        (
+            r#"{"shapes": [ {"type": "sphere", "center": [0,0,0], "radius": 1, "radius": 2} ]}"#,
+            &["malformed JSON", "`radius` given twice"],
+        ),
         (
             r#"{"shapes": [ {"type": "sphere", "center": [0,1e999,0], "radius": 1} ]}"#,
             &["shape 0", "`center`", "finite"],

@@ -24,14 +24,97 @@ pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
         file: file.to_string(),
         problem,
     };
-    let root: Value =
-        serde_json::from_str(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
+    // Editors on Windows start UTF-8 files with a byte-order mark, which JSON does not allow.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let root = parse_json(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
     let shapes = root
         .get("shapes")
         .ok_or_else(|| bad_file("missing top-level field `shapes`".into()))?
         .as_array()
         .ok_or_else(|| bad_file("top-level field `shapes` must be an array".into()))?;
     shapes_from_values(shapes, file)
+}
+
+/// `text` as a JSON value, refusing an object that gives a key twice: serde_json (and
+/// Python's json) would keep the last value without a word, where the file is ambiguous.
+pub fn parse_json(text: &str) -> serde_json::Result<Value> {
+    let value = serde_json::from_str(text)?;
+    // A second pass over the text for the keys alone (the value keeps serde_json's exact
+    // numbers, which a visitor of our own would not see).
+    use serde::de::Deserializer as _;
+    serde_json::Deserializer::from_str(text).deserialize_any(KeysOnce)?;
+    Ok(value)
+}
+
+/// Walks a JSON value, failing at an object that gives a key twice.
+struct KeysOnce;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeysOnce {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(KeysOnce)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeysOnce {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        while seq.next_element_seed(KeysOnce)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        // A shape's few keys are compared in a list; a large object's (a hostile body's)
+        // in a hash set with std's keyed hash, so that neither grows quadratically.
+        let mut few: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut many = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let repeated = if few.len() < 16 {
+                let seen = few.contains(&key);
+                few.push(key.clone());
+                seen
+            } else {
+                if many.is_empty() {
+                    many.extend(few.iter().cloned());
+                }
+                !many.insert(key.clone())
+            };
+            if repeated {
+                return Err(serde::de::Error::custom(format_args!(
+                    "key `{key}` given twice in one object"
+                )));
+            }
+            map.next_value_seed(KeysOnce)?;
+        }
+        Ok(())
+    }
 }
 
 /// The shapes of a scene's `shapes` array, already parsed (the Python package builds it from
@@ -422,6 +505,38 @@ mod tests {
                 }
                 other => panic!("{}: {other:?}", kind.name()),
             }
+        }
+    }
+
+    /// A file that gives a key twice is ambiguous (serde_json and Python keep the last):
+    /// refused at any depth, escaped spellings and large objects included; a byte-order mark
+    /// is read past.
+    #[test]
+    fn keys_given_twice_are_refused_and_a_byte_order_mark_is_read_past() {
+        let sphere = r#"{"type": "sphere", "center": [0,0,0], "radius": 1}"#;
+        let ok = format!(r#"{{"shapes": [{sphere}]}}"#);
+        assert_eq!(
+            parse_scene(&format!("\u{feff}{ok}"), "s.json")
+                .unwrap()
+                .len(),
+            1
+        );
+        let many: Vec<String> = (0..40)
+            .map(|k| format!(r#""k{k}": [{k}, {{"a": 1}}]"#))
+            .collect();
+        let large = format!(r#"{{"shapes": [{sphere}], {}}}"#, many.join(", "));
+        assert_eq!(parse_scene(&large, "s.json").unwrap().len(), 1);
+        for twice in [
+            r#"{"shapes": [{"type": "sphere", "center": [0,0,0], "radius": 1, "radius": 2}]}"#
+                .to_string(),
+            r#"{"shapes": [{"type": "sphere", "center": [0,0,0], "radius": 1, "r\u0061dius": 2}]}"#
+                .to_string(),
+            format!(r#"{{"shapes": [{sphere}], "shapes": []}}"#),
+            format!(r#"{{"shapes": [{sphere}], {}, "k39": 0}}"#, many.join(", ")),
+            format!(r#"{{"shapes": [{sphere}], "deep": [[{{"x": 1, "y": {{"z": 0, "z": 1}}}}]]}}"#),
+        ] {
+            let error = parse_scene(&twice, "s.json").unwrap_err().to_string();
+            assert!(error.contains("given twice"), "{twice}: {error}");
         }
     }
 
