@@ -38,13 +38,9 @@ pub enum Error {
     /// The command line is inconsistent (e.g. `--paired` with different counts).
     #[error("{0}")]
     Usage(String),
-    /// No adapter could be found or opened.
-    #[error(
-        "no usable GPU adapter: {0}\n\
-         To run on the CPU, install Mesa's software Vulkan driver (lavapipe): \
-         `sudo apt-get install -y mesa-vulkan-drivers` on Debian/Ubuntu, \
-         `sudo dnf install mesa-vulkan-drivers` on Fedora; then check with `closest info`."
-    )]
+    /// No adapter could be found or opened (the message says what to install where that is
+    /// the remedy: [`Error::no_adapter`]).
+    #[error("no usable GPU adapter: {0}")]
     NoAdapter(String),
     /// The device reported a validation error, ran out of memory or was lost.
     #[error("GPU error: {0}")]
@@ -73,6 +69,18 @@ impl Error {
             // As a shell reports a process ended by SIGINT.
             Error::Interrupted => 130,
         }
+    }
+}
+
+impl Error {
+    /// No adapter at all, or none that opens: the message ends with what to install.
+    pub fn no_adapter(detail: impl std::fmt::Display) -> Error {
+        Error::NoAdapter(format!(
+            "{detail}\n\
+             To run on the CPU, install Mesa's software Vulkan driver (lavapipe): \
+             `sudo apt-get install -y mesa-vulkan-drivers` on Debian/Ubuntu, \
+             `sudo dnf install mesa-vulkan-drivers` on Fedora; then check with `closest info`."
+        ))
     }
 }
 

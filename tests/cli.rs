@@ -507,30 +507,41 @@ fn bad_usage_exits_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// No adapter at all (Vulkan's and EGL's drivers hidden from the loaders): exit 3 with what
+/// to install. A name that matches none of those present: exit 3 naming them, without the
+/// install hint, which is no remedy there. Neither writes an output.
 #[test]
-fn no_matching_adapter_exits_3_with_install_hint() {
+fn no_adapter_exits_3_with_the_install_hint_and_a_name_matching_none_with_the_names() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE).display().to_string();
     let ok = dir.file("ok.csv", "1,2,3\n").display().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_closest"))
-        .args([
-            "query",
-            "--shapes",
-            &scene,
-            "--points",
-            &ok,
-            "--out",
-            &dir.s("o.npz"),
-        ])
-        .env("CLOSEST_ADAPTER", "no-such-adapter-anywhere")
-        .output()
-        .unwrap();
+    let hidden = dir.path("no-driver.json");
+    let out_path = dir.s("o.npz");
+    let run = |env: &[(&str, &std::ffi::OsStr)]| {
+        Command::new(env!("CARGO_BIN_EXE_closest"))
+            .args([
+                "query", "--shapes", &scene, "--points", &ok, "--out", &out_path,
+            ])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        ("VK_ICD_FILENAMES", hidden.as_os_str()),
+        ("__EGL_VENDOR_LIBRARY_FILENAMES", hidden.as_os_str()),
+        ("CLOSEST_ADAPTER", "".as_ref()),
+    ]);
+    let msg = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{msg}");
+    assert!(msg.contains("mesa-vulkan-drivers"), "{msg}");
+    let out = run(&[("CLOSEST_ADAPTER", "no-such-adapter-anywhere".as_ref())]);
     let msg = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{msg}");
     assert!(
-        msg.contains("mesa-vulkan-drivers") && msg.contains("no-such-adapter-anywhere"),
+        msg.contains("no-such-adapter-anywhere") && msg.contains("available: llvmpipe"),
         "{msg}"
     );
+    assert!(!msg.contains("mesa-vulkan-drivers"), "{msg}");
     assert!(!dir.path("o.npz").exists());
 }
 

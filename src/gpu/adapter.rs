@@ -122,14 +122,21 @@ pub(crate) fn choose(request: Option<&str>) -> Result<(wgpu::Adapter, wgpu::Adap
             .cloned()
             .ok_or_else(|| {
                 if all.is_empty() {
-                    Error::NoAdapter(format!("no adapter at all, so none matches `{r}`"))
+                    Error::no_adapter(format!("no adapter at all, so none matches `{r}`"))
                 } else {
-                    Error::NoAdapter(format!("no adapter matches `{r}`; available: {}", names()))
+                    // Installing lavapipe is no remedy for a name that matches none.
+                    Error::NoAdapter(format!(
+                        "no adapter matches `{r}`; available: {}; --adapter and \
+                         CLOSEST_ADAPTER take a part of one of those names or a backend \
+                         (vulkan, gl, metal, dx12)",
+                        names()
+                    ))
                 }
             })?,
-        None => all.first().cloned().ok_or_else(|| {
-            Error::NoAdapter("wgpu found no Vulkan, Metal, DX12 or GL adapter".into())
-        })?,
+        None => all
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::no_adapter("wgpu found no Vulkan, Metal, DX12 or GL adapter"))?,
     };
     let info = chosen.get_info();
     Ok((chosen, info))

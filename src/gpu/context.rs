@@ -137,7 +137,7 @@ impl Context {
             memory_hints: wgpu::MemoryHints::MemoryUsage,
             trace: wgpu::Trace::Off,
         }))
-        .map_err(|e| Error::NoAdapter(format!("cannot open {}: {e}", info.name)))?;
+        .map_err(|e| Error::no_adapter(format!("cannot open {}: {e}", info.name)))?;
 
         let device_errors = Arc::new(Mutex::new(Vec::new()));
         let sink = device_errors.clone();
