@@ -6,11 +6,31 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+/// `--listen`'s value: `IP:PORT`, or `localhost:PORT` as 127.0.0.1 (the one name taken: any
+/// other would be looked up, and may resolve beyond loopback).
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    if let Some(port) = text.strip_prefix("localhost:") {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("`{port}` is not a port (0 to 65535)"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(
+        "give an IP address and a port, such as 127.0.0.1:7341, [::1]:7341, 0.0.0.0:7341 \
+         or localhost:7341"
+            .into(),
+    )
+}
+
 /// `closest serve`'s command line.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Address to listen on; beyond loopback a --token-file is required.
-    #[arg(long, default_value = "127.0.0.1:7341")]
+    /// Address to listen on (an IP address and port; `localhost:PORT` is 127.0.0.1); beyond
+    /// loopback a --token-file is required.
+    #[arg(long, default_value = "127.0.0.1:7341", value_parser = listen_address)]
     pub listen: SocketAddr,
     /// File holding the bearer token every request but the health checks must carry.
     #[arg(long)]
@@ -260,5 +280,30 @@ impl Config {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listen_address;
+
+    #[test]
+    fn listen_takes_addresses_and_localhost_only() {
+        assert_eq!(listen_address("127.0.0.1:7341").unwrap().port(), 7341);
+        assert!(listen_address("[::1]:0").unwrap().ip().is_loopback());
+        let local = listen_address("localhost:8080").unwrap();
+        assert_eq!(local.to_string(), "127.0.0.1:8080");
+        assert!(
+            listen_address("localhost:99999")
+                .unwrap_err()
+                .contains("`99999`")
+        );
+        for bad in ["example.com:80", "localhost", "7341", ""] {
+            assert!(
+                listen_address(bad)
+                    .unwrap_err()
+                    .contains("such as 127.0.0.1:7341")
+            );
+        }
     }
 }
