@@ -29,6 +29,14 @@ class Client:
             or not 0 < timeout <= 365 * 86400
         ):
             raise InputError(f"timeout: expected seconds > 0 (at most a year) or None, got {timeout!r:.60}")
+        # Checked here, not at the first call: urllib would take "localhost:7341" for a URL of
+        # scheme "localhost" and fail every call as if the service were down.
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InputError(
+                f"url: expected an http:// or https:// address such as http://127.0.0.1:7341, "
+                f"got {url!r:.80}"
+            )
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout

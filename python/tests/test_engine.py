@@ -237,6 +237,12 @@ def test_client_errors_and_targets(server, engine):
         closest.Client("http://127.0.0.1:9", timeout=10).info
     with pytest.raises(closest.InputError, match="url"):
         closest.Client("not an address").info
+    # An address without its scheme, or of another scheme: refused when the client is made
+    # (urllib took "localhost:7341" for scheme "localhost", and every call said "did not
+    # answer" as if the service were down).
+    for url in ["localhost:7341", "127.0.0.1:7341", "ftp://127.0.0.1", "http://", ""]:
+        with pytest.raises(closest.InputError, match="url: expected an http"):
+            closest.Client(url)
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
 
