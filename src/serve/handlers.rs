@@ -154,21 +154,22 @@ pub(super) fn logged(mut response: Response, access: Access) -> Response {
 }
 
 /// An answer's columns as the `.npz` the CLI writes, logged with its target and times.
-pub(super) fn answer_response(
+pub(super) async fn answer_response(
     state: &AppState,
     answer: Answer,
     target: &str,
     rows: usize,
     bytes_in: usize,
 ) -> ApiResult<Response> {
+    let (queue_wait, device) = (answer.queue_wait, answer.device);
     Ok(logged(
-        npz_response(state, &answer.columns)?,
+        npz_response(state, answer.columns).await?,
         Access {
             target: Some(target.to_string()),
             rows: Some(rows),
             bytes_in: Some(bytes_in as u64),
-            queue_wait: Some(answer.queue_wait),
-            device: Some(answer.device),
+            queue_wait: Some(queue_wait),
+            device: Some(device),
         },
     ))
 }
@@ -361,7 +362,7 @@ pub(super) async fn query_target(
     let count = rows.len() / op.width();
     let fault = state.fault(headers);
     let answer = state.submit(&resident, op, fields, rows, fault).await?;
-    answer_response(state, answer, &name, count, held.bytes())
+    answer_response(state, answer, &name, count, held.bytes()).await
 }
 
 #[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
@@ -434,13 +435,17 @@ async fn scene_body(
     body: Body,
 ) -> ApiResult<(Vec<crate::shape::Shape>, super::body::Reservation)> {
     let (body, held) = state.body(headers, body)?.whole().await?;
-    let text = String::from_utf8(body).map_err(|_| {
-        ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "the body must be scene JSON (UTF-8)",
-        )
-    })?;
-    Ok((crate::io::parse_scene(&text, "body")?, held))
+    let shapes = off_the_runtime(move || {
+        let text = String::from_utf8(body).map_err(|_| {
+            ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be scene JSON (UTF-8)",
+            )
+        })?;
+        Ok(crate::io::parse_scene(&text, "body")?)
+    })
+    .await?;
+    Ok((shapes, held))
 }
 
 /// Bodies (a scene JSON body) against a resident target: checked whole before anything runs,
@@ -486,7 +491,7 @@ async fn body_contacts(
     })
     .await?;
     Ok(logged(
-        npz_response(state, &columns)?,
+        npz_response(state, columns).await?,
         Access {
             target: Some(name),
             rows: Some(rows),
@@ -572,7 +577,8 @@ pub(super) async fn mesh_sdf(
     let sign = parse_sign(params.sign.as_deref(), SignChoice::Auto)?;
     let engine = state.engine();
     let target = resident.target.clone();
-    let (grid, values) = blocking(move || {
+    // The answer's .npz is made there too: a grid of 2^24 samples is 64 MiB to copy and sum.
+    let bytes = blocking(move || {
         let Target::Mesh(mesh) = target.as_ref() else {
             return Err(Error::Usage("sdf grids are made of meshes".into()));
         };
@@ -587,20 +593,18 @@ pub(super) async fn mesh_sdf(
             values.extend_from_slice(chunk);
             Ok(())
         })?;
-        Ok((grid, values))
+        let column = ColumnSpec {
+            shape: Some(grid.res.to_vec()),
+            ..ColumnSpec::scalar("sdf")
+        };
+        Ok(npz_in_memory(
+            values.len(),
+            &[column],
+            &grid.constants(),
+            &[Values::f32_column(&values, 1)],
+        ))
     })
     .await?;
-    let column = ColumnSpec {
-        shape: Some(grid.res.to_vec()),
-        ..ColumnSpec::scalar("sdf")
-    };
-    let constants = grid.constants();
-    let bytes = npz_in_memory(
-        values.len(),
-        &[column],
-        &constants,
-        &[Values::f32_column(&values, 1)],
-    );
     npz_bytes(&state, bytes)
 }
 
@@ -621,8 +625,12 @@ pub(super) async fn segments(
     let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
     let holds = "arrays a and b";
     let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
-    let a = f64_values(archive_rows(&mut archive, "a", &[2, 3], holds)?);
-    let b = f64_values(archive_rows(&mut archive, "b", &[2, 3], holds)?);
+    let (a, b) = off_the_runtime(move || {
+        let a = f64_values(archive_rows(&mut archive, "a", &[2, 3], holds)?);
+        let b = f64_values(archive_rows(&mut archive, "b", &[2, 3], holds)?);
+        Ok((a, b))
+    })
+    .await?;
     if a.len() != b.len() {
         return Err(ApiError::bad(format!(
             "a has {} segments but b has {}: segment i of a pairs with segment i of b",
@@ -647,7 +655,7 @@ pub(super) async fn segments(
         Columns::collect(fields, a.len(), |sink| engine.segment_pairs(job, sink))
     })
     .await?;
-    npz_response(&state, &columns)
+    npz_response(&state, columns).await
 }
 
 #[utoipa::path(post, path = "/v1/paired", tag = "queries",
@@ -670,11 +678,14 @@ pub(super) async fn paired(
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let holds = "shapes.json and points.npy";
     let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
-    let text = archive_member(&mut archive, "shapes.json", holds)?;
-    let text = String::from_utf8(text)
-        .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
-    let shapes = crate::io::parse_scene(&text, "shapes.json")?;
-    let values = archive_rows(&mut archive, "points", &[3], holds)?;
+    let (shapes, values) = off_the_runtime(move || {
+        let text = archive_member(&mut archive, "shapes.json", holds)?;
+        let text = String::from_utf8(text)
+            .map_err(|_| ApiError::bad("body: shapes.json: the scene JSON must be UTF-8"))?;
+        let shapes = crate::io::parse_scene(&text, "shapes.json")?;
+        Ok((shapes, archive_rows(&mut archive, "points", &[3], holds)?))
+    })
+    .await?;
     let engine = state.engine();
     let columns = blocking(move || {
         let job = crate::engine::PairedQuery {
@@ -689,11 +700,17 @@ pub(super) async fn paired(
         Columns::collect(fields, shapes.len(), |sink| engine.query_paired(job, sink))
     })
     .await?;
-    npz_response(&state, &columns)
+    npz_response(&state, columns).await
 }
 
-/// Columns as the `.npz` the CLI writes.
-pub(super) fn npz_response(state: &AppState, columns: &Columns) -> ApiResult<Response> {
+/// Columns as the `.npz` the CLI writes, made on the blocking pool (a large answer's copy
+/// and checksum would hold a runtime thread).
+pub(super) async fn npz_response(state: &AppState, columns: Columns) -> ApiResult<Response> {
+    let bytes = off_the_runtime(move || Ok(columns_npz(&columns))).await?;
+    npz_bytes(state, bytes)
+}
+
+fn columns_npz(columns: &Columns) -> Vec<u8> {
     let specs: Vec<ColumnSpec> = columns
         .columns
         .iter()
@@ -708,7 +725,7 @@ pub(super) fn npz_response(state: &AppState, columns: &Columns) -> ApiResult<Res
         .iter()
         .map(|(f, v)| Values::column(v, f.width))
         .collect();
-    npz_bytes(state, npz_in_memory(rows, &specs, &[], &values))
+    npz_in_memory(rows, &specs, &[], &values)
 }
 
 /// An `.npz` answer, held against `--max-inflight-mb` until the client has taken it

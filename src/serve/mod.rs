@@ -166,15 +166,20 @@ fn router(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> crate::Result<T> + Send + 'static,
 ) -> ApiResult<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the job failed: {e}"),
-            )
-        })?
-        .map_err(ApiError::from)
+    off_the_runtime(move || work().map_err(ApiError::from)).await
+}
+
+/// `work` on the blocking pool: parsing a large body takes seconds of CPU, which on one of
+/// the runtime's few threads would stall every connection they serve (health checks too).
+async fn off_the_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the job failed: {e}"),
+        )
+    })?
 }
 
 #[cfg(test)]
