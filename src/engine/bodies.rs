@@ -112,17 +112,18 @@ pub fn check_mesh_body_scale(mesh: &Mesh) -> Result<()> {
 /// target i faces body i only.
 pub fn torus_conflict(bodies: &[Shape], targets: &[Shape], paired: bool) -> Option<(usize, usize)> {
     let not_sphere = |b: &Shape| b.kind() != ShapeKind::Sphere;
-    targets
+    let mut tori = targets
         .iter()
         .enumerate()
         .filter(|(_, t)| t.kind() == ShapeKind::Torus)
-        .find_map(|(i, _)| {
-            if paired {
-                bodies.get(i).filter(|b| not_sphere(b)).map(|_| (i, i))
-            } else {
-                bodies.iter().position(not_sphere).map(|b| (i, b))
-            }
-        })
+        .map(|(i, _)| i);
+    if paired {
+        tori.find(|&i| bodies.get(i).is_some_and(not_sphere))
+            .map(|i| (i, i))
+    } else {
+        // One pass each (asked again for every torus, sphere bodies made it tori × bodies).
+        Some((tori.next()?, bodies.iter().position(not_sphere)?))
+    }
 }
 
 /// The refusal of [`torus_conflict`]'s pair, naming the target's index and field.
@@ -595,4 +596,55 @@ fn check_family(fields: Fields) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::torus_conflict;
+    use crate::{DVec3, Shape};
+
+    fn sphere() -> Shape {
+        Shape::Sphere {
+            center: DVec3::ZERO,
+            radius: 1.0,
+        }
+    }
+
+    fn torus() -> Shape {
+        Shape::Torus {
+            center: DVec3::ZERO,
+            axis: DVec3::new(0.0, 0.0, 1.0),
+            major_radius: 2.0,
+            minor_radius: 0.5,
+        }
+    }
+
+    fn capsule() -> Shape {
+        Shape::Capsule {
+            a: DVec3::ZERO,
+            b: DVec3::new(1.0, 0.0, 0.0),
+            radius: 0.5,
+        }
+    }
+
+    /// The first torus and the first body that is no sphere; paired, the first torus whose
+    /// own body is none. Many tori against many sphere bodies are answered in one pass each.
+    #[test]
+    fn torus_conflicts_name_the_first_torus_and_body() {
+        let targets = [sphere(), sphere(), torus(), sphere(), torus()];
+        let spheres = vec![sphere(); 5];
+        assert_eq!(torus_conflict(&spheres, &targets, false), None);
+        assert_eq!(torus_conflict(&spheres, &targets, true), None);
+        let mut bodies = spheres.clone();
+        bodies[3] = capsule();
+        assert_eq!(torus_conflict(&bodies, &targets, false), Some((2, 3)));
+        assert_eq!(torus_conflict(&bodies, &targets, true), None);
+        bodies[4] = capsule();
+        assert_eq!(torus_conflict(&bodies, &targets, true), Some((4, 4)));
+        assert_eq!(torus_conflict(&bodies, &targets[..2], false), None);
+        // 10^5 tori against 10^6 sphere bodies: 10^11 checks before, two passes now.
+        let tori = vec![torus(); 100_000];
+        let many = vec![sphere(); 1_000_000];
+        assert_eq!(torus_conflict(&many, &tori, false), None);
+    }
 }
