@@ -20,30 +20,157 @@ pub fn load_scene(path: &Path) -> Result<Vec<Shape>> {
 }
 
 pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
+    use serde::de::DeserializeSeed;
     let bad_file = |problem: String| Error::BadFile {
         file: file.to_string(),
         problem,
     };
     // Editors on Windows start UTF-8 files with a byte-order mark, which JSON does not allow.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let root = parse_json(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
-    let shapes = root
-        .get("shapes")
-        .ok_or_else(|| bad_file("missing top-level field `shapes`".into()))?
-        .as_array()
-        .ok_or_else(|| bad_file("top-level field `shapes` must be an array".into()))?;
-    shapes_from_values(shapes, file)
+    // The whole text first: malformed JSON and keys given twice are told before any shape's
+    // own fault, wherever they are.
+    check_keys_once(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
+    // Then shape by shape, each read into a JSON value and dropped once it is a shape: a
+    // value tree of the whole scene took ~15 times the text's bytes (1.2 GB for 76 MB).
+    let mut failure = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let root = SceneRoot {
+        file,
+        failure: &mut failure,
+    };
+    match root.deserialize(&mut deserializer) {
+        Ok(Some(shapes)) => Ok(shapes),
+        Ok(None) => Err(bad_file("missing top-level field `shapes`".into())),
+        Err(e) => Err(failure.unwrap_or_else(|| bad_file(format!("malformed JSON: {e}")))),
+    }
 }
 
-/// `text` as a JSON value, refusing an object that gives a key twice: serde_json (and
-/// Python's json) would keep the last value without a word, where the file is ambiguous.
-pub fn parse_json(text: &str) -> serde_json::Result<Value> {
-    let value = serde_json::from_str(text)?;
-    // A second pass over the text for the keys alone (the value keeps serde_json's exact
-    // numbers, which a visitor of our own would not see).
+/// A scene file's root object: its `shapes` array read shape by shape (None where it has
+/// none); a shape's own error is kept whole in `failure`, the parse stopped by a stand-in.
+struct SceneRoot<'a> {
+    file: &'a str,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for SceneRoot<'_> {
+    type Value = Option<Vec<Shape>>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SceneRoot<'_> {
+    type Value = Option<Vec<Shape>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object with a `shapes` array")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut shapes = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "shapes" {
+                let seed = ShapesArray {
+                    file: self.file,
+                    failure: &mut *self.failure,
+                };
+                shapes = Some(map.next_value_seed(seed)?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(shapes)
+    }
+}
+
+/// The `shapes` array, read one shape at a time.
+struct ShapesArray<'a> {
+    file: &'a str,
+    failure: &'a mut Option<Error>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ShapesArray<'_> {
+    type Value = Vec<Shape>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Vec<Shape>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ShapesArray<'_> {
+    type Value = Vec<Shape>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Vec<Shape>, A::Error> {
+        let mut shapes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(value) = seq.next_element::<Value>()? {
+            let index = shapes.len();
+            match shape_from_value(&value, index, self.file) {
+                Ok(shape) => shapes.push(shape),
+                Err(e) => {
+                    *self.failure = Some(e);
+                    return Err(serde::de::Error::custom("a shape is not valid"));
+                }
+            }
+        }
+        Ok(shapes)
+    }
+    // Anything else where the array belongs.
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        _: A,
+    ) -> std::result::Result<Vec<Shape>, A::Error> {
+        Err(self.not_an_array())
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Vec<Shape>, E> {
+        Err(self.not_an_array())
+    }
+}
+
+impl ShapesArray<'_> {
+    fn not_an_array<E: serde::de::Error>(self) -> E {
+        *self.failure = Some(Error::BadFile {
+            file: self.file.to_string(),
+            problem: "top-level field `shapes` must be an array".into(),
+        });
+        E::custom("`shapes` is not an array")
+    }
+}
+
+/// Whether `text` is JSON whose objects give each key once: serde_json (and Python's json)
+/// would keep the last value without a word, where the file is ambiguous.
+fn check_keys_once(text: &str) -> serde_json::Result<()> {
     use serde::de::Deserializer as _;
-    serde_json::Deserializer::from_str(text).deserialize_any(KeysOnce)?;
-    Ok(value)
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    (&mut deserializer).deserialize_any(KeysOnce)?;
+    deserializer.end()
 }
 
 /// Walks a JSON value, failing at an object that gives a key twice.
@@ -123,21 +250,24 @@ pub fn shapes_from_values(shapes: &[Value], file: &str) -> Result<Vec<Shape>> {
     shapes
         .iter()
         .enumerate()
-        .map(|(index, value)| {
-            let fields = value.as_object().ok_or_else(|| Error::BadShape {
-                file: file.to_string(),
-                index,
-                field: "type".into(),
-                problem: "a shape must be a JSON object".into(),
-            })?;
-            ShapeReader {
-                file,
-                index,
-                fields,
-            }
-            .read()
-        })
+        .map(|(index, value)| shape_from_value(value, index, file))
         .collect()
+}
+
+/// Shape `index` of a scene from its JSON value.
+fn shape_from_value(value: &Value, index: usize, file: &str) -> Result<Shape> {
+    let fields = value.as_object().ok_or_else(|| Error::BadShape {
+        file: file.to_string(),
+        index,
+        field: "type".into(),
+        problem: "a shape must be a JSON object".into(),
+    })?;
+    ShapeReader {
+        file,
+        index,
+        fields,
+    }
+    .read()
 }
 
 /// `v` as the file wrote it, `[x, y, z]`, for error messages.
