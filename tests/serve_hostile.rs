@@ -730,10 +730,22 @@ fn uploaded_files_are_private_and_removed_on_every_path() {
 
 /// Large bodies are parsed off the runtime's threads: two scene uploads of ~60 MB of JSON
 /// at once (as many as the runtime has threads with `--workers 2`) held both for the seconds
-/// their parse took, and health checks waited as long (3.1 s against uploads of 3.2 s).
+/// their parse took, and health checks waited as long (3.1 s against uploads of 3.2 s). And
+/// shape by shape: a value tree of a whole scene took ~15 times its bytes.
 #[test]
-fn parsing_large_bodies_does_not_stall_other_connections() {
+fn parsing_large_bodies_does_not_stall_other_connections_or_take_many_times_their_memory() {
     let server = Server::start(&["--workers", "2", "--max-request-mb", "512"]);
+    let peak_kib = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()));
+        let status = status.expect("the server's /proc status");
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = peak_kib();
     let mut json = String::from(r#"{"shapes": ["#);
     for i in 0..500_000 {
         json += &format!(
@@ -772,6 +784,14 @@ fn parsing_large_bodies_does_not_stall_other_connections() {
             "a health check waited {slowest:?} while uploads took {took:?}"
         );
     }
+    // Both bodies held, each with its shapes: a few times their bytes at most (the value
+    // tree of both took 2.3 GB for these 120 MB).
+    let grown = (peak_kib() - before) * 1024;
+    let bodies = 2 * json.len() as u64;
+    assert!(
+        grown < 6 * bodies,
+        "the server grew by {grown} bytes for {bodies} bytes of bodies"
+    );
 }
 
 /// A server killed outright cannot remove its private directory; the next server to start
