@@ -548,6 +548,14 @@ fn a_token_guards_every_route_but_health() {
         err.contains("--batch-delay-ms 100000000000 must be below --request-timeout-s 600"),
         "{err}"
     );
+    // No room for any target: every PUT would be a 507 (0 was accepted).
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--max-resident-mb", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--max-resident-mb"), "{err}");
 }
 
 #[test]

@@ -58,7 +58,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_queue: u64,
     /// Device memory the resident targets may take, in MiB (a PUT beyond it gets 507).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_resident_mb: u64,
     /// Most resident targets (a PUT of one more gets 507).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
