@@ -25,6 +25,24 @@ pub fn map_large_blocks() {
     }
 }
 
+/// The memory the command line's `--memory-bytes` grants, for what is built before any engine
+/// exists (a scene file's convex hulls); engines take theirs from their own options.
+static PROCESS_MEMORY_BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Hold what the process builds outside an engine to `bytes` (`--memory-bytes`).
+pub fn limit_process_memory(bytes: u64) {
+    let _ = PROCESS_MEMORY_BYTES.set(bytes);
+}
+
+/// What a build outside an engine may take: `--memory-bytes` where given, else what the
+/// system reports available.
+pub fn process_available_bytes() -> Option<u64> {
+    PROCESS_MEMORY_BYTES
+        .get()
+        .copied()
+        .or_else(host_available_bytes)
+}
+
 /// The host memory available to a new allocation, where the system tells it (Linux).
 pub fn host_available_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;

@@ -30,11 +30,36 @@ pub struct ConvexHull {
     pub solid: bool,
 }
 
+/// Why a hull cannot be built: its points (the message says why), or the memory its build
+/// would take.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HullError {
+    Points(String),
+    Memory(String),
+}
+
+impl std::fmt::Display for HullError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HullError::Points(why) | HullError::Memory(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Host bytes quickhull takes per input point at most: 10^6 points on a sphere, every one a
+/// vertex, grew the process by 1.25 GB (10^6 inside a ball: 123 MB).
+const HULL_BUILD_BYTES_PER_POINT: u64 = 1_300;
+
+/// Hulls of fewer points are built without asking (at most ~130 MB).
+const HULL_POINTS_CHECKED: usize = 100_000;
+
 impl ConvexHull {
     /// The hull of `points` (finite, at least one). The error says why it cannot be built.
-    pub fn new(points: Vec<DVec3>) -> Result<ConvexHull, String> {
+    pub fn new(points: Vec<DVec3>) -> Result<ConvexHull, HullError> {
         let Some(&first) = points.first() else {
-            return Err("a convex hull needs at least one point".into());
+            return Err(HullError::Points(
+                "a convex hull needs at least one point".into(),
+            ));
         };
         let anchor = points.iter().fold(DVec3::ZERO, |s, &p| s + p) / points.len() as f64;
         let (lo, hi) = points
@@ -94,12 +119,15 @@ impl ConvexHull {
                 .collect();
             return Ok(flat(faces));
         }
+        check_build_memory(points.len())?;
         let input: Vec<parry3d_f64::math::Vector3> = points
             .iter()
             .map(|p| parry3d_f64::math::Vector3::new(p.x, p.y, p.z))
             .collect();
-        let (vertices, triangles) = parry3d_f64::transformation::try_convex_hull(&input)
-            .map_err(|e| format!("the hull of these points could not be built ({e})"))?;
+        let (vertices, triangles) =
+            parry3d_f64::transformation::try_convex_hull(&input).map_err(|e| {
+                HullError::Points(format!("the hull of these points could not be built ({e})"))
+            })?;
         let vertex = |i: u32| {
             let v = vertices[i as usize];
             DVec3::new(v.x, v.y, v.z)
@@ -154,6 +182,24 @@ impl ConvexHull {
             }
         }
         out
+    }
+}
+
+/// Refuses a hull whose build could take more memory than the process may (a hostile or
+/// mistaken scene of millions of points on a sphere: ~1.3 KB each).
+fn check_build_memory(points: usize) -> Result<(), HullError> {
+    if points < HULL_POINTS_CHECKED {
+        return Ok(());
+    }
+    let needs = points as u64 * HULL_BUILD_BYTES_PER_POINT;
+    match crate::host_memory::process_available_bytes() {
+        Some(available) if needs > available => Err(HullError::Memory(format!(
+            "the hull of {points} points may need about {} MiB to build, but {} MiB are \
+             available; give fewer points (a hull's vertices are what count)",
+            needs.div_ceil(1 << 20),
+            available >> 20
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -396,6 +396,9 @@ fn remove_partial_outputs_on_interrupt() {
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
+    if let Some(bytes) = cli.memory_bytes {
+        closest::host_memory::limit_process_memory(bytes);
+    }
     let options = EngineOptions {
         adapter: cli.adapter.clone(),
         chunk_rows: cli.chunk_rows.map(|n| n as usize),

@@ -1556,6 +1556,68 @@ fn a_mesh_and_its_body_targets_larger_than_memory_are_refused_before_their_build
     }
 }
 
+/// A convex hull of many points is built when the scene is read, before any engine: its
+/// build (~1.3 KB a point where every point is a vertex) is checked against the memory the
+/// process may take, `--memory-bytes` included; refused with exit 1, the file, shape and
+/// field named, no output.
+#[test]
+fn a_hull_larger_than_memory_is_refused_before_its_build() {
+    let dir = Dir::new();
+    // 100,000 points inside a ball (a fast build when it is allowed).
+    let mut seed = 7u64;
+    let mut unit = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    let points: Vec<String> = (0..100_000)
+        .map(|_| format!("[{:.5}, {:.5}, {:.5}]", unit(), unit(), unit()))
+        .collect();
+    let scene = dir.file(
+        "hull.json",
+        &format!(
+            r#"{{"shapes": [{{"type": "convex_hull", "points": [{}]}}]}}"#,
+            points.join(", ")
+        ),
+    );
+    let query_points = dir.file("p.csv", "2,0,0\n");
+    let (scene, query_points) = (
+        scene.display().to_string(),
+        query_points.display().to_string(),
+    );
+    let run = |memory: &str, out: &str| {
+        let out = dir.s(out);
+        closest(&[
+            "--memory-bytes",
+            memory,
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &query_points,
+            "--out",
+            &out,
+        ])
+    };
+    let refused = run("1048576", "small.npz");
+    let msg = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{msg}");
+    for needle in [
+        "out of memory",
+        "hull.json",
+        "shape 0",
+        "`points`",
+        "100000 points",
+        "but 1 MiB are available",
+    ] {
+        assert!(msg.contains(needle), "`{needle}` not in: {msg}");
+    }
+    assert!(!dir.path("small.npz").exists(), "no output on refusal");
+    let answered = run("1000000000", "large.npz");
+    assert!(answered.status.success(), "{}", stderr(&answered));
+}
+
 #[test]
 fn sdf_signs_by_auto_and_names_the_method_it_picked() {
     let dir = Dir::new();

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::hull::ConvexHull;
+use crate::hull::{ConvexHull, HullError};
 use crate::math::{DVec3, matrix_to_quaternion};
 use crate::shape::{Shape, ShapeKind};
 
@@ -593,7 +593,13 @@ impl ShapeReader<'_> {
             },
             "convex_hull" => {
                 let points = self.point_list("points")?;
-                Shape::ConvexHull(ConvexHull::new(points).map_err(|e| self.error("points", e))?)
+                Shape::ConvexHull(ConvexHull::new(points).map_err(|e| match e {
+                    HullError::Points(why) => self.error("points", why),
+                    HullError::Memory(why) => Error::OutOfMemory(format!(
+                        "{}: shape {}: field `points`: {why}",
+                        self.file, self.index
+                    )),
+                })?)
             }
             "part" => self.part()?,
             other => {
