@@ -32,8 +32,9 @@ struct Cli {
     /// larger than that are split over several bindings. Results do not change.
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1024..))]
     max_binding_bytes: Option<u64>,
-    /// Bytes of memory a mesh's build and device copy may take (default: what the system
-    /// reports available); a mesh needing more is refused before its build starts.
+    /// Bytes of memory a mesh's build and device copy, or a convex hull's build, may take
+    /// (default: what the system reports available); one needing more is refused before its
+    /// build starts.
     #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
     memory_bytes: Option<u64>,
     /// Run the kernels every adapter has, never the subgroup kernels (query_subgroup.wgsl,

@@ -38,11 +38,14 @@ pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
         file,
         failure: &mut failure,
     };
-    match root.deserialize(&mut deserializer) {
-        Ok(Some(shapes)) => Ok(shapes),
-        Ok(None) => Err(bad_file("missing top-level field `shapes`".into())),
-        Err(e) => Err(failure.unwrap_or_else(|| bad_file(format!("malformed JSON: {e}")))),
+    let read = root.deserialize(&mut deserializer);
+    if let Some(e) = failure {
+        return Err(e);
     }
+    // The text is known to be JSON: an error that is no shape's is a root that is no object.
+    read.ok()
+        .flatten()
+        .ok_or_else(|| bad_file("missing top-level field `shapes`".into()))
 }
 
 /// A scene file's root object: its `shapes` array read shape by shape (None where it has
@@ -79,7 +82,15 @@ impl<'de> serde::de::Visitor<'de> for SceneRoot<'_> {
                     file: self.file,
                     failure: &mut *self.failure,
                 };
-                shapes = Some(map.next_value_seed(seed)?);
+                // The text is known to be JSON: an error that is no shape's is the type's.
+                let read = map.next_value_seed(seed);
+                if read.is_err() && self.failure.is_none() {
+                    *self.failure = Some(Error::BadFile {
+                        file: self.file.to_string(),
+                        problem: "top-level field `shapes` must be an array".into(),
+                    });
+                }
+                shapes = Some(read?);
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -100,7 +111,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for ShapesArray<'_> {
         self,
         d: D,
     ) -> std::result::Result<Vec<Shape>, D::Error> {
-        d.deserialize_any(self)
+        d.deserialize_seq(self)
     }
 }
 
@@ -126,41 +137,6 @@ impl<'de> serde::de::Visitor<'de> for ShapesArray<'_> {
             }
         }
         Ok(shapes)
-    }
-    // Anything else where the array belongs.
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        _: A,
-    ) -> std::result::Result<Vec<Shape>, A::Error> {
-        Err(self.not_an_array())
-    }
-    fn visit_str<E: serde::de::Error>(self, _: &str) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Vec<Shape>, E> {
-        Err(self.not_an_array())
-    }
-}
-
-impl ShapesArray<'_> {
-    fn not_an_array<E: serde::de::Error>(self) -> E {
-        *self.failure = Some(Error::BadFile {
-            file: self.file.to_string(),
-            problem: "top-level field `shapes` must be an array".into(),
-        });
-        E::custom("`shapes` is not an array")
     }
 }
 
