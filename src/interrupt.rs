@@ -59,7 +59,8 @@ pub(crate) fn polled<T: Send>(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        job.map(|job| job(&stop))
+        // On its own thread: rayon work in this process's pool.
+        job.map(|job| crate::sync::in_process_pool(|| job(&stop)))
     };
     let answer = std::thread::scope(|scope| {
         let started = std::thread::Builder::new()

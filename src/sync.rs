@@ -4,7 +4,7 @@
 //! statements (caches, counters, the pool of the stream's slots: a job that panics drops its
 //! own set of slots rather than return it, `gpu::stream::LentSlots`).
 
-use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// `mutex`, locked, taken over from a holder that panicked.
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -43,6 +43,48 @@ pub fn computed_once<T>(cell: &OnceLock<T>, compute: impl FnOnce() -> T) -> &T {
     }
     let value = compute();
     cell.get_or_init(|| value)
+}
+
+/// `work` with its rayon jobs on a pool that lives in this process. Rayon's global pool does not
+/// survive `fork`: a child (Python's multiprocessing "fork", Linux's default before 3.14)
+/// inherits the pool's state but none of its threads, and its first parallel job waited
+/// forever. A process other than the first to call this (a child forked from it) runs its jobs
+/// on a pool of its own, built at its first call; the first process keeps the global pool.
+pub fn in_process_pool<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    static FIRST_PROCESS: OnceLock<u32> = OnceLock::new();
+    static CHILD_POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    if *FIRST_PROCESS.get_or_init(|| pid) == pid {
+        return work();
+    }
+    let pool = {
+        let mut slot = lock(&CHILD_POOL);
+        match &*slot {
+            Some((owner, pool)) if *owner == pid => Some(pool.clone()),
+            _ => {
+                let built = rayon::ThreadPoolBuilder::new()
+                    .thread_name(|i| format!("closest-rayon-{i}"))
+                    .build()
+                    .ok()
+                    .map(Arc::new);
+                *slot = built.clone().map(|pool| (pid, pool));
+                built
+            }
+        }
+    };
+    // No threads to be had: the caller's thread does the jobs itself.
+    let pool = pool.or_else(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .use_current_thread()
+            .build()
+            .ok()
+            .map(Arc::new)
+    });
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
 }
 
 /// The message of a caught panic (`catch_unwind`'s payload): its text, or empty.

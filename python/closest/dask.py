@@ -34,6 +34,20 @@ _targets = {}
 uploads = {}  # target key -> uploads in this process (read by tests through client.run)
 
 
+def _forget_the_parents_engines():
+    """In a child forked from a process with engines (multiprocessing's "fork"): theirs are
+    unusable here, so the child opens its own on first use. The lock may have been held by
+    another of the parent's threads at the fork."""
+    global _lock
+    _lock = threading.Lock()
+    _engines.clear()
+    _targets.clear()
+    uploads.clear()
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_engines)
+
+
 class _Target:
     """What a task needs to find or upload its target: a key, and a mesh path, a scene path
     or a list of shape dicts."""

@@ -102,7 +102,7 @@ fn detached<T: Send>(
         .getattr("ident")?
         .eq(threading.call_method0("get_ident")?)?;
     if !on_main_thread {
-        return py.detach(job).map_err(py_error);
+        return off_the_gil(py, job).map_err(py_error);
     }
     let raised: Arc<std::sync::Mutex<Option<PyErr>>> = Arc::default();
     let outcome = py.detach(|| {
@@ -116,7 +116,7 @@ fn detached<T: Send>(
                 }
             })
         });
-        closest::interrupt::checking_interrupts(check, job)
+        closest::interrupt::checking_interrupts(check, || closest::sync::in_process_pool(job))
     });
     match outcome {
         Err(closest::Error::Interrupted) => Err(closest::sync::lock(&raised)
@@ -124,6 +124,12 @@ fn detached<T: Send>(
             .unwrap_or_else(|| pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"))),
         other => other.map_err(py_error),
     }
+}
+
+/// `job` without the GIL, its rayon work on this process's pool (`sync::in_process_pool`: a
+/// child forked from a process that used closest cannot use the pool it inherited).
+fn off_the_gil<T: Send>(py: Python<'_>, job: impl FnOnce() -> T + Send) -> T {
+    py.detach(|| closest::sync::in_process_pool(job))
 }
 
 fn input_error(message: String) -> PyErr {
@@ -582,10 +588,84 @@ fn columns_to_dict(py: Python<'_>, columns: Columns) -> PyResult<Bound<'_, PyDic
     Ok(dict)
 }
 
+/// A device object (an engine, or what lives on its device) and the process that made it. A
+/// child forked from that process (multiprocessing's "fork") inherits the object but not the
+/// driver's threads: used there, or dropped there (at the child's exit), it waited forever for
+/// them. In another process it is refused with `GpuError` (`here`) and never dropped.
+struct OfProcess<T> {
+    value: std::mem::ManuallyDrop<T>,
+    made_in: u32,
+}
+
+impl<T> OfProcess<T> {
+    fn new(value: T) -> Self {
+        OfProcess {
+            value: std::mem::ManuallyDrop::new(value),
+            made_in: std::process::id(),
+        }
+    }
+
+    fn in_its_process(&self) -> bool {
+        self.made_in == std::process::id()
+    }
+
+    /// Ok where the object may be used: the process that made it.
+    fn here(&self, call: &str) -> PyResult<()> {
+        if self.in_its_process() {
+            return Ok(());
+        }
+        Err(GpuError::new_err(format!(
+            "{call}: this object's engine was opened in process {}, and this process ({}) is a \
+             fork of it: a device does not survive fork. Open a closest.Engine() in this \
+             process, or start workers with multiprocessing's 'spawn' or 'forkserver' method",
+            self.made_in,
+            std::process::id()
+        )))
+    }
+}
+
+impl<T> std::ops::Deref for OfProcess<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: Clone> Clone for OfProcess<T> {
+    /// The copy belongs to the same process as the original.
+    fn clone(&self) -> Self {
+        OfProcess {
+            value: self.value.clone(),
+            made_in: self.made_in,
+        }
+    }
+}
+
+impl<T> Drop for OfProcess<T> {
+    fn drop(&mut self) {
+        if self.in_its_process() {
+            // SAFETY: dropped once, here; the value is never read after.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.value) }
+        }
+    }
+}
+
+/// `guarded`, refused in a process `engine` does not belong to (`OfProcess`).
+fn guarded_on<T>(
+    engine: &OfProcess<Arc<closest::Engine>>,
+    call: &str,
+    body: impl FnOnce() -> PyResult<T>,
+) -> PyResult<T> {
+    guarded(call, || {
+        engine.here(call)?;
+        body()
+    })
+}
+
 /// The GPU engine: one adapter, pipelines built once. Safe to share between threads.
 #[pyclass(frozen, module = "closest")]
 struct Engine {
-    inner: Arc<closest::Engine>,
+    inner: OfProcess<Arc<closest::Engine>>,
 }
 
 #[pymethods]
@@ -606,11 +686,9 @@ impl Engine {
                 mesh_records,
                 ..Default::default()
             };
-            let inner = py
-                .detach(|| closest::Engine::new(&options))
-                .map_err(py_error)?;
+            let inner = off_the_gil(py, || closest::Engine::new(&options)).map_err(py_error)?;
             Ok(Engine {
-                inner: Arc::new(inner),
+                inner: OfProcess::new(Arc::new(inner)),
             })
         })
     }
@@ -647,19 +725,17 @@ impl Engine {
 
     /// Upload a scene once (BVH built here): a list of shape dicts, or a scene .json path.
     fn scene(&self, py: Python<'_>, shapes: &Bound<'_, PyAny>) -> PyResult<Scene> {
-        guarded("Engine.scene", || {
+        guarded_on(&self.inner, "Engine.scene", || {
             let shapes = parse_shapes(shapes, "shapes")?;
             let engine = self.inner.clone();
             let count = shapes.len();
-            let scene = py
-                .detach(|| engine.upload_scene(&shapes))
-                .map_err(py_error)?;
+            let scene = off_the_gil(py, || engine.upload_scene(&shapes)).map_err(py_error)?;
             Ok(Scene {
                 engine,
-                scene,
+                scene: OfProcess::new(scene),
                 count,
                 shapes,
-                body_targets: std::sync::OnceLock::new(),
+                body_targets: OfProcess::new(std::sync::OnceLock::new()),
             })
         })
     }
@@ -674,7 +750,7 @@ impl Engine {
         vertices: Option<&Bound<'_, PyAny>>,
         triangles: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<MeshTarget> {
-        guarded("Engine.mesh", || {
+        guarded_on(&self.inner, "Engine.mesh", || {
             let mesh = match (path, vertices, triangles) {
                 // Interruptible (Ctrl-C): a large mesh's load and build take seconds.
                 (Some(path), None, None) => detached(py, || closest::io::load_mesh(&path))?,
@@ -691,9 +767,9 @@ impl Engine {
             let mesh = detached(py, || engine.upload_mesh_checking_signs(mesh))?;
             Ok(MeshTarget {
                 engine,
-                mesh,
+                mesh: OfProcess::new(mesh),
                 triangles,
-                body_targets: std::sync::OnceLock::new(),
+                body_targets: OfProcess::new(std::sync::OnceLock::new()),
             })
         })
     }
@@ -708,7 +784,7 @@ impl Engine {
         #[pyo3(from_py_with = mode_name)] mode: String,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Engine.query_paired", || {
+        guarded_on(&self.inner, "Engine.query_paired", || {
             let shapes = parse_shapes(shapes, "shapes")?;
             let borrowed = float_rows(points, "points", &[3])?;
             let (mode, fields) = (parse_mode(&mode)?, parse_fields(Family::Hits, fields)?);
@@ -743,7 +819,7 @@ impl Engine {
         b: &Bound<'py, PyAny>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Engine.segment_pairs", || {
+        guarded_on(&self.inner, "Engine.segment_pairs", || {
             let (a, b) = (float_rows(a, "a", &[2, 3])?, float_rows(b, "b", &[2, 3])?);
             let fields = parse_fields(Family::Segments, fields)?;
             let (a, b) = (a.rows()?, b.rows()?);
@@ -834,13 +910,13 @@ where
 /// A scene resident on the device.
 #[pyclass(frozen, module = "closest")]
 struct Scene {
-    engine: Arc<closest::Engine>,
-    scene: GpuScene,
+    engine: OfProcess<Arc<closest::Engine>>,
+    scene: OfProcess<GpuScene>,
     count: usize,
     /// The shapes, for paired bodies and for the body walk's own upload.
     shapes: Vec<Shape>,
     /// The scene as body targets (an axis-aligned BVH), uploaded at the first body query.
-    body_targets: std::sync::OnceLock<GpuScene>,
+    body_targets: OfProcess<std::sync::OnceLock<GpuScene>>,
 }
 
 #[pymethods]
@@ -858,7 +934,7 @@ impl Scene {
         #[pyo3(from_py_with = mode_name)] mode: String,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Scene.query", || {
+        guarded_on(&self.engine, "Scene.query", || {
             let borrowed = float_rows(points, "points", &[3])?;
             let (mode, fields) = (parse_mode(&mode)?, parse_fields(Family::Hits, fields)?);
             let points = borrowed.rows()?;
@@ -893,7 +969,7 @@ impl Scene {
         bodies: Option<&Bound<'py, PyAny>>,
         #[pyo3(from_py_with = paired_flag)] paired: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Scene.contacts", || {
+        guarded_on(&self.engine, "Scene.contacts", || {
             let spheres = match (spheres, bodies) {
                 (Some(spheres), None) if !paired => spheres,
                 (None, Some(bodies)) => {
@@ -987,11 +1063,11 @@ fn parse_bodies(bodies: &Bound<'_, PyAny>) -> PyResult<Vec<Shape>> {
 /// A triangle mesh resident on the device.
 #[pyclass(frozen, module = "closest", name = "Mesh")]
 struct MeshTarget {
-    engine: Arc<closest::Engine>,
-    mesh: GpuMesh,
+    engine: OfProcess<Arc<closest::Engine>>,
+    mesh: OfProcess<GpuMesh>,
     triangles: usize,
     /// The triangles as body targets, uploaded at the first body query.
-    body_targets: std::sync::OnceLock<GpuScene>,
+    body_targets: OfProcess<std::sync::OnceLock<GpuScene>>,
 }
 
 #[pymethods]
@@ -1020,13 +1096,15 @@ impl MeshTarget {
 
     /// The method `sign="auto"` picks for this mesh, and why: (name, reason).
     #[getter]
-    fn auto_sign(&self, py: Python<'_>) -> (&'static str, String) {
-        let auto = py.detach(|| self.mesh.auto_sign().clone());
-        let name = match auto.sign {
-            Sign::Pseudonormal => "pseudonormal",
-            _ => "winding",
-        };
-        (name, auto.reason)
+    fn auto_sign(&self, py: Python<'_>) -> PyResult<(&'static str, String)> {
+        guarded_on(&self.engine, "Mesh.auto_sign", || {
+            let auto = off_the_gil(py, || self.mesh.auto_sign().clone());
+            let name = match auto.sign {
+                Sign::Pseudonormal => "pseudonormal",
+                _ => "winding",
+            };
+            Ok((name, auto.reason))
+        })
     }
 
     /// Each body's nearest triangle (SPEC §9), bodies as shape dicts or a scene .json path of
@@ -1038,7 +1116,7 @@ impl MeshTarget {
         bodies: &Bound<'py, PyAny>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.contacts", || {
+        guarded_on(&self.engine, "Mesh.contacts", || {
             let bodies = parse_bodies(bodies)?;
             let fields = parse_fields(Family::Bodies, fields)?;
             let engine = &self.engine;
@@ -1070,7 +1148,7 @@ impl MeshTarget {
         #[pyo3(from_py_with = sign_name)] sign: Option<String>,
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.query", || {
+        guarded_on(&self.engine, "Mesh.query", || {
             let borrowed = float_rows(points, "points", &[3])?;
             let (sign, fields) = (
                 parse_sign_choice(sign.as_deref())?,
@@ -1079,9 +1157,7 @@ impl MeshTarget {
             let points = borrowed.rows()?;
             let rows = points.len(3);
             let (engine, mesh) = (&self.engine, &self.mesh);
-            let sign = py
-                .detach(|| engine.resolve_sign(mesh, sign))
-                .map_err(py_error)?;
+            let sign = off_the_gil(py, || engine.resolve_sign(mesh, sign)).map_err(py_error)?;
             let columns = detached(py, || {
                 let job = MeshQuery {
                     mesh,
@@ -1114,7 +1190,7 @@ impl MeshTarget {
         #[pyo3(from_py_with = out_path)] out: Option<std::path::PathBuf>,
         #[pyo3(from_py_with = chunk_side)] chunk: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.sdf", || {
+        guarded_on(&self.engine, "Mesh.sdf", || {
             let grid = self.grid_of(res, pad, bounds)?;
             let sign = parse_sign_choice(sign.as_deref())?;
             let band = band
@@ -1208,7 +1284,7 @@ impl MeshTarget {
         #[pyo3(from_py_with = seed_value)] seed: u64,
         #[pyo3(from_py_with = sign_name)] sign: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.distance_to", || {
+        guarded_on(&self.engine, "Mesh.distance_to", || {
             let other = other.cast::<MeshTarget>().map_err(|_| {
                 input_error(format!(
                     "Mesh.distance_to: other: expected a closest.Mesh, got {}",
@@ -1274,7 +1350,7 @@ impl MeshTarget {
         #[pyo3(from_py_with = sign_name)] sign: Option<String>,
         #[pyo3(from_py_with = band_units_name)] band_units: String,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.sdf_sparse", || {
+        guarded_on(&self.engine, "Mesh.sdf_sparse", || {
             let grid = self.grid_of(res, pad, bounds)?;
             let sign = parse_sign_choice(sign.as_deref())?;
             let width = band_width(&grid, band, &band_units)?;
@@ -1331,7 +1407,7 @@ impl MeshTarget {
         #[pyo3(from_py_with = seed_value)] seed: u64,
         #[pyo3(from_py_with = sign_name)] sign: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        guarded("Mesh.sample", || {
+        guarded_on(&self.engine, "Mesh.sample", || {
             let sigmas: Vec<f64> = match sigma {
                 None => Vec::new(),
                 Some(s) => match s.extract::<f64>() {
@@ -1461,7 +1537,7 @@ fn add_grid(dict: &Bound<'_, PyDict>, grid: &Grid) -> PyResult<()> {
 fn adapters(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     guarded("closest.adapters", || {
         let list = PyList::empty(py);
-        for a in py.detach(closest::gpu::list_adapters) {
+        for a in off_the_gil(py, closest::gpu::list_adapters) {
             let d = PyDict::new(py);
             d.set_item("name", &a.info.name)?;
             d.set_item("backend", format!("{:?}", a.info.backend).to_lowercase())?;

@@ -236,7 +236,7 @@ impl Engine {
                 let mesh = mesh.clone();
                 std::thread::Builder::new()
                     .name("closest-auto-check".into())
-                    .spawn(move || auto_sign(&mesh))
+                    .spawn(move || crate::sync::in_process_pool(|| auto_sign(&mesh)))
                     .ok()
             })
             .flatten();
