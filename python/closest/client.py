@@ -3,6 +3,7 @@ methods of ``Engine`` and the same dicts back. Bodies are ``.npy`` in and ``.npz
 standard library's HTTP client carries them.
 """
 
+import http.client
 import io
 import json
 import os
@@ -62,24 +63,44 @@ class Client:
             if e.code >= 500:
                 raise GpuError(f"{e.code}: {message}") from None
             raise InputError(message) from None
-        except (OSError, ValueError) as e:
-            # Unreachable, timed out, or not an HTTP server: the remote engine did not answer.
-            raise GpuError(f"the service at {self.url} did not answer {method} {path}: {e}") from None
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            # Unreachable, timed out, not an HTTP server, or cut off mid-answer (IncompleteRead,
+            # BadStatusLine escaped): the remote engine did not answer.
+            raise GpuError(
+                f"the service at {self.url} did not answer {method} {path}: "
+                f"{type(e).__name__}: {e}"
+            ) from None
 
-    def _json(self, method, path, body=None, params=None):
+    def _json(self, method, path, body=None, params=None, takes=dict):
+        """The answer's JSON, a `takes` (a dict, or a list), else GpuError."""
         answer = self._request(method, path, body, params)
         try:
-            return json.loads(answer)
+            value = json.loads(answer)
         except ValueError:
-            raise GpuError(f"the service at {self.url} answered {path} with no JSON") from None
+            value = None
+        if not isinstance(value, takes):
+            raise GpuError(
+                f"the service at {self.url} answered {method} {path} with no JSON "
+                f"{takes.__name__}: {answer[:80]!r}"
+            )
+        return value
 
-    def _npz(self, path, body=None, params=None):
+    def _npz(self, path, body=None, params=None, rows=None):
+        """The answer's arrays, each of `rows` rows where given, else GpuError."""
         answer = self._request("POST", path, body, params)
         try:
             with np.load(io.BytesIO(answer)) as data:
-                return {name: data[name] for name in data.files}
-        except (ValueError, OSError, zipfile.BadZipFile):
+                arrays = {name: data[name] for name in data.files}
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile):
             raise GpuError(f"the service at {self.url} answered {path} with no .npz") from None
+        for name, array in arrays.items():
+            # Another server, or a proxy's answer: never rows that are not the request's.
+            if rows is not None and (array.ndim == 0 or len(array) != rows):
+                raise GpuError(
+                    f"the service at {self.url} answered {path} with {name} of shape "
+                    f"{array.shape} for {rows} rows"
+                )
+        return arrays
 
     @property
     def info(self):
@@ -88,7 +109,7 @@ class Client:
 
     def targets(self):
         """The resident targets: [{"name", "kind", "shapes" | "triangles", "device_bytes"}]."""
-        return self._json("GET", "/v1/targets")
+        return self._json("GET", "/v1/targets", takes=list)
 
     def scene(self, name, shapes=None):
         """Upload ``shapes`` (a list of shape dicts or a scene .json path) as scene ``name``,
@@ -120,9 +141,10 @@ class Client:
 
     def segment_pairs(self, a, b, fields=None):
         """Closest points between segment a[i] and b[i], each (N, 2, 3)."""
+        a, b = _array(a, "a", (2, 3)), _array(b, "b", (2, 3))
         buffer = io.BytesIO()
-        np.savez(buffer, a=_array(a, "a", (2, 3)), b=_array(b, "b", (2, 3)))
-        return self._npz("/v1/segments", buffer.getvalue(), {"fields": _fields(fields)})
+        np.savez(buffer, a=a, b=b)
+        return self._npz("/v1/segments", buffer.getvalue(), {"fields": _fields(fields)}, len(a))
 
     def query_paired(self, shapes, points, mode="solid", fields=None):
         """Point i against shape i only; ``shapes`` a list of shape dicts or a scene .json
@@ -131,11 +153,13 @@ class Client:
             scene = _read_file(shapes, "shapes")
         else:
             scene = json.dumps({"shapes": shapes}, default=_plain).encode()
+        points = _array(points, "points", (3,))
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
             archive.writestr("shapes.json", scene)
-            archive.writestr("points.npy", _npy(_array(points, "points", (3,))))
-        return self._npz("/v1/paired", buffer.getvalue(), {"mode": mode, "fields": _fields(fields)})
+            archive.writestr("points.npy", _npy(points))
+        return self._npz("/v1/paired", buffer.getvalue(),
+                         {"mode": mode, "fields": _fields(fields)}, len(points))
 
 
 class RemoteScene:
@@ -145,9 +169,9 @@ class RemoteScene:
         self.client, self.name = client, name
 
     def query(self, points, mode="solid", fields=None):
-        body = _npy(_array(points, "points", (3,)))
-        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/query", body,
-                                {"mode": mode, "fields": _fields(fields)})
+        points = _array(points, "points", (3,))
+        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/query", _npy(points),
+                                {"mode": mode, "fields": _fields(fields)}, len(points))
 
     def contacts(self, spheres=None, fields=None, *, bodies=None):
         """Sphere contacts, or with ``bodies=`` (shape dicts or a scene .json path of convex
@@ -157,9 +181,9 @@ class RemoteScene:
         if bodies is not None:
             return self.client._npz(f"/v1/scenes/{_quote(self.name)}/bodies",
                                     _scene_json(bodies), {"fields": _fields(fields)})
-        body = _npy(_array(spheres, "spheres", (4,)))
-        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/contacts", body,
-                                {"fields": _fields(fields)})
+        spheres = _array(spheres, "spheres", (4,))
+        return self.client._npz(f"/v1/scenes/{_quote(self.name)}/contacts", _npy(spheres),
+                                {"fields": _fields(fields)}, len(spheres))
 
 
 class RemoteMesh:
@@ -169,9 +193,9 @@ class RemoteMesh:
         self.client, self.name = client, name
 
     def query(self, points, sign=None, fields=None):
-        body = _npy(_array(points, "points", (3,)))
-        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/query", body,
-                                {"sign": sign, "fields": _fields(fields)})
+        points = _array(points, "points", (3,))
+        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/query", _npy(points),
+                                {"sign": sign, "fields": _fields(fields)}, len(points))
 
     def contacts(self, *, bodies, fields=None):
         """Each body's nearest triangle, as ``Mesh.contacts``."""
@@ -193,7 +217,11 @@ class RemoteMesh:
         except (TypeError, ValueError):
             name, value = ("bounds", bounds) if bounds is not None else ("pad", pad)
             raise InputError(f"{name}: expected numbers, got {value!r:.60}") from None
-        return self.client._npz(f"/v1/meshes/{_quote(self.name)}/sdf", None, params)
+        path = f"/v1/meshes/{_quote(self.name)}/sdf"
+        answer = self.client._npz(path, None, params)
+        if getattr(answer.get("sdf"), "ndim", 0) != 3:
+            raise GpuError(f"the service at {self.client.url} answered {path} with no sdf grid")
+        return answer
 
 
 def _scene_json(shapes):

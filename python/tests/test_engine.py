@@ -1,7 +1,11 @@
 """The Python API against the CLI (bit for bit, the same engine) and exact answers."""
 
+import contextlib
+import io
 import json
 import os
+import socket
+import threading
 
 import numpy as np
 import pytest
@@ -245,6 +249,78 @@ def test_client_errors_and_targets(server, engine):
             closest.Client(url)
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
+
+
+def _answers(raw):
+    """An HTTP server on loopback that is not closest: every connection gets `raw` bytes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.settimeout(2)
+                with contextlib.suppress(OSError):
+                    connection.recv(1 << 16)
+                    connection.sendall(raw)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", stop, thread, listener
+
+
+def _npz_bytes(**arrays):
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_a_client_facing_a_server_that_is_not_closest_raises_gpu_error():
+    # A server cut off mid-answer, a proxy's or another program's answer: http.client's
+    # exceptions (IncompleteRead, BadStatusLine, LineTooLong) and numpy's EOFError escaped,
+    # and an answer of other rows than the request's was returned as the answer.
+    def ok(body, kind=b"application/octet-stream"):
+        return b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+            kind, len(body), body)
+
+    points = random_points(4)
+    calls = {
+        "info": lambda c: c.info,
+        "targets": lambda c: c.targets(),
+        "scene": lambda c: c.scene("s", SHAPES),
+        "query": lambda c: c.scene("s").query(points),
+        "contacts": lambda c: c.scene("s").contacts(np.zeros((4, 4), np.float32)),
+        "mesh query": lambda c: c.mesh("m").query(points),
+        "sdf": lambda c: c.mesh("m").sdf(4),
+        "segments": lambda c: c.segment_pairs(np.zeros((4, 2, 3)), np.zeros((4, 2, 3))),
+    }
+    answers = {
+        "garbage": b"HELLO\r\n\r\n",
+        "cut off": b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nPK\x03\x04",
+        "long header": b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n",
+        "bad chunks": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+        "empty": ok(b""),
+        "wrong rows": ok(_npz_bytes(distance=np.zeros(3, np.float32))),
+        "a number": ok(b"5", b"application/json"),
+    }
+    for answer, raw in answers.items():
+        url, stop, thread, listener = _answers(raw)
+        try:
+            client = closest.Client(url, timeout=10)
+            for name, call in calls.items():
+                if answer == "a number" and name not in ("info", "targets", "scene"):
+                    continue
+                with pytest.raises(closest.GpuError, match="the service at .* (did not )?answer"):
+                    call(client)
+        finally:
+            stop.set()
+            thread.join(10)
+            listener.close()
 
 
 def test_auto_sign_names_its_method_and_is_the_sdf_default(engine):
