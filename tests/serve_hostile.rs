@@ -496,6 +496,44 @@ fn connections_and_bodies_held_at_once_are_capped() {
     assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
 }
 
+/// A client that declares a large body and stalls holds only the bytes it sent: the declared
+/// length was held up front, so one such connection refused every other body (503) for
+/// `--request-timeout-s`. Its request ends at `--idle-timeout-s` (408), holding nothing.
+#[test]
+fn a_stalled_body_holds_only_what_it_sent_and_ends_at_the_idle_timeout() {
+    let server = Server::start(&["--max-inflight-mb", "1", "--idle-timeout-s", "2"]);
+    let mut stalled = TcpStream::connect(&server.address).unwrap();
+    stalled
+        .write_all(b"PUT /v1/scenes/stalled HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048570\r\n\r\n{\"shapes\"")
+        .unwrap();
+    let sent = std::time::Instant::now();
+    while metric(&server, "closest_inflight_body_bytes") != 9.0 {
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "the body's bytes were never held"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    // A declared body that cannot fit now is still refused at once.
+    let mut large = TcpStream::connect(&server.address).unwrap();
+    large
+        .write_all(b"PUT /v1/scenes/large HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048570\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    read_reply(large).assert_error(503, &["--max-inflight-mb"]);
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let reply = read_reply(stalled);
+    reply.assert_error(408, &["sent nothing", "--idle-timeout-s"]);
+    assert!(
+        sent.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(metric(&server, "closest_inflight_body_bytes"), 0.0);
+}
+
 /// Clients that ask for large answers and never read them: each answer is held against
 /// `--max-inflight-mb` until its client takes it or goes, so past the cap the next large
 /// request is 503, small ones are still answered, and all is given back when they go.

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -31,6 +32,18 @@ impl Inflight {
     }
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// 503 when `bytes` more than `held` would pass the limit.
+    fn room_for(&self, held: usize, bytes: usize) -> ApiResult<()> {
+        if held.saturating_add(bytes) > self.limit {
+            return Err(ApiError::unavailable(format!(
+                "the server holds {held} bytes of request bodies and answers, and {bytes} \
+                 more would take it past --max-inflight-mb ({} bytes): retry later",
+                self.limit
+            )));
+        }
+        Ok(())
     }
 
     /// Hold `bytes` of an answer until the reservation drops; 503 when that takes the total
@@ -72,14 +85,7 @@ impl Reservation {
     fn grow(&mut self, bytes: usize) -> ApiResult<()> {
         let before = self.inflight.held.fetch_add(bytes, Ordering::Relaxed);
         self.bytes += bytes;
-        if before.saturating_add(bytes) > self.inflight.limit {
-            return Err(ApiError::unavailable(format!(
-                "the server holds {before} bytes of request bodies and answers, and {bytes} \
-                 more would take it past --max-inflight-mb ({} bytes): retry later",
-                self.inflight.limit
-            )));
-        }
-        Ok(())
+        self.inflight.room_for(before, bytes)
     }
 }
 
@@ -145,16 +151,21 @@ pub(crate) struct BodyReader {
     limit: usize,
     read: usize,
     reservation: Reservation,
+    stall: Duration,
 }
 
 impl BodyReader {
-    /// 413 at once when the declared `Content-Length` is over `limit`; 503 when it would take
-    /// the bodies held past `--max-inflight-mb`.
+    /// 413 at once when the declared `Content-Length` is over `limit`; 503 at once when it
+    /// would take the bodies held past `--max-inflight-mb` now. The bytes are held as they
+    /// arrive, not as declared: a client that declared a large body and stalled held its
+    /// whole length, and one such connection refused every other body for
+    /// `--request-timeout-s`. A body that sends nothing for `stall` is refused (408).
     pub(crate) fn new(
         headers: &HeaderMap,
         body: Body,
         limit: usize,
         inflight: &Arc<Inflight>,
+        stall: Duration,
     ) -> ApiResult<BodyReader> {
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -163,19 +174,28 @@ impl BodyReader {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(too_large(limit));
         }
-        let mut reservation = Reservation::new(inflight);
-        reservation.grow(declared.unwrap_or(0) as usize)?;
+        inflight.room_for(inflight.held(), declared.unwrap_or(0) as usize)?;
         Ok(BodyReader {
             stream: body.into_data_stream(),
             limit,
             read: 0,
-            reservation,
+            reservation: Reservation::new(inflight),
+            stall,
         })
     }
 
     /// The next piece of the body, `None` at its end.
     pub(crate) async fn chunk(&mut self) -> ApiResult<Option<Bytes>> {
-        match self.stream.next().await {
+        let Ok(next) = tokio::time::timeout(self.stall, self.stream.next()).await else {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body sent nothing for {} s (--idle-timeout-s)",
+                    self.stall.as_secs_f64()
+                ),
+            ));
+        };
+        match next {
             None => Ok(None),
             Some(Err(e)) => Err(ApiError::bad(format!("the body could not be read: {e}"))),
             Some(Ok(bytes)) => {

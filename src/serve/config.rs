@@ -79,7 +79,8 @@ pub struct ServeArgs {
     /// after the head's first byte) is closed.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_s: u64,
-    /// A keep-alive connection with no traffic this long is closed.
+    /// A keep-alive connection with no traffic this long is closed, and a request whose body
+    /// sends nothing this long is refused (408).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_s: u64,
     /// Open connections at most; more are closed as they arrive.

@@ -453,9 +453,16 @@ impl AppState {
         }
     }
 
-    /// The body, read as it arrives within --max-request-mb and --max-inflight-mb.
+    /// The body, read as it arrives within --max-request-mb and --max-inflight-mb, each piece
+    /// within --idle-timeout-s.
     pub(super) fn body(&self, headers: &HeaderMap, body: Body) -> ApiResult<BodyReader> {
-        BodyReader::new(headers, body, self.config.max_request_bytes, &self.inflight)
+        BodyReader::new(
+            headers,
+            body,
+            self.config.max_request_bytes,
+            &self.inflight,
+            self.config.limits.idle_timeout,
+        )
     }
 
     /// Queue `rows` for `resident`'s task and wait for the answer; 503 when the queue is
