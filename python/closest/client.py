@@ -39,7 +39,7 @@ class Client:
                 f"got {url!r:.80}"
             )
         self.url = url.rstrip("/")
-        self.token = token
+        self.token = _token(token)
         self.timeout = timeout
 
     def _request(self, method, path, body=None, params=None):
@@ -222,6 +222,27 @@ class RemoteMesh:
         if getattr(answer.get("sdf"), "ndim", 0) != 3:
             raise GpuError(f"the service at {self.client.url} answered {path} with no sdf grid")
         return answer
+
+
+def _token(token):
+    """The bearer token as the service reads its token file: one line of printable ASCII
+    without spaces, surrounding whitespace (a file's newline) dropped. Checked here: a line
+    break reached urllib as "did not answer", as if the service were down."""
+    if token is None:
+        return None
+    if isinstance(token, bytes):
+        token = token.decode("latin-1")
+    if not isinstance(token, str):
+        raise InputError(f"token: expected a string, got {type(token).__name__}")
+    token = token.strip()
+    bad = next((i for i, c in enumerate(token) if not "!" <= c <= "~"), None)
+    if not token or bad is not None:
+        where = f"{token[bad]!r} at character {bad}" if token else "nothing"
+        raise InputError(
+            f"token: expected one line of printable ASCII without spaces, as the service's "
+            f"--token-file holds, got {where}"
+        )
+    return token
 
 
 def _scene_json(shapes):

@@ -247,6 +247,12 @@ def test_client_errors_and_targets(server, engine):
     for url in ["localhost:7341", "127.0.0.1:7341", "ftp://127.0.0.1", "http://", ""]:
         with pytest.raises(closest.InputError, match="url: expected an http"):
             closest.Client(url)
+    # Tokens as the service's --token-file takes them: a file's newline dropped; a line break
+    # inside reached urllib and said "did not answer".
+    assert closest.Client(server, token="s3cret\n").token == "s3cret"
+    for token in ["a\nb", "sec ret", "t\u00f6k", "", 5]:
+        with pytest.raises(closest.InputError, match="token: expected"):
+            closest.Client(server, token=token)
     client.delete("scene", "errors")
     assert all(t["name"] != "errors" for t in client.targets())
 

@@ -157,20 +157,45 @@ struct TargetsFile {
     target: Vec<TargetSpec>,
 }
 
-/// A token file's one line.
+/// The longest token taken: longer ones could not be sent in a request's head.
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// A token file's one line: printable ASCII without spaces (RFC 6750's bearer tokens), since
+/// a token a client cannot send in a header would start a service nobody can use.
 fn read_token(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    use std::io::Read;
+    let bad = |problem: String| Error::BadFile {
+        file: path.display().to_string(),
+        problem,
+    };
+    let read = |source| Error::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    let token = text.trim().to_string();
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| {
+            file.take(MAX_TOKEN_BYTES as u64 + 2)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(read)?;
+    let token = bytes.trim_ascii();
     if token.is_empty() {
-        return Err(Error::BadFile {
-            file: path.display().to_string(),
-            problem: "the token file is empty".into(),
-        });
+        return Err(bad("the token file is empty".into()));
     }
-    Ok(token)
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(bad(format!(
+            "the token is longer than {MAX_TOKEN_BYTES} bytes, more than a request's head takes"
+        )));
+    }
+    if let Some(at) = token.iter().position(|b| !b.is_ascii_graphic()) {
+        return Err(bad(format!(
+            "the token holds a space, line break, control or non-ASCII byte (0x{:02x}) at byte \
+             {at}: a token is one line of printable ASCII without spaces",
+            token[at]
+        )));
+    }
+    Ok(String::from_utf8_lossy(token).into_owned())
 }
 
 /// `--targets FILE`: every entry named, with one path, relative to the file's folder.
@@ -286,7 +311,31 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::listen_address;
+    use super::{listen_address, read_token};
+
+    #[test]
+    fn a_token_is_one_line_of_printable_ascii() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = |bytes: &[u8]| {
+            let path = dir.path().join("token");
+            std::fs::write(&path, bytes).unwrap();
+            read_token(&path).map_err(|e| e.to_string())
+        };
+        assert_eq!(token(b"  s3cr3t-~+/=\r\n").unwrap(), "s3cr3t-~+/=");
+        for (bytes, needle) in [
+            (&b"sec ret\n"[..], "0x20) at byte 3"),
+            (b"first\nsecond\n", "0x0a) at byte 5"),
+            (b"s\x01e", "0x01) at byte 1"),
+            ("t\u{f6}k".as_bytes(), "0xc3) at byte 1"),
+            (b"tok\xff\xfe", "0xff) at byte 3"),
+            (b" \n\t", "empty"),
+            (&[b'a'; 5000][..], "longer than 4096 bytes"),
+        ] {
+            let refused = token(bytes).unwrap_err();
+            assert!(refused.contains(needle), "{refused}");
+            assert!(refused.contains("token"), "{refused}");
+        }
+    }
 
     #[test]
     fn listen_takes_addresses_and_localhost_only() {
