@@ -324,6 +324,15 @@ enum ModeArg {
     Surface,
 }
 
+/// A line on stderr, whose failure (a full disk behind `2> log`) must not end the job:
+/// `eprintln!` panicked there.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     closest::host_memory::map_large_blocks();
     closest::gpu::adapter::quiet_headless_loader();
@@ -335,7 +344,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("closest: error: {e}");
+            say!("closest: error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
     }
@@ -379,7 +388,7 @@ fn remove_partial_outputs_on_interrupt() {
                     return;
                 }
                 closest::io::temporary::remove_all();
-                eprintln!("closest: interrupted (signal {signal}); partial outputs removed");
+                say!("closest: interrupted (signal {signal}); partial outputs removed");
                 // Without the exit handlers: the driver's own may wait on work the other
                 // threads are still doing. stderr is unbuffered, so the message is out.
                 // SAFETY: ends the process; nothing after it runs.
@@ -652,7 +661,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             let report =
                 with_progress(|progress| run_distance(&job, || Engine::new(&options), progress))?;
-            eprintln!("closest: {}", report.lines());
+            say!("closest: {}", report.lines());
             Ok(())
         }
         Command::Segments { a, b, out, fields } => {
@@ -707,7 +716,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             };
             let engine = Engine::new(&options)?;
             closest::serve::run(engine, options, config, |address| {
-                eprintln!("closest: listening on http://{address}");
+                say!("closest: listening on http://{address}");
             })
         }
         Command::Bench {
@@ -758,7 +767,7 @@ fn report(
     job: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<Summary, Error>,
 ) -> Result<(), Error> {
     let summary = with_progress(job)?;
-    eprintln!("closest: {}", summary.line(what));
+    say!("closest: {}", summary.line(what));
     Ok(())
 }
 
@@ -902,14 +911,14 @@ fn for_each_mesh(
                 bar.println(line);
                 bar.set_position(k as u64 + 1);
             }
-            None => eprintln!("{line}"),
+            None => say!("{line}"),
         }
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     if failed.is_empty() {
-        eprintln!(
+        say!(
             "closest: {} meshes, all written to {}",
             meshes.len(),
             dir.display()
@@ -948,44 +957,55 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 }
 
 fn info(options: &EngineOptions) -> Result<(), Error> {
+    use std::fmt::Write as _;
+    // Written once, its failure an error (a full disk): `println!` panicked.
+    let mut text = String::new();
     let adapters = closest::gpu::list_adapters();
-    println!("adapters ({}):", adapters.len());
+    let _ = writeln!(text, "adapters ({}):", adapters.len());
     for a in &adapters {
         let i = &a.info;
-        println!(
+        let _ = writeln!(
+            text,
             "  {} | {:?} | {:?} | driver {} {}",
             i.name, i.backend, i.device_type, i.driver, i.driver_info
         );
     }
     let engine = Engine::new(options)?;
     let l = engine.limits();
-    println!("chosen: {}", engine.describe());
-    println!(
+    let _ = writeln!(text, "chosen: {}", engine.describe());
+    let _ = writeln!(
+        text,
         "  max_storage_buffer_binding_size: {}",
         l.max_storage_buffer_binding_size
     );
-    println!(
+    let _ = writeln!(
+        text,
         "  max_uniform_buffer_binding_size: {}",
         l.max_uniform_buffer_binding_size
     );
-    println!("  max_buffer_size: {}", l.max_buffer_size);
-    println!(
+    let _ = writeln!(text, "  max_buffer_size: {}", l.max_buffer_size);
+    let _ = writeln!(
+        text,
         "  max_texture_dimension_2d: {}, max_texture_array_layers: {} (scene texels)",
         l.max_texture_dimension_2d, l.max_texture_array_layers
     );
-    println!(
+    let _ = writeln!(
+        text,
         "  max_compute_workgroups_per_dimension: {}",
         l.max_compute_workgroups_per_dimension
     );
-    println!(
+    let _ = writeln!(
+        text,
         "  max_compute_invocations_per_workgroup: {}",
         l.max_compute_invocations_per_workgroup
     );
-    println!(
+    let _ = writeln!(
+        text,
         "  unified memory (in-place mapping): {}",
         engine.unified_memory()
     );
-    println!(
+    let _ = writeln!(
+        text,
         "  rows per chunk: {}; mesh walks: {}",
         engine.chunk_rows(),
         if engine.seeded_mesh_rounds() {
@@ -995,11 +1015,17 @@ fn info(options: &EngineOptions) -> Result<(), Error> {
         }
     );
     let i = engine.adapter_info();
-    println!(
+    let _ = writeln!(
+        text,
         "  subgroup size: {}..{}; scene kernels: {}",
         i.subgroup_min_size,
         i.subgroup_max_size,
         engine.scene_kernels()
     );
-    Ok(())
+    std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()).map_err(|source| {
+        Error::Write {
+            path: "standard output".into(),
+            source,
+        }
+    })
 }

@@ -582,6 +582,43 @@ fn a_closed_stdout_ends_info_without_a_panic() {
     );
 }
 
+/// Standard output or error on a full disk (`/dev/full`): `info`'s listing fails as an error
+/// naming standard output (exit 2), and a job's summary on stderr never ends the job
+/// (`println!` and `eprintln!` panicked, exit 101).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_or_stderr_is_no_panic() {
+    use std::process::Stdio;
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .arg("info")
+        .stdout(full())
+        .output()
+        .unwrap();
+    let msg = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert!(msg.contains("cannot write standard output"), "{msg}");
+    let dir = Dir::new();
+    let grid = dir.path("grid.npz");
+    let fandisk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    let out = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .arg("sdf")
+        .arg(&fandisk)
+        .args(["--res", "8", "--out"])
+        .arg(&grid)
+        .stdout(Stdio::null())
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(grid.exists());
+}
+
 #[test]
 fn segments_job_writes_every_array() {
     let dir = Dir::new();
