@@ -23,17 +23,19 @@ as_root() {
     fi
 }
 
-install_lavapipe() {
+# Installs Mesa's packages named in the arguments (on Debian 12 from bookworm-backports, so
+# that they match lavapipe's Mesa).
+install_mesa() {
     local bookworm=false
     grep -qs '^VERSION_CODENAME=bookworm' /etc/os-release && bookworm=true
     if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
         if $bookworm; then
             echo "closest: cannot install it without root: as root, run
   echo 'deb http://deb.debian.org/debian bookworm-backports main' > /etc/apt/sources.list.d/closest-bookworm-backports.list
-  apt-get update && apt-get install -y -t bookworm-backports mesa-vulkan-drivers
-(plain 'apt-get install -y mesa-vulkan-drivers' gives Mesa 22.3, which works and is slower)" >&2
+  apt-get update && apt-get install -y -t bookworm-backports $*
+(plain 'apt-get install -y $*' gives Mesa 22.3, which works and is slower)" >&2
         else
-            echo "closest: cannot install it without root: run 'apt-get install -y mesa-vulkan-drivers' as root" >&2
+            echo "closest: cannot install it without root: run 'apt-get install -y $*' as root" >&2
         fi
         exit 3
     fi
@@ -44,7 +46,24 @@ install_lavapipe() {
         release=(-t bookworm-backports)
     fi
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${release[@]}" mesa-vulkan-drivers >/dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${release[@]}" "$@" >/dev/null
+}
+
+install_lavapipe() {
+    install_mesa mesa-vulkan-drivers
+}
+
+# Mesa's GL driver through EGL (llvmpipe), which tests/gl.rs runs the kernels on: the test
+# command installs it when missing.
+have_gl_driver() {
+    compgen -G '/usr/share/glvnd/egl_vendor.d/*mesa*.json' >/dev/null
+}
+
+ensure_gl_driver() {
+    if ! have_gl_driver; then
+        echo "closest: no GL driver for the GL tests; installing Mesa's (libegl-mesa0, libgl1-mesa-dri)" >&2
+        install_mesa libegl1 libegl-mesa0 libgl1-mesa-dri
+    fi
 }
 
 if ! have_vulkan_driver; then

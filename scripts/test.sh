@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README, CI): installs lavapipe if no Vulkan driver exists, checks
+# The test command (README, CI): installs lavapipe if no Vulkan driver exists (and Mesa's GL
+# driver for tests/gl.rs if no GL one does), checks
 # formatting, builds the user guide (installing mdBook if missing), lints, runs every Rust
 # test, then stages the Python package (its extension module comes from the same build) in a
 # virtual environment and runs its tests (pytest). GPU tests run on the default adapter and
@@ -7,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lavapipe.sh
+ensure_gl_driver
 # Without XDG_RUNTIME_DIR, Mesa's loader prints "error: XDG_RUNTIME_DIR is invalid or not set"
 # in every test process (the CLI and the Python package set their own; test binaries do
 # not), which reads like a failure: give them a private directory for the run.

@@ -152,7 +152,7 @@ impl Context {
             crate::sync::lock(&sink).push(format!("device lost ({reason:?}): {message}"));
         });
 
-        let max_texels = max_texels(&limits);
+        let max_texels = max_texels(&limits, info.backend);
         // Points as texels need whole texel rows; a chunk's points must fit the texture.
         let point_texels = !options.storage_points
             && u64::from(limits.max_texture_dimension_2d) >= 1 << layout::TEXEL_ROW_BITS;
@@ -212,9 +212,9 @@ impl Context {
         });
         let unused_texels = texels_view(&device.create_texture_with_data(
             &queue,
-            &texels_descriptor("unused texels", (1, 1, 1)),
+            &texels_descriptor("unused texels", (1, 1, 1), info.backend),
             wgpu::util::TextureDataOrder::LayerMajor,
-            &[0; 16],
+            &vec![0; 16 * super::texels::layers_on(info.backend, 1)],
         ));
         let unused_shape_data = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("unused shape data"),
@@ -413,9 +413,11 @@ impl Context {
         let first_len = parts[0].len();
         let (width, height, layers) = texel_extent(first_len + parts[1].len());
         let layer_words = 4 * width * height;
-        let texture = self
-            .device
-            .create_texture(&texels_descriptor(label, (width, height, layers)));
+        let texture = self.device.create_texture(&texels_descriptor(
+            label,
+            (width, height, layers),
+            self.info.backend,
+        ));
         for layer in (0..layers).rev() {
             self.queue.write_texture(
                 wgpu::TexelCopyTextureInfo {

@@ -250,7 +250,7 @@ fn upload_bindings<E: From<Error>>(
     }
     let texel_words = texel_records.len() + from + nodes.len();
     check_texels(count, texel_words, gpu.max_texels)?;
-    let texel_bytes = super::texels::texel_texture_bytes(texel_words);
+    let texel_bytes = super::texels::texel_texture_bytes(texel_words, gpu.info.backend);
     let (record_bytes, max) = (4 * (stored.len() - from) as u64, gpu.binding_bytes);
     if record_bytes > max {
         return Err(Error::Usage(format!(
@@ -406,10 +406,21 @@ mod tests {
     fn texture_bytes_are_whole_layers() {
         use crate::gpu::texels::texel_texture_bytes;
         // One texel at least; a short row; a layer of 64 rows of 4,096 texels, then two.
-        assert_eq!(texel_texture_bytes(0), 16);
-        assert_eq!(texel_texture_bytes(4 * 10), 160);
-        assert_eq!(texel_texture_bytes(4 * 4096 * 3), 16 * 4096 * 3);
-        assert_eq!(texel_texture_bytes(4 * 4096 * 64 + 4), 2 * 16 * 4096 * 64);
+        let vulkan = wgpu::Backend::Vulkan;
+        assert_eq!(texel_texture_bytes(0, vulkan), 16);
+        assert_eq!(texel_texture_bytes(4 * 10, vulkan), 160);
+        assert_eq!(texel_texture_bytes(4 * 4096 * 3, vulkan), 16 * 4096 * 3);
+        assert_eq!(
+            texel_texture_bytes(4 * 4096 * 64 + 4, vulkan),
+            2 * 16 * 4096 * 64
+        );
+        // GL takes a layer more where it would guess another kind of texture (`layers_on`).
+        assert_eq!(texel_texture_bytes(4 * 10, wgpu::Backend::Gl), 2 * 160);
+        let six_layers = 4 * 4096 * 64 * 6;
+        assert_eq!(
+            texel_texture_bytes(six_layers, wgpu::Backend::Gl),
+            7 * 16 * 4096 * 64
+        );
     }
 
     #[test]

@@ -394,7 +394,7 @@ impl Slot {
             ),
             point_texels: gpu
                 .point_texels
-                .then(|| row_texture(&gpu.device, "point texels", point_texel_count(capacity))),
+                .then(|| row_texture(gpu, "point texels", point_texel_count(capacity))),
             shape_texels: None,
             shapes: None,
             hits: device.create_buffer(&wgpu::BufferDescriptor {
@@ -557,7 +557,7 @@ pub(crate) fn run(
         for slot in slots.iter_mut().filter(|s| s.shape_texels.is_none()) {
             let texels = SHAPE_TEXELS * slot.capacity;
             slot.shape_texels =
-                Some(gpu.checked(|| row_texture(&gpu.device, "paired shape texels", texels))?);
+                Some(gpu.checked(|| row_texture(gpu, "paired shape texels", texels))?);
         }
     }
 

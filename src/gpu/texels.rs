@@ -1,11 +1,25 @@
 //! Textures of texels (the walks' `texels` and `point_texels` bindings): their sizes within
 //! the adapter's limits, and a chunk's rows copied into one on the device.
 
-/// A texels texture (the `texels` binding) of `(width, height, layers)`.
+/// The layers a texels texture of `layers` takes on `backend`. wgpu's GL backend guesses a
+/// texture's kind from its layer count (one: a 2-D texture, six or a multiple: cubes), and a
+/// `texture_2d_array` binding of such a texture read zeros there: every answer was wrong on
+/// GL. There a texture takes a layer more than those counts.
+pub(super) fn layers_on(backend: wgpu::Backend, layers: usize) -> usize {
+    if backend != wgpu::Backend::Gl {
+        return layers;
+    }
+    let layers = layers.max(2);
+    layers + usize::from(layers.is_multiple_of(6))
+}
+
+/// A texels texture (the `texels` binding) of `(width, height, layers)` on `backend`.
 pub(super) fn texels_descriptor(
     label: &str,
     (width, height, layers): (usize, usize, usize),
+    backend: wgpu::Backend,
 ) -> wgpu::TextureDescriptor<'_> {
+    let layers = layers_on(backend, layers);
     wgpu::TextureDescriptor {
         label: Some(label),
         size: wgpu::Extent3d {
@@ -31,16 +45,23 @@ pub(super) fn texels_view(texture: &wgpu::Texture) -> wgpu::TextureView {
 }
 
 /// The most texels `Context::texture_texels` can hold under `limits`: layers of 64 rows of
-/// 4,096 texels, as many as the adapter's array layers; an adapter whose textures are narrower
-/// than a row holds one row (`texel_extent` makes short textures one row wide).
-pub(super) fn max_texels(limits: &wgpu::Limits) -> u64 {
+/// 4,096 texels, as many as the adapter's array layers (one fewer on GL, `layers_on`); an
+/// adapter whose textures are narrower than a row holds one row (`texel_extent` makes short
+/// textures one row wide).
+pub(super) fn max_texels(limits: &wgpu::Limits, backend: wgpu::Backend) -> u64 {
     use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
     let side = u64::from(limits.max_texture_dimension_2d);
     let row = 1u64 << TEXEL_ROW_BITS;
     if side < row {
         return side;
     }
-    row * (1u64 << TEXEL_LAYER_ROW_BITS) * u64::from(limits.max_texture_array_layers)
+    let layers = u64::from(limits.max_texture_array_layers);
+    let layers = if backend == wgpu::Backend::Gl {
+        layers.saturating_sub(1).max(1)
+    } else {
+        layers
+    };
+    row * (1u64 << TEXEL_LAYER_ROW_BITS) * layers
 }
 
 /// The (width, height, layers) of the texture `Context::texture_texels` makes for `words`.
@@ -56,16 +77,17 @@ pub(super) fn texel_extent(words: usize) -> (usize, usize, usize) {
 /// A texture for a chunk's `texels` of row data (its points, `shared/point_texels.wgsl`, or
 /// its paired shapes), whole rows of texels in the layers of `texture_texels`, and its view.
 pub(crate) fn row_texture(
-    device: &wgpu::Device,
+    gpu: &super::Context,
     label: &str,
     texels: usize,
 ) -> (wgpu::Texture, wgpu::TextureView) {
     use super::layout::{TEXEL_LAYER_ROW_BITS, TEXEL_ROW_BITS};
     let texel_rows = texels.max(1).div_ceil(1 << TEXEL_ROW_BITS);
     let height = texel_rows.min(1 << TEXEL_LAYER_ROW_BITS);
-    let texture = device.create_texture(&texels_descriptor(
+    let texture = gpu.device.create_texture(&texels_descriptor(
         label,
         (1 << TEXEL_ROW_BITS, height, texel_rows.div_ceil(height)),
+        gpu.info.backend,
     ));
     let view = texels_view(&texture);
     (texture, view)
@@ -127,10 +149,11 @@ pub(crate) fn point_texel_count(rows: usize) -> usize {
     (3 * rows).div_ceil(4)
 }
 
-/// The bytes of the texture `Context::texture_texels` makes for `words` (whole layers).
-pub(crate) fn texel_texture_bytes(words: usize) -> u64 {
+/// The bytes of the texture `Context::texture_texels` makes for `words` on `backend` (whole
+/// layers).
+pub(crate) fn texel_texture_bytes(words: usize, backend: wgpu::Backend) -> u64 {
     let (width, height, layers) = texel_extent(words);
-    16 * (width * height * layers) as u64
+    16 * (width * height * layers_on(backend, layers)) as u64
 }
 
 /// Words `start .. start + count` of the two parts one after the other, zeros past their end:
@@ -170,7 +193,20 @@ pub(super) fn cut_back(words: &mut Vec<u32>, len: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::max_texels;
+    use super::{layers_on, max_texels};
+
+    #[test]
+    fn gl_textures_never_have_a_layer_count_gl_takes_for_another_kind() {
+        for layers in 1..40 {
+            assert_eq!(layers_on(wgpu::Backend::Vulkan, layers), layers);
+            let on_gl = layers_on(wgpu::Backend::Gl, layers);
+            assert!(
+                on_gl >= layers && on_gl <= layers + 1,
+                "{layers} -> {on_gl}"
+            );
+            assert!(on_gl > 1 && !on_gl.is_multiple_of(6), "{layers} -> {on_gl}");
+        }
+    }
 
     #[test]
     fn texel_capacity_is_whole_layers_or_one_row_on_narrow_adapters() {
@@ -179,8 +215,13 @@ mod tests {
             max_texture_array_layers: layers,
             ..wgpu::Limits::default()
         };
-        assert_eq!(max_texels(&limits(16384, 2048)), 4096 * 64 * 2048);
-        assert_eq!(max_texels(&limits(8192, 256)), 4096 * 64 * 256);
-        assert_eq!(max_texels(&limits(2048, 256)), 2048);
+        let vulkan = wgpu::Backend::Vulkan;
+        assert_eq!(max_texels(&limits(16384, 2048), vulkan), 4096 * 64 * 2048);
+        assert_eq!(max_texels(&limits(8192, 256), vulkan), 4096 * 64 * 256);
+        assert_eq!(max_texels(&limits(2048, 256), vulkan), 2048);
+        assert_eq!(
+            max_texels(&limits(8192, 256), wgpu::Backend::Gl),
+            4096 * 64 * 255
+        );
     }
 }
