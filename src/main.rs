@@ -886,10 +886,11 @@ fn for_each_mesh(
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let out = dir.join(format!(
-            "{}.{extension}",
-            mesh.file_stem().unwrap_or_default().to_string_lossy()
-        ));
+        // The stem as the file system has it: a lossy one gave names that differ only in bytes
+        // that are not UTF-8 one output, the second mesh's overwriting the first's.
+        let mut file_name = mesh.file_stem().unwrap_or_default().to_os_string();
+        file_name.push(format!(".{extension}"));
+        let out = dir.join(file_name);
         let mut open = || -> Result<std::sync::Arc<Engine>, Error> {
             if engine.is_none() {
                 engine = Some(std::sync::Arc::new(Engine::new(options)?));

@@ -2191,6 +2191,63 @@ fn many_meshes_to_an_out_dir_skip_and_report_the_broken_one() {
     );
 }
 
+/// Meshes whose names differ only in bytes that are not UTF-8 each get their own output: their
+/// stems were made lossy (U+FFFD for each such byte), so both wrote one file, the second
+/// mesh's grid over the first's, and the run said "2 meshes, all written".
+#[cfg(unix)]
+#[test]
+fn names_that_are_not_utf8_keep_their_own_outputs() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = Dir::new();
+    let inputs = dir.path("inputs");
+    std::fs::create_dir(&inputs).unwrap();
+    // A unit cube, and one of half its size.
+    let cube = |side: f64| {
+        let mut text = String::new();
+        for corner in [
+            [0, 0, 0],
+            [1, 0, 0],
+            [1, 1, 0],
+            [0, 1, 0],
+            [0, 0, 1],
+            [1, 0, 1],
+            [1, 1, 1],
+            [0, 1, 1],
+        ] {
+            let [x, y, z] = corner.map(|c| c as f64 * side);
+            text += &format!("v {x} {y} {z}\n");
+        }
+        text + "f 1 4 3\nf 1 3 2\nf 5 6 7\nf 5 7 8\nf 1 2 6\nf 1 6 5\nf 4 8 7\nf 4 7 3\n\
+                f 1 5 8\nf 1 8 4\nf 2 3 7\nf 2 7 6\n"
+    };
+    let names = [&b"m\xffx"[..], &b"m\xfex"[..]];
+    for (name, text) in names.iter().zip([cube(1.0), cube(0.5)]) {
+        let mut file = name.to_vec();
+        file.extend_from_slice(b".obj");
+        std::fs::write(inputs.join(OsStr::from_bytes(&file)), text).unwrap();
+    }
+    let out_dir = dir.path("out");
+    let out = Command::new(env!("CARGO_BIN_EXE_closest"))
+        .arg("sdf")
+        .arg(&inputs)
+        .args(["--res", "4", "--bounds", "-1,-1,-1,2,2,2", "--out-dir"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let grids: Vec<Vec<u8>> = names
+        .iter()
+        .map(|name| {
+            let mut file = name.to_vec();
+            file.extend_from_slice(b".npz");
+            common::npz_array(&out_dir.join(OsStr::from_bytes(&file)), "sdf")
+        })
+        .collect();
+    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 2);
+    assert_ne!(grids[0], grids[1], "both outputs hold one mesh's grid");
+}
+
 /// `closest sdf igea.ply --res 320 --out OUT`, spawned and waited for (bounded) until its
 /// temporary output holds written samples (a chunk folder, or a megabyte of file), so that a
 /// signal lands mid-job; with the temporary output's name.
