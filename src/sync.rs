@@ -67,7 +67,11 @@ pub fn in_process_pool<T: Send>(work: impl FnOnce() -> T + Send) -> T {
                     .build()
                     .ok()
                     .map(Arc::new);
-                *slot = built.clone().map(|pool| (pid, pool));
+                // A forked parent's pool has no threads here to stop: let it go unused.
+                std::mem::forget(std::mem::replace(
+                    &mut *slot,
+                    built.clone().map(|pool| (pid, pool)),
+                ));
                 built
             }
         }
