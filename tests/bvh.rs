@@ -720,8 +720,9 @@ fn subgroup_scene_kernel_answers_exactly_as_the_portable_one() {
 
 /// A mesh's scene is built straight from its corners (`scene_layout::triangle_bindings`); it must
 /// be the scene the general path builds from its triangle shapes, byte for byte: random
-/// soups (with degenerate and repeated triangles), a few triangles (no hierarchy), and a shared
-/// mesh.
+/// soups (with degenerate and repeated triangles), one triangle (no hierarchy), and a shared
+/// mesh. Meshes of 2 to 12 triangles differ on purpose: a scene of so few is scanned linearly,
+/// a mesh has its hierarchy however small (the device signs its rows only there).
 #[test]
 fn triangle_bindings_are_the_general_layouts_bytes() {
     use closest::gpu::scene_layout::{scene_layout, triangle_bindings};
@@ -763,6 +764,22 @@ fn triangle_bindings_are_the_general_layouts_bytes() {
         let general = scene_layout(&shapes, true).into_bindings();
         let direct = triangle_bindings(soup.len(), &|i| soup[i], false).unwrap();
         let what = format!("{} triangles", soup.len());
+        if (2..=12).contains(&soup.len()) {
+            assert!(
+                !general.oriented,
+                "{what}: a scene of so few is scanned linearly"
+            );
+            let direct = triangle_bindings(soup.len(), &|i| soup[i], true).unwrap();
+            assert!(
+                direct.oriented,
+                "{what}: a mesh has its hierarchy however small"
+            );
+            assert_eq!(
+                direct.clusters.len(),
+                12 * direct.ranges.last().unwrap()[1] as usize
+            );
+            continue;
+        }
         // Winding clusters come beside the same bindings: twelve words a node.
         let clustered = triangle_bindings(soup.len(), &|i| soup[i], true).unwrap();
         assert!(direct.clusters.is_empty(), "{what}: clusters not asked for");

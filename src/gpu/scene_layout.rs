@@ -212,7 +212,7 @@ pub(crate) struct TriangleHierarchy {
 
 impl TriangleHierarchy {
     /// The hierarchy of `count` triangles, `corners(i)` giving triangle i's; `None` for a
-    /// scene small enough to be scanned linearly (`LINEAR_SCAN_PER_KIND`). With `clusters`, each
+    /// single triangle, scanned linearly. With `clusters`, each
     /// child's winding-number cluster too (winding_walk.wgsl).
     pub(crate) fn for_triangles(
         count: usize,
@@ -242,7 +242,7 @@ impl TriangleHierarchy {
         clusters: bool,
         stop: &AtomicBool,
     ) -> Option<TriangleHierarchy> {
-        if count <= LINEAR_SCAN_PER_KIND {
+        if count < 2 {
             return None;
         }
         let stopped = || stop.load(Ordering::Relaxed);
