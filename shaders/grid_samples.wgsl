@@ -129,11 +129,13 @@ fn row_in_chunk(row: u32) -> bool {
     return row < params.row_count && grid_sample(row).valid;
 }
 
-// Where invocation `row` writes its answer: its own row, or its sample's row of the chunk.
+// Where invocation `row` writes its answer: its own row, or its sample's row of the chunk,
+// counted from the chunk's first sample (i0, j0, 0) so that no grid row (a grid may hold more
+// than 2^32) is formed.
 fn output_row(row: u32) -> u32 {
     if GRID_SAMPLES != DENSE_CHUNK {
         return row;
     }
     let s = grid_sample(row).ijk;
-    return (s.x * grid_word(3u) + s.y) * grid_word(7u) + s.z - params.first_row;
+    return ((s.x - grid_word(8u)) * grid_word(3u) + s.y - grid_word(9u)) * grid_word(7u) + s.z;
 }

@@ -17,6 +17,15 @@ pub enum GridRegion {
     Bounds([f64; 6]),
 }
 
+/// Samples an axis of a grid at most: the device makes sample (i, j, k) from its indices in
+/// f32, exact below 2^24.
+pub const MAX_GRID_SIDE: usize = 1 << 24;
+
+/// Samples of an x-plane (NY × NZ) at most: grids stream in slabs of whole planes, and a narrow
+/// band's slab of 8 numbers its samples in 32 bits (`engine::band`). The grid itself may hold
+/// any number of planes: a `.zarr`, a sparse band or an `.npz` streams.
+pub const MAX_GRID_PLANE: usize = 1 << 29;
+
 /// A regular grid, corners inclusive: sample (i, j, k) lies at `origin + (i, j, k) * spacing`,
 /// row `(i * ny + j) * nz + k` (C order of an (nx, ny, nz) array).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,10 +53,18 @@ impl Grid {
                 "--res needs at least 2 samples an axis (corners inclusive), got {res:?}"
             )));
         }
-        let samples = res.iter().try_fold(1usize, |n, &r| n.checked_mul(r));
-        if samples.is_none_or(|n| n > u32::MAX as usize) {
+        if res.iter().any(|&n| n > MAX_GRID_SIDE) {
             return Err(Error::Usage(format!(
-                "--res {res:?} asks for more than 2^32 samples"
+                "--res {res:?}: at most {MAX_GRID_SIDE} samples an axis (2^24: the device \
+                 numbers them exactly in f32)"
+            )));
+        }
+        if res[1] * res[2] > MAX_GRID_PLANE {
+            return Err(Error::Usage(format!(
+                "--res {res:?}: an x-plane of NY × NZ = {} samples is more than the {} \
+                 (2^29) a plane may hold (grids stream in x-planes)",
+                res[1] * res[2],
+                MAX_GRID_PLANE
             )));
         }
         let (lo, hi) = match region {
@@ -137,8 +154,6 @@ fn read_slab(
     Ok(())
 }
 
-/// Write the grid of column `column` as VTK ImageData (XML `.vti`, one appended raw Float32
-/// point array named `sdf`), which ParaView opens as a volume.
 /// A grid's samples an axis as `--res` and the service's `res=` take them: `N` or `NX,NY,NZ`,
 /// whole numbers up to 2^32 − 1 (`Grid::new` checks the rest). The problem otherwise, quoting
 /// the text, for the caller to prefix with the option's name.
@@ -168,6 +183,8 @@ pub fn parse_res(text: &str) -> std::result::Result<[usize; 3], String> {
     Ok(res.map(|n| n as usize))
 }
 
+/// Write the grid of column `column` as VTK ImageData (XML `.vti`, one appended raw Float32
+/// point array named `sdf`), which ParaView opens as a volume.
 pub fn write_vti(
     output: &mut OutputFile,
     column: usize,

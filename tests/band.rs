@@ -395,3 +395,95 @@ fn a_walk_start_holds_every_triangle_within_its_radius() {
         "only {deep} of 600 starts 3 levels deep or more"
     );
 }
+
+/// A grid of more than 2^32 samples streams (SPEC §8: any resolution): an octahedron (8
+/// triangles) at the far corner of a 4097 × 1025 × 1025 grid of unit spacing, 4.3e9 samples,
+/// its sparse band found whole and exact against the f64 reference, every band row past 2^32.
+/// Sides past 2^24 samples and x-planes past 2^29 are refused, naming `--res`.
+#[test]
+fn grids_of_more_than_2_32_samples_stream_their_band() {
+    use closest::reference;
+    use closest::{DVec3, Mode, Shape};
+    let engine = engine();
+    let (vertices, triangles) = common::octahedron_sphere(DVec3::ZERO, 1.0, 0);
+    let mesh = Mesh::new(vertices.clone(), triangles.clone(), "octahedron").unwrap();
+    let res = [4097, 1025, 1025];
+    let far_corner = GridRegion::Bounds([-4094.0, -1020.0, -1020.0, 2.0, 4.0, 4.0]);
+    let grid = Grid::new(&mesh, res, far_corner).unwrap();
+    assert!(grid.len() > 1 << 32);
+    for (refused, what) in [
+        ([(1 << 24) + 1, 2, 2], "samples an axis"),
+        ([2, 1 << 15, 1 << 15], "x-plane"),
+    ] {
+        let error = Grid::new(&mesh, refused, far_corner).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, closest::Error::Usage(_))
+                && message.contains("--res")
+                && message.contains(what),
+            "{refused:?}: {message}"
+        );
+    }
+    Grid::new(&mesh, [2, 1 << 14, 1 << 15], far_corner).expect("an x-plane of 2^29 samples");
+
+    let gpu = engine.upload_mesh(mesh).unwrap();
+    let width = 2.5;
+    let mut band = std::collections::HashMap::new();
+    let job = SdfBand {
+        mesh: &gpu,
+        grid: &grid,
+        sign: Sign::Pseudonormal,
+        width,
+        every_value: false,
+    };
+    engine
+        .sdf_band(job, &mut |slab: BandSlab<'_>| {
+            for &k in slab.in_band {
+                band.insert(slab.first + k as usize, slab.values[k as usize]);
+            }
+            Ok(())
+        })
+        .unwrap();
+    // The octahedron is convex: its signed distance is the nearest face's distance, negative
+    // behind every face's plane.
+    let faces: Vec<[DVec3; 3]> = triangles
+        .iter()
+        .map(|t| t.map(|v| vertices[v as usize]))
+        .collect();
+    let exact = |p: DVec3| {
+        let distance = faces
+            .iter()
+            .map(|&[a, b, c]| {
+                reference::query_shape(&Shape::Triangle { a, b, c }, 0, p, Mode::Surface).distance
+            })
+            .fold(f64::INFINITY, f64::min);
+        let inside = faces
+            .iter()
+            .all(|&[a, b, c]| (p - a).dot(reference::triangle_unit_normal(a, b, c)) < 0.0);
+        if inside { -distance } else { distance }
+    };
+    // Every sample lies within 4 of the origin where the band can be; integer positions.
+    let tolerance = closest::tolerance(4.0);
+    let [_, ny, nz] = res;
+    let mut in_box = 0;
+    for i in 4090..4097 {
+        for j in 1016..1025 {
+            for k in 1016..1025 {
+                let row = (i * ny + j) * nz + k;
+                let d = exact(DVec3::from_array(grid.point(row)));
+                match band.get(&row) {
+                    Some(&value) => {
+                        in_box += 1;
+                        assert!(row > 1 << 32);
+                        assert!(d.abs() <= width + tolerance, "row {row}: {d} is off the band");
+                        let error = (f64::from(value) - d).abs();
+                        assert!(error <= tolerance, "row {row}: {value} against {d}");
+                    }
+                    None => assert!(d.abs() > width - tolerance, "row {row} ({d}) is missing"),
+                }
+            }
+        }
+    }
+    assert!(in_box > 100, "{in_box} band samples");
+    assert_eq!(in_box, band.len(), "band samples outside the octahedron's box");
+}
