@@ -475,7 +475,10 @@ fn grids_of_more_than_2_32_samples_stream_their_band() {
                     Some(&value) => {
                         in_box += 1;
                         assert!(row > 1 << 32);
-                        assert!(d.abs() <= width + tolerance, "row {row}: {d} is off the band");
+                        assert!(
+                            d.abs() <= width + tolerance,
+                            "row {row}: {d} is off the band"
+                        );
                         let error = (f64::from(value) - d).abs();
                         assert!(error <= tolerance, "row {row}: {value} against {d}");
                     }
@@ -485,5 +488,9 @@ fn grids_of_more_than_2_32_samples_stream_their_band() {
         }
     }
     assert!(in_box > 100, "{in_box} band samples");
-    assert_eq!(in_box, band.len(), "band samples outside the octahedron's box");
+    assert_eq!(
+        in_box,
+        band.len(),
+        "band samples outside the octahedron's box"
+    );
 }
