@@ -1282,36 +1282,65 @@ const FLAT_RELATIVE: f64 = 1e-6;
 /// that share no vertex may not meet at all on a clean surface. Volumes within
 /// `FLAT_RELATIVE` of their scale count as zero: vertices read from f32 are coplanar only
 /// to f32's precision. (Edges in the other's plane are left to the edge counts: coplanar
-/// overlaps are doubled or flipped faces.)
+/// overlaps are doubled or flipped faces.) Where an edge meets the other's plane, the point
+/// where it does is tested in that plane, not the edge's line against the triangle's edges:
+/// an edge nearly in the plane makes those volumes all about zero, and two nearly coplanar
+/// neighbours then crossed (fandisk read from STL's f32s).
 fn triangles_cross(a: [DVec3; 3], b: [DVec3; 3]) -> bool {
-    // The sign of orient(a, b, c, d), zero within the tolerance of the edges' lengths.
-    let sign = |[a, b, c, d]: [DVec3; 4]| {
+    // orient(a, b, c, d) and its sign, zero within the tolerance of the edges' lengths.
+    let orient = |[a, b, c, d]: [DVec3; 4]| {
         let (u, v, w) = (b - a, c - a, d - a);
         let volume = u.cross(v).dot(w);
         let scale = u.length() * v.length() * w.length();
-        if volume.abs() <= FLAT_RELATIVE * scale {
+        let sign = if volume.abs() <= FLAT_RELATIVE * scale {
             0
         } else if volume > 0.0 {
             1
         } else {
             -1
-        }
+        };
+        (volume, sign)
     };
     // Each corner's side of the other triangle's plane, once: every edge test reads them.
-    let a_sides = a.map(|p| sign([b[0], b[1], b[2], p]));
-    let b_sides = b.map(|p| sign([a[0], a[1], a[2], p]));
-    // Whether the edge (p, q), whose ends lie on sides (sp, sq) of t's plane, meets t.
-    let edge_meets = |t: [DVec3; 3], (p, sp): (DVec3, i32), (q, sq): (DVec3, i32)| {
+    let a_sides = a.map(|p| orient([b[0], b[1], b[2], p]));
+    let b_sides = b.map(|p| orient([a[0], a[1], a[2], p]));
+    // Whether the edge (p, q), whose ends lie at (volume, side) of t's plane, meets t.
+    let edge_meets = |t: [DVec3; 3], (p, (vp, sp)): (DVec3, (f64, i32)), (q, (vq, sq))| {
         if sp * sq > 0 || (sp == 0 && sq == 0) {
             return false;
         }
-        let around = [(0, 1), (1, 2), (2, 0)].map(|(i, j)| sign([p, q, t[i], t[j]]));
-        around != [0; 3] && (around.iter().all(|&s| s >= 0) || around.iter().all(|&s| s <= 0))
+        let at = match (sp, sq) {
+            (0, _) => p,
+            (_, 0) => q,
+            _ => p + (q - p) * (vp / (vp - vq)),
+        };
+        point_in_triangle(at, t)
     };
     [(0, 1), (1, 2), (2, 0)].iter().any(|&(i, j)| {
         edge_meets(b, (a[i], a_sides[i]), (a[j], a_sides[j]))
             || edge_meets(a, (b[i], b_sides[i]), (b[j], b_sides[j]))
     })
+}
+
+/// Whether `x`, a point of `t`'s plane, lies in `t`, its edges included: on the inner side of
+/// every edge seen along the normal, sides within `FLAT_RELATIVE` of their scale counting as
+/// on the edge. A triangle without area holds nothing (the edge counts judge those).
+fn point_in_triangle(x: DVec3, t: [DVec3; 3]) -> bool {
+    let normal = (t[1] - t[0]).cross(t[2] - t[0]);
+    let area = normal.length();
+    if area == 0.0 {
+        return false;
+    }
+    let sides = [(0, 1), (1, 2), (2, 0)].map(|(i, j)| {
+        let (edge, to_x) = (t[j] - t[i], x - t[i]);
+        let side = edge.cross(to_x).dot(normal);
+        if side.abs() <= FLAT_RELATIVE * edge.length() * to_x.length() * area {
+            0.0
+        } else {
+            side
+        }
+    });
+    sides.iter().all(|&s| s >= 0.0)
 }
 
 /// A sign method as users name it: one of [`Sign`]'s, or `auto`, decided per mesh.
@@ -1378,6 +1407,38 @@ mod tests {
         assert!(triangles_cross(a, moved(1.0, 0.0)), "a corner on the face");
         assert!(!triangles_cross(a, moved(1.5, 0.0)), "above");
         assert!(!triangles_cross(a, moved(0.0, 3.0)), "beside");
+        // Two faces of fandisk as its STL holds them (f32s): nearly coplanar, sharing no
+        // vertex, one's corner on the line of the other's edge beyond its end. They do not
+        // meet; the lines' volumes, all about zero, once said they did.
+        let f = |x: f32, y: f32, z: f32| DVec3::new(x.into(), y.into(), z.into());
+        let face_1497 = [
+            f(1.63862, 14.8208, -2.61331),
+            f(1.63862, 14.9157, -2.63005),
+            f(1.73501, 14.9157, -2.63005),
+        ];
+        let face_1609 = [
+            f(1.73542, 14.7433, -2.59964),
+            f(1.73501, 14.8208, -2.61331),
+            f(1.8314, 14.8208, -2.61331),
+        ];
+        assert!(
+            !triangles_cross(face_1497, face_1609),
+            "nearly coplanar neighbours"
+        );
+        assert!(
+            !triangles_cross(face_1609, face_1497),
+            "nearly coplanar neighbours"
+        );
+        // Nearly coplanar faces that do cross: one tilted by 10^-4 through the other's
+        // middle, its edge meeting the plane inside.
+        let tilted = [
+            DVec3::new(-0.5, 0.0, -1e-4),
+            DVec3::new(0.5, 0.0, 1e-4),
+            DVec3::new(0.0, 0.5, 1e-4),
+        ];
+        assert!(triangles_cross(a, tilted), "tilted through the middle");
+        let beside = tilted.map(|v| v + DVec3::new(3.0, 0.0, 0.0));
+        assert!(!triangles_cross(a, beside), "tilted beside");
     }
 
     /// The grid's answer against every pair: random soups of small triangles (a few large

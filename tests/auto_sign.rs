@@ -240,6 +240,20 @@ fn auto_picks_winding_for_every_messy_mesh_and_pseudonormal_for_clean_ones() {
             "{name}"
         );
     }
+    // The shared meshes in every format they come in: the same choice from STL's f32s as from
+    // the OBJ's decimals (fandisk's STL once crossed itself by the crossing check's rounding).
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes");
+    for (file, expected) in [
+        ("fandisk.obj", Sign::Pseudonormal),
+        ("fandisk.stl", Sign::Pseudonormal),
+        ("igea.ply", Sign::Pseudonormal),
+        ("stanford-bunny.obj", Sign::Winding),
+        ("stanford-bunny.stl", Sign::Winding),
+    ] {
+        let mesh = closest::io::load_mesh(&shared.join(file)).unwrap();
+        let picked = auto_sign(&mesh);
+        assert_eq!(picked.sign, expected, "{file}: {}", picked.reason);
+    }
 }
 
 #[test]
