@@ -52,7 +52,11 @@ impl SampleSpec {
             )));
         }
         if self.near > 0 && self.sigmas.is_empty() {
-            return Err(Error::Usage("--near needs --sigma S[,S2,...]".into()));
+            return Err(Error::Usage(
+                "--near needs --sigma: the width of the normal deviates that move surface \
+                 samples off the surface (one, or several, each taking an equal share)"
+                    .into(),
+            ));
         }
         if !(self.pad.is_finite() && self.pad >= 0.0) {
             return Err(Error::Usage(format!(

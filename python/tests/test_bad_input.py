@@ -72,6 +72,10 @@ def test_bad_names(engine, scene, mesh):
     raises(lambda: mesh.sdf(4, pad=1e300), "pad 1e300", "f32")
     raises(lambda: mesh.sample(uniform=10, pad=1e300), "pad 1e300", "f32")
     raises(lambda: mesh.sample(near=10, sigma=1e308), "sigma 1e308", "f32")
+    raises(lambda: mesh.sample(near=10), "near needs sigma", "width")
+    # Grids may hold more than 2^32 samples, not more than 2^24 an axis or 2^29 an x-plane.
+    raises(lambda: mesh.sdf_sparse((2**24 + 1, 2, 2), band=3), "res", "samples an axis")
+    raises(lambda: mesh.sdf((2, 2**15, 2**15)), "res", "x-plane")
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
