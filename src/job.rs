@@ -1083,7 +1083,13 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(&engine, output, rows, progress);
-    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
+    let (mesh, sign) = out.upload_mesh(
+        &engine,
+        mesh,
+        load,
+        job.sign,
+        crate::engine::sample_fields(),
+    )?;
     let samples = MeshSamples {
         mesh: &mesh,
         sampler: &sampler,
@@ -1104,14 +1110,6 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
         )
     })?;
     out.finish(&engine)
-}
-
-/// What a sample job asks of the mesh query.
-fn sample_fields() -> Fields {
-    Fields::from_bits(
-        Family::Hits,
-        crate::fields::DISTANCE | crate::fields::NORMAL,
-    )
 }
 
 /// `--layout deepsdf`: rows (x, y, z, sdf) to `pos` or `neg` by the sdf's sign, each through a
@@ -1146,7 +1144,13 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::maybe(&engine, None, rows, progress);
-    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
+    let (mesh, sign) = out.upload_mesh(
+        &engine,
+        mesh,
+        load,
+        job.sign,
+        crate::engine::sample_fields(),
+    )?;
     let error = |source| Error::Write {
         path: job.out.to_path_buf(),
         source,

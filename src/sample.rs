@@ -138,6 +138,11 @@ pub struct Sample {
 }
 
 impl<'m> Sampler<'m> {
+    /// The mesh it samples (a host copy kept beside an upload that may release its own).
+    pub fn mesh(&self) -> &'m Mesh {
+        self.mesh
+    }
+
     pub fn new(mesh: &'m Mesh, spec: SampleSpec) -> Result<Sampler<'m>> {
         spec.total()?;
         let mut sum = 0.0;

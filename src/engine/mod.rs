@@ -19,7 +19,7 @@ pub use bodies::{
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use distance::{Deviations, Direction, MeshDistance, MeshDistanceSummary, surface_samples};
 pub use mesh::{GpuMesh, MeshQuery};
-pub use samples::{MeshSamples, SampleRows};
+pub use samples::{MeshSamples, SampleRows, sample_fields};
 pub use sdf::SdfGrid;
 
 use crate::Mode;

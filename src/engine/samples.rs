@@ -3,7 +3,7 @@
 
 use super::{Engine, GpuMesh, MeshQuery};
 use crate::error::{Error, Result};
-use crate::fields::{DISTANCE, Family, Fields, NORMAL};
+use crate::fields::{DISTANCE, Family, Fields, SHAPE};
 use crate::mesh::Sign;
 use crate::points::Points;
 use crate::sample::{Sample, SampleKind, Sampler};
@@ -29,6 +29,12 @@ pub struct SampleRows {
     pub kind: Vec<u8>,
 }
 
+/// What a sample job asks of the mesh query: each row's signed distance (for its sign) and
+/// nearest triangle.
+pub fn sample_fields() -> Fields {
+    Fields::from_bits(Family::Hits, DISTANCE | SHAPE)
+}
+
 impl Engine {
     /// The sampler's rows in order, chunk by chunk into `sink` with the first row's index.
     pub fn mesh_samples(
@@ -41,7 +47,10 @@ impl Engine {
             sampler,
             sign,
         } = job;
-        let fields = Fields::from_bits(Family::Hits, DISTANCE | NORMAL);
+        // The device finds each row's nearest triangle and its sign; the distance and its
+        // gradient are then measured to that triangle in f64 (`finish_in_f64`), so that every
+        // adapter writes the same file, whatever its f32 arithmetic.
+        let fields = sample_fields();
         let rows = sampler.len();
         // Winding numbers are walked only where the holes' caps leave the pseudonormal sign
         // in doubt: the sample's nearest point may be on a rim, or a cap's solid angle large.
@@ -59,12 +68,14 @@ impl Engine {
             };
             let mut answers =
                 crate::Columns::collect(fields, points.len(), |sink| self.query_mesh(query, sink))?;
-            let mut column = |name: &str| {
-                answers
-                    .take_f32s(name)
-                    .ok_or_else(|| Error::Gpu(format!("the mesh query gave no `{name}` column")))
-            };
-            Ok::<_, Error>((column("distance")?, column("normal")?))
+            let distances = answers
+                .take_f32s("distance")
+                .ok_or_else(|| Error::Gpu("the mesh query gave no `distance` column".into()))?;
+            let shapes = answers
+                .i32s("shape")
+                .ok_or_else(|| Error::Gpu("the mesh query gave no `shape` column".into()))?
+                .to_vec();
+            Ok::<_, Error>((distances, shapes))
         };
         for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
             let count = SAMPLE_CHUNK_ROWS.min(rows - first);
@@ -79,47 +90,78 @@ impl Engine {
                     .all(|s| s.kind != SampleKind::Surface)
             );
             let asked = &points[surface..];
-            let (distances, normals) = match caps {
+            let (distances, shapes) = match caps {
                 _ if asked.is_empty() => (Vec::new(), Vec::new()),
                 Some(caps) => {
-                    let (mut distances, mut normals) = answer(asked, Sign::Pseudonormal)?;
+                    let (mut distances, mut shapes) = answer(asked, Sign::Pseudonormal)?;
                     let rows: Vec<usize> = (0..asked.len()).collect();
                     let position = |row: usize| crate::DVec3::from_array(asked[row]);
                     let slack = |p: crate::DVec3| crate::tolerance(mesh_scale.max(p.max_abs()));
-                    let settled = caps.settle(&rows, position, &mut distances, slack);
-                    for &row in &settled.turned {
-                        for n in &mut normals[3 * row..3 * row + 3] {
-                            *n = -*n;
-                        }
-                    }
-                    let doubtful = settled.walk;
+                    let doubtful = caps.settle(&rows, position, &mut distances, slack).walk;
                     let doubtful_points: Vec<[f64; 3]> =
                         doubtful.iter().map(|&row| asked[row]).collect();
                     if !doubtful.is_empty() {
-                        let (winding, winding_normals) = answer(&doubtful_points, sign)?;
+                        let (winding, winding_shapes) = answer(&doubtful_points, sign)?;
                         for (k, &row) in doubtful.iter().enumerate() {
                             distances[row] = winding[k];
-                            normals[3 * row..3 * row + 3]
-                                .copy_from_slice(&winding_normals[3 * k..3 * k + 3]);
+                            shapes[row] = winding_shapes[k];
                         }
                     }
-                    (distances, normals)
+                    (distances, shapes)
                 }
                 None => answer(asked, sign)?,
             };
+            let (distances, normals) = finish_in_f64(sampler.mesh(), asked, &distances, &shapes);
             let face_normals = samples[..surface]
                 .iter()
                 .map(|s| s.face_normal.map_or([0.0; 3], |n| n.map(|x| x as f32)));
             let chunk = SampleRows {
                 points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
                 sdf: std::iter::repeat_n(0.0, surface).chain(distances).collect(),
-                normal: face_normals
-                    .chain(normals.chunks_exact(3).map(|n| [n[0], n[1], n[2]]))
-                    .collect(),
+                normal: face_normals.chain(normals).collect(),
                 kind: samples.iter().map(|s| s.kind as u8).collect(),
             };
             sink(first, &chunk)?;
         }
         Ok(())
     }
+}
+
+/// Each row's signed distance and its gradient, measured in f64 to the triangle the device
+/// found nearest (`shapes`) and signed as the device signed it (`signed`'s sign bit), then
+/// rounded once to f32: the same bits on every adapter wherever the adapters find the same
+/// triangle. A row with no triangle keeps the device's answer, and no gradient.
+fn finish_in_f64(
+    mesh: &crate::mesh::Mesh,
+    points: &[[f64; 3]],
+    signed: &[f32],
+    shapes: &[i32],
+) -> (Vec<f32>, Vec<[f32; 3]>) {
+    use rayon::prelude::*;
+    points
+        .par_iter()
+        .zip(signed.par_iter().zip(shapes))
+        .with_min_len(4096)
+        .map(|(&p, (&signed, &shape))| {
+            let Ok(t) = usize::try_from(shape) else {
+                return (signed, [f32::NAN; 3]);
+            };
+            let [a, b, c] = mesh.corners(t);
+            let p = crate::DVec3::from_array(p);
+            let hit = crate::reference::query_shape(
+                &crate::Shape::Triangle { a, b, c },
+                t,
+                p,
+                crate::Mode::Surface,
+            );
+            // On the surface the gradient is the face's outward normal, whatever the sign.
+            let inside = signed.is_sign_negative() && hit.distance > 0.0;
+            let (distance, normal) = if inside {
+                (-hit.distance, -hit.normal)
+            } else {
+                (hit.distance, hit.normal)
+            };
+            (distance as f32, normal.to_array().map(|x| x as f32))
+        })
+        .unzip()
 }
