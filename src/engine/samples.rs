@@ -148,18 +148,18 @@ fn finish_in_f64(
             };
             let [a, b, c] = mesh.corners(t);
             let p = crate::DVec3::from_array(p);
-            let hit = crate::reference::query_shape(
-                &crate::Shape::Triangle { a, b, c },
-                t,
-                p,
-                crate::Mode::Surface,
-            );
+            let q = crate::mesh::closest_feature(p, [a, b, c]).0;
+            let distance = (p - q).length();
             // On the surface the gradient is the face's outward normal, whatever the sign.
-            let inside = signed.is_sign_negative() && hit.distance > 0.0;
-            let (distance, normal) = if inside {
-                (-hit.distance, -hit.normal)
+            if distance == 0.0 {
+                let normal = crate::math::triangle_unit_normal(a, b, c);
+                return (0.0, normal.to_array().map(|x| x as f32));
+            }
+            let normal = (p - q) * (1.0 / distance);
+            let (distance, normal) = if signed.is_sign_negative() {
+                (-distance, -normal)
             } else {
-                (hit.distance, hit.normal)
+                (distance, normal)
             };
             (distance as f32, normal.to_array().map(|x| x as f32))
         })
