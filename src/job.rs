@@ -12,7 +12,7 @@ use crate::Engine;
 use crate::Mode;
 use crate::auto_sign::{SignChoice, describe_signs};
 use crate::contacts::check_radius;
-use crate::engine::{BandSlab, BandWork, GpuMesh, SdfBand};
+use crate::engine::{BandSlab, BandWork, GpuMesh, SdfBand, sample_fields};
 use crate::engine::{
     BodyContacts, BodyPairs, MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs,
     SegmentReader, SegmentRows, SphereContacts, SphereReader, Spheres,
@@ -1083,13 +1083,7 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::new(&engine, output, rows, progress);
-    let (mesh, sign) = out.upload_mesh(
-        &engine,
-        mesh,
-        load,
-        job.sign,
-        crate::engine::sample_fields(),
-    )?;
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
     let samples = MeshSamples {
         mesh: &mesh,
         sampler: &sampler,
@@ -1144,13 +1138,7 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
     let sampler = job.sampler(&host_mesh)?;
     let engine = engine_for()?;
     let mut out = JobOutput::maybe(&engine, None, rows, progress);
-    let (mesh, sign) = out.upload_mesh(
-        &engine,
-        mesh,
-        load,
-        job.sign,
-        crate::engine::sample_fields(),
-    )?;
+    let (mesh, sign) = out.upload_mesh(&engine, mesh, load, job.sign, sample_fields())?;
     let error = |source| Error::Write {
         path: job.out.to_path_buf(),
         source,

@@ -54,6 +54,17 @@ fn assert_close(what: &str, gl: &[f32], vulkan: &[f32], scale: f64) {
     assert!(wrong.is_empty(), "{what}:\n{}", wrong.join("\n"));
 }
 
+/// The shared fandisk, and the scale of SPEC §3's bound for its queries.
+fn fandisk() -> (closest::mesh::Mesh, f64) {
+    let mesh = closest::io::load_mesh(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj"),
+    )
+    .unwrap();
+    let (low, high) = mesh.bounds();
+    let scale = (high - low).max_abs() + mesh.centre().max_abs();
+    (mesh, scale)
+}
+
 #[test]
 fn scenes_of_every_kind_answer_as_the_reference_on_gl() {
     let gl = gl_engine();
@@ -147,12 +158,7 @@ fn paired_segment_and_contact_jobs_answer_as_on_vulkan() {
 #[test]
 fn meshes_and_their_grids_answer_as_on_vulkan() {
     let gl = gl_engine();
-    let mesh = closest::io::load_mesh(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj"),
-    )
-    .unwrap();
-    let (low, high) = mesh.bounds();
-    let scale = (high - low).max_abs() + mesh.centre().max_abs();
+    let (mesh, scale) = fandisk();
     let mut rng = Rng::new(49);
     let queries = points(&mut rng, 1200, 1.2 * scale);
     let grid = Grid::new(&mesh, [13, 12, 11], GridRegion::Pad(0.1)).unwrap();
@@ -186,12 +192,7 @@ fn training_samples_are_the_same_bits_as_on_vulkan() {
     use closest::engine::{MeshSamples, SampleRows};
     use closest::sample::{SampleSpec, Sampler};
     let gl = gl_engine();
-    let mesh = closest::io::load_mesh(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj"),
-    )
-    .unwrap();
-    let (low, high) = mesh.bounds();
-    let scale = (high - low).max_abs() + mesh.centre().max_abs();
+    let (mesh, scale) = fandisk();
     let spec = SampleSpec {
         surface: 1000,
         near: 20_000,
