@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use closest::DVec3;
-use closest::mesh::{Mesh, closest_feature, winding_number};
+use closest::mesh::{Mesh, winding_number};
 use closest::sample::{SampleKind, SampleSpec, Sampler};
 use common::octahedron_sphere;
 
@@ -28,12 +28,22 @@ fn ball() -> Mesh {
     Mesh::new(v, t, "ball").unwrap()
 }
 
+/// The distance from `p` to the mesh by brute force over the f64 oracle's triangles (not the
+/// production `mesh::closest_feature`, which the samples' f64 finish uses).
+fn oracle_distance(mesh: &Mesh, p: DVec3) -> f64 {
+    use closest::{Mode, Shape, reference};
+    (0..mesh.triangles.len())
+        .map(|t| {
+            let [a, b, c] = mesh.corners(t);
+            reference::query_shape(&Shape::Triangle { a, b, c }, t, p, Mode::Surface).distance
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// The f64 reference: the signed distance by brute force, negative where the winding number
 /// exceeds ½.
 fn reference_sdf(mesh: &Mesh, p: DVec3) -> f64 {
-    let d = (0..mesh.triangles.len())
-        .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
-        .fold(f64::INFINITY, f64::min);
+    let d = oracle_distance(mesh, p);
     if winding_number(mesh, p) > 0.5 { -d } else { d }
 }
 
@@ -529,9 +539,7 @@ fn judge_open_signs(
 ) -> (usize, usize, usize) {
     let (mut judged, mut stood_in, mut walked) = (0, 0, 0);
     for (row, (p, d)) in answers.enumerate() {
-        let distance = (0..mesh.triangles.len())
-            .map(|t| (closest_feature(p, mesh.corners(t)).0 - p).length())
-            .fold(f64::INFINITY, f64::min);
+        let distance = oracle_distance(mesh, p);
         let w = winding_number(mesh, p);
         if caps.pseudonormal_sign_holds(p, 0.0, distance, closest::tolerance(12.0)) {
             stood_in += 1;
