@@ -639,15 +639,14 @@ impl HoleCaps {
     /// Of `rows` (each with its position `point` and the mesh's pseudonormal signed distance in
     /// `values`), those whose winding number sign the caps settle take it in `values`: by the
     /// caps' bound (`pseudonormal_sign_holds`), else by their exact winding number
-    /// (`winding_inside`). Returns the rows left for the winding walk, and those whose sign
-    /// changed (a gradient beside the distance turns with it).
+    /// (`winding_inside`). Returns the rows left for the winding walk.
     pub fn settle(
         &self,
         rows: &[usize],
         point: impl Fn(usize) -> DVec3 + Sync,
         values: &mut [f32],
         slack: impl Fn(DVec3) -> f64 + Sync,
-    ) -> Settled {
+    ) -> Vec<usize> {
         use rayon::prelude::*;
         let verdicts: Vec<Option<bool>> = rows
             .par_iter()
@@ -660,19 +659,18 @@ impl HoleCaps {
                 self.winding_inside(p, distance, inside, slack(p))
             })
             .collect();
-        let mut settled = Settled::default();
+        let mut walk = Vec::new();
         for (&row, verdict) in rows.iter().zip(verdicts) {
             match verdict {
                 // On the surface (0) the sign is moot, and a gradient there is the face's.
                 Some(inside) if inside != values[row].is_sign_negative() && values[row] != 0.0 => {
                     values[row] = -values[row];
-                    settled.turned.push(row);
                 }
                 Some(_) => {}
-                None => settled.walk.push(row),
+                None => walk.push(row),
             }
         }
-        settled
+        walk
     }
 
     /// Whether the winding number has one sign in the whole ball of `radius` about `centre`,
@@ -717,13 +715,6 @@ impl HoleCaps {
     pub fn winding_variation(&self, centre: DVec3, radius: f64) -> f64 {
         self.rims.variation(centre, radius)
     }
-}
-
-/// `HoleCaps::settle`'s rows left for the winding walk, and its rows whose sign it turned.
-#[derive(Debug, Default)]
-pub struct Settled {
-    pub walk: Vec<usize>,
-    pub turned: Vec<usize>,
 }
 
 /// A cap's triangles: corners among the welded positions or `APEX`, each with how often it

@@ -259,7 +259,7 @@ impl Engine {
             let mut values = distances_signed(points, Sign::Pseudonormal)?;
             let rows: Vec<usize> = (0..points.len()).collect();
             let position = |k: usize| DVec3::from_array(points[k]);
-            let doubtful = caps.settle(&rows, position, &mut values, |_| slack).walk;
+            let doubtful = caps.settle(&rows, position, &mut values, |_| slack);
             let doubtful_points: Vec<[f64; 3]> = doubtful.iter().map(|&k| points[k]).collect();
             for (&k, d) in doubtful
                 .iter()

@@ -97,7 +97,7 @@ impl Engine {
                     let rows: Vec<usize> = (0..asked.len()).collect();
                     let position = |row: usize| crate::DVec3::from_array(asked[row]);
                     let slack = |p: crate::DVec3| crate::tolerance(mesh_scale.max(p.max_abs()));
-                    let doubtful = caps.settle(&rows, position, &mut distances, slack).walk;
+                    let doubtful = caps.settle(&rows, position, &mut distances, slack);
                     let doubtful_points: Vec<[f64; 3]> =
                         doubtful.iter().map(|&row| asked[row]).collect();
                     if !doubtful.is_empty() {

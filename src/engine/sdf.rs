@@ -64,9 +64,7 @@ impl Engine {
             })?;
             let doubtful = doubtful_samples(caps, &slab, &values, slack);
             let position = |k: usize| DVec3::from_array(grid.point(first + k));
-            let doubtful = caps
-                .settle(&doubtful, position, &mut values, |_| slack)
-                .walk;
+            let doubtful = caps.settle(&doubtful, position, &mut values, |_| slack);
             let points: Vec<[f64; 3]> = doubtful.iter().map(|&k| grid.point(first + k)).collect();
             let query = MeshQuery {
                 mesh,
