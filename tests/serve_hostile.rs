@@ -270,6 +270,51 @@ fn made_up_methods_and_paths_do_not_grow_the_metrics() {
     assert!(!text.contains("M0"), "a made-up method became a label");
 }
 
+/// Messages quote what a client sent; a client that sends 60 KB of it (a name, a field list)
+/// gets a message of at most about 2 KB back, saying how much was cut.
+#[test]
+fn error_messages_quote_at_most_2_kb_of_what_a_client_sent() {
+    let server = Server::start(&[]);
+    let scene = br#"{"shapes": [{"type": "sphere", "center": [0, 0, 0], "radius": 1}]}"#;
+    assert_eq!(server.put("/v1/scenes/s", scene).status, 201);
+    // 10,000 `é`s, percent-encoded: the cut must fall on a character's boundary.
+    let long = "%C3%A9".repeat(10_000);
+    let points = points_npy(&points(4, 1, -1.0, 1.0));
+    for (method, path, body) in [
+        (
+            "DELETE",
+            format!("/v1/meshes/{}", "a".repeat(60_000)),
+            Vec::new(),
+        ),
+        ("POST", format!("/v1/segments?fields={long}"), Vec::new()),
+        (
+            "PUT",
+            format!("/v1/scenes/s{}", "b".repeat(60_000)),
+            scene.to_vec(),
+        ),
+        (
+            "POST",
+            format!("/v1/scenes/s/query?fields={}", "c".repeat(60_000)),
+            points,
+        ),
+    ] {
+        let reply = server.request(method, &path, &[], &body);
+        assert!(
+            reply.status == 400 || reply.status == 404,
+            "{}",
+            reply.status
+        );
+        let message = reply.json()["error"].as_str().unwrap().to_string();
+        assert!(
+            message.len() < 2200 && message.ends_with("bytes more)"),
+            "{method}: {} bytes: {}",
+            message.len(),
+            message.chars().take(80).collect::<String>()
+        );
+    }
+    assert_eq!(server.get("/v1/health").status, 200);
+}
+
 /// Threads of the server process (Linux).
 fn threads(server: &Server) -> usize {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();

@@ -57,9 +57,26 @@ impl From<Error> for ApiError {
     }
 }
 
+/// Bytes of an error message answered at most: messages quote what the client sent (a
+/// target's name, a field's), and a client that sends 60 KB of it gets back a message, not
+/// its 60 KB.
+const MESSAGE_MAX_BYTES: usize = 2048;
+
+/// `message` cut to `MESSAGE_MAX_BYTES` at a character's boundary, saying how much was cut.
+fn bounded(message: String) -> String {
+    if message.len() <= MESSAGE_MAX_BYTES {
+        return message;
+    }
+    let mut end = MESSAGE_MAX_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes more)", &message[..end], message.len() - end)
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.message }).to_string();
+        let body = serde_json::json!({ "error": bounded(self.message) }).to_string();
         let mut response = (self.status, body).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
