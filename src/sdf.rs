@@ -22,8 +22,9 @@ pub enum GridRegion {
 pub const MAX_GRID_SIDE: usize = 1 << 24;
 
 /// Samples of an x-plane (NY × NZ) at most: grids stream in slabs of whole planes, and a narrow
-/// band's slab of 8 numbers its samples in 32 bits (`engine::band`). The grid itself may hold
-/// any number of planes: a `.zarr`, a sparse band or an `.npz` streams.
+/// band's slab (8 planes, or about 2^20 samples of smaller ones) numbers its samples in 32
+/// bits (`engine::band`). The grid itself may hold any number of planes: a `.zarr`, a sparse
+/// band or an `.npz` streams.
 pub const MAX_GRID_PLANE: usize = 1 << 29;
 
 /// A regular grid, corners inclusive: sample (i, j, k) lies at `origin + (i, j, k) * spacing`,
