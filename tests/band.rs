@@ -531,3 +531,44 @@ fn grids_of_small_planes_finish_many_brick_layers_a_slab() {
     // 2 M samples in slabs of about 2^20: 2, where slabs of 8 planes were 250.
     assert!(slabs <= 8, "{slabs} slabs");
 }
+
+/// A band job lists the whole grid's bricks with their distances: a grid of 2^44 bricks (sides
+/// up to 2^24 may ask for one) took memory until the system ended the process. It is refused
+/// before any work where the host cannot hold them, naming `--res` and the memory.
+#[test]
+fn a_band_grid_whose_bricks_the_host_cannot_hold_is_refused_up_front() {
+    let (vertices, triangles) = common::octahedron_sphere(closest::DVec3::ZERO, 1.0, 0);
+    let mesh = Mesh::new(vertices, triangles, "octahedron").unwrap();
+    let refused = |engine: &Engine, res: [usize; 3]| {
+        let grid = Grid::new(&mesh, res, GridRegion::Pad(0.1)).unwrap();
+        let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+        let job = SdfBand {
+            mesh: &gpu,
+            grid: &grid,
+            sign: Sign::Pseudonormal,
+            width: 0.1,
+            every_value: false,
+        };
+        let mut slabs = 0;
+        let error = engine
+            .sdf_band(job, &mut |_| {
+                slabs += 1;
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!(slabs, 0, "{res:?}: work before the refusal");
+        let message = error.to_string();
+        assert!(
+            matches!(error, closest::Error::OutOfMemory(_))
+                && message.contains("--res")
+                && message.contains("host memory"),
+            "{res:?}: {message}"
+        );
+    };
+    refused(engine(), [1 << 24, 1 << 14, 1 << 15]);
+    let small = open_engine(closest::EngineOptions {
+        memory_bytes: Some(64 << 20),
+        ..Default::default()
+    });
+    refused(&small, [4097, 1025, 1025]);
+}

@@ -44,6 +44,10 @@ pub const BRICK: usize = 8;
 /// Samples a side of a cell, the second level's boxes.
 pub const CELL: usize = 2;
 
+/// Host bytes a band job holds for each brick of the whole grid at most: its box, distance
+/// and flags, its centre where asked, and its corner's sign where signs vary.
+const BAND_BYTES_A_BRICK: u64 = 128;
+
 /// Samples a slab of several brick layers holds at most (a slab of one layer holds any
 /// number: 8 planes).
 const SLAB_SAMPLES: usize = 1 << 20;
@@ -207,6 +211,27 @@ impl Engine {
             )));
         }
         let [nx, ny, nz] = grid.res;
+        // The whole grid's bricks are listed with their distances, and a slab's values held:
+        // a grid of 2^44 bricks (sides up to 2^24 may ask for one) took memory until the
+        // system ended the process. Refused up front where the host cannot hold them.
+        let bricks = grid.res.iter().fold(1u64, |n, &side| {
+            n.saturating_mul(side.div_ceil(BRICK) as u64)
+        });
+        // A slab is one layer of bricks (8 x-planes), or as many layers as make about
+        // `SLAB_SAMPLES` where the planes are small: each slab costs a few dispatches, and
+        // a grid of 300,000 × 4 × 4 took 37,500 of them (23.6 s against 0.8 s along z).
+        let layers = (SLAB_SAMPLES / (BRICK * ny * nz).max(1)).max(1);
+        let slab_samples = layers * BRICK * ny * nz;
+        let _held = self.gpu.reserve_memory(
+            &format!(
+                "--res {:?}: a band grid's {bricks} bricks and slabs",
+                grid.res
+            ),
+            0,
+            bricks
+                .saturating_mul(BAND_BYTES_A_BRICK)
+                .saturating_add((slab_samples as u64).saturating_mul(5)),
+        )?;
         let corner = grid.origin
             + crate::DVec3::new(
                 (nx - 1) as f64 * grid.spacing.x,
@@ -450,10 +475,6 @@ impl Engine {
                 corner_signs[(i * lattice[1] + j) * lattice[2] + k] == inside
             })
         };
-        // A slab is one layer of bricks (8 x-planes), or as many layers as make about
-        // `SLAB_SAMPLES` where the planes are small: each slab costs a few dispatches, and
-        // a grid of 300,000 × 4 × 4 took 37,500 of them (23.6 s against 0.8 s along z).
-        let layers = (SLAB_SAMPLES / (BRICK * ny * nz).max(1)).max(1);
         let bricks_a_slab = ny.div_ceil(BRICK) * nz.div_ceil(BRICK) * layers;
         let mut values = Vec::new();
         let mut in_band = Vec::new();
