@@ -58,7 +58,12 @@ create_exception!(
 fn py_error(e: closest::Error) -> PyErr {
     match e {
         closest::Error::NoAdapter(_) => AdapterError::new_err(e.to_string()),
-        closest::Error::Gpu(_) | closest::Error::OutOfMemory(_) => GpuError::new_err(e.to_string()),
+        closest::Error::Gpu(_) => GpuError::new_err(e.to_string()),
+        // A job too large for the host names its argument (`res`), as bad input does.
+        closest::Error::OutOfMemory(_) => GpuError::new_err(closest::error::flags_as_arguments(
+            &e.to_string(),
+            KEYWORD_ARGUMENTS,
+        )),
         _ => InputError::new_err(closest::error::flags_as_arguments(
             &e.to_string(),
             KEYWORD_ARGUMENTS,

@@ -76,6 +76,9 @@ def test_bad_names(engine, scene, mesh):
     # Grids may hold more than 2^32 samples, not more than 2^24 an axis or 2^29 an x-plane.
     raises(lambda: mesh.sdf_sparse((2**24 + 1, 2, 2), band=3), "res", "samples an axis")
     raises(lambda: mesh.sdf((2, 2**15, 2**15)), "res", "x-plane")
+    # A band whose bricks the host cannot hold: refused up front, naming res.
+    with pytest.raises(closest.GpuError, match=r"^out of memory: res \[16777216, 16384, 32768\]"):
+        mesh.sdf_sparse((2**24, 2**14, 2**15), band=3)
     raises(lambda: engine.segment_pairs(np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), "a has 2",
            "b has 3")
     raises(lambda: engine.query_paired(SHAPES, np.zeros((2, 3), np.float32)), "one shape per point")
