@@ -340,6 +340,7 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Serve { .. }) {
         exit_quietly_on_closed_stdout();
         remove_partial_outputs_on_interrupt();
+        remove_partial_outputs_on_panic();
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -348,6 +349,18 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code() as u8)
         }
     }
+}
+
+/// A panic (a defect, never an input's doing) leaves no partial output either: unwinding
+/// drops the outputs' guards, but a second panic on the way aborts the process before they run.
+/// The job's temporary files are removed when the panic is reported. Not for the server,
+/// which answers a panic with a 500 and goes on.
+fn remove_partial_outputs_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        closest::io::temporary::remove_all_on_panic();
+    }));
 }
 
 /// A reader that stops early (`closest info | head -2`) ends the process as it ends `cat`,
@@ -776,7 +789,25 @@ fn with_progress<T>(
     job: impl FnOnce(&mut dyn FnMut(usize, usize)) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let bar = progress_bar();
+    // The tests' stand-in for a defect mid-job (`tests/cli.rs`), once rows are out: a panic,
+    // or a panic while one unwinds (the process aborts, no guard's drop runs).
+    let fault = std::env::var("CLOSEST_TEST_FAULT").unwrap_or_default();
     let result = job(&mut |done, total| {
+        if done > 0 && fault.ends_with("panic-mid-job") {
+            struct PanicsWhenDropped;
+            impl Drop for PanicsWhenDropped {
+                fn drop(&mut self) {
+                    panic!("a second panic while unwinding (CLOSEST_TEST_FAULT)");
+                }
+            }
+            // Made only when asked: one made and dropped would panic here.
+            let _second = if fault == "double-panic-mid-job" {
+                Some(PanicsWhenDropped)
+            } else {
+                None
+            };
+            panic!("a panic mid-job (CLOSEST_TEST_FAULT)");
+        }
         if let Some(bar) = &bar {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

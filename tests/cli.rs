@@ -619,6 +619,48 @@ fn a_full_stdout_or_stderr_is_no_panic() {
     assert!(grid.exists());
 }
 
+/// A panic mid-job (a defect: the tests' `CLOSEST_TEST_FAULT` stands in for one) leaves no
+/// partial output, also where a second panic while unwinding aborts the process before any
+/// guard's drop runs (the partial `.npz` was left then).
+#[test]
+fn a_panic_mid_job_leaves_no_partial_output() {
+    let dir = Dir::new();
+    let points: Vec<[f64; 3]> = (0..300_000)
+        .map(|k| {
+            [
+                (k % 97) as f64 * 0.01,
+                (k % 89) as f64 * 0.01,
+                (k % 83) as f64 * 0.01,
+            ]
+        })
+        .collect();
+    write_points(&dir.path("p.npy"), &points);
+    let fandisk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/meshes/fandisk.obj");
+    for fault in ["panic-mid-job", "double-panic-mid-job"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_closest"))
+            .env("CLOSEST_TEST_FAULT", fault)
+            .args(["--chunk-rows", "65536", "query", "--mesh"])
+            .arg(&fandisk)
+            .arg("--points")
+            .arg(dir.path("p.npy"))
+            .arg("--out")
+            .arg(dir.path("o.npz"))
+            .output()
+            .unwrap();
+        let msg = stderr(&out);
+        assert!(
+            !out.status.success() && msg.contains("a panic mid-job"),
+            "{fault}: {msg}"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.0.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|name| name != "p.npy")
+            .collect();
+        assert!(left.is_empty(), "{fault}: left {left:?}");
+    }
+}
+
 #[test]
 fn segments_job_writes_every_array() {
     let dir = Dir::new();

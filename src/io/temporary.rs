@@ -56,6 +56,28 @@ pub fn remove_all() {
     }
 }
 
+/// [`remove_all`] from a panic hook: the panicking thread may hold the list's lock or a
+/// write's, so neither is waited for (a list held elsewhere is left to the guards' drops).
+pub fn remove_all_on_panic() {
+    if let Ok(writes) = WRITES.try_write() {
+        std::mem::forget(writes);
+    }
+    let paths = match PATHS.try_lock() {
+        Ok(mut paths) => std::mem::take(&mut *paths),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+            std::mem::take(&mut *poisoned.into_inner())
+        }
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    for path in paths {
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+}
+
 /// The temporary file a job writes its output `target` (file name `name`) to before the rename,
 /// `.NAME.partial-HOST-PID` beside it, listed; what killed processes left for `target` is
 /// removed first.
