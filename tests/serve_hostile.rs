@@ -217,6 +217,43 @@ fn a_foreign_host_is_refused_without_a_token() {
         let reply = server.request("GET", "/v1/health", &[("Host", host)], &[]);
         assert_eq!(reply.status, 200, "{host}: {}", reply.text());
     }
+    // The authority is the target's when it is absolute (RFC 9112 §3.2.2), and a request
+    // that names two Hosts, or none in HTTP/1.1, is refused: a proxy may have believed the
+    // other one.
+    let status_of = |raw: &str| -> u16 {
+        let reply = raw_reply(&server.address, raw.as_bytes());
+        reply
+            .get(9..12)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("{raw:?}: {reply}"))
+    };
+    let end = "Connection: close\r\n\r\n";
+    for (raw, status) in [
+        (
+            format!("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n{end}"),
+            400,
+        ),
+        (
+            format!("GET /v1/health HTTP/1.1\r\nHost: evil.example\r\nHost: localhost\r\n{end}"),
+            400,
+        ),
+        (format!("GET /v1/health HTTP/1.1\r\n{end}"), 400),
+        (format!("GET /v1/health HTTP/1.0\r\n{end}"), 421),
+        (
+            format!("GET http://evil.example/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n{end}"),
+            421,
+        ),
+        (
+            format!("GET http://localhost/v1/health HTTP/1.1\r\nHost: evil.example\r\n{end}"),
+            200,
+        ),
+        (
+            format!("GET /v1/health HTTP/1.1\r\nHost: closest.internal.\r\n{end}"),
+            200,
+        ),
+    ] {
+        assert_eq!(status_of(&raw), status, "{raw:?}");
+    }
     // With a token the token is the guard: any Host that bears it is served.
     let dir = tempdir();
     let token = dir.path().join("token");
@@ -232,6 +269,59 @@ fn a_foreign_host_is_refused_without_a_token() {
         &[],
     );
     assert_eq!(reply.status, 200, "{}", reply.text());
+    let reply = raw_reply(
+        &guarded.address,
+        b"GET /v1/health HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+    assert!(reply.contains("2 Host headers"), "{reply}");
+}
+
+#[test]
+fn bodies_in_a_coding_the_server_does_not_decode_are_415() {
+    // hyper reads `Transfer-Encoding: gzip, chunked` as chunked alone and leaves any
+    // Content-Encoding to the route: the coded bytes would be read as the file itself.
+    let server = Server::start(&[]);
+    assert_eq!(server.put("/v1/scenes/s", SCENE).status, 201);
+    let body = points_npy(&points(4, 1, -1.0, 1.0));
+    let path = "/v1/scenes/s/query";
+    for (name, value) in [
+        ("Content-Encoding", "gzip"),
+        ("Content-Encoding", "identity, br"),
+        ("Transfer-Encoding", "gzip, chunked"),
+    ] {
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{name}: {value}\r\n"
+        )
+        .into_bytes();
+        if name == "Transfer-Encoding" {
+            head.extend(format!("\r\n{:x}\r\n", body.len()).bytes());
+            head.extend(&body);
+            head.extend(b"\r\n0\r\n\r\n");
+        } else {
+            head.extend(format!("Content-Length: {}\r\n\r\n", body.len()).bytes());
+            head.extend(&body);
+        }
+        let reply = raw_reply(&server.address, &head);
+        assert!(
+            reply.starts_with("HTTP/1.1 415 "),
+            "{name}: {value}: {reply}"
+        );
+        assert!(reply.contains("does not decode"), "{reply}");
+    }
+    // Identity and chunked are the body itself.
+    let reply = request(
+        &server.address,
+        "POST",
+        path,
+        &[("Content-Encoding", "identity")],
+        &body,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(
+        post_chunked(&server.address, path, &[&body[..7], &body[7..]]).status,
+        200
+    );
 }
 
 #[test]

@@ -259,7 +259,7 @@ impl ServeArgs {
             allow_hosts: self
                 .allow_hosts
                 .iter()
-                .map(|h| h.trim().to_ascii_lowercase())
+                .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
                 .collect(),
             max_request_bytes: mb(self.max_request_mb),
             max_inflight_bytes: mb(self.max_inflight_mb),

@@ -207,6 +207,29 @@ fn is_loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// The authority a request names (RFC 9112 §3.2.2): the target's own when it is in absolute
+/// form (its Host header is then ignored), else the one Host header. Two Host headers, or an
+/// HTTP/1.1 request with none, are 400: which one a proxy in front believed is unknown.
+fn request_host(request: &Request) -> Result<String, String> {
+    let headers: Vec<_> = request.headers().get_all(header::HOST).iter().collect();
+    if headers.len() > 1 {
+        return Err(format!(
+            "the request has {} Host headers; HTTP/1.1 allows one",
+            headers.len()
+        ));
+    }
+    if let Some(authority) = request.uri().authority() {
+        return Ok(authority.as_str().to_string());
+    }
+    match headers.first() {
+        Some(value) => Ok(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+        None if request.version() == axum::http::Version::HTTP_11 => {
+            Err("the request has no Host header; HTTP/1.1 requires one".to_string())
+        }
+        None => Ok(String::new()),
+    }
+}
+
 /// The Host allow-list (without a token, only loopback names and `--allow-host` ones: 421
 /// otherwise, against DNS rebinding) and the tokens: every request but the health checks
 /// bears `--token-file`'s, PUT and DELETE `--admin-token-file`'s when there is one. Both are
@@ -217,18 +240,17 @@ pub(crate) async fn guard(
     next: Next,
 ) -> Response {
     let config = &state.config;
+    let host = match request_host(&request) {
+        Ok(host) => host,
+        Err(message) => return ApiError::new(StatusCode::BAD_REQUEST, message).into_response(),
+    };
     if config.token.is_none() {
-        let host = request
-            .headers()
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .or_else(|| request.uri().authority().map(|a| a.as_str()))
-            .unwrap_or("");
         let bare = host
             .rsplit_once(':')
-            .map_or(host, |(name, _)| name)
+            .map_or(host.as_str(), |(name, _)| name)
+            .trim_end_matches('.')
             .to_ascii_lowercase();
-        if !is_loopback_host(host) && !config.allow_hosts.contains(&bare) {
+        if !is_loopback_host(&host) && !config.allow_hosts.contains(&bare) {
             return ApiError::new(
                 StatusCode::MISDIRECTED_REQUEST,
                 format!(
@@ -263,6 +285,18 @@ pub(crate) async fn guard(
             return ApiError::new(StatusCode::UNAUTHORIZED, which).into_response();
         }
     }
+    if matches!(*request.method(), Method::PUT | Method::POST) {
+        if let Some(coding) = body_coding(&request) {
+            return ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "the body is sent with the coding `{coding}`, which this server does not \
+                     decode; send it as is (identity, or chunked transfer)"
+                ),
+            )
+            .into_response();
+        }
+    }
     if config.test_hooks
         && request
             .headers()
@@ -272,6 +306,24 @@ pub(crate) async fn guard(
         panic!("test hook: a panic in the handler");
     }
     next.run(request).await
+}
+
+/// A content or transfer coding of the body other than identity and chunked: the bytes that
+/// arrive are then not the file the route reads, so they are refused rather than misread.
+fn body_coding(request: &Request) -> Option<String> {
+    let headers = request.headers();
+    let content = headers.get_all(header::CONTENT_ENCODING).iter();
+    let transfer = headers.get_all(header::TRANSFER_ENCODING).iter();
+    content
+        .chain(transfer)
+        .flat_map(|value| {
+            String::from_utf8_lossy(value.as_bytes())
+                .split(',')
+                .map(|coding| coding.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+        })
+        .find(|coding| !matches!(coding.as_str(), "" | "identity" | "chunked"))
+        .map(|coding| coding.chars().take(64).collect())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
