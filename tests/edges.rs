@@ -19,7 +19,7 @@ use closest::math::quaternion_axes;
 use closest::reference;
 use closest::shape::Shape;
 use closest::{DVec3, Mode};
-use common::{TestJobs, check_hit, engine, f32_points};
+use common::{Rng, TestJobs, check_hit, engine, f32_points};
 
 /// Axes along and off the coordinate axes, the among them.
 fn axes() -> Vec<DVec3> {
@@ -1059,4 +1059,185 @@ fn points_beyond_f32_squares_are_answered_within_the_bound() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Points near (not on) the axes of thin, short, wide and horn-shaped solids, and inside
+/// flattened and needle ellipsoids near their medial planes: where cancellation, not a tie, is
+/// the danger.
+#[test]
+fn points_near_axes_of_thin_and_flat_shapes_are_answered_exactly() {
+    let mut rng = Rng::new(0x9e3779b97f4a7c15);
+    let mut rnd = move || rng.range(0.0, 1.0);
+    let mut out = Vec::new();
+    for offset in offsets() {
+        for axis in axes() {
+            let (u, v) = frame(axis);
+            for (length, radius) in [(2.0, 0.7), (2.0, 1e-3), (1e-3, 0.7), (50.0, 20.0)] {
+                let a = offset - axis * (length / 2.0);
+                let b = offset + axis * (length / 2.0);
+                let shapes = [
+                    Shape::Cylinder { a, b, radius },
+                    Shape::Cone { a, b, radius },
+                    Shape::Cone { a: b, b: a, radius },
+                    Shape::Capsule { a, b, radius },
+                    Shape::Torus {
+                        center: offset,
+                        axis,
+                        major_radius: radius,
+                        minor_radius: radius * 0.99,
+                    },
+                    Shape::Torus {
+                        center: offset,
+                        axis,
+                        major_radius: radius,
+                        minor_radius: radius * 0.01,
+                    },
+                    Shape::Torus {
+                        center: offset,
+                        axis,
+                        major_radius: radius,
+                        minor_radius: radius * 1.0,
+                    },
+                ];
+                for shape in shapes {
+                    for _ in 0..24 {
+                        let t = (rnd() * 2.0 - 1.0) * length;
+                        let eps = 10f64.powf(-1.0 - rnd() * 7.0) * radius.max(length);
+                        let ang = rnd() * std::f64::consts::TAU;
+                        let p = offset + axis * t + (u * ang.cos() + v * ang.sin()) * eps;
+                        out.push((
+                            shape.clone(),
+                            p,
+                            format!("{} near axis t={t} eps={eps}", shape.kind().name()),
+                        ));
+                    }
+                }
+            }
+        }
+        for rotation in [[0.0, 0.0, 0.0, 1.0], [0.1, 0.2, 0.3, 0.9]] {
+            let rotation = normalized(rotation);
+            let [ex, ey, ez] = quaternion_axes(rotation);
+            for radii in [
+                DVec3::new(1.5, 0.5, 0.5),
+                DVec3::new(10.0, 1.0, 0.1),
+                DVec3::new(1.0, 1.0, 1e-3),
+                DVec3::new(1.0, 0.999, 0.998),
+                DVec3::new(100.0, 1.0, 1.0),
+            ] {
+                let shape = Shape::Ellipsoid {
+                    center: offset,
+                    radii,
+                    rotation,
+                };
+                for _ in 0..60 {
+                    let s = 10f64.powf(-rnd() * 6.0);
+                    let p = offset
+                        + ex * (rnd() * 2.0 - 1.0) * radii.x * 1.2
+                        + ey * (rnd() * 2.0 - 1.0) * radii.y * s
+                        + ez * (rnd() * 2.0 - 1.0) * radii.z * s;
+                    out.push((shape.clone(), p, format!("ellipsoid {radii:?} s={s}")));
+                }
+            }
+        }
+    }
+    assert_answered_exactly(&out);
+}
+
+/// Random rotations, extents and points (some crowded near the shape) for the polyhedral and
+/// flat kinds, at 10^-3, 1 and 300 units, near the origin and 10^4 away.
+#[test]
+fn random_shapes_at_three_scales_are_answered_exactly() {
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
+    let mut rnd = move || rng.range(0.0, 1.0);
+    let mut out = Vec::new();
+    for offset in offsets() {
+        for scale in [1e-3, 1.0, 300.0] {
+            for _ in 0..6 {
+                let rotation = normalized([rnd() - 0.5, rnd() - 0.5, rnd() - 0.5, rnd() - 0.5]);
+                let he = DVec3::new(rnd() + 0.01, rnd() * 0.1 + 1e-3, rnd() + 0.3) * scale;
+                let c = offset + DVec3::new(rnd(), rnd(), rnd()) * scale;
+                let tri = [0, 1, 2]
+                    .map(|_| c + DVec3::new(rnd() - 0.5, rnd() - 0.5, rnd() - 0.5) * scale);
+                let shapes = [
+                    Shape::Box {
+                        center: c,
+                        half_extents: he,
+                        rotation,
+                    },
+                    Shape::Wedge {
+                        center: c,
+                        half_extents: he,
+                        rotation,
+                    },
+                    Shape::CornerWedge {
+                        center: c,
+                        half_extents: he,
+                        rotation,
+                    },
+                    Shape::Wedge {
+                        center: c,
+                        half_extents: DVec3::new(he.y, he.z, he.x),
+                        rotation,
+                    },
+                    Shape::CornerWedge {
+                        center: c,
+                        half_extents: DVec3::new(he.z, he.x, he.y),
+                        rotation,
+                    },
+                    Shape::Triangle {
+                        a: tri[0],
+                        b: tri[1],
+                        c: tri[2],
+                    },
+                    Shape::Triangle {
+                        a: tri[0],
+                        b: tri[1],
+                        c: tri[1] + (tri[1] - tri[0]) * 1e-4,
+                    },
+                    Shape::Segment {
+                        a: tri[0],
+                        b: tri[1],
+                    },
+                    Shape::Aabb {
+                        min: c - he,
+                        max: c + he,
+                    },
+                    Shape::ConvexHull(
+                        ConvexHull::new(
+                            (0..12)
+                                .map(|_| {
+                                    c + DVec3::new(rnd() - 0.5, rnd() - 0.5, (rnd() - 0.5) * 0.01)
+                                        * scale
+                                })
+                                .collect(),
+                        )
+                        .unwrap(),
+                    ),
+                    Shape::ConvexHull(
+                        ConvexHull::new(
+                            (0..30)
+                                .map(|_| {
+                                    c + DVec3::new(rnd() - 0.5, rnd() - 0.5, rnd() - 0.5) * scale
+                                })
+                                .collect(),
+                        )
+                        .unwrap(),
+                    ),
+                ];
+                for shape in shapes {
+                    for _ in 0..40 {
+                        let w = if rnd() < 0.5 {
+                            1.0
+                        } else {
+                            10f64.powf(-rnd() * 6.0)
+                        };
+                        let p = c + DVec3::new(rnd() - 0.5, rnd() - 0.5, rnd() - 0.5)
+                            * (3.0 * scale * w);
+                        out.push((shape.clone(), p, format!("{} random", shape.kind().name())));
+                    }
+                }
+            }
+        }
+    }
+    assert_answered_exactly(&out);
 }
