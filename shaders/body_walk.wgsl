@@ -11,10 +11,10 @@
 #import gjk
 #import body_closed_forms
 
-// Loop iterations an invocation may run, counted roughly (`loop_work`); 0: no limit. Software
-// adapters get one below Mesa 22's loop limiter, which leaves every loop once an invocation
-// has run 65,535 iterations in all: a body that would need more is reported (as a traversal
-// overflow) rather than answered from a cut walk.
+// Loop iterations an invocation may run, counted roughly (`loop_work`); 0: no limit. Adapters
+// whose probe shows Mesa 22's loop limiter (it leaves every loop once an invocation has run
+// 65,535 iterations in all) get one below it: a body that would need more is reported (as a
+// traversal overflow) rather than answered from a cut walk.
 override LOOP_BUDGET: u32 = 0u;
 var<private> loop_work: u32;
 

@@ -71,6 +71,11 @@ impl Engine {
     pub fn limits(&self) -> &wgpu::Limits {
         &self.gpu.limits
     }
+    /// The loop iterations a body walk may run an invocation: nonzero where the adapter cuts
+    /// longer loops short (Mesa 22's software adapters), 0 for no limit.
+    pub fn body_loop_budget(&self) -> u32 {
+        self.gpu.kernels.loop_budget
+    }
     /// Rows per chunk in use.
     pub fn chunk_rows(&self) -> usize {
         self.gpu.chunk_rows

@@ -161,9 +161,10 @@ impl Context {
             .map_or(crate::bvh::STACK_SIZE, |n| {
                 n.clamp(1, crate::bvh::STACK_SIZE)
             }) as u32;
-        // Mesa's software adapters leave every loop once an invocation has run 65,535 loop
-        // iterations (its loop limiter): body walks stop short of that and say so.
-        let loop_budget = if info.device_type == wgpu::DeviceType::Cpu {
+        // Mesa 22's software adapters leave every loop once an invocation has run 65,535
+        // loop iterations (its loop limiter; Mesa 25's run them all): where a probe sees it,
+        // body walks stop short of that and say so.
+        let loop_budget = if cpu_adapter && loops_are_limited(&device, &queue)? {
             60_000
         } else {
             0
@@ -483,4 +484,76 @@ impl Drop for HostReservation {
             *reserved = reserved.saturating_sub(self.bytes);
         }
     }
+}
+
+/// Iterations the limiter probe asks for: more than Mesa 22's limiter lets an invocation run.
+const LOOP_PROBE_ITERATIONS: u32 = 70_000;
+
+/// Whether the device cuts long loops short (Mesa 22's llvmpipe stops every loop of an
+/// invocation after 65,535 iterations in all, silently): one invocation counts to
+/// `LOOP_PROBE_ITERATIONS`, a bound it reads from memory so no compiler folds the loop.
+fn loops_are_limited(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<bool> {
+    const PROBE: &str = "
+@group(0) @binding(0) var<storage, read_write> words: array<u32, 2>;
+@compute @workgroup_size(1)
+fn probe() {
+    var n = 0u;
+    loop {
+        if n >= words[0] { break; }
+        n += 1u;
+    }
+    words[1] = n;
+}";
+    let counted = in_error_scope(device, || -> Result<u32> {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("loop limiter probe"),
+            source: wgpu::ShaderSource::Wgsl(PROBE.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("loop limiter probe"),
+            layout: None,
+            module: &module,
+            entry_point: Some("probe"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let words = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("loop limiter probe"),
+            contents: bytemuck::cast_slice(&[LOOP_PROBE_ITERATIONS, 0]),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        });
+        let read = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("loop limiter probe read"),
+            size: 8,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("loop limiter probe"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: words.as_entire_binding(),
+            }],
+        });
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        encoder.copy_buffer_to_buffer(&words, 0, &read, 0, 8);
+        queue.submit([encoder.finish()]);
+        read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("the loop limiter probe: {e}")))?;
+        let view = read
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Gpu(format!("the loop limiter probe: {e}")))?;
+        Ok(bytemuck::cast_slice::<u8, u32>(&view)[1])
+    })??;
+    Ok(counted < LOOP_PROBE_ITERATIONS)
 }

@@ -454,8 +454,8 @@ impl Slot {
                     flight.range.start + k,
                     if gpu.kernels.loop_budget != 0 {
                         format!(
-                            " (or, a body, its budget of {} loop iterations: Mesa's software \
-                             adapters stop longer loops)",
+                            " (or, a body, its budget of {} loop iterations: this adapter stops \
+                             longer loops, as Mesa 22's lavapipe does; Mesa 25's does not)",
                             gpu.kernels.loop_budget
                         )
                     } else {
