@@ -970,6 +970,77 @@ fn bodies_through_a_mesh_find_their_deepest_triangle() {
     );
 }
 
+/// Bodies of the GJK kinds crossing the bunny's surface, each overlapping hundreds of its
+/// triangles (a box there was refused on every CPU adapter while the loop budget was set
+/// without the probe): the deepest triangle, as the oracle finds it over the whole mesh.
+#[test]
+fn bodies_crossing_a_dense_surface_find_their_deepest_triangle() {
+    let bunny = closest::io::load_mesh(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/data/meshes/stanford-bunny.obj"
+    )))
+    .expect("the bunny");
+    let shapes = triangles_of(&bunny);
+    let centre = DVec3::new(0.02, 0.05, 0.0);
+    let identity = [0.0, 0.0, 0.0, 1.0];
+    let bodies = vec![
+        Shape::Box {
+            center: centre,
+            half_extents: DVec3::new(0.01, 0.02, 0.01),
+            rotation: identity,
+        },
+        Shape::Cylinder {
+            a: DVec3::new(0.0, 0.1, 0.0),
+            b: DVec3::new(0.0, 0.12, 0.0),
+            radius: 0.03,
+        },
+        Shape::Ellipsoid {
+            center: DVec3::new(0.0, 0.15, 0.0),
+            radii: DVec3::new(0.01, 0.02, 0.03),
+            rotation: identity,
+        },
+        Shape::Cone {
+            a: DVec3::new(0.0, 0.1, 0.05),
+            b: DVec3::new(0.0, 0.12, 0.05),
+            radius: 0.03,
+        },
+    ];
+    let crossed = shapes
+        .iter()
+        .filter(|t| target_contact(&bodies[0], t).is_some_and(|c| c.distance < 0.0))
+        .count();
+    assert!(crossed > 300, "the box overlaps only {crossed} triangles");
+    let targets = engine().upload_mesh_body_targets(&bunny).expect("upload");
+    let rows = match try_contacts_on_gpu(&targets, &bodies) {
+        Ok(rows) => rows,
+        Err(e) => {
+            assert!(engine().body_loop_budget() != 0, "{e}");
+            assert!(e.to_string().contains("loop iterations"), "{e}");
+            return;
+        }
+    };
+    let mut failures = Vec::new();
+    for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
+        let (best, expected) = nearest_target(body, &shapes).expect("an answer");
+        let scale = scale_of(body, &shapes[best]);
+        let bound = if expected.distance < 0.0 {
+            1e-4 * scale
+        } else {
+            tolerance(scale)
+        };
+        if !within((got.distance as f64 - expected.distance).abs(), bound) {
+            failures.push(format!(
+                "body {i} ({}): {} on triangle {} vs the oracle's {} on triangle {best}",
+                body.kind().name(),
+                got.distance,
+                got.shape,
+                expected.distance
+            ));
+        }
+    }
+    assert_no_failures(&failures, bodies.len());
+}
+
 /// A body that would need more loop iterations than Mesa 22's software adapters run an
 /// invocation (their loop limiter cuts loops short silently) is refused with an error that
 /// says so, never answered from a cut walk; adapters without the limiter (hardware, Mesa 25's
