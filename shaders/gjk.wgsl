@@ -54,6 +54,10 @@ const BEYOND_DISTANCE: f32 = F32_BIG;
 // Steps of `deepest_descent`, where EPA runs out of room, and its starts (the nearest faces).
 const EPA_DESCENT_STEPS: u32 = 24u;
 const EPA_DESCENT_STARTS: u32 = 4u;
+// Directions sampled over the sphere (a Fibonacci spiral) where EPA stops unconverged: the two
+// least depths among them start descents too.
+const EPA_SAMPLED_DIRECTIONS: u32 = 64u;
+const GOLDEN_ANGLE: f32 = 2.3999632;
 
 fn conjugate(q: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(-q.xyz, q.w);
@@ -651,12 +655,35 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
         // direction has a local minimum at every face of a polytope: one start is not enough.
         // Two listed polytopes need no descent: their separating axes give the exact depth.
         var found = least_of_listed_axes(body, other, size);
-        let descents = select(0u, EPA_DESCENT_STARTS, found.distance == -F32_BIG);
+        let descents = select(0u, EPA_DESCENT_STARTS + 2u, found.distance == -F32_BIG);
+        // A stalled polytope's faces may all lie in the basin of a local minimum (a large
+        // body against a tiny triangle: the triangle's own face), so the two least depths
+        // among directions spread over the sphere start descents too.
+        var sampled = array<vec3<f32>, 2>(plane.xyz, plane.xyz);
+        var sampled_depth = array<f32, 2>(F32_BIG, F32_BIG);
+        for (var k = 0u; k < rolled(select(0u, EPA_SAMPLED_DIRECTIONS, descents > 0u)); k++) {
+            let z = 1.0 - 2.0 * (f32(k) + 0.5) / f32(EPA_SAMPLED_DIRECTIONS);
+            let r = sqrt(max(1.0 - z * z, 0.0));
+            let turn = GOLDEN_ANGLE * f32(k);
+            let u = vec3<f32>(r * cos(turn), r * sin(turn), z);
+            let depth = dot(minkowski(body, other, u, true).w, u);
+            if depth < sampled_depth[0] {
+                sampled[1] = sampled[0];
+                sampled_depth[1] = sampled_depth[0];
+                sampled[0] = u;
+                sampled_depth[0] = depth;
+            } else if depth < sampled_depth[1] {
+                sampled[1] = u;
+                sampled_depth[1] = depth;
+            }
+        }
         var last = nearest;
         var direction = plane.xyz;
         // One call site: each inlined copy of the descent costs software adapters build time.
         for (var start = 0u; start < rolled(descents); start++) {
-            if start > 0u {
+            if start >= EPA_DESCENT_STARTS {
+                direction = sampled[start - EPA_DESCENT_STARTS];
+            } else if start > 0u {
                 // The next face in (distance, index) order after `last`.
                 var next_face = face_count;
                 for (var f = 0u; f < face_count; f++) {
@@ -667,7 +694,7 @@ fn epa(body: Convex, other: Convex, start: Simplex, size: f32) -> Contact {
                     }
                 }
                 if next_face == face_count {
-                    break;
+                    continue; // no face left: on to the sampled starts
                 }
                 last = next_face;
                 let corners = face_of(faces[next_face]);
