@@ -13,8 +13,8 @@ use closest::fields::{Family, Fields, GpuBodyHit};
 use closest::reference::gjk::{BodyContact, Convex, nearest_target, target_contact};
 use closest::reference::query_shape;
 use closest::shape::{Shape, ShapeKind};
-use closest::{DVec3, Mode, tolerance};
-use common::{Rng, convex_kinds, engine, within};
+use closest::{DVec3, Engine, EngineOptions, Mode, tolerance};
+use common::{Rng, convex_kinds, engine, open_engine, within};
 
 fn v(p: [f32; 3]) -> DVec3 {
     DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64)
@@ -1105,6 +1105,26 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
     if mesa_major.is_some_and(|major| major >= 25) {
         assert_eq!(engine().body_loop_budget(), 0, "{}", info.driver_info);
     }
+    walks_beyond_the_loop_limit(engine());
+}
+
+/// An adapter where the limiter probe cannot be built or run still opens, with the budget
+/// assumed (so on Mesa 25's lavapipe this is also where the refusal itself is seen).
+#[test]
+fn a_failed_loop_probe_opens_the_engine_with_the_budget_assumed() {
+    let limited = open_engine(EngineOptions {
+        fail_loop_probe: true,
+        ..EngineOptions::default()
+    });
+    if limited.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        assert_eq!(limited.body_loop_budget(), 60_000);
+    }
+    walks_beyond_the_loop_limit(&limited);
+}
+
+/// A box over 2,000 equally far triangles and one near: refused with the loop budget's error
+/// where `engine` has a budget, answered where it has none; a capsule is answered either way.
+fn walks_beyond_the_loop_limit(engine: &Engine) {
     // 2,000 copies of one far triangle: no copy can be culled by the best so far (each is as
     // near), so each costs a GJK; then the one near triangle.
     let far = Shape::Triangle {
@@ -1119,10 +1139,10 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
     };
     let mut scene = vec![far; 2000];
     scene.push(near);
-    let targets = engine().upload_scene_brute_force(&scene).expect("upload");
+    let targets = engine.upload_scene_brute_force(&scene).expect("upload");
     let contacts = |body: &Shape| {
         let mut rows: Vec<GpuBodyHit> = Vec::new();
-        let answer = engine().body_contacts(
+        let answer = engine.body_contacts(
             BodyContacts {
                 targets: &targets,
                 bodies: std::slice::from_ref(body),
@@ -1150,7 +1170,7 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
         rotation: [0.0, 0.0, 0.0, 1.0],
     };
     let answer = contacts(&cuboid);
-    if engine().body_loop_budget() != 0 {
+    if engine.body_loop_budget() != 0 {
         let message = answer.expect_err("beyond the loop budget").to_string();
         assert!(message.contains("loop iterations"), "{message}");
     } else {
@@ -1173,7 +1193,7 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
         })
         .collect();
     let mut rows: Vec<GpuBodyHit> = Vec::new();
-    let answer = engine().body_contacts(
+    let answer = engine.body_contacts(
         BodyContacts {
             targets: &targets,
             bodies: &crowd,
@@ -1181,7 +1201,7 @@ fn a_walk_beyond_the_software_loop_limit_is_an_error_not_a_wrong_answer() {
         },
         &mut rows,
     );
-    if engine().body_loop_budget() != 0 {
+    if engine.body_loop_budget() != 0 {
         let message = answer.expect_err("beyond the loop budget").to_string();
         assert!(message.contains("loop iterations"), "{message}");
     } else {

@@ -163,12 +163,11 @@ impl Context {
             }) as u32;
         // Mesa 22's software adapters leave every loop once an invocation has run 65,535
         // loop iterations (its loop limiter; Mesa 25's run them all): where a probe sees it,
-        // body walks stop short of that and say so.
-        let loop_budget = if cpu_adapter && loops_are_limited(&device, &queue)? {
-            60_000
-        } else {
-            0
-        };
+        // body walks stop short of that and say so. A probe that fails assumes the limiter:
+        // a body walk refused is better than an engine that does not open.
+        let limited = cpu_adapter
+            && loops_are_limited(&device, &queue, options.fail_loop_probe).unwrap_or(true);
+        let loop_budget = if limited { LOOP_BUDGET } else { 0 };
         let kernels = in_error_scope(&device, || {
             build_kernels(
                 &device,
@@ -489,10 +488,15 @@ impl Drop for HostReservation {
 /// Iterations the limiter probe asks for: more than Mesa 22's limiter lets an invocation run.
 const LOOP_PROBE_ITERATIONS: u32 = 70_000;
 
+/// Loop iterations a body walk may run an invocation where loops are limited: short of the
+/// 65,535 after which Mesa 22's limiter stops them.
+const LOOP_BUDGET: u32 = 60_000;
+
 /// Whether the device cuts long loops short (Mesa 22's llvmpipe stops every loop of an
 /// invocation after 65,535 iterations in all, silently): one invocation counts to
 /// `LOOP_PROBE_ITERATIONS`, a bound it reads from memory so no compiler folds the loop.
-fn loops_are_limited(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<bool> {
+/// `fail`: build the probe from a broken source, as a test's fault.
+fn loops_are_limited(device: &wgpu::Device, queue: &wgpu::Queue, fail: bool) -> Result<bool> {
     const PROBE: &str = "
 @group(0) @binding(0) var<storage, read_write> words: array<u32, 2>;
 @compute @workgroup_size(1)
@@ -507,7 +511,7 @@ fn probe() {
     let counted = in_error_scope(device, || -> Result<u32> {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("loop limiter probe"),
-            source: wgpu::ShaderSource::Wgsl(PROBE.into()),
+            source: wgpu::ShaderSource::Wgsl(if fail { "fn probe(" } else { PROBE }.into()),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("loop limiter probe"),

@@ -51,6 +51,9 @@ pub struct EngineOptions {
     /// Jobs called from several threads that may run through the device together
     /// (`Engine::jobs_at_once`); `None`: four on hardware GPUs, one on CPU adapters.
     pub jobs_at_once: Option<usize>,
+    /// Build the loop limiter probe (`gpu::context`) from a broken source, so that tests see
+    /// a probe that fails open the engine with the loop budget assumed.
+    pub fail_loop_probe: bool,
 }
 
 /// How a mesh's triangles are stored on the device (its hierarchy is the same either way).
