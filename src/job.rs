@@ -20,7 +20,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::fields::{Family, Fields, PackedRows};
 use crate::io::load_mesh;
-use crate::io::output::PendingFile;
+use crate::io::output::{PendingFile, check_table_target, check_target};
 use crate::io::row_files::{SEGMENTS, SPHERES};
 use crate::io::zarr::ZarrLayout;
 use crate::io::{
@@ -295,6 +295,7 @@ pub fn run_mesh_query(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    check_table_target(job.out)?;
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
@@ -321,6 +322,7 @@ pub fn run_query(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    check_table_target(job.out)?;
     let shapes = load_scene(job.shapes)?;
     let mut points = PointFile::open(job.points)?;
     let rows = points.len();
@@ -375,6 +377,7 @@ pub fn run_segments(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    check_table_target(out)?;
     let a = RowFile::open_as(a_path, SEGMENTS)?;
     let b = RowFile::open_as(b_path, SEGMENTS)?;
     let rows = a.len();
@@ -410,6 +413,7 @@ pub fn run_contacts(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    check_table_target(out)?;
     let shapes = load_scene(shapes_path)?;
     let spheres = RowFile::open_as(spheres_path, SPHERES)?;
     let rows = spheres.len();
@@ -463,6 +467,7 @@ pub fn run_body_contacts(
     engine_for: impl FnOnce() -> Result<Engine>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
+    check_table_target(job.out)?;
     let bodies = load_scene(job.bodies)?;
     let bad_bodies = |e: Error| match e {
         Error::Usage(problem) => Error::BadFile {
@@ -612,6 +617,30 @@ pub struct SdfJob<'a> {
     pub preview: Option<&'a Path>,
 }
 
+/// An SDF job's files, checked before its mesh's load: the dense grid (`.npz`, `.zarr`, or
+/// `.csv` where there is no band), the band's `--sparse` `.npz`, the `.vti` and the preview.
+fn check_sdf_targets(job: &SdfJob<'_>) -> Result<()> {
+    if let Some(out) = job.out {
+        if job.band.is_some() {
+            let problem = "a band grid is written as .npz or .zarr (dense) or with --sparse X.npz";
+            check_target(out, &["npz", "zarr"], problem)?;
+        } else {
+            let problem = "the output must end in .npz, .zarr or .csv";
+            check_target(out, &["npz", "zarr", "csv"], problem)?;
+        }
+    }
+    if let Some(sparse) = job.sparse {
+        check_target(sparse, &["npz"], "--sparse writes an .npz")?;
+    }
+    if let Some(vti) = job.vti {
+        check_target(vti, &["vti"], "--vti writes VTK ImageData: end it in .vti")?;
+    }
+    if let Some(preview) = job.preview {
+        check_target(preview, &["png"], PREVIEW_IS_PNG)?;
+    }
+    Ok(())
+}
+
 /// Run an SDF job: samples are generated, queried and written chunk by chunk. `.npz` gets
 /// `sdf` (nx, ny, nz) f32, `origin` and `spacing` (3,) f64; `.csv` gets x, y, z, sdf rows.
 pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
@@ -619,12 +648,7 @@ pub fn run_sdf<E: std::ops::Deref<Target = Engine>>(
     engine_for: impl FnOnce() -> Result<E>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    if let Some(vti) = job.vti {
-        crate::io::output::check_target(vti, "vti", "--vti writes VTK ImageData: end it in .vti")?;
-    }
-    if let Some(preview) = job.preview {
-        crate::io::output::check_target(preview, "png", PREVIEW_IS_PNG)?;
-    }
+    check_sdf_targets(job)?;
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let grid = Grid::new(&mesh, job.res, job.region)?;
     if let Some(band) = job.band {
@@ -791,13 +815,6 @@ fn run_sdf_band<E: std::ops::Deref<Target = Engine>>(
             "--band needs --out X.npz, --sparse X.npz or both".into(),
         ));
     }
-    if let Some(path) = job.out.filter(|p| OutputFile::is_csv(p)) {
-        return Err(Error::BadFile {
-            file: path.display().to_string(),
-            problem: "a band grid is written as .npz or .zarr (dense) or with --sparse X.npz"
-                .into(),
-        });
-    }
     if job.out.is_none() {
         refuse_derived_files(job, "a dense .npz output")?;
     }
@@ -875,17 +892,8 @@ struct SpilledColumns {
 const SPARSE_MEMORY_ROWS: usize = 8 << 20;
 
 impl SparseColumns {
+    /// A sparse grid to gather for `target` (checked by [`check_sdf_targets`]).
     fn create(target: &Path, memory_rows: usize) -> Result<SparseColumns> {
-        if OutputFile::is_csv(target)
-            || !target
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
-        {
-            return Err(Error::BadFile {
-                file: target.display().to_string(),
-                problem: "--sparse writes an .npz".into(),
-            });
-        }
         Ok(SparseColumns {
             target: target.to_path_buf(),
             memory_rows,
@@ -1063,6 +1071,11 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};
+    if job.layout == SampleLayout::DeepSdf {
+        check_target(job.out, &["npz"], "--layout deepsdf writes an .npz")?;
+    } else {
+        check_table_target(job.out)?;
+    }
     let (mesh, load) = load_mesh_timed(job.mesh)?;
     let rows = job.spec.total()?;
     if job.layout == SampleLayout::DeepSdf {
@@ -1118,16 +1131,6 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
 ) -> Result<Summary> {
     use crate::engine::{MeshSamples, SampleRows};
     use std::io::{Read, Seek, Write};
-    if !job
-        .out
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
-    {
-        return Err(Error::BadFile {
-            file: job.out.display().to_string(),
-            problem: "--layout deepsdf writes an .npz".into(),
-        });
-    }
     let scratch = |suffix: &str| {
         let name = job.out.file_name().unwrap_or_default().to_string_lossy();
         PendingFile::scratch(&job.out.with_file_name(format!("{name}.{suffix}")))

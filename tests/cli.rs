@@ -480,7 +480,7 @@ fn unwritable_output_fails_before_any_work() {
         &[
             "query", "--shapes", &scene, "--points", &ok, "--out", &target,
         ],
-        &["cannot write", "out.npz"],
+        &["out.npz", "its folder does not exist"],
     );
     assert_bad_input(
         &dir,
@@ -495,6 +495,47 @@ fn unwritable_output_fails_before_any_work() {
         ],
         &["out.txt", ".npz or .csv"],
     );
+    // Every job names a misnamed output before it reads its inputs (a large mesh's load
+    // would come first otherwise): each input here is broken, and the output is named.
+    let broken = dir.file("broken.obj", "v 1 2\n").display().to_string();
+    let bad_out = dir.s("out.txt");
+    let jobs: [(Vec<&str>, &str); 10] = [
+        (
+            vec!["query", "--shapes", &broken, "--points", &broken],
+            ".npz or .csv",
+        ),
+        (
+            vec!["query", "--mesh", &broken, "--points", &broken],
+            ".npz or .csv",
+        ),
+        (
+            vec!["segments", "--a", &broken, "--b", &broken],
+            ".npz or .csv",
+        ),
+        (
+            vec!["contacts", "--shapes", &broken, "--spheres", &broken],
+            ".npz or .csv",
+        ),
+        (
+            vec!["contacts", "--mesh", &broken, "--bodies", &broken],
+            ".npz or .csv",
+        ),
+        (vec!["sample", &broken, "--surface", "10"], ".npz or .csv"),
+        (
+            vec!["sample", &broken, "--surface", "10", "--layout", "deepsdf"],
+            "deepsdf writes an .npz",
+        ),
+        (vec!["sdf", &broken, "--res", "8"], ".npz, .zarr or .csv"),
+        (
+            vec!["sdf", &broken, "--res", "8", "--band", "1"],
+            "band grid",
+        ),
+        (vec!["distance", &broken, &broken], "are an .npz"),
+    ];
+    for (mut args, problem) in jobs {
+        args.extend(["--out", &bad_out]);
+        assert_bad_input(&dir, &args, &["out.txt", problem]);
+    }
 }
 
 #[test]

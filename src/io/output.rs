@@ -63,7 +63,7 @@ impl OutputFile {
         if ext != "npz" && ext != "csv" {
             return Err(Error::BadFile {
                 file: target.display().to_string(),
-                problem: "the output must end in .npz or .csv".into(),
+                problem: TABLE_EXTENSIONS.into(),
             });
         }
         let name = target
@@ -368,9 +368,18 @@ fn append_csv(
     Ok(())
 }
 
-/// A file a job will write, checked before any work: it ends in `.extension` (else
+/// A table a job will write (`.npz` or `.csv`, [`OutputFile::create`]), checked before any
+/// work, so that a misnamed output is refused before a large input's load, not after it.
+pub fn check_table_target(path: &Path) -> Result<()> {
+    check_target(path, &["npz", "csv"], TABLE_EXTENSIONS)
+}
+
+/// The problem named for a table output of another extension.
+const TABLE_EXTENSIONS: &str = "the output must end in .npz or .csv";
+
+/// A file a job will write, checked before any work: it ends in one of `extensions` (else
 /// `wrong_extension` is the problem named) and its folder exists.
-pub fn check_target(path: &Path, extension: &str, wrong_extension: &str) -> Result<()> {
+pub fn check_target(path: &Path, extensions: &[&str], wrong_extension: &str) -> Result<()> {
     let bad = |problem: &str| Error::BadFile {
         file: path.display().to_string(),
         problem: problem.into(),
@@ -378,7 +387,7 @@ pub fn check_target(path: &Path, extension: &str, wrong_extension: &str) -> Resu
     let matches = path
         .extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case(extension));
+        .is_some_and(|e| extensions.iter().any(|x| e.eq_ignore_ascii_case(x)));
     if !matches {
         return Err(bad(wrong_extension));
     }

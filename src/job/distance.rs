@@ -10,6 +10,7 @@ use super::{PREVIEW_IS_PNG, load_mesh_timed};
 use crate::auto_sign::SignChoice;
 use crate::engine::{Engine, MeshDistance, MeshDistanceSummary, surface_samples};
 use crate::error::{Error, Result};
+use crate::io::output::check_target;
 use crate::io::{ColumnSpec, Constant, OutputFile, Values};
 use crate::mesh::{Mesh, Sign};
 
@@ -88,10 +89,10 @@ pub fn run_distance(
     }
     if let Some(out) = job.out {
         let problem = "distance results (arrays of two lengths and scalars) are an .npz";
-        crate::io::output::check_target(out, "npz", problem)?;
+        check_target(out, &["npz"], problem)?;
     }
     if let Some(preview) = job.preview {
-        crate::io::output::check_target(preview, "png", PREVIEW_IS_PNG)?;
+        check_target(preview, &["png"], PREVIEW_IS_PNG)?;
     }
     let (a, _) = load_mesh_timed(job.a)?;
     let (b, _) = load_mesh_timed(job.b)?;
