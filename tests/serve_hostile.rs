@@ -674,7 +674,13 @@ fn a_stalled_body_holds_only_what_it_sent_and_ends_at_the_idle_timeout() {
 /// request is 503, small ones are still answered, and all is given back when they go.
 #[test]
 fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
-    let server = Server::start(&["--max-inflight-mb", "40"]);
+    // Grids up to 2·10^9 samples are allowed, far more than the cap can hold.
+    let server = Server::start(&[
+        "--max-inflight-mb",
+        "40",
+        "--max-grid-samples",
+        "2000000000",
+    ]);
     let tetrahedron = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n";
     assert_eq!(
         server.put("/v1/meshes/m?format=obj", tetrahedron).status,
@@ -728,10 +734,14 @@ fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // An answer larger than the cap itself could never be held: 400, not a 503 to retry.
-    server
-        .post("/v1/meshes/m/sdf?res=220", &[])
-        .assert_error(400, &["the answer takes", "--max-inflight-mb", "fewer"]);
+    // An answer larger than the cap itself could never be held: 400, not a 503 to retry,
+    // and before any sample is computed (1200³ samples would take the server many minutes
+    // and 6.9 GB).
+    for res in [220, 1200] {
+        server
+            .post(&format!("/v1/meshes/m/sdf?res={res}"), &[])
+            .assert_error(400, &["the answer takes", "--max-inflight-mb", "fewer"]);
+    }
     let taken = server.post(grid, &[]);
     assert_eq!(taken.status, 200, "{}", taken.text());
     assert!(taken.body.len() as f64 > answer_bytes);

@@ -14,7 +14,7 @@ pub mod zarr;
 
 pub use columns::{ColumnSpec, ColumnType, Values, field_column, field_columns, field_values};
 pub use mesh_file::{MeshFormat, load_mesh, read_mesh};
-pub use npz::{Constant, npz_in_memory};
+pub use npz::{Constant, NpzInMemory, npz_in_memory};
 pub use output::OutputFile;
 pub use row_files::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene, shapes_from_values};

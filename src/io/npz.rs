@@ -124,15 +124,53 @@ pub fn npz_in_memory(
     constants: &[Constant],
     values: &[Values<'_>],
 ) -> Vec<u8> {
-    let memory = MemoryFile::default();
-    let write = || -> std::io::Result<()> {
-        let mut npz = NpzWriter::new(Box::new(memory.clone()), rows, columns, constants)?;
-        npz.append(rows, columns, values)?;
-        npz.finish()
-    };
-    write().expect("writing to memory does not fail");
-    let cursor = std::mem::take(&mut *memory.0.lock().expect("not poisoned"));
-    cursor.into_inner()
+    let mut npz = NpzInMemory::new(rows, columns, constants);
+    npz.append(rows, values);
+    npz.finish()
+}
+
+/// An `.npz` built in memory as chunks arrive ([`npz_in_memory`] a chunk at a time), so that a
+/// large answer is held once, not also as the values it is made of.
+pub struct NpzInMemory {
+    writer: NpzWriter,
+    memory: MemoryFile,
+    columns: Vec<ColumnSpec>,
+}
+
+impl NpzInMemory {
+    /// Room for the columns' data is taken at once (headers grow it by a little).
+    pub fn new(rows: usize, columns: &[ColumnSpec], constants: &[Constant]) -> NpzInMemory {
+        let data: usize = columns
+            .iter()
+            .map(|c| c.npy_shape(rows).iter().product::<usize>() * c.kind.item_bytes())
+            .sum();
+        let memory = MemoryFile(std::sync::Arc::new(std::sync::Mutex::new(
+            std::io::Cursor::new(Vec::with_capacity(data)),
+        )));
+        let writer = NpzWriter::new(Box::new(memory.clone()), rows, columns, constants)
+            .expect("writing to memory does not fail");
+        NpzInMemory {
+            writer,
+            memory,
+            columns: columns.to_vec(),
+        }
+    }
+
+    /// The next `count` rows of every column.
+    pub fn append(&mut self, count: usize, values: &[Values<'_>]) {
+        self.writer
+            .append(count, &self.columns, values)
+            .expect("writing to memory does not fail");
+    }
+
+    /// The archive's bytes, its headers written.
+    pub fn finish(self) -> Vec<u8> {
+        self.writer
+            .finish()
+            .expect("writing to memory does not fail");
+        let cursor = std::mem::take(&mut *self.memory.0.lock().expect("not poisoned"));
+        cursor.into_inner()
+    }
 }
 
 /// A growable in-memory file the writer and its caller share.

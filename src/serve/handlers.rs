@@ -575,38 +575,46 @@ pub(super) async fn mesh_sdf(
         (None, pad) => GridRegion::Pad(pad.unwrap_or(0.1)),
     };
     let sign = parse_sign(params.sign.as_deref(), SignChoice::Auto)?;
+    // The answer is held against --max-inflight-mb before any sample is computed: a grid
+    // that could not be held is 503 (or 400) now, not after its work, and clients asking
+    // at once cannot make the server hold more than the limit.
+    let held = state.inflight.hold(
+        (samples as usize)
+            .saturating_mul(4)
+            .saturating_add(NPZ_HEADROOM_BYTES),
+    )?;
     let engine = state.engine();
     let target = resident.target.clone();
-    // The answer's .npz is made there too: a grid of 2^24 samples is 64 MiB to copy and sum.
-    let bytes = blocking(move || {
+    // The answer's .npz is made there too, chunk by chunk as the samples arrive; the
+    // reservation goes with it, so a client gone mid-grid frees it only with the grid.
+    let (bytes, held) = blocking(move || {
         let Target::Mesh(mesh) = target.as_ref() else {
             return Err(Error::Usage("sdf grids are made of meshes".into()));
         };
         let grid = Grid::new(mesh.mesh(), res, region)?;
-        let mut values = Vec::with_capacity(grid.len());
+        let column = [ColumnSpec {
+            shape: Some(grid.res.to_vec()),
+            ..ColumnSpec::scalar("sdf")
+        }];
+        let mut npz = NpzInMemory::new(grid.len(), &column, &grid.constants());
         let job = crate::engine::SdfGrid {
             mesh,
             grid: &grid,
             sign: engine.resolve_sign(mesh, sign)?,
         };
         engine.sdf(job, &mut |_first, chunk: &[f32]| {
-            values.extend_from_slice(chunk);
+            npz.append(chunk.len(), &[Values::f32_column(chunk, 1)]);
             Ok(())
         })?;
-        let column = ColumnSpec {
-            shape: Some(grid.res.to_vec()),
-            ..ColumnSpec::scalar("sdf")
-        };
-        Ok(npz_in_memory(
-            values.len(),
-            &[column],
-            &grid.constants(),
-            &[Values::f32_column(&values, 1)],
-        ))
+        Ok((npz.finish(), held))
     })
     .await?;
-    npz_bytes(&state, bytes)
+    Ok(held_npz_response(bytes, held))
 }
+
+/// What an `.npz` of one grid column takes beyond its samples' bytes: its arrays' headers,
+/// the grid's `origin` and `spacing`, and the ZIP directory (well under a kilobyte).
+const NPZ_HEADROOM_BYTES: usize = 4096;
 
 #[utoipa::path(post, path = "/v1/segments", tag = "queries",
     params(api::FieldsParams),
@@ -732,8 +740,17 @@ fn columns_npz(columns: &Columns) -> Vec<u8> {
 /// (`AnswerBody`); 503 past it.
 pub(super) fn npz_bytes(state: &AppState, bytes: Vec<u8>) -> ApiResult<Response> {
     let held = state.inflight.hold(bytes.len())?;
+    Ok(held_npz_response(bytes, held))
+}
+
+/// An `.npz` answer whose bytes `held` already holds against --max-inflight-mb.
+fn held_npz_response(bytes: Vec<u8>, held: Reservation) -> Response {
+    debug_assert!(
+        bytes.len() <= held.bytes(),
+        "an answer beyond its reservation"
+    );
     let body = Body::new(AnswerBody::new(bytes, held));
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response())
+    ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
 }
 
 /// Values as f64, for the host's own use (segment pairs are built in f64).

@@ -31,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use crate::auto_sign::SignChoice;
 use crate::error::Error;
 use crate::fields::{Columns, Family, Fields};
-use crate::io::{ColumnSpec, Values, field_column, npz_in_memory};
+use crate::io::{ColumnSpec, NpzInMemory, Values, field_column, npz_in_memory};
 use crate::mesh::Sign;
 use crate::sdf::{Grid, GridRegion};
 use crate::sync::{read, write};
