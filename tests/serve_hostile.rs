@@ -748,6 +748,37 @@ fn answers_clients_do_not_read_are_held_within_the_inflight_cap() {
     assert_eq!(metric(&server, "closest_inflight_body_bytes"), 0.0);
 }
 
+/// A query's answer is held with its body before its work: one whose body and answer the cap
+/// could never hold together is 400 at once (before, it was computed, then refused with a 503
+/// that no retry could pass); with fewer fields it is answered, and nothing stays held.
+#[test]
+fn a_query_is_held_with_its_answer_before_its_work() {
+    let server = Server::start(&["--max-inflight-mb", "1"]);
+    let tetrahedron = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n";
+    assert_eq!(
+        server.put("/v1/meshes/m?format=obj", tetrahedron).status,
+        201
+    );
+    // 30,000 points: a body of 360 kB and, with every field, an answer of 960 kB; each
+    // alone under the cap of 1 MiB, together over it.
+    let body = points_npy(&points(30_000, 1, -1.0, 2.0));
+    server.post("/v1/meshes/m/query", &body).assert_error(
+        400,
+        &[
+            "the answer takes 960000 bytes beside the request's",
+            "fewer",
+        ],
+    );
+    let answered = server.post("/v1/meshes/m/query?fields=distance", &body);
+    assert_eq!(answered.status, 200, "{}", answered.text());
+    assert!(answered.body.len() > 120_000);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&server, "closest_inflight_body_bytes") > 0.0 {
+        assert!(Instant::now() < deadline, "a taken answer is still held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn requests_are_logged_with_their_id_and_never_a_token() {
     let dir = tempdir();

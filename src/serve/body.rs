@@ -49,16 +49,26 @@ impl Inflight {
     /// Hold `bytes` of an answer until the reservation drops; 503 when that takes the total
     /// past the limit, 400 when the answer alone is over it (a retry could never pass).
     pub fn hold(self: &Arc<Self>, bytes: usize) -> ApiResult<Reservation> {
-        if bytes > self.limit {
+        let mut reservation = Reservation::new(self);
+        reservation.hold_answer(bytes)?;
+        Ok(reservation)
+    }
+
+    /// 400 for an answer of `bytes` that the limit could never hold beside the `body` bytes
+    /// of its request.
+    fn check_answer(&self, body: usize, bytes: usize) -> ApiResult<()> {
+        if body.saturating_add(bytes) > self.limit {
+            let body = match body {
+                0 => String::new(),
+                n => format!(" beside the request's {n}"),
+            };
             return Err(ApiError::bad(format!(
-                "the answer takes {bytes} bytes, more than --max-inflight-mb allows the server \
-                 to hold at once ({} bytes): ask fewer rows or fields",
+                "the answer takes {bytes} bytes{body}, more than --max-inflight-mb allows the \
+                 server to hold at once ({} bytes): ask fewer rows or fields",
                 self.limit
             )));
         }
-        let mut reservation = Reservation::new(self);
-        reservation.grow(bytes)?;
-        Ok(reservation)
+        Ok(())
     }
 }
 
@@ -86,6 +96,28 @@ impl Reservation {
         let before = self.inflight.held.fetch_add(bytes, Ordering::Relaxed);
         self.bytes += bytes;
         self.inflight.room_for(before, bytes)
+    }
+
+    /// Hold an answer's `bytes` too, before its work starts: 400 when the limit could never
+    /// hold them beside what is held already (the request's body), 503 when it cannot now.
+    pub fn hold_answer(&mut self, bytes: usize) -> ApiResult<()> {
+        self.inflight.check_answer(self.bytes, bytes)?;
+        self.grow(bytes)
+    }
+
+    /// Hold exactly `bytes` from now on (the answer made, its inputs and parts gone), without
+    /// a check: the work it was held for is done.
+    pub fn settle(&mut self, bytes: usize) {
+        if bytes >= self.bytes {
+            self.inflight
+                .held
+                .fetch_add(bytes - self.bytes, Ordering::Relaxed);
+        } else {
+            self.inflight
+                .held
+                .fetch_sub(self.bytes - bytes, Ordering::Relaxed);
+        }
+        self.bytes = bytes;
     }
 }
 

@@ -155,15 +155,15 @@ pub(super) fn logged(mut response: Response, access: Access) -> Response {
 
 /// An answer's columns as the `.npz` the CLI writes, logged with its target and times.
 pub(super) async fn answer_response(
-    state: &AppState,
     answer: Answer,
+    held: Reservation,
     target: &str,
     rows: usize,
     bytes_in: usize,
 ) -> ApiResult<Response> {
     let (queue_wait, device) = (answer.queue_wait, answer.device);
     Ok(logged(
-        npz_response(state, answer.columns).await?,
+        npz_response(answer.columns, held).await?,
         Access {
             target: Some(target.to_string()),
             rows: Some(rows),
@@ -360,9 +360,12 @@ pub(super) async fn query_target(
         resident.check_answerable(rows.len())?;
     }
     let count = rows.len() / op.width();
+    let bytes_in = held.bytes();
+    let mut held = held;
+    held.hold_answer(answer_bytes(fields, count))?;
     let fault = state.fault(headers);
     let answer = state.submit(&resident, op, fields, rows, fault).await?;
-    answer_response(state, answer, &name, count, held.bytes()).await
+    answer_response(answer, held, &name, count, bytes_in).await
 }
 
 #[utoipa::path(post, path = "/v1/scenes/{name}/contacts", tag = "queries",
@@ -470,6 +473,9 @@ async fn body_contacts(
     }
     let engine = state.engine();
     let rows = bodies.len();
+    let bytes_in = held.bytes();
+    let mut held = held;
+    held.hold_answer(answer_bytes(fields, rows))?;
     let admitting = state.clone();
     let target_name = name.clone();
     let panics = state.fault(headers) == Some(Fault::Panic);
@@ -491,11 +497,11 @@ async fn body_contacts(
     })
     .await?;
     Ok(logged(
-        npz_response(state, columns).await?,
+        npz_response(columns, held).await?,
         Access {
             target: Some(name),
             rows: Some(rows),
-            bytes_in: Some(held.bytes() as u64),
+            bytes_in: Some(bytes_in as u64),
             ..Access::default()
         },
     ))
@@ -632,7 +638,7 @@ pub(super) async fn segments(
 ) -> ApiResult<Response> {
     let fields = parse_fields(Family::Segments, params.fields.as_deref())?;
     let holds = "arrays a and b";
-    let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
+    let (mut archive, mut held) = archive_body(&state, &headers, body, holds).await?;
     let (a, b) = off_the_runtime(move || {
         let a = f64_values(archive_rows(&mut archive, "a", &[2, 3], holds)?);
         let b = f64_values(archive_rows(&mut archive, "b", &[2, 3], holds)?);
@@ -654,6 +660,7 @@ pub(super) async fn segments(
     };
     let a: Vec<_> = a.chunks_exact(6).map(segment).collect();
     let b: Vec<_> = b.chunks_exact(6).map(segment).collect();
+    held.hold_answer(answer_bytes(fields, a.len()))?;
     let engine = state.engine();
     let columns = blocking(move || {
         let job = crate::engine::SegmentPairs {
@@ -663,7 +670,7 @@ pub(super) async fn segments(
         Columns::collect(fields, a.len(), |sink| engine.segment_pairs(job, sink))
     })
     .await?;
-    npz_response(&state, columns).await
+    npz_response(columns, held).await
 }
 
 #[utoipa::path(post, path = "/v1/paired", tag = "queries",
@@ -685,7 +692,7 @@ pub(super) async fn paired(
     let mode = parse_mode(params.mode.as_deref())?;
     let fields = parse_fields(Family::Hits, params.fields.as_deref())?;
     let holds = "shapes.json and points.npy";
-    let (mut archive, _held) = archive_body(&state, &headers, body, holds).await?;
+    let (mut archive, mut held) = archive_body(&state, &headers, body, holds).await?;
     let (shapes, values) = off_the_runtime(move || {
         let text = archive_member(&mut archive, "shapes.json", holds)?;
         let text = String::from_utf8(text)
@@ -694,6 +701,7 @@ pub(super) async fn paired(
         Ok((shapes, archive_rows(&mut archive, "points", &[3], holds)?))
     })
     .await?;
+    held.hold_answer(answer_bytes(fields, shapes.len()))?;
     let engine = state.engine();
     let columns = blocking(move || {
         let job = crate::engine::PairedQuery {
@@ -708,14 +716,21 @@ pub(super) async fn paired(
         Columns::collect(fields, shapes.len(), |sink| engine.query_paired(job, sink))
     })
     .await?;
-    npz_response(&state, columns).await
+    npz_response(columns, held).await
 }
 
 /// Columns as the `.npz` the CLI writes, made on the blocking pool (a large answer's copy
 /// and checksum would hold a runtime thread).
-pub(super) async fn npz_response(state: &AppState, columns: Columns) -> ApiResult<Response> {
+/// `held` holds the request's body and answer until here; then the answer's bytes alone
+/// until its client has taken them (`AnswerBody`).
+pub(super) async fn npz_response(columns: Columns, held: Reservation) -> ApiResult<Response> {
     let bytes = off_the_runtime(move || Ok(columns_npz(&columns))).await?;
-    npz_bytes(state, bytes)
+    Ok(held_npz_response(bytes, held))
+}
+
+/// The bytes of an answer's columns (its `.npz` adds a few hundred), held before its work.
+fn answer_bytes(fields: Fields, rows: usize) -> usize {
+    rows.saturating_mul(fields.row_words() * 4)
 }
 
 fn columns_npz(columns: &Columns) -> Vec<u8> {
@@ -736,19 +751,10 @@ fn columns_npz(columns: &Columns) -> Vec<u8> {
     npz_in_memory(rows, &specs, &[], &values)
 }
 
-/// An `.npz` answer, held against `--max-inflight-mb` until the client has taken it
-/// (`AnswerBody`); 503 past it.
-pub(super) fn npz_bytes(state: &AppState, bytes: Vec<u8>) -> ApiResult<Response> {
-    let held = state.inflight.hold(bytes.len())?;
-    Ok(held_npz_response(bytes, held))
-}
-
-/// An `.npz` answer whose bytes `held` already holds against --max-inflight-mb.
-fn held_npz_response(bytes: Vec<u8>, held: Reservation) -> Response {
-    debug_assert!(
-        bytes.len() <= held.bytes(),
-        "an answer beyond its reservation"
-    );
+/// An `.npz` answer for which `held` was held against --max-inflight-mb before its work:
+/// from now on it holds the answer's bytes alone, until its client has taken them.
+fn held_npz_response(bytes: Vec<u8>, mut held: Reservation) -> Response {
+    held.settle(bytes.len());
     let body = Body::new(AnswerBody::new(bytes, held));
     ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
 }
