@@ -77,11 +77,49 @@ fn check(a: [DVec3; 2], b: [DVec3; 2], hit: &GpuSegmentHit) -> Result<(), String
             expected.distance
         ));
     }
+    // An oracle that shares no idea with the twin: the distance from A(s) to B, convex in s,
+    // minimised by golden-section search.
+    let searched = least_distance_by_search(a, b);
+    if !within((hit.distance as f64 - searched).abs(), tol) {
+        problems.push(format!(
+            "distance {} vs {searched} by search over A (tol {tol:e})",
+            hit.distance
+        ));
+    }
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems.join("; "))
     }
+}
+
+/// The distance from `p` to the segment `b`, by clamped projection.
+fn point_segment_distance(p: DVec3, b: [DVec3; 2]) -> f64 {
+    let d = b[1] - b[0];
+    let length_squared = d.length_squared();
+    let t = if length_squared > 0.0 {
+        ((p - b[0]).dot(d) / length_squared).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (p - (b[0] + d * t)).length()
+}
+
+/// min over s in [0, 1] of the distance from A(s) to B: a convex function of s (the distance
+/// from a point moving on a line to a convex set), so golden-section search finds it.
+fn least_distance_by_search(a: [DVec3; 2], b: [DVec3; 2]) -> f64 {
+    let at = |s: f64| point_segment_distance(a[0] + (a[1] - a[0]) * s, b);
+    let ratio = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..200 {
+        let (x1, x2) = (hi - ratio * (hi - lo), lo + ratio * (hi - lo));
+        if at(x1) <= at(x2) {
+            hi = x2;
+        } else {
+            lo = x1;
+        }
+    }
+    at(0.0).min(at(1.0)).min(at((lo + hi) / 2.0))
 }
 
 fn rotate_about(p: DVec3, axis: DVec3, angle: f64) -> DVec3 {
