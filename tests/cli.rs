@@ -224,6 +224,14 @@ fn csv_points_and_paired_mode() {
             "\"0\",\"0\",\"2\"\n\"2\", \"10\" ,0\n-5,5,\"0\"\n",
         ),
         ("marked.csv", "\u{feff}0,0,2\n2,10,0\n-5,5,0\n"),
+        // As numpy.savetxt writes them by default (spaces), and tab-separated.
+        (
+            "savetxt.csv",
+            "# x y z\n0.000000000000000000e+00 0.000000000000000000e+00 2.000000000000000000e+00\n\
+             2.000000000000000000e+00 1.000000000000000000e+01 0.000000000000000000e+00\n\
+             -5.000000000000000000e+00 5.000000000000000000e+00 0.000000000000000000e+00\n",
+        ),
+        ("tabs.csv", "x\ty\tz\n0\t0\t2\n 2\t10 \t0\n-5\t5\t0\n"),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }

@@ -163,7 +163,13 @@ impl<const N: usize> RowFile<N> {
             if text.is_empty() || text.starts_with('#') {
                 continue;
             }
-            let cells: Vec<&str> = text.split(',').map(unquoted).collect();
+            // Cells split at commas, or, on a line without one, at spaces and tabs: what
+            // `numpy.savetxt` writes by default, and `.xyz` point clouds.
+            let cells: Vec<&str> = if text.contains(',') {
+                text.split(',').map(unquoted).collect()
+            } else {
+                text.split_whitespace().map(unquoted).collect()
+            };
             let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
             // A first line of N cells with no number at all is a header (one of another width,
             // `1;2;3`, is a row in another format, refused below rather than skipped).
@@ -183,7 +189,7 @@ impl<const N: usize> RowFile<N> {
                 return Err(bad_row(
                     "columns".into(),
                     format!(
-                        "expected {N} comma-separated numbers, found {}",
+                        "expected {N} numbers separated by commas (or by spaces), found {}",
                         cells.len()
                     ),
                 ));
