@@ -232,6 +232,8 @@ fn csv_points_and_paired_mode() {
              -5.000000000000000000e+00 5.000000000000000000e+00 0.000000000000000000e+00\n",
         ),
         ("tabs.csv", "x\ty\tz\n0\t0\t2\n 2\t10 \t0\n-5\t5\t0\n"),
+        ("savetxt.txt", "0 0 2\n2 10 0\n-5 5 0\n"),
+        ("cloud.xyz", "0 0 2\n2 10 0\n-5 5 0\n"),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }

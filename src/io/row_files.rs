@@ -26,19 +26,19 @@ pub struct RowLayout<const N: usize> {
 pub const POINTS: RowLayout<3> = RowLayout {
     npy_dims: &[3],
     names: ["x", "y", "z"],
-    what: "points must be a .npy (N, 3) array or a .csv file with 3 columns",
+    what: "points must be a .npy (N, 3) array or a .csv (.txt, .xyz) file with 3 columns",
 };
 
 pub const SPHERES: RowLayout<4> = RowLayout {
     npy_dims: &[4],
     names: ["cx", "cy", "cz", "radius"],
-    what: "spheres must be a .npy (N, 4) array (cx, cy, cz, r) or a .csv file with 4 columns",
+    what: "spheres must be a .npy (N, 4) array (cx, cy, cz, r) or a .csv (.txt) file with 4 columns",
 };
 
 pub const SEGMENTS: RowLayout<6> = RowLayout {
     npy_dims: &[2, 3],
     names: ["ax", "ay", "az", "bx", "by", "bz"],
-    what: "segments must be a .npy (N, 2, 3) array or a .csv file with 6 columns",
+    what: "segments must be a .npy (N, 2, 3) array or a .csv (.txt) file with 6 columns",
 };
 
 /// An opened file of rows of `N` values; rows are read as the engine asks for them.
@@ -81,7 +81,8 @@ impl<const N: usize> RowFile<N> {
             .unwrap_or_default();
         match ext.as_str() {
             "npy" => Self::open_npy(path, layout),
-            "csv" => Self::open_csv(path, layout),
+            // Text rows: spreadsheets' CSV, numpy.savetxt's `.txt`, point clouds' `.xyz`.
+            "csv" | "txt" | "xyz" => Self::open_csv(path, layout),
             _ => Err(Error::BadFile {
                 file: path.display().to_string(),
                 problem: layout.what.into(),
