@@ -97,6 +97,17 @@ def npy_bytes(descr, shape, values, fmt, version=1):
     return b"\x93NUMPY" + bytes([version, 0]) + size + header.encode() + struct.pack(fmt, *values)
 
 
+def off():
+    v = "".join(f"{x} {y} {z}\n" for x, y, z in TETRA_V)
+    f = "".join(f"3 {a} {b} {c}\n" for a, b, c in TETRA_F)
+    put("off", "tetra", "OFF\n# tetrahedron\n4 4 6\n" + v + f)
+    # ModelNet's files run the counts on to the keyword; colours after a face's corners.
+    put("off", "modelnet", "OFF4 4 0\n" + v + "".join(f"3 {a} {b} {c} 255 0 0\n" for a, b, c in TETRA_F))
+    put("off", "quad-coff", "COFF\n4 1 0\n0 0 0 1 0 0 1\n1 0 0 1 0 0 1\n1 1 0 1 0 0 1\n0 1 0 1 0 0 1\n4 0 1 2 3\n")
+    put("off", "bad-index", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 9\n")
+    put("off", "short", "OFF\n4 4 0\n0 0 0\n")
+
+
 def npy():
     pts = [0.5, 1, 2, float("nan"), 0, float("inf"), -3, 1e30, 7]
     put("npy", "f32", npy_bytes("<f4", (3, 3), pts, "<9f"))
@@ -110,5 +121,5 @@ def csv():
     put("csv", "short-row", "1,2,3\n4,5\n")
 
 
-for make in (obj, stl, ply, scene, npy, csv):
+for make in (obj, stl, ply, off, scene, npy, csv):
     make()

@@ -196,6 +196,130 @@ fn polygons_are_fans_and_every_format_reads_a_small_mesh() {
     assert_eq!(load_mesh(&degenerate).unwrap().triangles.len(), 2);
 }
 
+/// OFF as ModelNet and other exporters write it reads as the OBJ of the same mesh: the
+/// counts on their own line or run on to the keyword, comments, colours after a face's
+/// corners or a vertex's position (COFF), normals (NOFF), polygons as fans.
+#[test]
+fn off_files_read_as_the_same_mesh_in_obj() {
+    let dir = tempfile::tempdir().unwrap();
+    let quad_obj = write(
+        &dir,
+        "quad.obj",
+        b"v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nv 0.5 0.5 1\nf 1 2 3 4\nf 1 2 5\n",
+    );
+    let expected = load_mesh(&quad_obj).unwrap();
+    for (name, text) in [
+        (
+            "plain.off",
+            &b"OFF\n# a quad and a triangle\n5 2 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n0.5 0.5 1\n\
+               4 0 1 2 3\n3 0 1 4\n"[..],
+        ),
+        (
+            "modelnet.off",
+            b"OFF5 2 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n0.5 0.5 1\n4 0 1 2 3\n3 0 1 4\n",
+        ),
+        (
+            "coloured.off",
+            b"\xEF\xBB\xBFCOFF\r\n\r\n5 2 7\r\n0 0 0 255 0 0 255\r\n1 0 0 255 0 0 255\r\n\
+              1 1 0 0 0 0 0\r\n0 1 0 1 1 1 1\r\n0.5 0.5 1 0 0 0 0\r\n  4  0 1 2 3 0.5 0.5 0.5\r\n\
+              3 0 1 4 # and a comment\r\n",
+        ),
+        (
+            "normals.OFF",
+            b"NOFF 5 2 0\n0 0 0 0 0 1\n1 0 0 0 0 1\n1 1 0 0 0 1\n0 1 0 0 0 1\n0.5 0.5 1 0 0 1\n\
+              4 0 1 2 3\n3 0 1 4\n",
+        ),
+    ] {
+        let m = load_mesh(&write(&dir, name, text)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(m.triangles, expected.triangles, "{name}");
+        assert_eq!(m.vertices, expected.vertices, "{name}");
+    }
+    // Numbers in every notation.
+    let scaled = write(
+        &dir,
+        "big.off",
+        b"OFF\n3 1 0\n-1.5e2 2.25 3E-1\n1 0 0\n0 1 0\n3 0 1 2\n",
+    );
+    let m = load_mesh(&scaled).unwrap();
+    assert_eq!(m.vertices.get(0), DVec3::new(-150.0, 2.25, 0.3));
+}
+
+#[test]
+fn broken_off_files_name_the_line_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, needles) in [
+        ("empty.off", &b""[..], &["OFF", "empty"][..]),
+        (
+            "keyword.off",
+            b"OFX\n3 1 0\n",
+            &["line 1", "keyword OFF", "OFX"],
+        ),
+        (
+            "counts.off",
+            b"OFF\nthree 1 0\n",
+            &["line 2", "vertex count"],
+        ),
+        (
+            "no-counts.off",
+            b"OFF\n# nothing else\n",
+            &["ends before its counts"],
+        ),
+        (
+            "short.off",
+            b"OFF\n4 1 0\n0 0 0\n1 0 0\n",
+            &["declares 4 vertices", "after 2"],
+        ),
+        (
+            "vertex.off",
+            b"OFF\n3 1 0\n0 0 0\n1 0\n0 1 0\n3 0 1 2\n",
+            &["line 4", "vertex 1", "three numbers"],
+        ),
+        (
+            "faces.off",
+            b"OFF\n3 2 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n",
+            &["declares 2 faces", "after 1"],
+        ),
+        (
+            "index.off",
+            b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 3\n",
+            &["line 6", "face 0", "`3`", "below 3"],
+        ),
+        (
+            "negative.off",
+            b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 -1\n",
+            &["face 0", "`-1`"],
+        ),
+        (
+            "corners.off",
+            b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n2 0 1\n",
+            &["face 0", "at least three corners"],
+        ),
+        (
+            "listed.off",
+            b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n4 0 1 2\n",
+            &["face 0", "declares 4 and lists 3"],
+        ),
+        (
+            "binary.off",
+            b"OFF BINARY\n\0\0\0\x03",
+            &["binary OFF", "text"],
+        ),
+        (
+            "nan.off",
+            b"OFF\n3 1 0\nnan 0 0\n1 0 0\n0 1 0\n3 0 1 2\n",
+            &["vertex 0", "finite"],
+        ),
+        // A count far beyond the file is refused at its end, not allocated.
+        (
+            "huge.off",
+            b"OFF\n18446744073709551615 1 0\n0 0 0\n",
+            &["declares 18446744073709551615 vertices"],
+        ),
+    ] {
+        assert_bad(&write(&dir, name, text), needles);
+    }
+}
+
 #[test]
 fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
     // A file of one endless line (a comment, or a line continued forever) was read whole
@@ -454,7 +578,7 @@ fn broken_meshes_name_the_file_and_the_problem() {
     ] {
         assert_bad(&write(&dir, name, text), &needles);
     }
-    assert_bad(&write(&dir, "mesh.off", b"OFF\n"), &[".obj, .stl or .ply"]);
+    assert_bad(&write(&dir, "mesh.dxf", b"0\nSECTION\n"), &[".obj, .stl, .ply or .off"]);
     assert_bad(&dir.path().join("missing.stl"), &[]);
 }
 

@@ -233,7 +233,20 @@ fn every_error_has_its_status_and_names_the_problem() {
     }
     server
         .put("/v1/meshes/m?format=dxf", b"")
-        .assert_error(400, &["format"]);
+        .assert_error(400, &["format", "off"]);
+    // OFF (ModelNet's) is taken as the CLI takes it; a broken one names its line.
+    let tetrahedron = b"OFF4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n";
+    let put = server.put("/v1/meshes/t?format=off", tetrahedron);
+    assert_eq!(put.status, 201, "{}", put.text());
+    assert!(put.text().contains("\"triangles\":4"), "{}", put.text());
+    server
+        .put(
+            "/v1/meshes/t2?format=off",
+            b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n",
+        )
+        .assert_error(400, &["line 6", "face 0"]);
+    let deleted = server.request("DELETE", "/v1/meshes/t", &[], &[]);
+    assert_eq!(deleted.status, 204);
     server
         .put(
             "/v1/meshes/m?format=stl",

@@ -119,15 +119,15 @@ class Client:
         return RemoteScene(self, name)
 
     def mesh(self, name, path=None):
-        """Upload the mesh file at ``path`` (.obj/.stl/.ply) as mesh ``name``, or, without a
+        """Upload the mesh file at ``path`` (.obj/.stl/.ply/.off) as mesh ``name``, or, without a
         path, use the resident one."""
         if path is not None:
             if not isinstance(path, (str, bytes, os.PathLike)):
                 raise InputError(f"path: expected a path to a mesh file, got {type(path).__name__}")
             path = os.fsdecode(os.fspath(path))
             fmt = os.path.splitext(path)[1][1:].lower()
-            if fmt not in ("obj", "stl", "ply"):
-                raise InputError(f"path: {path!r:.120} is no .obj, .stl or .ply file")
+            if fmt not in ("obj", "stl", "ply", "off"):
+                raise InputError(f"path: {path!r:.120} is no .obj, .stl, .ply or .off file")
             body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)

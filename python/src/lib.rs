@@ -745,7 +745,7 @@ impl Engine {
         })
     }
 
-    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply) or
+    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply, .off) or
     /// `mesh(vertices=(V, 3), triangles=(F, 3))`.
     #[pyo3(signature = (path=None, *, vertices=None, triangles=None))]
     fn mesh(

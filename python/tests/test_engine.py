@@ -110,6 +110,19 @@ def test_mesh_query_and_sdf_equal_the_cli(backend, cli, tmp_path):
     assert grid["sdf"].shape == (20, 21, 22)
 
 
+def test_off_meshes_answer_as_the_same_obj(backend, tmp_path):
+    # ModelNet's OFF files (their counts run on to the keyword), locally and through the service.
+    corners = "0 0 0\n1 0 0\n0 1 0\n0 0 1\n"
+    (tmp_path / "t.off").write_text("OFF4 4 0\n" + corners + "3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n")
+    (tmp_path / "t.obj").write_text("".join(f"v {line}\n" for line in corners.splitlines())
+                                    + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    points = random_points(500, seed=5, spread=2.0)
+    got = backend.mesh(str(tmp_path / "t.off")).query(points, sign="pseudonormal")
+    want = backend.mesh(str(tmp_path / "t.obj")).query(points, sign="pseudonormal")
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 def test_indexed_mesh_records_give_the_cli_answers(cli, tmp_path):
     # The CLI's --mesh-records, from Python: indexed records (fewer bytes a triangle) answer as
     # the CLI does with the same option, within SPEC §3 of packed records.

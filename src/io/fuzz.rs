@@ -18,16 +18,18 @@ pub enum Loader {
     Obj,
     Stl,
     Ply,
+    Off,
     Scene,
     Npy,
     Csv,
 }
 
 impl Loader {
-    pub const ALL: [Loader; 6] = [
+    pub const ALL: [Loader; 7] = [
         Loader::Obj,
         Loader::Stl,
         Loader::Ply,
+        Loader::Off,
         Loader::Scene,
         Loader::Npy,
         Loader::Csv,
@@ -40,6 +42,7 @@ impl Loader {
             Loader::Obj => "obj",
             Loader::Stl => "stl",
             Loader::Ply => "ply",
+            Loader::Off => "off",
             Loader::Scene => "scene",
             Loader::Npy => "npy",
             Loader::Csv => "csv",
@@ -53,6 +56,7 @@ impl Loader {
             Loader::Obj => feed_mesh(data, MeshFormat::Obj),
             Loader::Stl => feed_mesh(data, MeshFormat::Stl),
             Loader::Ply => feed_mesh(data, MeshFormat::Ply),
+            Loader::Off => feed_mesh(data, MeshFormat::Off),
             Loader::Scene => feed_scene(data),
             Loader::Npy | Loader::Csv => feed_points(data, self.name()),
         }

@@ -1,6 +1,7 @@
-//! Mesh files (SPEC §4): OBJ (polygons triangulated as fans) and STL (ASCII and binary) by our
-//! own readers, PLY (ASCII and binary; faces, or triangle strips as in `igea.ply`) through its
-//! crate. A malformed or truncated file is an error naming the file and the problem.
+//! Mesh files (SPEC §4): OBJ (polygons triangulated as fans), STL (ASCII and binary) and OFF
+//! (ModelNet's) by our own readers, PLY (ASCII and binary; faces, or triangle strips as in
+//! `igea.ply`) through its crate. A malformed or truncated file is an error naming the file and
+//! the problem.
 
 use std::path::Path;
 
@@ -8,12 +9,12 @@ use crate::error::{Error, Result};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Vertices};
 
-/// Load a mesh by its extension: `.obj`, `.stl` or `.ply`.
+/// Load a mesh by its extension: `.obj`, `.stl`, `.ply` or `.off`.
 pub fn load_mesh(path: &Path) -> Result<Mesh> {
     let file = path.display().to_string();
     let format = MeshFormat::of(path).ok_or_else(|| Error::BadFile {
         file: file.clone(),
-        problem: "a mesh must be .obj, .stl or .ply (by its extension)".into(),
+        problem: "a mesh must be .obj, .stl, .ply or .off (by its extension)".into(),
     })?;
     let opened = std::fs::File::open(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
@@ -28,6 +29,7 @@ pub enum MeshFormat {
     Obj,
     Stl,
     Ply,
+    Off,
 }
 
 impl MeshFormat {
@@ -38,6 +40,7 @@ impl MeshFormat {
             "obj" => MeshFormat::Obj,
             "stl" => MeshFormat::Stl,
             "ply" => MeshFormat::Ply,
+            "off" => MeshFormat::Off,
             _ => return None,
         })
     }
@@ -58,6 +61,7 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
         MeshFormat::Obj => read_obj(&mut reader),
         MeshFormat::Stl => read_stl(&mut reader),
         MeshFormat::Ply => read_ply(&mut reader),
+        MeshFormat::Off => read_off(&mut reader),
     };
     if reader.interrupted {
         return Err(Error::Interrupted);
@@ -234,6 +238,149 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
              declares {} positions)",
             vertices.len()
         ));
+    }
+    Ok((vertices.into(), triangles))
+}
+
+/// OFF (Object File Format, as ModelNet's meshes are): `OFF`, then the vertex, face and edge
+/// counts, then a line per vertex (its first three numbers; colours or normals after them are
+/// not needed) and a line per face (its corner count, its corners' 0-based indices, then
+/// colours, not needed), polygons triangulated as fans. `#` starts a comment. ModelNet's files
+/// that run the counts on to the keyword (`OFF490 518 0`) are read as meant; `COFF` and `NOFF`
+/// (colours or normals on the vertex lines) too. Binary OFF is refused by name.
+fn read_off<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
+    let mut line = Vec::new();
+    let mut number = 0;
+    // The next line with words on it (comments and blank lines skipped) as its words, and its
+    // number; `None` at the end of the file.
+    let mut next_line =
+        |reader: &mut R| -> std::result::Result<Option<(Vec<String>, usize)>, String> {
+            loop {
+                line.clear();
+                if read_capped_line(reader, &mut line, number + 1, "OFF")? == 0 {
+                    return Ok(None);
+                }
+                number += 1;
+                let text = match line.iter().position(|&b| b == b'#') {
+                    Some(comment) => &line[..comment],
+                    None => &line[..],
+                };
+                let text = String::from_utf8_lossy(text);
+                let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+                if !words.is_empty() {
+                    return Ok(Some((words, number)));
+                }
+            }
+        };
+    let bad =
+        |line: usize, problem: String| format!("not a valid OFF file: line {line}: {problem}");
+    let Some((mut words, first)) = next_line(reader)? else {
+        return Err("not a valid OFF file: it is empty".into());
+    };
+    let keyword = words[0].trim_start_matches('\u{feff}').to_string();
+    let counted_on = ["NOFF", "COFF", "OFF"]
+        .iter()
+        .find_map(|k| keyword.strip_prefix(k).map(|rest| (*k, rest.to_string())));
+    let Some((_, rest)) = counted_on.filter(|(_, rest)| rest.chars().all(|c| c.is_ascii_digit()))
+    else {
+        return Err(bad(
+            first,
+            format!("expected the keyword OFF, found `{keyword}`"),
+        ));
+    };
+    words.remove(0);
+    if !rest.is_empty() {
+        words.insert(0, rest);
+    }
+    if words
+        .first()
+        .is_some_and(|w| w.eq_ignore_ascii_case("BINARY"))
+    {
+        return Err(bad(
+            first,
+            "binary OFF is not read: write it as text (ASCII) OFF".into(),
+        ));
+    }
+    let (counts, counts_line) = if words.is_empty() {
+        next_line(reader)?.ok_or_else(|| bad(first, "the file ends before its counts".into()))?
+    } else {
+        (words, first)
+    };
+    let count = |k: usize, what: &str| -> std::result::Result<usize, String> {
+        counts
+            .get(k)
+            .and_then(|w| w.parse::<usize>().ok())
+            .ok_or_else(|| {
+                bad(
+                    counts_line,
+                    format!("expected the {what} count, a whole number"),
+                )
+            })
+    };
+    let (vertex_count, face_count) = (count(0, "vertex")?, count(1, "face")?);
+    // Declared counts are not trusted for room: a line per element is read before it is kept.
+    let mut vertices: Vec<DVec3> = Vec::with_capacity(vertex_count.min(4096));
+    while vertices.len() < vertex_count {
+        let (words, at) = next_line(reader)?.ok_or_else(|| {
+            format!(
+                "not a valid OFF file: it declares {vertex_count} vertices but ends after {}",
+                vertices.len()
+            )
+        })?;
+        let mut position = [0.0; 3];
+        for (c, word) in position
+            .iter_mut()
+            .zip(words.iter().chain(std::iter::repeat(&String::new())))
+        {
+            *c = word
+                .parse::<f64>()
+                .map_err(|_| bad(at, format!("vertex {} needs three numbers", vertices.len())))?;
+        }
+        vertices.push(DVec3::from_array(position));
+    }
+    let mut triangles: Vec<[u32; 3]> = Vec::with_capacity(face_count.min(4096));
+    for face in 0..face_count {
+        let (words, at) = next_line(reader)?.ok_or_else(|| {
+            format!("not a valid OFF file: it declares {face_count} faces but ends after {face}")
+        })?;
+        let corners = words[0].parse::<usize>().map_err(|_| {
+            bad(
+                at,
+                format!(
+                    "face {face}: expected its corner count, found `{}`",
+                    words[0]
+                ),
+            )
+        })?;
+        if corners < 3 || corners > words.len() - 1 {
+            return Err(bad(
+                at,
+                format!(
+                    "face {face}: a face needs at least three corners and lists them all; \
+                     it declares {corners} and lists {}",
+                    words.len() - 1
+                ),
+            ));
+        }
+        let index = |k: usize| -> std::result::Result<u32, String> {
+            words[1 + k]
+                .parse::<u32>()
+                .ok()
+                .filter(|&i| (i as usize) < vertex_count)
+                .ok_or_else(|| {
+                    bad(
+                        at,
+                        format!(
+                            "face {face}: corner `{}` is no vertex index below {vertex_count}",
+                            words[1 + k]
+                        ),
+                    )
+                })
+        };
+        let first_corner = index(0)?;
+        for k in 1..corners - 1 {
+            triangles.push([first_corner, index(k)?, index(k + 1)?]);
+        }
     }
     Ok((vertices.into(), triangles))
 }

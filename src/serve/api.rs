@@ -105,7 +105,7 @@ pub(crate) struct FieldsParams {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MeshFormat {
-    /// `obj`, `stl` or `ply`.
+    /// `obj`, `stl`, `ply` or `off`.
     #[param(example = "obj")]
     pub format: Option<String>,
 }

@@ -241,9 +241,9 @@ pub(super) async fn put_mesh(
 ) -> ApiResult<Response> {
     check_name(&name)?;
     let format = params.format.unwrap_or_default().to_ascii_lowercase();
-    if !matches!(format.as_str(), "obj" | "stl" | "ply") {
+    if !matches!(format.as_str(), "obj" | "stl" | "ply" | "off") {
         return Err(ApiError::bad(format!(
-            "format: `{format}`: give ?format=obj, stl or ply"
+            "format: `{format}`: give ?format=obj, stl, ply or off"
         )));
     }
     let file = body_to_file(&state.private, state.body(&headers, body)?, &format).await?;
