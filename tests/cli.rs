@@ -234,6 +234,11 @@ fn csv_points_and_paired_mode() {
         ("tabs.csv", "x\ty\tz\n0\t0\t2\n 2\t10 \t0\n-5\t5\t0\n"),
         ("savetxt.txt", "0 0 2\n2 10 0\n-5 5 0\n"),
         ("cloud.xyz", "0 0 2\n2 10 0\n-5 5 0\n"),
+        // A point cloud's positions lead its rows: normals or colours after them are left.
+        (
+            "normals.xyz",
+            "x y z nx ny nz\n0 0 2 0 0 1\n2 10 0 0 1 0\n-5 5 0 1 0 0\n",
+        ),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }

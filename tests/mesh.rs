@@ -578,7 +578,10 @@ fn broken_meshes_name_the_file_and_the_problem() {
     ] {
         assert_bad(&write(&dir, name, text), &needles);
     }
-    assert_bad(&write(&dir, "mesh.dxf", b"0\nSECTION\n"), &[".obj, .stl, .ply or .off"]);
+    assert_bad(
+        &write(&dir, "mesh.dxf", b"0\nSECTION\n"),
+        &[".obj, .stl, .ply or .off"],
+    );
     assert_bad(&dir.path().join("missing.stl"), &[]);
 }
 

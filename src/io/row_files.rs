@@ -81,8 +81,10 @@ impl<const N: usize> RowFile<N> {
             .unwrap_or_default();
         match ext.as_str() {
             "npy" => Self::open_npy(path, layout),
-            // Text rows: spreadsheets' CSV, numpy.savetxt's `.txt`, point clouds' `.xyz`.
-            "csv" | "txt" | "xyz" => Self::open_csv(path, layout),
+            // Text rows: spreadsheets' CSV, numpy.savetxt's `.txt`, point clouds' `.xyz`, whose
+            // positions lead and may be followed by normals or colours.
+            "csv" | "txt" => Self::open_csv(path, layout, false),
+            "xyz" => Self::open_csv(path, layout, true),
             _ => Err(Error::BadFile {
                 file: path.display().to_string(),
                 problem: layout.what.into(),
@@ -139,7 +141,8 @@ impl<const N: usize> RowFile<N> {
         })
     }
 
-    fn open_csv(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
+    /// `leading`: rows may hold more than N cells, of which the first N are read.
+    fn open_csv(path: &Path, layout: RowLayout<N>, leading: bool) -> Result<RowFile<N>> {
         // Spreadsheets quote cells ("1.5"): a quoted number is a number, a quoted name still
         // a header's.
         fn unquoted(cell: &str) -> &str {
@@ -166,11 +169,14 @@ impl<const N: usize> RowFile<N> {
             }
             // Cells split at commas, or, on a line without one, at spaces and tabs: what
             // `numpy.savetxt` writes by default, and `.xyz` point clouds.
-            let cells: Vec<&str> = if text.contains(',') {
+            let mut cells: Vec<&str> = if text.contains(',') {
                 text.split(',').map(unquoted).collect()
             } else {
                 text.split_whitespace().map(unquoted).collect()
             };
+            if leading {
+                cells.truncate(N);
+            }
             let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
             // A first line of N cells with no number at all is a header (one of another width,
             // `1;2;3`, is a row in another format, refused below rather than skipped).
