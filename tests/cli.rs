@@ -239,6 +239,13 @@ fn csv_points_and_paired_mode() {
             "normals.xyz",
             "x y z nx ny nz\n0 0 2 0 0 1\n2 10 0 0 1 0\n-5 5 0 1 0 0\n",
         ),
+        // A scan's point cloud: a PLY of vertices alone, with normals and colours.
+        (
+            "cloud.ply",
+            "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+             property float z\nproperty float nx\nproperty float ny\nproperty float nz\n\
+             property uchar red\nend_header\n0 0 2 0 0 1 255\n2 10 0 0 1 0 0\n-5 5 0 1 0 0 9\n",
+        ),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }

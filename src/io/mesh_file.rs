@@ -23,6 +23,27 @@ pub fn load_mesh(path: &Path) -> Result<Mesh> {
     read_mesh(&mut std::io::BufReader::new(opened), format, &file)
 }
 
+/// A PLY file's vertex positions, faces or none (a scanned point cloud's file): the rows of a
+/// points file in `.ply`.
+pub(crate) fn read_ply_positions(path: &Path) -> Result<Vertices> {
+    let file = path.display().to_string();
+    let opened = std::fs::File::open(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = Interruptible {
+        inner: &mut std::io::BufReader::new(opened),
+        unasked: 0,
+        interrupted: false,
+    };
+    let read = read_ply(&mut reader);
+    if reader.interrupted {
+        return Err(Error::Interrupted);
+    }
+    let (vertices, _) = read.map_err(|problem| Error::BadFile { file, problem })?;
+    Ok(vertices)
+}
+
 /// The mesh file formats, told apart by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MeshFormat {

@@ -26,7 +26,7 @@ pub struct RowLayout<const N: usize> {
 pub const POINTS: RowLayout<3> = RowLayout {
     npy_dims: &[3],
     names: ["x", "y", "z"],
-    what: "points must be a .npy (N, 3) array or a .csv (.txt, .xyz) file with 3 columns",
+    what: "points must be a .npy (N, 3) array or a .csv (.txt, .xyz) file with 3 columns, or a .ply point cloud",
 };
 
 pub const SPHERES: RowLayout<4> = RowLayout {
@@ -85,6 +85,22 @@ impl<const N: usize> RowFile<N> {
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false),
             "xyz" => Self::open_csv(path, layout, true),
+            // A point cloud's vertices (a scan's `.ply`), as points only.
+            "ply" if N == 3 => {
+                let vertices = super::mesh_file::read_ply_positions(path)?;
+                let rows = (0..vertices.len())
+                    .map(|k| {
+                        let mut row = [0.0; N];
+                        row.copy_from_slice(&vertices.get(k).to_array()[..N]);
+                        row
+                    })
+                    .collect::<Vec<[f64; N]>>();
+                Ok(RowFile {
+                    path: path.to_path_buf(),
+                    rows: rows.len(),
+                    data: RowData::Memory(rows),
+                })
+            }
             _ => Err(Error::BadFile {
                 file: path.display().to_string(),
                 problem: layout.what.into(),
