@@ -58,19 +58,24 @@ __all__ = [
 
 def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
     """How far meshes `a` and `b` deviate (SPEC §9): `a.distance_to(b, ...)`, where `a` and `b`
-    are `closest.Mesh` objects of one engine or mesh paths (opened on `engine`, or on a default
-    `Engine()` made once). {"a_to_b", "b_to_a" (vertex deviations), "hausdorff",
+    are `closest.Mesh` objects of one engine, mesh paths or trimesh or Open3D meshes (opened on
+    `engine`, or on a default `Engine()` made once). {"a_to_b", "b_to_a" (vertex deviations), "hausdorff",
     "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer", "chamfer_squared", and the means}."""
+    def opened(value):
+        # A path, or a trimesh or Open3D mesh (`Engine.mesh` reads their arrays).
+        return value if isinstance(value, (str, bytes)) else _os.fspath(value) if isinstance(value, _os.PathLike) else value
+
     for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, (Mesh, str, bytes, _os.PathLike)):
-            raise InputError(f"{name}: expected a closest.Mesh or a mesh file's path, got {type(value).__name__}")
+        if not isinstance(value, (Mesh, str, bytes, _os.PathLike)) and not hasattr(value, "vertices"):
+            raise InputError(f"{name}: expected a closest.Mesh, a mesh file's path or a trimesh or Open3D mesh, "
+                             f"got {type(value).__name__}")
     if engine is not None and not isinstance(engine, Engine):
         raise InputError(f"engine: expected a closest.Engine or None, got {type(engine).__name__}")
     if not isinstance(a, Mesh) or not isinstance(b, Mesh):
         if engine is None:
             engine = a.engine if isinstance(a, Mesh) else b.engine if isinstance(b, Mesh) else _default_engine()
-        a = a if isinstance(a, Mesh) else engine.mesh(_os.fspath(a))
-        b = b if isinstance(b, Mesh) else engine.mesh(_os.fspath(b))
+        a = a if isinstance(a, Mesh) else engine.mesh(opened(a))
+        b = b if isinstance(b, Mesh) else engine.mesh(opened(b))
     return a.distance_to(b, samples=samples, seed=seed, sign=sign)
 
 

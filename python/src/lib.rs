@@ -238,8 +238,36 @@ fn optional_path(
     }
 }
 
-fn mesh_path(value: &Bound<'_, PyAny>) -> PyResult<Option<std::path::PathBuf>> {
-    optional_path(value, "path", "None or a path to a mesh file")
+/// What `Engine.mesh` reads a mesh from: a file, or a mesh object's arrays.
+enum MeshSource<'py> {
+    File(std::path::PathBuf),
+    Arrays(Bound<'py, PyAny>, Bound<'py, PyAny>),
+}
+
+/// `path`: a mesh file's path, or an object with `vertices` and `faces` (a `trimesh.Trimesh`)
+/// or `vertices` and `triangles` (an Open3D `TriangleMesh`), so that meshes users hold in
+/// those libraries need no file.
+fn mesh_source<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<MeshSource<'py>>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    if let Some(path) = path_value(value) {
+        return Ok(Some(MeshSource::File(path)));
+    }
+    if let Ok(vertices) = value.getattr("vertices") {
+        for faces in ["faces", "triangles"] {
+            if let Ok(triangles) = value.getattr(faces) {
+                return Ok(Some(MeshSource::Arrays(vertices, triangles)));
+            }
+        }
+    }
+    read_argument::<std::path::PathBuf>(
+        value,
+        "path",
+        "None, a path to a mesh file, or a mesh with vertices and faces (trimesh) or \
+         triangles (Open3D)",
+    )
+    .map(|path| Some(MeshSource::File(path)))
 }
 
 fn out_path(value: &Bound<'_, PyAny>) -> PyResult<Option<std::path::PathBuf>> {
@@ -745,20 +773,26 @@ impl Engine {
         })
     }
 
-    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply, .off) or
+    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply, .off), `mesh(m)` of a
+    /// `trimesh.Trimesh` or an Open3D `TriangleMesh`, or
     /// `mesh(vertices=(V, 3), triangles=(F, 3))`.
     #[pyo3(signature = (path=None, *, vertices=None, triangles=None))]
-    fn mesh(
+    fn mesh<'py>(
         &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = mesh_path)] path: Option<std::path::PathBuf>,
-        vertices: Option<&Bound<'_, PyAny>>,
-        triangles: Option<&Bound<'_, PyAny>>,
+        py: Python<'py>,
+        #[pyo3(from_py_with = mesh_source)] path: Option<MeshSource<'py>>,
+        vertices: Option<&Bound<'py, PyAny>>,
+        triangles: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<MeshTarget> {
         guarded_on(&self.inner, "Engine.mesh", || {
             let mesh = match (path, vertices, triangles) {
                 // Interruptible (Ctrl-C): a large mesh's load and build take seconds.
-                (Some(path), None, None) => detached(py, || closest::io::load_mesh(&path))?,
+                (Some(MeshSource::File(path)), None, None) => {
+                    detached(py, || closest::io::load_mesh(&path))?
+                }
+                (Some(MeshSource::Arrays(vertices, triangles)), None, None) => {
+                    mesh_from_arrays(&vertices, &triangles)?
+                }
                 (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
                 _ => {
                     return Err(input_error(

@@ -123,6 +123,35 @@ def test_off_meshes_answer_as_the_same_obj(backend, tmp_path):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+def test_trimesh_and_open3d_meshes_are_read_by_their_arrays(engine):
+    # Objects as trimesh (`vertices`, `faces`) and Open3D (`vertices`, `triangles`) hold
+    # meshes: read without a file, with the answers of the file they came from.
+    path = str(MESHES / "fandisk.obj")
+    text = open(path).read().split("\n")
+    vertices = np.array([l.split()[1:4] for l in text if l.startswith("v ")], np.float64)
+    faces = np.array([[int(w.split("/")[0]) - 1 for w in l.split()[1:4]] for l in text if l.startswith("f ")])
+
+    class Trimesh:
+        pass
+
+    class TriangleMesh:
+        pass
+
+    tri, o3d = Trimesh(), TriangleMesh()
+    tri.vertices, tri.faces = vertices, faces
+    o3d.vertices, o3d.triangles = vertices.tolist(), faces.tolist()
+    points = random_points(2000, seed=9, spread=3.0)
+    want = engine.mesh(path).query(points, sign="pseudonormal")
+    for held in (tri, o3d):
+        got = engine.mesh(held).query(points, sign="pseudonormal")
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{type(held).__name__} {name}")
+    d = closest.mesh_distance(tri, path, samples=1000, engine=engine)
+    assert d["hausdorff"] < 1e-5 * 30  # the same surface: f32 rounding of fandisk (30 across)
+    with pytest.raises(closest.InputError, match="path: expected None, a path to a mesh file, or a mesh"):
+        engine.mesh(3)
+
+
 def test_indexed_mesh_records_give_the_cli_answers(cli, tmp_path):
     # The CLI's --mesh-records, from Python: indexed records (fewer bytes a triangle) answer as
     # the CLI does with the same option, within SPEC §3 of packed records.
