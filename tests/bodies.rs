@@ -1260,6 +1260,28 @@ fn least_push(body: &Convex, target: &Convex) -> (f64, DVec3) {
     best
 }
 
+/// A cylinder on a capsule at size 1000 (seed 34 of the pairs below): the cores are apart, so
+/// the normal is GJK's direction, whose stop bounds the distance, not the direction. It was
+/// 0.05° off, at a kink of the depth (the capsule's witness inside its segment), and a push
+/// by the depth along it left 0.475 of overlap: the direction is now made normal to the
+/// segment its witness lies on (gjk.wgsl's `straightened`).
+#[test]
+fn a_normal_at_a_cores_edge_pushes_the_pair_apart() {
+    let body = Shape::Cylinder {
+        a: DVec3::new(-2777.7774284885118, 1443.7816064624637, 1811.155865449979),
+        b: DVec3::new(-2565.3953601098824, 718.9261897249153, 2413.395410653193),
+        radius: 300.0,
+    };
+    let target = Shape::Capsule {
+        a: DVec3::new(-2376.314816159046, 408.1760979132456, 2200.152497021503),
+        b: DVec3::new(-3075.7821683221864, 630.8671428051566, 1984.9612985022873),
+        radius: 200.0,
+    };
+    let got = pairs_on_gpu(std::slice::from_ref(&body), std::slice::from_ref(&target));
+    let problems = least_push_problems(&body, &target, &got[0]).expect("an overlapping pair");
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
 /// Overlapping pairs of every bounded kind on ten seeds, judged without the oracle: the
 /// answered depth is no larger than the least push found from support values alone (it is
 /// minimal), and the answered normal's support value is the depth (pushing along it by the
