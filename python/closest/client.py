@@ -119,11 +119,16 @@ class Client:
         return RemoteScene(self, name)
 
     def mesh(self, name, path=None):
-        """Upload the mesh file at ``path`` (.obj/.stl/.ply/.off) as mesh ``name``, or, without a
-        path, use the resident one."""
+        """Upload the mesh file at ``path`` (.obj/.stl/.ply/.off), or a trimesh or Open3D mesh
+        (sent as OFF text), as mesh ``name``, or, without a path, use the resident one."""
+        if path is not None and not isinstance(path, (str, bytes, os.PathLike)) and hasattr(path, "vertices"):
+            body = _off_text(path)
+            self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": "off"})
+            return RemoteMesh(self, name)
         if path is not None:
             if not isinstance(path, (str, bytes, os.PathLike)):
-                raise InputError(f"path: expected a path to a mesh file, got {type(path).__name__}")
+                raise InputError(f"path: expected a path to a mesh file or a trimesh or Open3D mesh, "
+                                 f"got {type(path).__name__}")
             path = os.fsdecode(os.fspath(path))
             fmt = os.path.splitext(path)[1][1:].lower()
             if fmt not in ("obj", "stl", "ply", "off"):
@@ -254,6 +259,28 @@ def _scene_json(shapes):
             f"shapes: expected a list of shape dicts or the path of a scene .json, got {type(shapes).__name__}"
         )
     return json.dumps({"shapes": list(shapes)}, default=_plain).encode()
+
+
+def _off_text(held):
+    """A trimesh (``vertices``, ``faces``) or Open3D (``vertices``, ``triangles``) mesh as OFF
+    text, every coordinate to the bit (17 significant digits)."""
+    faces = getattr(held, "faces", None)
+    if faces is None:
+        faces = getattr(held, "triangles", None)
+    try:
+        vertices = np.asarray(held.vertices, dtype=np.float64)
+        faces = np.asarray(faces, dtype=np.int64) if faces is not None else None
+    except (TypeError, ValueError) as e:
+        raise InputError(f"path: a mesh's vertices and faces must be numbers: {e}") from None
+    if vertices.ndim != 2 or vertices.shape[1:] != (3,):
+        raise InputError(f"path: a mesh's vertices must be of shape (V, 3), got {vertices.shape}")
+    if faces is None or faces.ndim != 2 or faces.shape[1:] != (3,):
+        raise InputError("path: a mesh needs faces (trimesh) or triangles (Open3D) of shape (F, 3)")
+    out = io.BytesIO()
+    out.write(f"OFF\n{len(vertices)} {len(faces)} 0\n".encode())
+    np.savetxt(out, vertices, fmt="%.17g")
+    np.savetxt(out, np.column_stack([np.full(len(faces), 3), faces]), fmt="%d")
+    return out.getvalue()
 
 
 def _read_file(path, name):

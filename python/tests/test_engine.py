@@ -123,7 +123,7 @@ def test_off_meshes_answer_as_the_same_obj(backend, tmp_path):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-def test_trimesh_and_open3d_meshes_are_read_by_their_arrays(engine):
+def test_trimesh_and_open3d_meshes_are_read_by_their_arrays(engine, server):
     # Objects as trimesh (`vertices`, `faces`) and Open3D (`vertices`, `triangles`) hold
     # meshes: read without a file, with the answers of the file they came from.
     path = str(MESHES / "fandisk.obj")
@@ -142,14 +142,23 @@ def test_trimesh_and_open3d_meshes_are_read_by_their_arrays(engine):
     o3d.vertices, o3d.triangles = vertices.tolist(), faces.tolist()
     points = random_points(2000, seed=9, spread=3.0)
     want = engine.mesh(path).query(points, sign="pseudonormal")
+    client = closest.Client(server)
     for held in (tri, o3d):
-        got = engine.mesh(held).query(points, sign="pseudonormal")
-        for name in want:
-            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{type(held).__name__} {name}")
+        for where, got in (("engine", engine.mesh(held)), ("client", client.mesh("held", held))):
+            got = got.query(points, sign="pseudonormal")
+            for name in want:
+                np.testing.assert_array_equal(got[name], want[name], err_msg=f"{type(held).__name__} {where} {name}")
     d = closest.mesh_distance(tri, path, samples=1000, engine=engine)
     assert d["hausdorff"] < 1e-5 * 30  # the same surface: f32 rounding of fandisk (30 across)
     with pytest.raises(closest.InputError, match="path: expected None, a path to a mesh file, or a mesh"):
         engine.mesh(3)
+
+    class Broken:
+        vertices = [[0, 0], [1, 1]]
+        faces = [[0, 1, 2]]
+
+    with pytest.raises(closest.InputError, match=r"shape \(V, 3\)"):
+        client.mesh("broken", Broken())
 
 
 def test_indexed_mesh_records_give_the_cli_answers(cli, tmp_path):
