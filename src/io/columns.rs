@@ -67,6 +67,11 @@ impl ColumnSpec {
         }
     }
 
+    /// The bytes of the column's values for `rows` rows.
+    pub(super) fn data_bytes(&self, rows: usize) -> usize {
+        self.npy_shape(rows).iter().product::<usize>() * self.kind.item_bytes()
+    }
+
     pub(super) fn npy_shape(&self, rows: usize) -> Vec<usize> {
         match (&self.shape, self.width) {
             (Some(shape), _) => shape.clone(),

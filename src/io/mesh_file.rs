@@ -16,32 +16,23 @@ pub fn load_mesh(path: &Path) -> Result<Mesh> {
         file: file.clone(),
         problem: "a mesh must be .obj, .stl, .ply or .off (by its extension)".into(),
     })?;
-    let opened = std::fs::File::open(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    read_mesh(&mut std::io::BufReader::new(opened), format, &file)
+    read_mesh(&mut open_buffered(path)?, format, &file)
 }
 
 /// A PLY file's vertex positions, faces or none (a scanned point cloud's file): the rows of a
 /// points file in `.ply`.
 pub(crate) fn read_ply_positions(path: &Path) -> Result<Vertices> {
     let file = path.display().to_string();
+    let (vertices, _) = read_soup(&mut open_buffered(path)?, MeshFormat::Ply, &file)?;
+    Ok(vertices)
+}
+
+fn open_buffered(path: &Path) -> Result<std::io::BufReader<std::fs::File>> {
     let opened = std::fs::File::open(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut reader = Interruptible {
-        inner: &mut std::io::BufReader::new(opened),
-        unasked: 0,
-        interrupted: false,
-    };
-    let read = read_ply(&mut reader);
-    if reader.interrupted {
-        return Err(Error::Interrupted);
-    }
-    let (vertices, _) = read.map_err(|problem| Error::BadFile { file, problem })?;
-    Ok(vertices)
+    Ok(std::io::BufReader::new(opened))
 }
 
 /// The mesh file formats, told apart by extension.
@@ -73,6 +64,16 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
     format: MeshFormat,
     file: &str,
 ) -> Result<Mesh> {
+    let (vertices, triangles) = read_soup(reader, format, file)?;
+    Mesh::new(vertices, triangles, file)
+}
+
+/// A file's vertices and triangles as its reader gives them, not yet checked as a mesh.
+fn read_soup<R: std::io::BufRead + std::io::Seek>(
+    reader: &mut R,
+    format: MeshFormat,
+    file: &str,
+) -> Result<Soup> {
     let mut reader = Interruptible {
         inner: reader,
         unasked: 0,
@@ -87,11 +88,10 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
     if reader.interrupted {
         return Err(Error::Interrupted);
     }
-    let (vertices, triangles) = read.map_err(|problem| Error::BadFile {
+    read.map_err(|problem| Error::BadFile {
         file: file.to_string(),
         problem,
-    })?;
-    Mesh::new(vertices, triangles, file)
+    })
 }
 
 /// A mesh file's reader that asks the caller's interrupt check (Python's Ctrl-C) every few
@@ -301,9 +301,8 @@ fn read_off<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
     let keyword = words[0].trim_start_matches('\u{feff}').to_string();
     let counted_on = ["NOFF", "COFF", "OFF"]
         .iter()
-        .find_map(|k| keyword.strip_prefix(k).map(|rest| (*k, rest.to_string())));
-    let Some((_, rest)) = counted_on.filter(|(_, rest)| rest.chars().all(|c| c.is_ascii_digit()))
-    else {
+        .find_map(|k| keyword.strip_prefix(k).map(str::to_owned));
+    let Some(rest) = counted_on.filter(|rest| rest.chars().all(|c| c.is_ascii_digit())) else {
         return Err(bad(
             first,
             format!("expected the keyword OFF, found `{keyword}`"),

@@ -140,10 +140,7 @@ pub struct NpzInMemory {
 impl NpzInMemory {
     /// Room for the columns' data is taken at once (headers grow it by a little).
     pub fn new(rows: usize, columns: &[ColumnSpec], constants: &[Constant]) -> NpzInMemory {
-        let data: usize = columns
-            .iter()
-            .map(|c| c.npy_shape(rows).iter().product::<usize>() * c.kind.item_bytes())
-            .sum();
+        let data: usize = columns.iter().map(|c| c.data_bytes(rows)).sum();
         let memory = MemoryFile(std::sync::Arc::new(std::sync::Mutex::new(
             std::io::Cursor::new(Vec::with_capacity(data)),
         )));
@@ -215,7 +212,7 @@ impl NpzWriter {
                     c.name,
                     c.kind.descr(),
                     c.npy_shape(rows),
-                    c.npy_shape(rows).iter().product::<usize>() * c.kind.item_bytes(),
+                    c.data_bytes(rows),
                     None,
                 )
             })

@@ -350,7 +350,7 @@ pub(super) async fn query_target(
     fields: Fields,
 ) -> ApiResult<Response> {
     let resident = state.resident(kind, &name)?;
-    let (rows, held) = state.body(headers, body)?.npy_rows(&[op.width()]).await?;
+    let (rows, mut held) = state.body(headers, body)?.npy_rows(&[op.width()]).await?;
     if op == Op::Contacts {
         for row in 0..rows.len() / 4 {
             crate::contacts::check_radius(row, rows.value(4 * row + 3), "body")?;
@@ -361,7 +361,6 @@ pub(super) async fn query_target(
     }
     let count = rows.len() / op.width();
     let bytes_in = held.bytes();
-    let mut held = held;
     held.hold_answer(answer_bytes(fields, count))?;
     let fault = state.fault(headers);
     let answer = state.submit(&resident, op, fields, rows, fault).await?;
@@ -462,7 +461,7 @@ async fn body_contacts(
 ) -> ApiResult<Response> {
     let fields = parse_fields(Family::Bodies, params.fields.as_deref())?;
     let resident = state.resident(kind, &name)?;
-    let (bodies, held) = scene_body(state, headers, body).await?;
+    let (bodies, mut held) = scene_body(state, headers, body).await?;
     crate::engine::check_bodies(&bodies, "body")?;
     if let Source::Scene(shapes) = &resident.source {
         if let Some((torus, body)) = crate::engine::torus_conflict(&bodies, shapes, false) {
@@ -474,7 +473,6 @@ async fn body_contacts(
     let engine = state.engine();
     let rows = bodies.len();
     let bytes_in = held.bytes();
-    let mut held = held;
     held.hold_answer(answer_bytes(fields, rows))?;
     let admitting = state.clone();
     let target_name = name.clone();
