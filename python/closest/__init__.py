@@ -61,10 +61,6 @@ def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
     are `closest.Mesh` objects of one engine, mesh paths or trimesh or Open3D meshes (opened on
     `engine`, or on a default `Engine()` made once). {"a_to_b", "b_to_a" (vertex deviations), "hausdorff",
     "hausdorff_a_to_b", "hausdorff_b_to_a", "chamfer", "chamfer_squared", and the means}."""
-    def opened(value):
-        # A path, or a trimesh or Open3D mesh (`Engine.mesh` reads their arrays).
-        return value if isinstance(value, (str, bytes)) else _os.fspath(value) if isinstance(value, _os.PathLike) else value
-
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, (Mesh, str, bytes, _os.PathLike)) and not hasattr(value, "vertices"):
             raise InputError(f"{name}: expected a closest.Mesh, a mesh file's path or a trimesh or Open3D mesh, "
@@ -74,8 +70,9 @@ def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
     if not isinstance(a, Mesh) or not isinstance(b, Mesh):
         if engine is None:
             engine = a.engine if isinstance(a, Mesh) else b.engine if isinstance(b, Mesh) else _default_engine()
-        a = a if isinstance(a, Mesh) else engine.mesh(opened(a))
-        b = b if isinstance(b, Mesh) else engine.mesh(opened(b))
+        # Paths and trimesh or Open3D meshes alike: `Engine.mesh` takes both.
+        a = a if isinstance(a, Mesh) else engine.mesh(a)
+        b = b if isinstance(b, Mesh) else engine.mesh(b)
     return a.distance_to(b, samples=samples, seed=seed, sign=sign)
 
 
