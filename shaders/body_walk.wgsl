@@ -225,7 +225,9 @@ fn target_contact(body: Convex, body_size: f32, other: Shape, origin: vec3<f32>,
         // Every pair of this job's kinds was answered above.
         return refused;
     }
-    return convex_contact(body, t, -t.s.anchor.xyz, size, with_epa, beyond);
+    // Points and normals need GJK's direction straightened; distances do not.
+    let directed = has_field(FIELD_POINT_BODY | FIELD_POINT_TARGET | FIELD_BODY_NORMAL);
+    return convex_contact(body, t, -t.s.anchor.xyz, size, with_epa, beyond, directed);
 }
 
 // The body's box relative to its anchor (min, max): six supports from one site.

@@ -799,8 +799,10 @@ fn barycentric(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> vec3<f
 // The contact of two convex shapes: GJK on the cores, their radii subtracted (exact for swept
 // shapes, the depth too while the cores are apart); EPA on the whole shapes where the cores
 // overlap, or, `with_epa` false, DEFERRED_DEPTH there. A pair found farther apart than
-// `beyond` (F32_BIG: never) is left there, answered BEYOND_DISTANCE. Twin: gjk::body_contact.
-fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with_epa: bool, beyond: f32) -> Contact {
+// `beyond` (F32_BIG: never) is left there, answered BEYOND_DISTANCE. `directed` false: the
+// caller keeps only the distance, so GJK's direction is not straightened. Twin: gjk::body_contact.
+fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with_epa: bool, beyond: f32,
+    directed: bool) -> Contact {
     // Every loop below runs at least once a call on software adapters, masked, taken or not.
     loop_work += 64u;
     let radii = body.radius + other.radius;
@@ -821,7 +823,10 @@ fn convex_contact(body: Convex, other: Convex, start: vec3<f32>, size: f32, with
                 point_body += around.body[k] * around.weight[k];
             }
             let gap = length(v);
-            let normal = unit_or_zero(straightened(body, other, around, v, size));
+            var normal = v / gap;
+            if directed {
+                normal = unit_or_zero(straightened(body, other, around, v, size));
+            }
             return Contact(gap - radii, point_body - normal * body.radius,
                 point_body - v + normal * other.radius, normal);
         }
