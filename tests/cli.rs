@@ -560,6 +560,58 @@ fn unwritable_output_fails_before_any_work() {
     }
 }
 
+/// Outputs are written through symbolic links (as numpy and zarr write), so the link stays and
+/// the file it names is replaced; a target that is a folder, a device or a loop of links is
+/// refused before any work, never replaced.
+#[cfg(unix)]
+#[test]
+fn outputs_are_written_through_links_and_folders_or_devices_are_not_replaced() {
+    use std::os::unix::fs::symlink;
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let points = dir.file("p.csv", "1,2,3\n4,5,6\n").display().to_string();
+    std::fs::create_dir(dir.path("real")).unwrap();
+    let query = |out: &str| {
+        closest(&[
+            "query", "--shapes", &scene, "--points", &points, "--out", out,
+        ])
+    };
+    symlink("real/table.npz", dir.path("table.npz")).unwrap();
+    let written = query(&dir.s("table.npz"));
+    assert_eq!(written.status.code(), Some(0), "{}", stderr(&written));
+    assert!(dir.path("table.npz").is_symlink(), "the link was replaced");
+    assert_eq!(read_npz(&dir.path("real/table.npz"))[1].1, vec![2]);
+    let mesh = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    symlink(dir.path("real/grid.zarr"), dir.path("grid.zarr")).unwrap();
+    for _ in 0..2 {
+        let grid = closest(&["sdf", &mesh, "--res", "4", "--out", &dir.s("grid.zarr")]);
+        assert_eq!(grid.status.code(), Some(0), "{}", stderr(&grid));
+        assert!(dir.path("grid.zarr").is_symlink());
+        assert!(dir.path("real/grid.zarr/zarr.json").is_file());
+    }
+    std::fs::create_dir(dir.path("folder.npz")).unwrap();
+    symlink("/dev/null", dir.path("device.npz")).unwrap();
+    symlink("loop_b.npz", dir.path("loop_a.npz")).unwrap();
+    symlink("loop_a.npz", dir.path("loop_b.npz")).unwrap();
+    symlink("nowhere/x.npz", dir.path("dangling.npz")).unwrap();
+    for (name, problem) in [
+        ("folder.npz", "is a folder: not replaced"),
+        ("device.npz", "is not a regular file"),
+        ("loop_a.npz", "more than 40 symbolic links"),
+        ("dangling.npz", "its folder does not exist"),
+    ] {
+        let out = query(&dir.s(name));
+        let message = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {message}");
+        assert!(
+            message.contains(name) && message.contains(problem),
+            "{message}"
+        );
+    }
+    assert!(dir.path("folder.npz").is_dir());
+    assert!(std::path::Path::new("/dev/null").exists());
+}
+
 #[test]
 fn bad_usage_exits_2() {
     let out = closest(&["query", "--shapes"]);

@@ -66,6 +66,7 @@ impl OutputFile {
                 problem: TABLE_EXTENSIONS.into(),
             });
         }
+        let target = &written_path(target)?;
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -261,7 +262,7 @@ impl PendingFile {
     /// A scratch file beside `target`, open to write and read back, removed when the guard
     /// drops (it is never committed).
     pub fn scratch(target: &Path) -> Result<(PendingFile, BufWriter<File>)> {
-        let pending = PendingFile::beside(target);
+        let pending = PendingFile::beside(target)?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -275,17 +276,18 @@ impl PendingFile {
         Ok((pending, BufWriter::with_capacity(1 << 20, file)))
     }
 
-    fn beside(target: &Path) -> PendingFile {
+    fn beside(target: &Path) -> Result<PendingFile> {
+        let target = written_path(target)?;
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let temp = super::temporary::partial_file_beside(target, &name);
-        PendingFile {
-            target: target.to_path_buf(),
+        let temp = super::temporary::partial_file_beside(&target, &name);
+        Ok(PendingFile {
+            target,
             temp,
             committed: false,
-        }
+        })
     }
 
     /// Create the temporary file and write it with `write`.
@@ -293,7 +295,7 @@ impl PendingFile {
         target: &Path,
         write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
     ) -> Result<PendingFile> {
-        let pending = PendingFile::beside(target);
+        let pending = PendingFile::beside(target)?;
         let error = |source| Error::Write {
             path: target.to_path_buf(),
             source,
@@ -391,11 +393,49 @@ pub fn check_target(path: &Path, extensions: &[&str], wrong_extension: &str) -> 
     if !matches {
         return Err(bad(wrong_extension));
     }
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let written = written_path(path)?;
+    let folder = written.parent().filter(|p| !p.as_os_str().is_empty());
     if folder.is_some_and(|f| !f.is_dir()) {
         return Err(bad("its folder does not exist"));
     }
-    Ok(())
+    let is_store = super::zarr::is_zarr(path);
+    match std::fs::metadata(&written) {
+        Err(_) => Ok(()),
+        Ok(_) if is_store && written.join("zarr.json").is_file() => Ok(()),
+        Ok(_) if is_store => Err(bad(super::zarr::NOT_A_STORE)),
+        Ok(found) if found.is_file() => Ok(()),
+        Ok(found) if found.is_dir() => Err(bad("is a folder: not replaced")),
+        Ok(_) => Err(bad(
+            "is not a regular file (a device or a pipe): not replaced",
+        )),
+    }
+}
+
+/// Where an output written to `target` lands: symbolic links are followed (as numpy's `save`
+/// and zarr write through them), so that the rename that commits it replaces the file the link
+/// names, not the link.
+pub(crate) fn written_path(target: &Path) -> Result<PathBuf> {
+    let mut path = target.to_path_buf();
+    // Linux's own limit on links followed in one lookup.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&path) {
+            Ok(found) if found.file_type().is_symlink() => {
+                let link = std::fs::read_link(&path).map_err(|source| Error::Write {
+                    path: target.to_path_buf(),
+                    source,
+                })?;
+                // A relative link is read from its own folder; `join` keeps an absolute one.
+                path = path
+                    .parent()
+                    .map_or_else(|| link.clone(), |p| p.join(&link));
+            }
+            _ => return Ok(path),
+        }
+    }
+    Err(Error::BadFile {
+        file: target.display().to_string(),
+        problem: "a chain of more than 40 symbolic links (a loop?)".into(),
+    })
 }
 
 /// Refuses an output of `bytes` that the free space of `target`'s filesystem cannot hold
@@ -427,8 +467,8 @@ fn room_for(target: &Path, bytes: u64, size: Size, free: Option<u64>) -> Result<
                 std::io::ErrorKind::StorageFull,
                 format!(
                     "the output {takes} {} and its filesystem has {} free",
-                    gigabytes(bytes),
-                    gigabytes(free)
+                    readable_bytes(bytes),
+                    readable_bytes(free)
                 ),
             ),
         }),
@@ -436,8 +476,16 @@ fn room_for(target: &Path, bytes: u64, size: Size, free: Option<u64>) -> Result<
     }
 }
 
-fn gigabytes(bytes: u64) -> String {
-    format!("{:.2} GB", bytes as f64 / 1e9)
+/// Bytes in the largest decimal unit under them: a full small disk read "0.00 GB".
+fn readable_bytes(bytes: u64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")];
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes as f64 >= *unit)
+        .map_or_else(
+            || format!("{bytes} bytes"),
+            |(unit, name)| format!("{:.2} {name}", bytes as f64 / unit),
+        )
 }
 
 /// The bytes an unprivileged process may still write on `dir`'s filesystem, where it says.
@@ -488,6 +536,14 @@ mod tests {
         );
         room_for(target, 50_000_000_000, Size::Exactly, Some(50_000_000_000))
             .expect("fits exactly");
+        // A small filesystem's figures keep their digits.
+        let message = room_for(target, 1_200_000, Size::AtLeast, Some(640))
+            .expect_err("too large")
+            .to_string();
+        assert!(
+            message.ends_with("takes at least 1.20 MB and its filesystem has 640 bytes free"),
+            "{message}"
+        );
         room_for(target, u64::MAX, Size::Exactly, None)
             .expect("unknown free space refuses nothing");
         assert!(free_bytes(Path::new(".")).is_some_and(|free| free > 0));

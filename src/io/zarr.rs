@@ -74,6 +74,9 @@ pub struct ZarrGrid {
     committed: bool,
 }
 
+/// Why a target that exists is not replaced by a store.
+pub(crate) const NOT_A_STORE: &str = "exists and is not a Zarr store (no zarr.json): not replaced";
+
 /// Whether `target` names a Zarr store (`.zarr`).
 pub fn is_zarr(target: &Path) -> bool {
     target
@@ -87,6 +90,7 @@ impl ZarrGrid {
     /// A target that exists is replaced at commit only if it is a Zarr store itself (it has a
     /// `zarr.json`); any other file or folder there is refused, not deleted.
     pub fn create(target: &Path, layout: ZarrLayout) -> Result<ZarrGrid> {
+        let target = &super::output::written_path(target)?;
         let bad = |problem: String| Error::BadFile {
             file: target.display().to_string(),
             problem,
@@ -106,9 +110,7 @@ impl ZarrGrid {
         // without zarr.json at every one of three looks is refused.
         let not_a_store = || target.exists() && !target.join("zarr.json").is_file();
         if (0..3).all(|_| not_a_store()) {
-            return Err(bad(
-                "exists and is not a Zarr store (no zarr.json): not replaced".into(),
-            ));
+            return Err(bad(NOT_A_STORE.into()));
         }
         let [_, ny, nz] = layout.shape;
         let slab_values = layout.chunk_shape()[0] * ny * nz;
