@@ -2607,7 +2607,7 @@ fn write_npy_ordered(path: &Path, descr: &str, fortran: bool, shape: &[usize], d
 }
 
 #[test]
-fn fortran_ordered_and_big_endian_npy_rows_are_read_as_numpy_wrote_them() {
+fn fortran_ordered_big_endian_and_half_npy_rows_are_read_as_numpy_wrote_them() {
     // pandas' `to_numpy()` of a float frame is Fortran-ordered, and `numpy.save` keeps that;
     // byte-swapped arrays save as `>f8`. Points, spheres and segments in every such layout
     // give the same bytes out as the C-ordered little-endian file, over several chunks.
@@ -2688,6 +2688,29 @@ fn fortran_ordered_and_big_endian_npy_rows_are_read_as_numpy_wrote_them() {
             assert!(
                 &got == want,
                 "{what} {descr} fortran {fortran}: other bytes"
+            );
+        }
+        // Half floats (ML pipelines store points so) widen exactly: the same bytes out as
+        // the float64 file of the same values, in either byte order.
+        let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f64(v)).collect();
+        let widened: Vec<u8> = halves
+            .iter()
+            .flat_map(|h| h.to_f64().to_le_bytes())
+            .collect();
+        write_npy_ordered(&dir.path("h8.npy"), "<f8", false, dims, &widened);
+        let expected_half = run(&dir.s("h8.npy"), "h8.npz");
+        for descr in ["<f2", ">f2"] {
+            let data: Vec<u8> = halves
+                .iter()
+                .flat_map(|h| match descr {
+                    "<f2" => h.to_le_bytes(),
+                    _ => h.to_be_bytes(),
+                })
+                .collect();
+            write_npy_ordered(&dir.path("h.npy"), descr, false, dims, &data);
+            assert!(
+                run(&dir.s("h.npy"), "h.npz") == expected_half,
+                "{what} {descr}: other bytes"
             );
         }
     }

@@ -347,6 +347,12 @@ fn every_error_has_its_status_and_names_the_problem() {
     server
         .post("/v1/scenes/s/query", &ints)
         .assert_error(400, &["<i4"]);
+    // Half floats are the CLI's, not the service's: widened they would hold twice the bytes
+    // --max-inflight-mb counted.
+    let halves = npy_bytes("<f2", &[1, 3], &[0; 6]);
+    server
+        .post("/v1/scenes/s/query", &halves)
+        .assert_error(400, &["<f2", "float32 or float64"]);
     // Fortran-ordered (pandas' `to_numpy()`, kept by `numpy.save`) and big-endian bodies are
     // answered as the C-ordered little-endian one.
     let rows = [0.5f32, 2.0, -1.0, 3.0, 0.25, 7.0];

@@ -1,4 +1,4 @@
-//! NumPy `.npy` headers: reading (f4/f8 of either byte order, C or Fortran order; each
+//! NumPy `.npy` headers: reading (f2/f4/f8 of either byte order, C or Fortran order; each
 //! reader says which it takes) and writing.
 
 use std::io::{Read, Write};
@@ -6,6 +6,8 @@ use std::io::{Read, Write};
 /// Element type of an array we read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
+    /// Half precision, as ML pipelines store points compactly: widened exactly on read.
+    F16,
     F32,
     F64,
 }
@@ -15,18 +17,21 @@ impl Dtype {
     /// byte-swapped array); whether it is big-endian beside it.
     pub fn from_any_order(descr: &str) -> Result<(Dtype, bool), String> {
         match descr {
+            ">f2" => Ok((Dtype::F16, true)),
+            "<f2" => Ok((Dtype::F16, false)),
             ">f4" => Ok((Dtype::F32, true)),
             ">f8" => Ok((Dtype::F64, true)),
             "<f4" => Ok((Dtype::F32, false)),
             "<f8" => Ok((Dtype::F64, false)),
             other => Err(format!(
-                "dtype `{other}` is not supported (use float32 or float64, either byte order)"
+                "dtype `{other}` is not supported (use float16, float32 or float64, either byte order)"
             )),
         }
     }
 
     pub fn size(self) -> usize {
         match self {
+            Dtype::F16 => 2,
             Dtype::F32 => 4,
             Dtype::F64 => 8,
         }

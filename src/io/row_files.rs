@@ -301,6 +301,12 @@ impl<const N: usize> RowFile<N> {
                 let (bytes, dtype) = self.npy_bytes(range)?;
                 let size = dtype.size();
                 let value = |b: &[u8]| match (dtype, big_endian) {
+                    (Dtype::F16, false) => {
+                        half::f16::from_le_bytes(b.try_into().expect("2 bytes")).to_f64()
+                    }
+                    (Dtype::F16, true) => {
+                        half::f16::from_be_bytes(b.try_into().expect("2 bytes")).to_f64()
+                    }
                     (Dtype::F32, false) => {
                         f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64
                     }

@@ -471,8 +471,16 @@ impl NpyRows {
                 format!("body: {problem}; send an .npy array (numpy.save)"),
             )
         })?;
-        let (dtype, big_endian) = Dtype::from_any_order(&header.descr)
-            .map_err(|p| ApiError::bad(format!("body: {p}")))?;
+        let (dtype, big_endian) = match Dtype::from_any_order(&header.descr) {
+            // Held rows are f32 or f64 as sent, counted by the body's bytes: widened half
+            // floats would hold twice what --max-inflight-mb counted.
+            Ok((Dtype::F16, _)) => Err(format!(
+                "dtype `{}` is not taken by the service (send float32 or float64)",
+                header.descr
+            )),
+            other => other,
+        }
+        .map_err(|p| ApiError::bad(format!("body: {p}")))?;
         if header.shape.len() != tail.len() + 1 || header.shape[1..] != *tail {
             let want: Vec<String> = tail.iter().map(|d| d.to_string()).collect();
             return Err(ApiError::bad(format!(
@@ -514,7 +522,10 @@ impl NpyRows {
             expected,
             // A header may claim more than the body holds: reserve no more than fits the limit.
             values: match dtype {
-                Dtype::F32 => RowValues::F32(Vec::with_capacity(expected.min(limit / 4))),
+                // Half floats were refused above.
+                Dtype::F16 | Dtype::F32 => {
+                    RowValues::F32(Vec::with_capacity(expected.min(limit / 4)))
+                }
                 Dtype::F64 => RowValues::F64(Vec::with_capacity(expected.min(limit / 8))),
             },
             carry: Vec::new(),
