@@ -439,6 +439,30 @@ fn bad_points_name_the_file_row_and_field() {
         &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")],
         &["junk.npy", "not a .npy"],
     );
+    // A folder is named as one (its first read's error read as "too short" or cut off).
+    for name in ["folder.npy", "folder.csv", "folder.obj"] {
+        std::fs::create_dir(dir.path(name)).unwrap();
+    }
+    let mesh = dir.file("cube.obj", CUBE_OBJ).display().to_string();
+    for args in [
+        [
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s("folder.npy"),
+        ],
+        [
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s("folder.csv"),
+        ],
+        ["query", "--mesh", &dir.s("folder.obj"), "--points", &mesh],
+    ] {
+        assert_bad_input(&dir, &args, &["folder.", "it is a folder, not a file"]);
+    }
     let csv = dir
         .file("bad.csv", "1,2,3\n4,five,6\n")
         .display()

@@ -28,11 +28,7 @@ pub(crate) fn read_ply_positions(path: &Path) -> Result<Vertices> {
 }
 
 fn open_buffered(path: &Path) -> Result<std::io::BufReader<std::fs::File>> {
-    let opened = std::fs::File::open(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(std::io::BufReader::new(opened))
+    Ok(std::io::BufReader::new(super::open_input(path)?))
 }
 
 /// The mesh file formats, told apart by extension.

@@ -18,3 +18,20 @@ pub use npz::{Constant, NpzInMemory, npz_in_memory};
 pub use output::OutputFile;
 pub use row_files::{PointFile, RowFile, RowLayout};
 pub use scene::{load_scene, parse_scene, shapes_from_values};
+
+/// Open an input file to read; a folder is refused by name (Linux opens one, and its first
+/// read's error read as a file "too short" or cut off).
+pub(crate) fn open_input(path: &std::path::Path) -> crate::error::Result<std::fs::File> {
+    let read_error = |source| crate::error::Error::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(read_error(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "it is a folder, not a file",
+        )));
+    }
+    Ok(file)
+}

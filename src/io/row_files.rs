@@ -118,7 +118,7 @@ impl<const N: usize> RowFile<N> {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(read_err)?;
+        let file = super::open_input(path)?;
         let file_len = file.metadata().map_err(read_err)?.len();
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let header = npy::read_header(&mut reader).map_err(bad)?;
@@ -168,10 +168,7 @@ impl<const N: usize> RowFile<N> {
                 .map_or(cell, str::trim)
         }
         let file_name = path.display().to_string();
-        let file = File::open(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = super::open_input(path)?;
         let mut rows = Vec::new();
         for (i, line) in BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|source| Error::Read {
