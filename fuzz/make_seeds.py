@@ -108,6 +108,49 @@ def off():
     put("off", "short", "OFF\n4 4 0\n0 0 0\n")
 
 
+def glb_bytes(document, binary):
+    text = json.dumps(document).encode()
+    text += b" " * (-len(text) % 4)
+    binary += b"\0" * (-len(binary) % 4)
+    chunks = struct.pack("<II", len(text), 0x4E4F534A) + text
+    if binary:
+        chunks += struct.pack("<II", len(binary), 0x004E4942) + binary
+    return b"glTF" + struct.pack("<II", 2, 12 + len(chunks)) + chunks
+
+
+def glb():
+    positions = b"".join(struct.pack("<3f", *p) for p in TETRA_V)
+    indices = b"".join(struct.pack("<3H", *f) for f in TETRA_F)
+    binary = positions + indices
+
+    def document(mode=4, nodes=None, index_type=5123):
+        return {
+            "asset": {"version": "2.0"},
+            "scene": 0,
+            "scenes": [{"nodes": [0]}],
+            "nodes": nodes or [{"mesh": 0, "translation": [1, 2, 3], "children": [1]},
+                               {"mesh": 0, "rotation": [0, 0, 0.6, 0.8], "scale": [2, 2, 2]}],
+            "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1, "mode": mode}]}],
+            "accessors": [
+                {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+                {"bufferView": 1, "componentType": index_type, "count": 12, "type": "SCALAR"},
+            ],
+            "bufferViews": [{"buffer": 0, "byteLength": 48}, {"buffer": 0, "byteOffset": 48, "byteLength": 24}],
+            "buffers": [{"byteLength": len(binary)}],
+        }
+
+    put("glb", "tetra-nodes", glb_bytes(document(), binary))
+    put("glb", "strip", glb_bytes(document(mode=5), binary))
+    put("glb", "fan", glb_bytes(document(mode=6), binary))
+    put("glb", "cycle", glb_bytes(document(nodes=[{"mesh": 0, "children": [1]}, {"children": [0]}]), binary))
+    put("glb", "matrix", glb_bytes(document(nodes=[{"mesh": 0, "matrix": [2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 6, 7, 1]}]), binary))
+    embedded = document()
+    del embedded["scene"]
+    embedded["buffers"][0]["uri"] = "data:application/octet-stream;base64," + __import__("base64").b64encode(binary).decode()
+    put("glb", "embedded-gltf", json.dumps(embedded))
+    put("glb", "short", glb_bytes(document(), binary[:40]))
+
+
 def npy():
     pts = [0.5, 1, 2, float("nan"), 0, float("inf"), -3, 1e30, 7]
     put("npy", "f32", npy_bytes("<f4", (3, 3), pts, "<9f"))
@@ -121,5 +164,5 @@ def csv():
     put("csv", "short-row", "1,2,3\n4,5\n")
 
 
-for make in (obj, stl, ply, off, scene, npy, csv):
+for make in (obj, stl, ply, off, glb, scene, npy, csv):
     make()

@@ -64,7 +64,7 @@ enum Command {
         /// Scene file (JSON, SPEC §1).
         #[arg(long)]
         shapes: Option<PathBuf>,
-        /// Triangle mesh (.obj, .stl, .ply, .off) instead of a scene: the shape index is the triangle.
+        /// Triangle mesh (.obj, .stl, .ply, .off, .glb, .gltf) instead of a scene: the shape index is the triangle.
         #[arg(long)]
         mesh: Option<PathBuf>,
         /// Sign of mesh distances: none (unsigned, the default), pseudonormal (negative inside;
@@ -111,7 +111,7 @@ enum Command {
         /// Scene file (JSON, SPEC §1).
         #[arg(long, required_unless_present = "mesh", conflicts_with = "mesh")]
         shapes: Option<PathBuf>,
-        /// Triangle mesh (.obj, .stl, .ply, .off), with --bodies: each body's nearest triangle.
+        /// Triangle mesh (.obj, .stl, .ply, .off, .glb, .gltf), with --bodies: each body's nearest triangle.
         #[arg(long, requires = "bodies")]
         mesh: Option<PathBuf>,
         /// Spheres: .npy (N, 4) as cx, cy, cz, r, or .csv with 4 columns.
@@ -134,7 +134,7 @@ enum Command {
     },
     /// Signed-distance grid of a triangle mesh.
     Sdf {
-        /// Triangle mesh (.obj, .stl, .ply, .off); with --out-dir, any number of meshes and
+        /// Triangle mesh (.obj, .stl, .ply, .off, .glb, .gltf); with --out-dir, any number of meshes and
         /// directories of them.
         #[arg(required = true, num_args = 1..)]
         mesh: Vec<PathBuf>,
@@ -191,7 +191,7 @@ enum Command {
     /// Training samples of a mesh (DeepSDF-style): surface, near-surface and uniform points
     /// with their signed distance and its gradient.
     Sample {
-        /// Triangle mesh (.obj, .stl, .ply, .off); with --out-dir, any number of meshes and
+        /// Triangle mesh (.obj, .stl, .ply, .off, .glb, .gltf); with --out-dir, any number of meshes and
         /// directories of them.
         #[arg(required = true, num_args = 1..)]
         mesh: Vec<PathBuf>,
@@ -233,7 +233,7 @@ enum Command {
     /// How far two meshes deviate (SPEC §9): Hausdorff (both ways and symmetric), Chamfer,
     /// and every vertex's deviation, over the vertices plus area-weighted surface samples.
     Distance {
-        /// The first mesh (.obj, .stl, .ply, .off): `a_to_b` is its vertices' deviations from B.
+        /// The first mesh (.obj, .stl, .ply, .off, .glb, .gltf): `a_to_b` is its vertices' deviations from B.
         a: PathBuf,
         /// The second mesh.
         b: PathBuf,
@@ -830,7 +830,7 @@ fn only_mesh(mut meshes: Vec<PathBuf>) -> Result<PathBuf, Error> {
     Ok(meshes.remove(0))
 }
 
-/// The mesh files `inputs` name: files as given, directories' `.obj`, `.stl`, `.ply` and `.off` files
+/// The mesh files `inputs` name: files as given, directories' mesh files (`MeshFormat::of`)
 /// in name order; two that would write the same output name are a usage error.
 fn mesh_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let is_mesh = |p: &std::path::Path| closest::io::MeshFormat::of(p).is_some();
@@ -874,7 +874,7 @@ fn mesh_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     }
     if files.is_empty() {
         return Err(Error::Usage(
-            "no meshes (.obj, .stl, .ply, .off) in the inputs".into(),
+            "no meshes (.obj, .stl, .ply, .off, .glb, .gltf) in the inputs".into(),
         ));
     }
     Ok(files)

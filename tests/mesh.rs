@@ -320,6 +320,307 @@ fn broken_off_files_name_the_line_and_the_problem() {
     }
 }
 
+/// A `.glb` of `document` and its binary chunk, as exporters write one.
+fn glb(document: &serde_json::Value, binary: &[u8]) -> Vec<u8> {
+    let mut text = serde_json::to_vec(document).unwrap();
+    text.resize(text.len().next_multiple_of(4), b' ');
+    let mut binary = binary.to_vec();
+    binary.resize(binary.len().next_multiple_of(4), 0);
+    let mut chunks = Vec::new();
+    for (kind, data) in [(0x4E4F_534Au32, &text), (0x004E_4942, &binary)] {
+        chunks.extend((data.len() as u32).to_le_bytes());
+        chunks.extend(kind.to_le_bytes());
+        chunks.extend(data);
+    }
+    let mut out = b"glTF".to_vec();
+    out.extend(2u32.to_le_bytes());
+    out.extend((12 + chunks.len() as u32).to_le_bytes());
+    out.extend(chunks);
+    out
+}
+
+/// A unit square's four corners (f32), its two triangles' u16 indices, a strip's and a fan's
+/// u8 indices, and the corners as normalized i16 (KHR_mesh_quantization), in one buffer.
+fn square_buffer() -> (Vec<u8>, serde_json::Value) {
+    let corners: [[f32; 3]; 4] = [
+        [0.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [1.0, 1.0, 0.0],
+        [0.0, 1.0, 0.0],
+    ];
+    let mut bytes: Vec<u8> = corners
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    bytes.extend([0u16, 1, 2, 0, 2, 3].iter().flat_map(|i| i.to_le_bytes()));
+    bytes.extend([0u8, 1, 3, 2, 0, 1, 2, 3, 0, 0, 0, 0]); // strip (4), fan (4), padding
+    // Quantized corners at a stride of 8 bytes (6 used), as quantizers align them.
+    for c in corners {
+        for v in c {
+            bytes.extend(((v * 32767.0) as i16).to_le_bytes());
+        }
+        bytes.extend([0, 0]);
+    }
+    let views = serde_json::json!([
+        {"buffer": 0, "byteLength": 48},
+        {"buffer": 0, "byteOffset": 48, "byteLength": 12},
+        {"buffer": 0, "byteOffset": 60, "byteLength": 8},
+        {"buffer": 0, "byteOffset": 72, "byteLength": 32, "byteStride": 8},
+    ]);
+    (bytes, views)
+}
+
+#[test]
+fn gltf_files_place_their_nodes_meshes_as_the_same_triangles() {
+    let dir = tempfile::tempdir().unwrap();
+    let (binary, views) = square_buffer();
+    let half = std::f64::consts::FRAC_1_SQRT_2;
+    let document = serde_json::json!({
+        "asset": {"version": "2.0"},
+        "scene": 0,
+        "scenes": [{"nodes": [0, 2]}],
+        "nodes": [
+            {"translation": [10.0, 0.0, 0.0], "children": [1]},
+            {"mesh": 0, "rotation": [0.0, 0.0, half, half], "scale": [2.0, 2.0, 2.0]},
+            {"mesh": 1, "matrix": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 5, 1]},
+            {"mesh": 0, "translation": [99.0, 0.0, 0.0]},
+        ],
+        "meshes": [
+            {"primitives": [
+                {"attributes": {"POSITION": 0}, "indices": 1},
+                {"attributes": {"POSITION": 0}, "indices": 2, "mode": 5},
+                {"attributes": {"POSITION": 0}, "mode": 1},
+            ]},
+            {"primitives": [
+                {"attributes": {"POSITION": 4}, "indices": 3, "mode": 6},
+            ]},
+        ],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+            {"bufferView": 1, "componentType": 5123, "count": 6, "type": "SCALAR"},
+            {"bufferView": 2, "componentType": 5121, "count": 4, "type": "SCALAR"},
+            {"bufferView": 2, "byteOffset": 4, "componentType": 5121, "count": 4, "type": "SCALAR"},
+            {"bufferView": 3, "componentType": 5122, "normalized": true, "count": 4, "type": "VEC3"},
+        ],
+        "bufferViews": views,
+        "buffers": [{"byteLength": binary.len()}],
+    });
+    // Node 1: x → 10 + 2·(−y), y → 2·x (a quarter turn about z after doubling); node 2: z + 5
+    // (a mesh node 3 would place is in no scene). The strip's second triangle turns back.
+    let obj = b"v 10 0 0\nv 10 2 0\nv 8 2 0\nv 8 0 0\n\
+                v 0 0 5\nv 1 0 5\nv 1 1 5\nv 0 1 5\n\
+                f 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\nf 6 7 5\nf 7 8 5\n";
+    let expected = load_mesh(&write(&dir, "expected.obj", obj)).unwrap();
+    let check = |m: &Mesh, name: &str| {
+        assert_eq!(m.triangles, expected.triangles, "{name}");
+        assert_eq!(m.vertices.len(), expected.vertices.len(), "{name}");
+        for k in 0..m.vertices.len() {
+            let (got, want) = (m.vertices.get(k), expected.vertices.get(k));
+            assert!(
+                (got - want).length() < 1e-12,
+                "{name}: vertex {k}: {got:?}, not {want:?}"
+            );
+        }
+    };
+    let binary_file = write(&dir, "square.glb", &glb(&document, &binary));
+    check(&load_mesh(&binary_file).unwrap(), "square.glb");
+    // The same as text, its buffer a base64 data: URI (Python's base64 writes it so).
+    let mut text = document.clone();
+    text["buffers"][0]["uri"] =
+        format!("data:application/octet-stream;base64,{}", base64(&binary)).into();
+    let text_file = write(&dir, "square.gltf", &serde_json::to_vec(&text).unwrap());
+    check(&load_mesh(&text_file).unwrap(), "square.gltf");
+    // Without scenes, every root node is placed (node 3 too).
+    let mut bare = document.clone();
+    bare.as_object_mut().unwrap().remove("scenes");
+    bare.as_object_mut().unwrap().remove("scene");
+    let m = load_mesh(&write(&dir, "bare.glb", &glb(&bare, &binary))).unwrap();
+    assert_eq!(m.triangles.len(), expected.triangles.len() + 4);
+    assert_eq!(m.vertices.get(8), DVec3::new(99.0, 0.0, 0.0));
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for group in bytes.chunks(3) {
+        let word = group
+            .iter()
+            .enumerate()
+            .fold(0u32, |w, (k, &b)| w | (b as u32) << (16 - 8 * k));
+        for k in 0..=group.len() {
+            out.push(DIGITS[(word >> (18 - 6 * k) & 63) as usize] as char);
+        }
+    }
+    while !out.len().is_multiple_of(4) {
+        out.push('=');
+    }
+    out
+}
+
+#[test]
+fn broken_gltf_files_name_the_field_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let (binary, views) = square_buffer();
+    let good = serde_json::json!({
+        "asset": {"version": "2.0"},
+        "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+            {"bufferView": 1, "componentType": 5123, "count": 6, "type": "SCALAR"},
+        ],
+        "bufferViews": views,
+        "buffers": [{"byteLength": binary.len()}],
+    });
+    load_mesh(&write(&dir, "good.glb", &glb(&good, &binary))).expect("the base case reads");
+    // The base case with `value` set at `path` (a JSON pointer; its last key may be new).
+    let changed = |path: &str, value: serde_json::Value| {
+        let mut document = good.clone();
+        let (parent, key) = path.rsplit_once('/').unwrap();
+        match document
+            .pointer_mut(parent)
+            .unwrap_or_else(|| panic!("{path}"))
+        {
+            serde_json::Value::Array(items) => items[key.parse::<usize>().unwrap()] = value,
+            object => object[key] = value,
+        }
+        glb(&document, &binary)
+    };
+    let whole = glb(&good, &binary);
+    let mut version_1 = whole.clone();
+    version_1[4] = 1;
+    let mut long = whole.clone();
+    long[8..12].copy_from_slice(&(whole.len() as u32 + 4).to_le_bytes());
+    let json = serde_json::json!({"buffers": [{"byteLength": 4}]});
+    let external = serde_json::json!([{"byteLength": 104, "uri": "square.bin"}]);
+    let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
+        (
+            "header.glb",
+            b"glTF\x02\0".to_vec(),
+            &["GLB", "12-byte header"],
+        ),
+        ("version.glb", version_1, &["version 1"]),
+        ("cut.glb", long, &["cut short", "says"]),
+        (
+            "json.glb",
+            b"glTF\x02\0\0\0\x14\0\0\0\x00\0\0\0JSON".to_vec(),
+            &["JSON"],
+        ),
+        (
+            "text.gltf",
+            b"{\"asset\": ".to_vec(),
+            &["not a valid glTF file", "JSON"],
+        ),
+        (
+            "count.glb",
+            changed("/accessors/0/count", 5.into()),
+            &["accessors[0]", "do not fit", "bufferViews[0]"],
+        ),
+        (
+            "index.glb",
+            changed("/accessors/1/count", 9.into()),
+            &["accessors[1]", "do not fit"],
+        ),
+        (
+            "past.glb",
+            changed("/accessors/0/count", 2.into()),
+            &[
+                "accessors[1]",
+                "element 2 is vertex 2",
+                "past the 2 positions",
+            ],
+        ),
+        (
+            "whole.glb",
+            changed("/accessors/1/count", 5.into()),
+            &["meshes[0].primitives[0]", "5 corners", "whole triangles"],
+        ),
+        (
+            "cycle.glb",
+            changed("/nodes/0/children", serde_json::json!([0])),
+            &["nodes[0]", "reached twice"],
+        ),
+        (
+            "node.glb",
+            changed("/scenes/0/nodes", serde_json::json!([7])),
+            &["nodes[7]", "no such node"],
+        ),
+        (
+            "mesh.glb",
+            changed("/nodes/0/mesh", 3.into()),
+            &["meshes[3]", "no such mesh"],
+        ),
+        (
+            "turn.glb",
+            changed("/nodes/0/rotation", serde_json::json!([0, 0, 0, 0])),
+            &["nodes[0].rotation", "zero quaternion"],
+        ),
+        (
+            "matrix.glb",
+            changed("/nodes/0/matrix", serde_json::json!([1, 2])),
+            &["nodes[0].matrix", "16 finite numbers"],
+        ),
+        (
+            "mode.glb",
+            changed("/meshes/0/primitives/0/mode", 9.into()),
+            &["primitives[0].mode", "9"],
+        ),
+        (
+            "kind.glb",
+            changed("/accessors/0/type", "VEC2".into()),
+            &["accessors[0]", "VEC3"],
+        ),
+        (
+            "stride.glb",
+            changed("/bufferViews/0/byteStride", 4.into()),
+            &["bufferViews[0].byteStride", "12-byte elements"],
+        ),
+        (
+            "sparse.glb",
+            changed("/accessors/0/sparse", serde_json::json!({"count": 1})),
+            &["accessors[0].sparse", "not read"],
+        ),
+        (
+            "draco.glb",
+            changed(
+                "/extensionsRequired",
+                serde_json::json!(["KHR_draco_mesh_compression"]),
+            ),
+            &["KHR_draco_mesh_compression", "compressed geometry"],
+        ),
+        (
+            "external.glb",
+            changed("/buffers", external),
+            &["buffers[0].uri", "square.bin", "pack the model as .glb"],
+        ),
+        (
+            "short.glb",
+            glb(&good, &binary[..40]),
+            &["buffers[0]", "byteLength 104", "holds 40 bytes"],
+        ),
+        (
+            "view.glb",
+            changed("/bufferViews/0/byteLength", 4000.into()),
+            &["bufferViews[0]", "past its buffer"],
+        ),
+        (
+            "buffer.gltf",
+            serde_json::to_vec(&json).unwrap(),
+            &["buffers[0]", "no uri"],
+        ),
+        (
+            "points.glb",
+            changed("/meshes/0/primitives/0/mode", 0.into()),
+            &["no triangles"],
+        ),
+    ];
+    for (name, bytes, needles) in cases {
+        assert_bad(&write(&dir, name, &bytes), needles);
+    }
+}
+
 #[test]
 fn a_text_line_too_long_for_any_statement_is_refused_not_held() {
     // A file of one endless line (a comment, or a line continued forever) was read whole
@@ -580,7 +881,7 @@ fn broken_meshes_name_the_file_and_the_problem() {
     }
     assert_bad(
         &write(&dir, "mesh.dxf", b"0\nSECTION\n"),
-        &[".obj, .stl, .ply or .off"],
+        &[".obj, .stl, .ply, .off, .glb or .gltf"],
     );
     assert_bad(&dir.path().join("missing.stl"), &[]);
 }

@@ -49,7 +49,7 @@ class Engine:
         vertices: Optional[npt.ArrayLike] = None,
         triangles: Optional[npt.ArrayLike] = None,
     ) -> "Mesh":
-        """Upload a triangle mesh once: a .obj/.stl/.ply/.off path, a trimesh or Open3D mesh
+        """Upload a triangle mesh once: a .obj/.stl/.ply/.off/.glb/.gltf path, a trimesh or Open3D mesh
         (its vertices and faces or triangles), or vertices (V, 3) floats and
         triangles (F, 3) integers (anything numpy.asarray reads). sign="auto"'s check runs
         beside the build."""

@@ -119,7 +119,7 @@ class Client:
         return RemoteScene(self, name)
 
     def mesh(self, name, path=None):
-        """Upload the mesh file at ``path`` (.obj/.stl/.ply/.off), or a trimesh or Open3D mesh
+        """Upload the mesh file at ``path`` (.obj/.stl/.ply/.off/.glb/.gltf), or a trimesh or Open3D mesh
         (sent as OFF text), as mesh ``name``, or, without a path, use the resident one."""
         if path is not None and not isinstance(path, (str, bytes, os.PathLike)) and hasattr(path, "vertices"):
             body = _off_text(path)
@@ -131,8 +131,8 @@ class Client:
                                  f"got {type(path).__name__}")
             path = os.fsdecode(os.fspath(path))
             fmt = os.path.splitext(path)[1][1:].lower()
-            if fmt not in ("obj", "stl", "ply", "off"):
-                raise InputError(f"path: {path!r:.120} is no .obj, .stl, .ply or .off file")
+            if fmt not in ("obj", "stl", "ply", "off", "glb", "gltf"):
+                raise InputError(f"path: {path!r:.120} is no .obj, .stl, .ply, .off, .glb or .gltf file")
             body = _read_file(path, "path")
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)

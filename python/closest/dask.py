@@ -25,7 +25,7 @@ _HIT_FIELDS = {
     "shape": (1, np.int32),
     "normal": (3, np.float32),
 }
-_MESH_SUFFIXES = (".obj", ".stl", ".ply", ".off")
+_MESH_SUFFIXES = (".obj", ".stl", ".ply", ".off", ".glb", ".gltf")
 
 # Per worker process: one engine per engine options, one upload per target.
 _lock = threading.Lock()
@@ -65,7 +65,7 @@ class _Target:
             self.key = "shapes:" + hashlib.sha256(text.encode()).hexdigest()
         else:
             raise InputError(
-                "target: expected a mesh path (.obj/.stl/.ply/.off), a scene .json path or a list "
+                "target: expected a mesh path (.obj/.stl/.ply/.off/.glb/.gltf), a scene .json path or a list "
                 f"of shape dicts, got {type(target).__name__}"
             )
 
@@ -127,7 +127,7 @@ def query(
 ):
     """Nearest shape (scene) or triangle (mesh) of every row of ``points``, a dask array (N, 3).
 
-    ``target``: a mesh path (.obj/.stl/.ply/.off), a scene .json path, or a list of shape dicts.
+    ``target``: a mesh path (.obj/.stl/.ply/.off/.glb/.gltf), a scene .json path, or a list of shape dicts.
     ``mode`` applies to scenes, ``sign`` to meshes; ``fields`` as in ``Scene.query``.
     ``adapter`` picks each worker's adapter (wgpu ignores CUDA_VISIBLE_DEVICES).
     Returns {name: dask array}, with the row chunks of ``points``.
@@ -203,7 +203,7 @@ def query(
 
 
 def _mesh_files(paths):
-    """Mesh files (.obj/.stl/.ply/.off) of ``paths``: files as given, directories' in name order."""
+    """Mesh files (.obj/.stl/.ply/.off/.glb/.gltf) of ``paths``: files as given, directories' in name order."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     try:
@@ -233,7 +233,7 @@ def _mesh_files(paths):
             raise InputError(f"{stems[stem]} and {f} would both write {stem}.npz")
         stems[stem] = f
     if not files:
-        raise InputError("paths: no meshes (.obj, .stl, .ply, .off) in them")
+        raise InputError("paths: no meshes (.obj, .stl, .ply, .off, .glb, .gltf) in them")
     return [os.path.abspath(f) for f in files]
 
 
@@ -304,7 +304,7 @@ def _mesh_task(path, job, out_dir, out_format, engine_options, options):
 def map_meshes(paths, job, out_dir, *, adapter=None, portable_kernels=False, timeout=None,
                out_format="npz", **options):
     """``job`` ("sdf" or "sample") for every mesh of ``paths`` (files, or directories of .obj,
-    .stl, .ply and .off files), one task per mesh, each worker's engine reused; writes
+    .stl, .ply, .off, .glb and .gltf files), one task per mesh, each worker's engine reused; writes
     ``out_dir/NAME.npz`` (the arrays of ``Mesh.sdf`` or ``Mesh.sample``, which ``options`` go
     to), or for "sdf" with ``out_format="zarr"`` streams each grid to ``out_dir/NAME.zarr``.
     A mesh that fails is reported, not raised: returns one {"mesh", "out", "error"} a mesh, in

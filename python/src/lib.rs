@@ -773,7 +773,7 @@ impl Engine {
         })
     }
 
-    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply, .off), `mesh(m)` of a
+    /// Upload a triangle mesh once: `mesh(path)` (.obj, .stl, .ply, .off, .glb, .gltf), `mesh(m)` of a
     /// `trimesh.Trimesh` or an Open3D `TriangleMesh`, or
     /// `mesh(vertices=(V, 3), triangles=(F, 3))`.
     #[pyo3(signature = (path=None, *, vertices=None, triangles=None))]

@@ -123,6 +123,43 @@ def test_off_meshes_answer_as_the_same_obj(backend, tmp_path):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+def test_gltf_meshes_answer_as_the_same_obj(backend, tmp_path):
+    # Objaverse ships .glb: the scene's nodes placed (here one moved by 2 along x), locally and
+    # through the service; the same as a .gltf whose buffer is a base64 data: URI.
+    import base64
+    import struct
+
+    corners = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1)]
+    faces = [(0, 2, 1), (0, 1, 3), (0, 3, 2), (1, 2, 3)]
+    binary = struct.pack("<12f", *[c for p in corners for c in p]) + struct.pack("<12H", *[i for f in faces for i in f])
+    document = {
+        "asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0, "translation": [2, 0, 0]}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
+        "accessors": [{"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+                      {"bufferView": 1, "componentType": 5123, "count": 12, "type": "SCALAR"}],
+        "bufferViews": [{"buffer": 0, "byteLength": 48}, {"buffer": 0, "byteOffset": 48, "byteLength": 24}],
+        "buffers": [{"byteLength": len(binary)}],
+    }
+    text = json.dumps(document).encode()
+    text += b" " * (-len(text) % 4)
+    chunks = struct.pack("<II", len(text), 0x4E4F534A) + text + struct.pack("<II", len(binary), 0x004E4942) + binary
+    (tmp_path / "t.glb").write_bytes(b"glTF" + struct.pack("<II", 2, 12 + len(chunks)) + chunks)
+    document["buffers"][0]["uri"] = "data:application/octet-stream;base64," + base64.b64encode(binary).decode()
+    (tmp_path / "t.gltf").write_text(json.dumps(document))
+    (tmp_path / "t.obj").write_text("".join(f"v {x + 2} {y} {z}\n" for x, y, z in corners)
+                                    + "".join(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces))
+    points = random_points(500, seed=7, spread=3.0)
+    want = backend.mesh(str(tmp_path / "t.obj")).query(points, sign="pseudonormal")
+    for name in ("t.glb", "t.gltf"):
+        got = backend.mesh(str(tmp_path / name)).query(points, sign="pseudonormal")
+        for field in want:
+            np.testing.assert_array_equal(got[field], want[field], err_msg=f"{name} {field}")
+    (tmp_path / "broken.glb").write_bytes(b"glTF" + struct.pack("<II", 1, 12))
+    with pytest.raises(closest.InputError, match="version 1"):
+        backend.mesh(str(tmp_path / "broken.glb"))
+
+
 def test_trimesh_and_open3d_meshes_are_read_by_their_arrays(engine, server):
     # Objects as trimesh (`vertices`, `faces`) and Open3D (`vertices`, `triangles`) hold
     # meshes: read without a file, with the answers of the file they came from.

@@ -19,17 +19,19 @@ pub enum Loader {
     Stl,
     Ply,
     Off,
+    Gltf,
     Scene,
     Npy,
     Csv,
 }
 
 impl Loader {
-    pub const ALL: [Loader; 7] = [
+    pub const ALL: [Loader; 8] = [
         Loader::Obj,
         Loader::Stl,
         Loader::Ply,
         Loader::Off,
+        Loader::Gltf,
         Loader::Scene,
         Loader::Npy,
         Loader::Csv,
@@ -43,6 +45,7 @@ impl Loader {
             Loader::Stl => "stl",
             Loader::Ply => "ply",
             Loader::Off => "off",
+            Loader::Gltf => "glb",
             Loader::Scene => "scene",
             Loader::Npy => "npy",
             Loader::Csv => "csv",
@@ -57,6 +60,7 @@ impl Loader {
             Loader::Stl => feed_mesh(data, MeshFormat::Stl),
             Loader::Ply => feed_mesh(data, MeshFormat::Ply),
             Loader::Off => feed_mesh(data, MeshFormat::Off),
+            Loader::Gltf => feed_mesh(data, MeshFormat::Gltf),
             Loader::Scene => feed_scene(data),
             Loader::Npy | Loader::Csv => feed_points(data, self.name()),
         }

@@ -1,7 +1,7 @@
 //! Mesh files (SPEC §4): OBJ (polygons triangulated as fans), STL (ASCII and binary) and OFF
 //! (ModelNet's) by our own readers, PLY (ASCII and binary; faces, or triangle strips as in
-//! `igea.ply`) through its crate. A malformed or truncated file is an error naming the file and
-//! the problem.
+//! `igea.ply`) through its crate, glTF (`.glb`, `.gltf`) by `super::gltf`. A malformed or
+//! truncated file is an error naming the file and the problem.
 
 use std::path::Path;
 
@@ -14,7 +14,7 @@ pub fn load_mesh(path: &Path) -> Result<Mesh> {
     let file = path.display().to_string();
     let format = MeshFormat::of(path).ok_or_else(|| Error::BadFile {
         file: file.clone(),
-        problem: "a mesh must be .obj, .stl, .ply or .off (by its extension)".into(),
+        problem: "a mesh must be .obj, .stl, .ply, .off, .glb or .gltf (by its extension)".into(),
     })?;
     read_mesh(&mut open_buffered(path)?, format, &file)
 }
@@ -38,6 +38,8 @@ pub enum MeshFormat {
     Stl,
     Ply,
     Off,
+    /// glTF 2.0: `.glb`, or `.gltf` with embedded buffers (told apart by their first bytes).
+    Gltf,
 }
 
 impl MeshFormat {
@@ -49,6 +51,7 @@ impl MeshFormat {
             "stl" => MeshFormat::Stl,
             "ply" => MeshFormat::Ply,
             "off" => MeshFormat::Off,
+            "glb" | "gltf" => MeshFormat::Gltf,
             _ => return None,
         })
     }
@@ -80,6 +83,7 @@ fn read_soup<R: std::io::BufRead + std::io::Seek>(
         MeshFormat::Stl => read_stl(&mut reader),
         MeshFormat::Ply => read_ply(&mut reader),
         MeshFormat::Off => read_off(&mut reader),
+        MeshFormat::Gltf => read_gltf(&mut reader),
     };
     if reader.interrupted {
         return Err(Error::Interrupted);
@@ -265,6 +269,16 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
 /// colours, not needed), polygons triangulated as fans. `#` starts a comment. ModelNet's files
 /// that run the counts on to the keyword (`OFF490 518 0`) are read as meant; `COFF` and `NOFF`
 /// (colours or normals on the vertex lines) too. Binary OFF is refused by name.
+/// glTF, read whole (its JSON says where every array lies) by `super::gltf`.
+fn read_gltf<R: std::io::Read>(reader: &mut R) -> std::result::Result<Soup, String> {
+    let mut bytes = Vec::new();
+    reader
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let (vertices, triangles) = super::gltf::read_gltf(&bytes)?;
+    Ok((Vertices::F64(vertices), triangles))
+}
+
 fn read_off<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
     let mut line = Vec::new();
     let mut number = 0;

@@ -3,6 +3,7 @@
 pub mod columns;
 #[doc(hidden)]
 pub mod fuzz;
+mod gltf;
 pub mod mesh_file;
 pub mod npy;
 mod npz;

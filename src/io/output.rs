@@ -66,7 +66,7 @@ impl OutputFile {
                 problem: TABLE_EXTENSIONS.into(),
             });
         }
-        let target = &written_path(target)?;
+        let target = &super::temporary::written_path(target)?;
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -277,7 +277,7 @@ impl PendingFile {
     }
 
     fn beside(target: &Path) -> Result<PendingFile> {
-        let target = written_path(target)?;
+        let target = super::temporary::written_path(target)?;
         let name = target
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -393,7 +393,7 @@ pub fn check_target(path: &Path, extensions: &[&str], wrong_extension: &str) -> 
     if !matches {
         return Err(bad(wrong_extension));
     }
-    let written = written_path(path)?;
+    let written = super::temporary::written_path(path)?;
     let folder = written.parent().filter(|p| !p.as_os_str().is_empty());
     if folder.is_some_and(|f| !f.is_dir()) {
         return Err(bad("its folder does not exist"));
@@ -409,33 +409,6 @@ pub fn check_target(path: &Path, extensions: &[&str], wrong_extension: &str) -> 
             "is not a regular file (a device or a pipe): not replaced",
         )),
     }
-}
-
-/// Where an output written to `target` lands: symbolic links are followed (as numpy's `save`
-/// and zarr write through them), so that the rename that commits it replaces the file the link
-/// names, not the link.
-pub(crate) fn written_path(target: &Path) -> Result<PathBuf> {
-    let mut path = target.to_path_buf();
-    // Linux's own limit on links followed in one lookup.
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&path) {
-            Ok(found) if found.file_type().is_symlink() => {
-                let link = std::fs::read_link(&path).map_err(|source| Error::Write {
-                    path: target.to_path_buf(),
-                    source,
-                })?;
-                // A relative link is read from its own folder; `join` keeps an absolute one.
-                path = path
-                    .parent()
-                    .map_or_else(|| link.clone(), |p| p.join(&link));
-            }
-            _ => return Ok(path),
-        }
-    }
-    Err(Error::BadFile {
-        file: target.display().to_string(),
-        problem: "a chain of more than 40 symbolic links (a loop?)".into(),
-    })
 }
 
 /// Refuses an output of `bytes` that the free space of `target`'s filesystem cannot hold

@@ -201,3 +201,31 @@ fn is_running(pid: u32) -> bool {
 fn is_running(_pid: u32) -> bool {
     true
 }
+
+/// Where an output written to `target` lands: symbolic links are followed (as numpy's `save`
+/// and zarr write through them), so that the rename that commits it replaces the file the link
+/// names, not the link.
+pub(crate) fn written_path(target: &Path) -> crate::error::Result<PathBuf> {
+    let mut path = target.to_path_buf();
+    // Linux's own limit on links followed in one lookup.
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&path) {
+            Ok(found) if found.file_type().is_symlink() => {
+                let link =
+                    std::fs::read_link(&path).map_err(|source| crate::error::Error::Write {
+                        path: target.to_path_buf(),
+                        source,
+                    })?;
+                // A relative link is read from its own folder; `join` keeps an absolute one.
+                path = path
+                    .parent()
+                    .map_or_else(|| link.clone(), |p| p.join(&link));
+            }
+            _ => return Ok(path),
+        }
+    }
+    Err(crate::error::Error::BadFile {
+        file: target.display().to_string(),
+        problem: "a chain of more than 40 symbolic links (a loop?)".into(),
+    })
+}

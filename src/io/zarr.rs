@@ -90,7 +90,7 @@ impl ZarrGrid {
     /// A target that exists is replaced at commit only if it is a Zarr store itself (it has a
     /// `zarr.json`); any other file or folder there is refused, not deleted.
     pub fn create(target: &Path, layout: ZarrLayout) -> Result<ZarrGrid> {
-        let target = &super::output::written_path(target)?;
+        let target = &super::temporary::written_path(target)?;
         let bad = |problem: String| Error::BadFile {
             file: target.display().to_string(),
             problem,

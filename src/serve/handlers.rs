@@ -241,9 +241,12 @@ pub(super) async fn put_mesh(
 ) -> ApiResult<Response> {
     check_name(&name)?;
     let format = params.format.unwrap_or_default().to_ascii_lowercase();
-    if !matches!(format.as_str(), "obj" | "stl" | "ply" | "off") {
+    if !matches!(
+        format.as_str(),
+        "obj" | "stl" | "ply" | "off" | "glb" | "gltf"
+    ) {
         return Err(ApiError::bad(format!(
-            "format: `{format}`: give ?format=obj, stl, ply or off"
+            "format: `{format}`: give ?format=obj, stl, ply, off, glb or gltf"
         )));
     }
     let file = body_to_file(&state.private, state.body(&headers, body)?, &format).await?;
