@@ -245,6 +245,20 @@ fn every_error_has_its_status_and_names_the_problem() {
             b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n",
         )
         .assert_error(400, &["line 6", "face 0"]);
+    // A .gltf's buffer file is read beside it by the CLI; an upload brings no folder, and its
+    // URI must not make the server read its own files.
+    for uri in ["/etc/hostname", "../../../../../../etc/hostname", "t.bin"] {
+        let gltf = format!(
+            r#"{{"asset": {{"version": "2.0"}},
+                "meshes": [{{"primitives": [{{"attributes": {{"POSITION": 0}}}}]}}],
+                "accessors": [{{"bufferView": 0, "componentType": 5126, "count": 3, "type": "VEC3"}}],
+                "bufferViews": [{{"buffer": 0, "byteLength": 36}}],
+                "buffers": [{{"byteLength": 36, "uri": "{uri}"}}]}}"#
+        );
+        server
+            .put("/v1/meshes/g?format=gltf", gltf.as_bytes())
+            .assert_error(400, &["buffers[0].uri", "upload does not bring", ".glb"]);
+    }
     let deleted = server.request("DELETE", "/v1/meshes/t", &[], &[]);
     assert_eq!(deleted.status, 204);
     server

@@ -1,5 +1,5 @@
 //! glTF 2.0 meshes (`.glb`, the binary container Objaverse and Sketchfab ship, and `.gltf` whose
-//! buffers are embedded as base64 `data:` URIs), read by our own reader so that each malformed
+//! buffers are base64 `data:` URIs or files beside it), read by our own reader so that each malformed
 //! field is named (`accessors[3].count`). The triangles are those of the default scene's nodes,
 //! each placed by its world transform (a mesh two nodes use is there twice), in f64. Triangle
 //! strips and fans are split into triangles; points and lines have none. Positions may be
@@ -18,7 +18,12 @@ const CHUNK_BIN: u32 = 0x004E_4942;
 type Problem = String;
 
 /// A glTF file's vertices (every primitive of every node placed, in that order) and triangles.
-pub(super) fn read_gltf(bytes: &[u8]) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Problem> {
+/// `beside`: the folder a `.gltf`'s buffer files (`scene.bin`) are read from; `None` where the
+/// file came without one (a service's upload), so that only embedded buffers are read.
+pub(super) fn read_gltf(
+    bytes: &[u8],
+    beside: Option<&std::path::Path>,
+) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Problem> {
     let (json, binary) = if bytes.starts_with(GLB_MAGIC) {
         glb_chunks(bytes)?
     } else {
@@ -29,7 +34,7 @@ pub(super) fn read_gltf(bytes: &[u8]) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Pro
     if !document.is_object() {
         return Err("not a valid glTF file: its JSON is not an object".into());
     }
-    Gltf::new(&document, binary)?.soup()
+    Gltf::new(&document, binary, beside)?.soup()
 }
 
 /// The JSON chunk and the binary chunk (if any) of a `.glb`.
@@ -253,7 +258,11 @@ fn component_size(component_type: u64) -> usize {
 }
 
 impl<'a> Gltf<'a> {
-    fn new(document: &'a Value, binary: Option<&[u8]>) -> Result<Gltf<'a>, Problem> {
+    fn new(
+        document: &'a Value,
+        binary: Option<&[u8]>,
+        beside: Option<&std::path::Path>,
+    ) -> Result<Gltf<'a>, Problem> {
         for required in list(document, "extensionsRequired") {
             let name = required.as_str().unwrap_or_default();
             if matches!(
@@ -275,13 +284,16 @@ impl<'a> Gltf<'a> {
             let bytes = match buffer.get("uri").map(|u| u.as_str()) {
                 None if i == 0 && binary.is_some() => binary.expect("checked").to_vec(),
                 None => return Err(format!("{at}: no uri, and no GLB binary chunk to be it")),
-                Some(Some(uri)) => embedded(uri).ok_or_else(|| {
-                    format!(
-                        "{at}.uri `{:.60}`: only base64 `data:` URIs are read; pack the model \
-                         as .glb",
-                        uri
-                    )
-                })??,
+                Some(Some(uri)) => match (embedded(uri), beside) {
+                    (Some(bytes), _) => bytes?,
+                    (None, Some(folder)) => buffer_file(folder, uri, &at)?,
+                    (None, None) => {
+                        return Err(format!(
+                            "{at}.uri `{uri:.60}`: a file beside the model, which an upload \
+                             does not bring; pack the model as .glb"
+                        ));
+                    }
+                },
                 Some(None) => return Err(format!("{at}.uri: expected a string")),
             };
             if (bytes.len() as u64) < length {
@@ -678,6 +690,31 @@ struct Shape {
     position: u64,
     vertices: usize,
     corners: usize,
+}
+
+/// The buffer file a relative `uri` (percent-encoded, as glTF's URIs are) names in `folder`.
+fn buffer_file(folder: &std::path::Path, uri: &str, at: &str) -> Result<Vec<u8>, Problem> {
+    if uri.contains("://") {
+        return Err(format!(
+            "{at}.uri `{uri:.60}`: only files beside the model are read"
+        ));
+    }
+    let mut name = Vec::with_capacity(uri.len());
+    let mut bytes = uri.bytes();
+    while let Some(b) = bytes.next() {
+        let hex = |c: Option<u8>| c.and_then(|c| (c as char).to_digit(16));
+        match b {
+            b'%' => match (hex(bytes.next()), hex(bytes.next())) {
+                (Some(high), Some(low)) => name.push((high * 16 + low) as u8),
+                _ => return Err(format!("{at}.uri `{uri:.60}`: a malformed %-escape")),
+            },
+            _ => name.push(b),
+        }
+    }
+    let name =
+        String::from_utf8(name).map_err(|_| format!("{at}.uri: not UTF-8 once unescaped"))?;
+    let path = folder.join(&name);
+    std::fs::read(&path).map_err(|e| format!("{at}.uri: cannot read {}: {e}", path.display()))
 }
 
 /// The bytes of a base64 `data:` URI; `None` for any other URI.

@@ -9,21 +9,40 @@ use crate::error::{Error, Result};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Vertices};
 
-/// Load a mesh by its extension: `.obj`, `.stl`, `.ply` or `.off`.
+/// Load a mesh by its extension: `.obj`, `.stl`, `.ply`, `.off`, `.glb` or `.gltf` (whose
+/// buffers may be files beside it).
 pub fn load_mesh(path: &Path) -> Result<Mesh> {
+    let beside = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    load_mesh_from(path, beside)
+}
+
+/// [`load_mesh`] of a file that came alone (a service's upload): no file beside it is read, so
+/// that a `.gltf`'s buffer URI cannot make the server read its own files.
+pub fn load_uploaded_mesh(path: &Path) -> Result<Mesh> {
+    load_mesh_from(path, None)
+}
+
+fn load_mesh_from(path: &Path, beside: Option<&Path>) -> Result<Mesh> {
     let file = path.display().to_string();
     let format = MeshFormat::of(path).ok_or_else(|| Error::BadFile {
         file: file.clone(),
         problem: "a mesh must be .obj, .stl, .ply, .off, .glb or .gltf (by its extension)".into(),
     })?;
-    read_mesh(&mut open_buffered(path)?, format, &file)
+    let (vertices, triangles) = read_soup(&mut open_buffered(path)?, format, &file, beside)?;
+    Mesh::new(vertices, triangles, &file)
 }
 
 /// A PLY file's vertex positions, faces or none (a scanned point cloud's file): the rows of a
 /// points file in `.ply`.
 pub(crate) fn read_ply_positions(path: &Path) -> Result<Vertices> {
     let file = path.display().to_string();
-    let (vertices, _) = read_soup(&mut open_buffered(path)?, MeshFormat::Ply, &file)?;
+    let (vertices, _) = read_soup(&mut open_buffered(path)?, MeshFormat::Ply, &file, None)?;
     Ok(vertices)
 }
 
@@ -63,15 +82,17 @@ pub fn read_mesh<R: std::io::BufRead + std::io::Seek>(
     format: MeshFormat,
     file: &str,
 ) -> Result<Mesh> {
-    let (vertices, triangles) = read_soup(reader, format, file)?;
+    let (vertices, triangles) = read_soup(reader, format, file, None)?;
     Mesh::new(vertices, triangles, file)
 }
 
-/// A file's vertices and triangles as its reader gives them, not yet checked as a mesh.
+/// A file's vertices and triangles as its reader gives them, not yet checked as a mesh;
+/// `beside`: the folder a glTF's buffer files are read from (none: only embedded buffers).
 fn read_soup<R: std::io::BufRead + std::io::Seek>(
     reader: &mut R,
     format: MeshFormat,
     file: &str,
+    beside: Option<&Path>,
 ) -> Result<Soup> {
     let mut reader = Interruptible {
         inner: reader,
@@ -83,7 +104,7 @@ fn read_soup<R: std::io::BufRead + std::io::Seek>(
         MeshFormat::Stl => read_stl(&mut reader),
         MeshFormat::Ply => read_ply(&mut reader),
         MeshFormat::Off => read_off(&mut reader),
-        MeshFormat::Gltf => read_gltf(&mut reader),
+        MeshFormat::Gltf => read_gltf(&mut reader, beside),
     };
     if reader.interrupted {
         return Err(Error::Interrupted);
@@ -270,12 +291,15 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
 /// that run the counts on to the keyword (`OFF490 518 0`) are read as meant; `COFF` and `NOFF`
 /// (colours or normals on the vertex lines) too. Binary OFF is refused by name.
 /// glTF, read whole (its JSON says where every array lies) by `super::gltf`.
-fn read_gltf<R: std::io::Read>(reader: &mut R) -> std::result::Result<Soup, String> {
+fn read_gltf<R: std::io::Read>(
+    reader: &mut R,
+    beside: Option<&Path>,
+) -> std::result::Result<Soup, String> {
     let mut bytes = Vec::new();
     reader
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read it: {e}"))?;
-    let (vertices, triangles) = super::gltf::read_gltf(&bytes)?;
+    let (vertices, triangles) = super::gltf::read_gltf(&bytes, beside)?;
     Ok((Vertices::F64(vertices), triangles))
 }
 

@@ -14,7 +14,7 @@ pub mod temporary;
 pub mod zarr;
 
 pub use columns::{ColumnSpec, ColumnType, Values, field_column, field_columns, field_values};
-pub use mesh_file::{MeshFormat, load_mesh, read_mesh};
+pub use mesh_file::{MeshFormat, load_mesh, load_uploaded_mesh, read_mesh};
 pub use npz::{Constant, NpzInMemory, npz_in_memory};
 pub use output::OutputFile;
 pub use row_files::{PointFile, RowFile, RowLayout};

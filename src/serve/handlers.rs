@@ -278,7 +278,7 @@ pub(super) async fn body_to_file(
 
 /// The mesh in `file`, its errors naming it `body`.
 pub(super) fn mesh_from_file(file: PrivateFile) -> crate::Result<crate::mesh::Mesh> {
-    let mesh = crate::io::load_mesh(file.path());
+    let mesh = crate::io::load_uploaded_mesh(file.path());
     let shown = file.path().display().to_string();
     mesh.map_err(|e| match e {
         Error::BadFile { problem, .. } => Error::BadFile {
