@@ -620,10 +620,47 @@ fn broken_gltf_files_name_the_field_and_the_problem() {
             changed("/meshes/0/primitives/0/mode", 0.into()),
             &["no triangles"],
         ),
+        (
+            "zeros.glb",
+            changed(
+                "/accessors/0",
+                serde_json::json!({"componentType": 5126, "count": 4000000000u64, "type": "VEC3"}),
+            ),
+            &["accessors[0] (POSITION of meshes[0].primitives[0]): no bufferView"],
+        ),
     ];
     for (name, bytes, needles) in cases {
         assert_bad(&write(&dir, name, &bytes), needles);
     }
+    // A file that came alone (the service's upload) may place its meshes at most 16 times its
+    // own bytes over: 1,000 nodes placing one 10,000-vertex mesh would be 240 MB from 140 kB.
+    let vertices: Vec<u8> = (0..10_000u32)
+        .flat_map(|k| [k as f32, (k % 7) as f32, 0.0])
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    let nodes: Vec<serde_json::Value> = (0..1000).map(|_| serde_json::json!({"mesh": 0})).collect();
+    let many = serde_json::json!({
+        "asset": {"version": "2.0"},
+        "nodes": nodes,
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0}}]}],
+        "accessors": [{"bufferView": 0, "componentType": 5126, "count": 9999, "type": "VEC3"}],
+        "bufferViews": [{"buffer": 0, "byteLength": vertices.len()}],
+        "buffers": [{"byteLength": vertices.len()}],
+    });
+    let bytes = glb(&many, &vertices);
+    let upload = closest::io::read_mesh(
+        &mut std::io::Cursor::new(&bytes),
+        closest::io::MeshFormat::Gltf,
+        "body",
+    )
+    .expect_err("an upload placing 240 MB");
+    assert!(
+        upload.to_string().contains("16 times its own size"),
+        "{upload}"
+    );
+    // From a file, the same scene is read.
+    let m = load_mesh(&write(&dir, "many.glb", &bytes)).unwrap();
+    assert_eq!(m.triangles.len(), 3333 * 1000);
 }
 
 #[test]

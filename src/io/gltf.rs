@@ -34,7 +34,10 @@ pub(super) fn read_gltf(
     if !document.is_object() {
         return Err("not a valid glTF file: its JSON is not an object".into());
     }
-    Gltf::new(&document, binary, beside)?.soup()
+    // A file that came alone (an upload) places at most 16 times its own bytes: its nodes could
+    // otherwise place one mesh so often that a small body takes all the server's memory.
+    let most = beside.map_or(16 * bytes.len() as u64 + (1 << 20), |_| u64::MAX);
+    Gltf::new(&document, binary, beside)?.soup(most)
 }
 
 /// The JSON chunk and the binary chunk (if any) of a `.glb`.
@@ -486,7 +489,8 @@ impl<'a> Gltf<'a> {
         Ok(placed)
     }
 
-    fn soup(&self) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Problem> {
+    /// The placed triangles, refused where they would take more than `most` bytes.
+    fn soup(&self, most: u64) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Problem> {
         let meshes = list(self.document, "meshes");
         let placed = self.placed_meshes()?;
         // What the placed primitives hold, before anything is held: a file that places a large
@@ -516,6 +520,14 @@ impl<'a> Gltf<'a> {
             ));
         }
         let bytes = vertex_total * 24 + index_total * 4;
+        if bytes > most {
+            return Err(format!(
+                "its scene places {vertex_total} vertices and {index_total} indices ({} MiB), \
+                 more than 16 times its own size allows in an upload: flatten it, or load it \
+                 from a file",
+                bytes >> 20
+            ));
+        }
         if let Some(available) = crate::host_memory::host_available_bytes()
             && bytes > available
         {
@@ -572,14 +584,16 @@ impl<'a> Gltf<'a> {
                 "accessors[{position}] (POSITION of {at}): expected VEC3"
             ));
         }
-        if positions.bytes.is_empty()
-            && primitive
+        // Values from no buffer view are zeros (or a sparse accessor's base): no geometry, and
+        // a count a tiny file could make as large as it likes.
+        if positions.bytes.is_empty() && positions.count > 0 {
+            let draco = primitive
                 .get("extensions")
-                .is_some_and(|e| e.get("KHR_draco_mesh_compression").is_some())
-        {
-            return Err(format!(
-                "{at}: its positions are Draco-compressed only, which is not read"
-            ));
+                .is_some_and(|e| e.get("KHR_draco_mesh_compression").is_some());
+            return Err(match draco {
+                true => format!("{at}: its positions are Draco-compressed only, which is not read"),
+                false => format!("accessors[{position}] (POSITION of {at}): no bufferView"),
+            });
         }
         let indices = match primitive.get("indices") {
             None => positions.count,
@@ -587,7 +601,11 @@ impl<'a> Gltf<'a> {
                 let i = i
                     .as_u64()
                     .ok_or_else(|| format!("{at}.indices: expected an accessor index"))?;
-                self.accessor(i)?.count
+                let indices = self.accessor(i)?;
+                if indices.bytes.is_empty() && indices.count > 0 {
+                    return Err(format!("accessors[{i}] (indices of {at}): no bufferView"));
+                }
+                indices.count
             }
         };
         let corners = match mode {
