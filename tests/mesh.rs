@@ -429,7 +429,9 @@ fn gltf_files_place_their_nodes_meshes_as_the_same_triangles() {
     let mut text = document.clone();
     text["buffers"][0]["uri"] =
         format!("data:application/octet-stream;base64,{}", base64(&binary)).into();
-    let text_file = write(&dir, "square.gltf", &serde_json::to_vec(&text).unwrap());
+    let mut text_bytes = b"\xEF\xBB\xBF".to_vec(); // a byte-order mark, as some exporters write
+    text_bytes.extend(serde_json::to_vec(&text).unwrap());
+    let text_file = write(&dir, "square.gltf", &text_bytes);
     check(&load_mesh(&text_file).unwrap(), "square.gltf");
     // And with its buffer in a file beside it, the URI %-escaped (as Sketchfab's scene.bin).
     write(&dir, "square data.bin", &binary);
@@ -632,6 +634,15 @@ fn broken_gltf_files_name_the_field_and_the_problem() {
     for (name, bytes, needles) in cases {
         assert_bad(&write(&dir, name, &bytes), needles);
     }
+    // A long wrong value is shown cut, not whole.
+    let long = changed("/nodes/0/matrix", serde_json::json!(vec![1; 100_000]));
+    let message = load_mesh(&write(&dir, "long.glb", &long))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("16 finite numbers") && message.len() < 400,
+        "{message}"
+    );
     // A file that came alone (the service's upload) may place its meshes at most 16 times its
     // own bytes over: 1,000 nodes placing one 10,000-vertex mesh would be 240 MB from 140 kB.
     let vertices: Vec<u8> = (0..10_000u32)

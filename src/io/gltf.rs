@@ -29,6 +29,8 @@ pub(super) fn read_gltf(
     } else {
         (bytes, None)
     };
+    // Some exporters start their JSON with a byte-order mark, which JSON parsers refuse.
+    let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let document: Value = serde_json::from_slice(json)
         .map_err(|e| format!("not a valid glTF file: its JSON: {e} (a .glb starts with `glTF`)"))?;
     if !document.is_object() {
@@ -124,7 +126,11 @@ fn numbers<const N: usize>(
     let Some(v) = value.get(key) else {
         return Ok(None);
     };
-    let bad = || format!("{at}.{key}: expected {N} finite numbers, found {v:.80}");
+    let bad = || {
+        // A value's Display takes no precision: cut by hand (a hostile array may be long).
+        let shown: String = v.to_string().chars().take(80).collect();
+        format!("{at}.{key}: expected {N} finite numbers, found {shown}")
+    };
     let items = v.as_array().filter(|a| a.len() == N).ok_or_else(bad)?;
     let mut out = [0.0; N];
     for (slot, item) in out.iter_mut().zip(items) {
@@ -656,6 +662,7 @@ impl<'a> Gltf<'a> {
                 let i = i.as_u64().expect("checked");
                 let accessor = self.accessor(i)?;
                 if accessor.components != 1
+                    || accessor.normalized
                     || ![5121, 5123, 5125].contains(&accessor.component_type)
                 {
                     return Err(format!(
