@@ -354,13 +354,12 @@ impl<'a> Gltf<'a> {
         let mut found = Accessor {
             bytes: &[],
             stride: element as usize,
-            count: 0,
+            count: usize::try_from(count)
+                .map_err(|_| format!("{at}.count: {count} is more than this machine can index"))?,
             components,
             component_type,
             normalized,
         };
-        found.count = usize::try_from(count)
-            .map_err(|_| format!("{at}.count: {count} is more than this machine can index"))?;
         let Some(view_index) = accessor.get("bufferView") else {
             return Ok(found);
         };
@@ -564,7 +563,7 @@ impl<'a> Gltf<'a> {
                         base
                     }
                 };
-                self.add_triangles(primitive, &at, base, shape.vertices, &mut triangles)?;
+                self.add_triangles(primitive, &at, base, &shape, &mut triangles)?;
             }
         }
         Ok((vertices, triangles))
@@ -622,6 +621,7 @@ impl<'a> Gltf<'a> {
             position,
             vertices: positions.count,
             corners,
+            mode,
         }))
     }
 
@@ -646,16 +646,17 @@ impl<'a> Gltf<'a> {
         Ok(())
     }
 
-    /// A primitive's triangles (a list, strip or fan), its corners indices into `count`
-    /// positions placed from `base` on.
+    /// A primitive's triangles (a list, strip or fan as `shape` says), its corners indices into
+    /// `shape`'s positions, placed from `base` on.
     fn add_triangles(
         &self,
         primitive: &Value,
         at: &str,
         base: u32,
-        count: usize,
+        shape: &Shape,
         triangles: &mut Vec<[u32; 3]>,
     ) -> Result<(), Problem> {
+        let (count, mode) = (shape.vertices, shape.mode);
         let indices = match primitive.get("indices") {
             None => None,
             Some(i) => {
@@ -686,7 +687,6 @@ impl<'a> Gltf<'a> {
             }
             Ok(v as u32)
         };
-        let mode = index(primitive, "mode", at, Some(4))?;
         if mode == 4 && corners % 3 != 0 {
             return Err(format!(
                 "{at}: {corners} corners do not make whole triangles"
@@ -710,11 +710,14 @@ impl<'a> Gltf<'a> {
     }
 }
 
-/// A triangle primitive: its POSITION accessor, how many positions and corners it has.
+/// A triangle primitive: its POSITION accessor, how many positions and corners it has, and its
+/// mode.
 struct Shape {
     position: u64,
     vertices: usize,
     corners: usize,
+    /// 4 a list, 5 a strip, 6 a fan (glTF's primitive modes).
+    mode: u64,
 }
 
 /// The buffer file a relative `uri` (percent-encoded, as glTF's URIs are) names in `folder`.
