@@ -159,10 +159,30 @@ def npy():
     put("npy", "truncated", npy_bytes("<f4", (5, 3), pts, "<9f"))
 
 
+def npz():
+    import io
+    import zipfile
+    pts = [0.5, 1, 2, float("nan"), 0, float("inf"), -3, 1e30, 7]
+
+    def archive(arrays, method):
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", method) as z:
+            for name, data in arrays:
+                z.writestr(name + ".npy", data)
+        return out.getvalue()
+
+    f32 = npy_bytes("<f4", (3, 3), pts, "<9f")
+    put("npz", "stored", archive([("arr_0", f32)], zipfile.ZIP_STORED))
+    put("npz", "deflated", archive([("arr_0", f32)], zipfile.ZIP_DEFLATED))
+    put("npz", "named", archive([("sdf", f32[:80]), ("points", npy_bytes("<f8", (3, 3), pts, "<9d"))], zipfile.ZIP_DEFLATED))
+    put("npz", "unnamed", archive([("a", f32), ("b", f32)], zipfile.ZIP_STORED))
+    put("npz", "truncated", archive([("arr_0", npy_bytes("<f4", (5, 3), pts, "<9f"))], zipfile.ZIP_DEFLATED))
+
+
 def csv():
     put("csv", "header", "x,y,z\n0,1,2\n# comment\n\n3.5, -4e3 ,nan\ninf,-inf,1e-300\n")
     put("csv", "short-row", "1,2,3\n4,5\n")
 
 
-for make in (obj, stl, ply, off, glb, scene, npy, csv):
+for make in (obj, stl, ply, off, glb, scene, npy, npz, csv):
     make()

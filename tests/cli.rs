@@ -439,6 +439,40 @@ fn bad_points_name_the_file_row_and_field() {
         &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")],
         &["junk.npy", "not a .npy"],
     );
+    // `.npz` archives: the array is named, and a broken one is refused by what broke.
+    let row = [0u8; 24];
+    write_npy(&dir.path("row.npy"), "<f8", &[1, 3], &row);
+    let one_row = std::fs::read(dir.path("row.npy")).unwrap();
+    write_npz(
+        &dir.path("two.npz"),
+        &[("a", &one_row), ("b", &one_row)],
+        false,
+    );
+    write_npy(&dir.path("short.npy"), "<f8", &[4, 3], &row);
+    let short = std::fs::read(dir.path("short.npy")).unwrap();
+    write_npz(&dir.path("short.npz"), &[("arr_0", &short)], true);
+    write_npz(&dir.path("garbled.npz"), &[("arr_0", &one_row)], true);
+    let mut garbled = std::fs::read(dir.path("garbled.npz")).unwrap();
+    // The deflate stream starts after the 30-byte local header and the name `arr_0.npy`:
+    // all ones make a block of the reserved type.
+    garbled[39..49].fill(0xff);
+    std::fs::write(dir.path("garbled.npz"), garbled).unwrap();
+    std::fs::write(dir.path("junk.npz"), b"hello").unwrap();
+    for (file, needles) in [
+        ("two.npz", &["two.npz", "a, b", "`points`"][..]),
+        ("short.npz", &["short.npz (array `arr_0`)", "truncated"]),
+        (
+            "garbled.npz",
+            &["garbled.npz (array `arr_0`)", "cannot inflate"],
+        ),
+        ("junk.npz", &["junk.npz", "not a .npz"]),
+    ] {
+        assert_bad_input(
+            &dir,
+            &["query", "--shapes", &scene, "--points", &dir.s(file)],
+            needles,
+        );
+    }
     // A folder is named as one (its first read's error read as "too short" or cut off).
     for name in ["folder.npy", "folder.csv", "folder.obj"] {
         std::fs::create_dir(dir.path(name)).unwrap();
@@ -2618,6 +2652,23 @@ fn fortran_bytes(values: &[f64], dims: &[usize], f32_values: bool, big_endian: b
 }
 
 /// An `.npy` whose header says `fortran_order`.
+/// An `.npz` of the given `.npy` files, as numpy's `savez` (stored) or `savez_compressed`.
+fn write_npz(path: &Path, arrays: &[(&str, &[u8])], deflated: bool) {
+    use std::io::Write;
+    let method = if deflated {
+        zip::CompressionMethod::Deflated
+    } else {
+        zip::CompressionMethod::Stored
+    };
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, npy) in arrays {
+        let options = zip::write::SimpleFileOptions::default().compression_method(method);
+        zip.start_file(format!("{name}.npy"), options).unwrap();
+        zip.write_all(npy).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
 fn write_npy_ordered(path: &Path, descr: &str, fortran: bool, shape: &[usize], data: &[u8]) {
     let mut bytes = Vec::new();
     npy::write_header(&mut bytes, descr, shape).unwrap();
@@ -2677,6 +2728,15 @@ fn fortran_ordered_big_endian_and_half_npy_rows_are_read_as_numpy_wrote_them() {
         let plain: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         write_npy_ordered(&dir.path("c.npy"), "<f8", false, dims, &plain);
         let expected = run(&dir.s("c.npy"), "c.npz");
+        // numpy's `savez` (one array, stored) and `savez_compressed` give the same rows.
+        let npy = std::fs::read(dir.path("c.npy")).unwrap();
+        for deflated in [false, true] {
+            write_npz(&dir.path("c_in.npz"), &[("arr_0", &npy)], deflated);
+            assert!(
+                run(&dir.s("c_in.npz"), "c_out.npz") == expected,
+                "{what} in a .npz (deflated {deflated}): other bytes"
+            );
+        }
         let plain32: Vec<u8> = values
             .iter()
             .flat_map(|v| (*v as f32).to_le_bytes())
@@ -2713,6 +2773,24 @@ fn fortran_ordered_big_endian_and_half_npy_rows_are_read_as_numpy_wrote_them() {
                 &got == want,
                 "{what} {descr} fortran {fortran}: other bytes"
             );
+            // The same array in numpy's `savez_compressed`: a Fortran array's columns each
+            // inflate forward over the chunks.
+            if fortran {
+                let npy = std::fs::read(dir.path("x.npy")).unwrap();
+                let rows_name = match what {
+                    "a" => "segments",
+                    other => other,
+                };
+                write_npz(
+                    &dir.path("x_in.npz"),
+                    &[("sdf", &npy[..64]), (rows_name, &npy)],
+                    true,
+                );
+                assert!(
+                    &run(&dir.s("x_in.npz"), "x_out.npz") == want,
+                    "{what} {descr} fortran in a deflated .npz: other bytes"
+                );
+            }
         }
         // Half floats (ML pipelines store points so) widen exactly: the same bytes out as
         // the float64 file of the same values, in either byte order.

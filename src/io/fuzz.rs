@@ -22,11 +22,12 @@ pub enum Loader {
     Gltf,
     Scene,
     Npy,
+    Npz,
     Csv,
 }
 
 impl Loader {
-    pub const ALL: [Loader; 8] = [
+    pub const ALL: [Loader; 9] = [
         Loader::Obj,
         Loader::Stl,
         Loader::Ply,
@@ -34,6 +35,7 @@ impl Loader {
         Loader::Gltf,
         Loader::Scene,
         Loader::Npy,
+        Loader::Npz,
         Loader::Csv,
     ];
 
@@ -48,6 +50,7 @@ impl Loader {
             Loader::Gltf => "glb",
             Loader::Scene => "scene",
             Loader::Npy => "npy",
+            Loader::Npz => "npz",
             Loader::Csv => "csv",
         }
     }
@@ -62,7 +65,7 @@ impl Loader {
             Loader::Off => feed_mesh(data, MeshFormat::Off),
             Loader::Gltf => feed_mesh(data, MeshFormat::Gltf),
             Loader::Scene => feed_scene(data),
-            Loader::Npy | Loader::Csv => feed_points(data, self.name()),
+            Loader::Npy | Loader::Npz | Loader::Csv => feed_points(data, self.name()),
         }
     }
 }

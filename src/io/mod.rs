@@ -6,6 +6,7 @@ pub mod fuzz;
 mod gltf;
 pub mod mesh_file;
 pub mod npy;
+mod npy_source;
 mod npz;
 pub mod output;
 pub mod row_files;

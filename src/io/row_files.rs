@@ -3,12 +3,12 @@
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
 //! skipped; `nan`/`inf` cells are accepted).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::npy::{self, Dtype};
+use super::npy_source::NpySource;
 use crate::error::{Error, Result};
 use crate::points::{PointChunk, PointReader};
 
@@ -19,6 +19,8 @@ pub struct RowLayout<const N: usize> {
     pub npy_dims: &'static [usize],
     /// Names of the values, for error messages (`x`, `radius`, …).
     pub names: [&'static str; N],
+    /// The array of an `.npz` of several that holds the rows.
+    pub npz_array: &'static str,
     /// What a file of such rows is, for error messages.
     pub what: &'static str,
 }
@@ -26,19 +28,22 @@ pub struct RowLayout<const N: usize> {
 pub const POINTS: RowLayout<3> = RowLayout {
     npy_dims: &[3],
     names: ["x", "y", "z"],
-    what: "points must be a .npy (N, 3) array or a .csv (.txt, .xyz) file with 3 columns, or a .ply point cloud",
+    npz_array: "points",
+    what: "points must be a .npy (N, 3) array (or one in a .npz) or a .csv (.txt, .xyz) file with 3 columns, or a .ply point cloud",
 };
 
 pub const SPHERES: RowLayout<4> = RowLayout {
     npy_dims: &[4],
     names: ["cx", "cy", "cz", "radius"],
-    what: "spheres must be a .npy (N, 4) array (cx, cy, cz, r) or a .csv (.txt) file with 4 columns",
+    npz_array: "spheres",
+    what: "spheres must be a .npy (N, 4) array (cx, cy, cz, r; or one in a .npz) or a .csv (.txt) file with 4 columns",
 };
 
 pub const SEGMENTS: RowLayout<6> = RowLayout {
     npy_dims: &[2, 3],
     names: ["ax", "ay", "az", "bx", "by", "bz"],
-    what: "segments must be a .npy (N, 2, 3) array or a .csv (.txt) file with 6 columns",
+    npz_array: "segments",
+    what: "segments must be a .npy (N, 2, 3) array (or one in a .npz) or a .csv (.txt) file with 6 columns",
 };
 
 /// An opened file of rows of `N` values; rows are read as the engine asks for them.
@@ -53,13 +58,12 @@ pub type PointFile = RowFile<3>;
 
 enum RowData<const N: usize> {
     Npy {
-        reader: BufReader<File>,
+        source: NpySource,
         dtype: Dtype,
         big_endian: bool,
         /// Fortran order: each of a row's values is a column of its own, `rows` long
         /// (`fortran_columns`).
         fortran: Option<Vec<usize>>,
-        next_row: usize,
         data_offset: u64,
     },
     Memory(Vec<[f64; N]>),
@@ -80,7 +84,10 @@ impl<const N: usize> RowFile<N> {
             .map(str::to_lowercase)
             .unwrap_or_default();
         match ext.as_str() {
-            "npy" => Self::open_npy(path, layout),
+            "npy" => Self::open_npy(path, NpySource::npy_file(path)?, layout),
+            // numpy's `savez` (stored) and `savez_compressed` (deflated): the only array, or
+            // the one named for the rows (`points`, as `closest sample` writes it).
+            "npz" => Self::open_npy(path, NpySource::npz_array(path, layout.npz_array)?, layout),
             // Text rows: spreadsheets' CSV, numpy.savetxt's `.txt`, point clouds' `.xyz`, whose
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false),
@@ -108,20 +115,13 @@ impl<const N: usize> RowFile<N> {
         }
     }
 
-    fn open_npy(path: &Path, layout: RowLayout<N>) -> Result<RowFile<N>> {
-        let file_name = path.display().to_string();
+    fn open_npy(path: &Path, mut source: NpySource, layout: RowLayout<N>) -> Result<RowFile<N>> {
+        let file_name = source.describe(path);
         let bad = |problem: String| Error::BadFile {
             file: file_name.clone(),
             problem,
         };
-        let read_err = |source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = super::open_input(path)?;
-        let file_len = file.metadata().map_err(read_err)?.len();
-        let mut reader = BufReader::with_capacity(1 << 20, file);
-        let header = npy::read_header(&mut reader).map_err(bad)?;
+        let header = source.header().map_err(bad)?;
         let (dtype, big_endian) = Dtype::from_any_order(&header.descr).map_err(bad)?;
         let rows = match header.shape.split_first() {
             Some((&n, rest)) if rest == layout.npy_dims => n,
@@ -136,22 +136,23 @@ impl<const N: usize> RowFile<N> {
             .checked_mul((N * dtype.size()) as u64)
             .and_then(|data| data.checked_add(header.data_offset))
             .ok_or_else(|| bad(format!("implausible row count {rows}")))?;
-        if file_len < expected {
+        if source.len() < expected {
             return Err(bad(format!(
-                "truncated: the header promises {rows} rows ({expected} bytes) but the file has {file_len} bytes"
+                "truncated: the header promises {rows} rows ({expected} bytes) but the {} has {} bytes",
+                if path_is_npz(path) { "array" } else { "file" },
+                source.len()
             )));
         }
         Ok(RowFile {
             path: path.to_path_buf(),
             rows,
             data: RowData::Npy {
-                reader,
+                source,
                 dtype,
                 big_endian,
                 fortran: header
                     .fortran_order
                     .then(|| npy::fortran_columns(layout.npy_dims)),
-                next_row: 0,
                 data_offset: header.data_offset,
             },
         })
@@ -244,15 +245,14 @@ impl<const N: usize> RowFile<N> {
         self.rows == 0
     }
 
-    /// The bytes of `.npy` rows `range` in C order, read where the last read ended or after a
-    /// seek (a Fortran-ordered file's: each value's column read and the rows put together).
+    /// The bytes of `.npy` rows `range` in C order (a Fortran-ordered file's: each value's
+    /// column read and the rows put together).
     fn npy_bytes(&mut self, range: Range<usize>) -> Result<(Vec<u8>, Dtype)> {
         let rows = self.rows;
         let RowData::Npy {
-            reader,
+            source,
             dtype,
             fortran,
-            next_row,
             data_offset,
             ..
         } = &mut self.data
@@ -264,28 +264,21 @@ impl<const N: usize> RowFile<N> {
             path: self.path.clone(),
             source,
         };
+        let mut bytes = vec![0u8; range.len() * N * size];
         if let Some(columns) = fortran {
-            let mut bytes = vec![0u8; range.len() * N * size];
             let mut column = vec![0u8; range.len() * size];
             for (c, &k) in columns.iter().enumerate() {
                 let at = *data_offset + ((c * rows + range.start) * size) as u64;
-                reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
-                reader.read_exact(&mut column).map_err(read_err)?;
+                source.read_at(c, at, &mut column).map_err(read_err)?;
                 for (row, value) in column.chunks_exact(size).enumerate() {
                     let to = (row * N + k) * size;
                     bytes[to..to + size].copy_from_slice(value);
                 }
             }
-            *next_row = usize::MAX;
-            return Ok((bytes, *dtype));
-        }
-        if *next_row != range.start {
+        } else {
             let at = *data_offset + (range.start * N * size) as u64;
-            reader.seek(SeekFrom::Start(at)).map_err(read_err)?;
+            source.read_at(0, at, &mut bytes).map_err(read_err)?;
         }
-        let mut bytes = vec![0u8; range.len() * N * size];
-        reader.read_exact(&mut bytes).map_err(read_err)?;
-        *next_row = range.end;
         Ok((bytes, *dtype))
     }
 
@@ -357,4 +350,9 @@ impl PointReader for PointFile {
             self.read_rows(range, chunk.f64_rows())
         }
     }
+}
+
+fn path_is_npz(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
 }
