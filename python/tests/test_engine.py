@@ -59,6 +59,15 @@ def test_scene_query_equals_the_cli(backend, cli, tmp_path, mode):
             "--mode", mode, "--out", tmp_path / "out.npz")
     want = npz(tmp_path / "out.npz")
     assert_same(backend.scene(SHAPES).query(points, mode=mode), want)
+    # numpy's archives of the same points, stored or deflated, C or Fortran ordered, alone or
+    # named among others: the CLI reads the same rows.
+    np.savez(tmp_path / "stored.npz", points)
+    np.savez_compressed(tmp_path / "deflated.npz", sdf=points[:, 0], points=np.asfortranarray(points))
+    for archive in ["stored.npz", "deflated.npz"]:
+        run_cli(cli, "--chunk-rows", "1024", "query", "--shapes", tmp_path / "scene.json",
+                "--points", tmp_path / archive, "--mode", mode, "--out", tmp_path / "again.npz")
+        again = npz(tmp_path / "again.npz")
+        assert all(np.array_equal(again[k], want[k], equal_nan=True) for k in want), archive
     # A path to the same scene, float64 points: the same answers.
     by_path = backend.scene(str(tmp_path / "scene.json"))
     if backend.kind == "engine":
