@@ -788,6 +788,39 @@ fn assert_bad(path: &Path, needles: &[&str]) {
     );
 }
 
+/// A mesh saved under another format's extension (a binary STL as `.obj` reads as an OBJ of no
+/// triangles) is refused as before, and the message says what its bytes look like; a file
+/// that is broken in its own format gets no such hint.
+#[test]
+fn a_mesh_under_another_formats_extension_says_what_its_bytes_look_like() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = |name: &str| std::fs::read(shared(name)).unwrap();
+    let off = b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n".to_vec();
+    let ply = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+                property float z\nelement face 1\nproperty list uchar int vertex_indices\n\
+                end_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n"
+        .to_vec();
+    let ascii_stl = b"solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 2 0 0\n\
+                      vertex 0 2 0\nendloop\nendfacet\nendsolid t\n"
+        .to_vec();
+    let glb = glb(
+        &serde_json::json!({"asset": {"version": "2.0"}, "meshes": []}),
+        &[],
+    );
+    for (name, bytes, looks) in [
+        ("binary-stl.obj", read("fandisk.stl"), "STL, not OBJ"),
+        ("ascii-stl.obj", ascii_stl, "STL, not OBJ"),
+        ("obj.stl", read("fandisk.obj"), "OBJ, not STL"),
+        ("ply.obj", ply, "PLY, not OBJ"),
+        ("off.stl", off, "OFF, not STL"),
+        ("glb.ply", glb, "glTF, not PLY"),
+    ] {
+        assert_bad(&write(&dir, name, &bytes), &[looks]);
+    }
+    let own = load_mesh(&write(&dir, "empty.obj", b"v 0 0 0\nv 1 0 0\n")).unwrap_err();
+    assert!(!own.to_string().contains("look like"), "{own}");
+}
+
 #[test]
 fn broken_meshes_name_the_file_and_the_problem() {
     let dir = tempfile::tempdir().unwrap();

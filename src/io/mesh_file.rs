@@ -34,8 +34,32 @@ fn load_mesh_from(path: &Path, beside: Option<&Path>) -> Result<Mesh> {
         file: file.clone(),
         problem: "a mesh must be .obj, .stl, .ply, .off, .glb or .gltf (by its extension)".into(),
     })?;
-    let (vertices, triangles) = read_soup(&mut open_buffered(path)?, format, &file, beside)?;
-    Mesh::new(vertices, triangles, &file)
+    read_soup(&mut open_buffered(path)?, format, &file, beside)
+        .and_then(|(vertices, triangles)| Mesh::new(vertices, triangles, &file))
+        .map_err(|error| with_content_hint(error, path, format))
+}
+
+/// A refused file whose bytes look like another mesh format than its extension's (a binary STL
+/// saved as `.obj` reads as an OBJ of no triangles) says so.
+fn with_content_hint(error: Error, path: &Path, format: MeshFormat) -> Error {
+    let Error::BadFile { file, problem } = error else {
+        return error;
+    };
+    let mut head = Vec::with_capacity(1024);
+    let len = std::fs::File::open(path).and_then(|f| {
+        let len = f.metadata()?.len();
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, 1024), &mut head)?;
+        Ok(len)
+    });
+    let problem = match len.ok().and_then(|len| MeshFormat::sniff(&head, len)) {
+        Some(looks) if looks != format => format!(
+            "{problem}; its bytes look like {}, not {}",
+            looks.name(),
+            format.name()
+        ),
+        _ => problem,
+    };
+    Error::BadFile { file, problem }
 }
 
 /// A PLY file's vertex positions, faces or none (a scanned point cloud's file): the rows of a
@@ -73,6 +97,51 @@ impl MeshFormat {
             "glb" | "gltf" => MeshFormat::Gltf,
             _ => return None,
         })
+    }
+
+    /// The format a file's first bytes (up to 1 KiB) and length look like, if any.
+    pub fn sniff(head: &[u8], len: u64) -> Option<MeshFormat> {
+        let text = String::from_utf8_lossy(head);
+        let text = text.trim_start_matches('\u{feff}').trim_start();
+        let binary_stl = len >= 84
+            && head.len() >= 84
+            && 84
+                + 50 * u64::from(u32::from_le_bytes(
+                    head[80..84].try_into().expect("4 bytes"),
+                ))
+                == len;
+        Some(if head.starts_with(b"glTF") {
+            MeshFormat::Gltf
+        } else if head.starts_with(b"ply\n") || head.starts_with(b"ply\r") {
+            MeshFormat::Ply
+        } else if binary_stl || (text.starts_with("solid") && text.contains("facet")) {
+            MeshFormat::Stl
+        } else if ["OFF", "COFF", "NOFF", "CNOFF"]
+            .iter()
+            .any(|keyword| text.starts_with(keyword))
+        {
+            MeshFormat::Off
+        } else if text.starts_with('{') && text.contains("\"asset\"") {
+            MeshFormat::Gltf
+        } else if text
+            .lines()
+            .any(|line| line.starts_with("v ") || line.starts_with("f "))
+        {
+            MeshFormat::Obj
+        } else {
+            return None;
+        })
+    }
+
+    /// The format's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            MeshFormat::Obj => "OBJ",
+            MeshFormat::Stl => "STL",
+            MeshFormat::Ply => "PLY",
+            MeshFormat::Off => "OFF",
+            MeshFormat::Gltf => "glTF",
+        }
     }
 }
 
