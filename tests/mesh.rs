@@ -447,6 +447,67 @@ fn gltf_files_place_their_nodes_meshes_as_the_same_triangles() {
     assert_eq!(m.vertices.get(8), DVec3::new(99.0, 0.0, 0.0));
 }
 
+/// A mirrored placement (a negative scale, as exporters write a mirrored half) turns its
+/// triangles round, as glTF says: a closed tetrahedron placed plain, mirrored in x, and turned
+/// inside out by a matrix (−I) keeps its volume positive each time, so its signs hold.
+#[test]
+fn mirrored_gltf_nodes_keep_their_triangles_facing_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let corners: [[f32; 3]; 4] = [[0., 0., 0.], [1., 0., 0.], [0., 1., 0.], [0., 0., 1.]];
+    let mut binary: Vec<u8> = corners
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    binary.extend(
+        [0u16, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
+            .iter()
+            .flat_map(|i| i.to_le_bytes()),
+    );
+    let document = |roots: &[u32], nodes: serde_json::Value| {
+        serde_json::json!({
+            "asset": {"version": "2.0"},
+            "scenes": [{"nodes": roots}],
+            "nodes": nodes,
+            "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
+            "accessors": [
+                {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+                {"bufferView": 1, "componentType": 5123, "count": 12, "type": "SCALAR"},
+            ],
+            "bufferViews": [
+                {"buffer": 0, "byteLength": 48},
+                {"buffer": 0, "byteOffset": 48, "byteLength": 24},
+            ],
+            "buffers": [{"byteLength": binary.len()}],
+        })
+    };
+    let plain = document(&[0], serde_json::json!([{"mesh": 0}]));
+    let one = volume(&load_mesh(&write(&dir, "plain.glb", &glb(&plain, &binary))).unwrap());
+    assert!((one - 1.0 / 6.0).abs() < 1e-12, "{one}");
+    // Node 3's mirror and its child's undo each other.
+    let placed = document(
+        &[0, 1, 2, 3],
+        serde_json::json!([
+            {"mesh": 0},
+            {"mesh": 0, "scale": [-1, 1, 1], "translation": [5, 0, 0]},
+            {"mesh": 0, "matrix": [-1, 0, 0, 0, 0, -1, 0, 0, 0, 0, -1, 0, 0, 9, 0, 1]},
+            {"scale": [1, -1, 1], "children": [4]},
+            {"mesh": 0, "scale": [1, -1, 1], "translation": [0, 0, 7]},
+        ]),
+    );
+    let m = load_mesh(&write(&dir, "mirrored.glb", &glb(&placed, &binary))).unwrap();
+    assert_eq!(m.triangles.len(), 16);
+    for part in 0..4 {
+        let mut alone = m.clone();
+        alone.triangles = m.triangles[4 * part..4 * part + 4].to_vec();
+        let v = volume(&alone);
+        assert!(
+            (v - 1.0 / 6.0).abs() < 1e-12,
+            "placement {part}: volume {v}"
+        );
+    }
+}
+
 fn base64(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();

@@ -159,6 +159,12 @@ impl Affine {
         DVec3::new(x, y, z)
     }
 
+    fn determinant(&self) -> f64 {
+        let [a, b, c] = self.rows;
+        a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0])
+            + a[2] * (b[0] * c[1] - b[1] * c[0])
+    }
+
     /// `self` after `inner` (a parent's transform after its child's).
     fn then(&self, inner: &Affine) -> Affine {
         let rows = std::array::from_fn(|r| {
@@ -563,7 +569,8 @@ impl<'a> Gltf<'a> {
                         base
                     }
                 };
-                self.add_triangles(primitive, &at, base, &shape, &mut triangles)?;
+                let mirrored = world.determinant() < 0.0;
+                self.add_triangles(primitive, &at, base, &shape, mirrored, &mut triangles)?;
             }
         }
         Ok((vertices, triangles))
@@ -647,13 +654,16 @@ impl<'a> Gltf<'a> {
     }
 
     /// A primitive's triangles (a list, strip or fan as `shape` says), its corners indices into
-    /// `shape`'s positions, placed from `base` on.
+    /// `shape`'s positions, placed from `base` on. A `mirrored` placement (its transform's
+    /// determinant negative) turns them the other way round, as glTF says, to keep them facing
+    /// out.
     fn add_triangles(
         &self,
         primitive: &Value,
         at: &str,
         base: u32,
         shape: &Shape,
+        mirrored: bool,
         triangles: &mut Vec<[u32; 3]>,
     ) -> Result<(), Problem> {
         let (count, mode) = (shape.vertices, shape.mode);
@@ -704,6 +714,7 @@ impl<'a> Gltf<'a> {
                 5 => [t, t + 1, t + 2],
                 _ => [t + 1, t + 2, 0],
             };
+            let [b, c] = if mirrored { [c, b] } else { [b, c] };
             triangles.push([base + vertex(a)?, base + vertex(b)?, base + vertex(c)?]);
         }
         Ok(())
