@@ -149,6 +149,8 @@ def glb():
     embedded["buffers"][0]["uri"] = "data:application/octet-stream;base64," + __import__("base64").b64encode(binary).decode()
     put("glb", "embedded-gltf", json.dumps(embedded))
     put("glb", "short", glb_bytes(document(), binary[:40]))
+    instanced = document(nodes=[{"mesh": 0, "extensions": {"EXT_mesh_gpu_instancing": {"attributes": {"TRANSLATION": 0}}}}])
+    put("glb", "instanced", glb_bytes(instanced, binary))
 
 
 def npy():

@@ -508,6 +508,90 @@ fn mirrored_gltf_nodes_keep_their_triangles_facing_out() {
     }
 }
 
+/// `EXT_mesh_gpu_instancing` (gltfpack's `-mi` writes it): a node's mesh placed once per
+/// instance, each instance's translation · rotation · scale under the node's transform.
+#[test]
+fn instanced_gltf_nodes_place_their_mesh_once_per_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let corners: [f32; 12] = [0., 0., 0., 1., 0., 0., 0., 1., 0., 0., 0., 1.];
+    let translations: [f32; 9] = [0., 0., 0., 10., 0., 0., 0., 20., 0.];
+    // Identity, a quarter turn about z, and identity.
+    let half = std::f32::consts::FRAC_1_SQRT_2;
+    let rotations: [f32; 12] = [0., 0., 0., 1., 0., 0., half, half, 0., 0., 0., 1.];
+    let scales: [f32; 9] = [1., 1., 1., 2., 2., 2., -1., 1., 1.];
+    let mut binary: Vec<u8> = [&corners[..], &translations, &rotations, &scales]
+        .concat()
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    binary.extend(
+        [0u16, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
+            .iter()
+            .flat_map(|i| i.to_le_bytes()),
+    );
+    let document = serde_json::json!({
+        "asset": {"version": "2.0"},
+        "extensionsUsed": ["EXT_mesh_gpu_instancing"],
+        "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0, "translation": [0, 0, 100], "extensions": {"EXT_mesh_gpu_instancing":
+            {"attributes": {"TRANSLATION": 2, "ROTATION": 3, "SCALE": 4}}}}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0}, "indices": 1}]}],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+            {"bufferView": 4, "componentType": 5123, "count": 12, "type": "SCALAR"},
+            {"bufferView": 1, "componentType": 5126, "count": 3, "type": "VEC3"},
+            {"bufferView": 2, "componentType": 5126, "count": 3, "type": "VEC4"},
+            {"bufferView": 3, "componentType": 5126, "count": 3, "type": "VEC3"},
+        ],
+        "bufferViews": [
+            {"buffer": 0, "byteLength": 48},
+            {"buffer": 0, "byteOffset": 48, "byteLength": 36},
+            {"buffer": 0, "byteOffset": 84, "byteLength": 48},
+            {"buffer": 0, "byteOffset": 132, "byteLength": 36},
+            {"buffer": 0, "byteOffset": 168, "byteLength": 24},
+        ],
+        "buffers": [{"byteLength": binary.len()}],
+    });
+    let m = load_mesh(&write(&dir, "instanced.glb", &glb(&document, &binary))).unwrap();
+    assert_eq!((m.vertices.len(), m.triangles.len()), (12, 12));
+    let expected = [
+        [0., 0., 100.],
+        [1., 0., 100.],
+        [0., 1., 100.],
+        [0., 0., 101.],
+        // Doubled, turned a quarter about z (x → y, y → −x), moved by 10 in x.
+        [10., 0., 100.],
+        [10., 2., 100.],
+        [8., 0., 100.],
+        [10., 0., 102.],
+        // Mirrored in x, moved by 20 in y.
+        [0., 20., 100.],
+        [-1., 20., 100.],
+        [0., 21., 100.],
+        [0., 20., 101.],
+    ];
+    for (k, want) in expected.iter().enumerate() {
+        let got = m.vertices.get(k);
+        assert!(
+            (got - DVec3::new(want[0], want[1], want[2])).length() < 1e-6,
+            "vertex {k}: {got:?}, not {want:?}"
+        );
+    }
+    for part in 0..3 {
+        let mut alone = m.clone();
+        alone.triangles = m.triangles[4 * part..4 * part + 4].to_vec();
+        assert!(volume(&alone) > 0.0, "instance {part} faces in");
+    }
+    // Counts that differ are refused by name.
+    let mut uneven = document.clone();
+    uneven["accessors"][4]["count"] = 2.into();
+    let err = load_mesh(&write(&dir, "uneven.glb", &glb(&uneven, &binary))).unwrap_err();
+    assert!(
+        err.to_string().contains("EXT_mesh_gpu_instancing") && err.to_string().contains("counts"),
+        "{err}"
+    );
+}
+
 fn base64(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();

@@ -186,12 +186,18 @@ impl Affine {
             });
         }
         let shift = numbers::<3>(node, "translation", at)?.unwrap_or([0.0; 3]);
-        let [sx, sy, sz] = numbers::<3>(node, "scale", at)?.unwrap_or([1.0; 3]);
+        let scale = numbers::<3>(node, "scale", at)?.unwrap_or([1.0; 3]);
         let quaternion = numbers::<4>(node, "rotation", at)?.unwrap_or([0.0, 0.0, 0.0, 1.0]);
+        Affine::from_trs(shift, quaternion, scale)
+            .ok_or_else(|| format!("{at}.rotation: a zero quaternion"))
+    }
+
+    /// translation · rotation · scale; `None` for a zero or non-finite quaternion.
+    fn from_trs(shift: [f64; 3], quaternion: [f64; 4], scale: [f64; 3]) -> Option<Affine> {
         // Scaled by its largest part first, so that no square overflows.
         let largest = quaternion.iter().fold(0.0f64, |m, q| m.max(q.abs()));
-        if largest == 0.0 {
-            return Err(format!("{at}.rotation: a zero quaternion"));
+        if largest == 0.0 || !largest.is_finite() {
+            return None;
         }
         let [x, y, z, w] = quaternion.map(|q| q / largest);
         let norm = (x * x + y * y + z * z + w * w).sqrt();
@@ -213,8 +219,7 @@ impl Affine {
                 1.0 - 2.0 * (x * x + y * y),
             ],
         ];
-        let scale = [sx, sy, sz];
-        Ok(Affine {
+        Some(Affine {
             rows: std::array::from_fn(|r| std::array::from_fn(|c| turn[r][c] * scale[c])),
             shift,
         })
@@ -488,7 +493,12 @@ impl<'a> Gltf<'a> {
                 let mesh = mesh
                     .as_u64()
                     .ok_or_else(|| format!("{at}.mesh: expected a whole number ≥ 0"))?;
-                placed.push((mesh, world));
+                match self.instances(node, &at)? {
+                    None => placed.push((mesh, world)),
+                    Some(instances) => {
+                        placed.extend(instances.iter().map(|local| (mesh, world.then(local))))
+                    }
+                }
             }
             for child in list(node, "children").iter().rev() {
                 let child = child
@@ -498,6 +508,60 @@ impl<'a> Gltf<'a> {
             }
         }
         Ok(placed)
+    }
+
+    /// The instances `EXT_mesh_gpu_instancing` places a node's mesh at (each translation ·
+    /// rotation · scale, under the node's transform), if it has that extension.
+    fn instances(&self, node: &Value, at: &str) -> Result<Option<Vec<Affine>>, Problem> {
+        let Some(attributes) = node
+            .get("extensions")
+            .and_then(|e| e.get("EXT_mesh_gpu_instancing"))
+            .map(|e| e.get("attributes").unwrap_or(&Value::Null))
+        else {
+            return Ok(None);
+        };
+        let at = format!("{at}.extensions.EXT_mesh_gpu_instancing.attributes");
+        let mut columns = Vec::new();
+        for (name, components) in [("TRANSLATION", 3), ("ROTATION", 4), ("SCALE", 3)] {
+            let Some(i) = attributes.get(name) else {
+                columns.push(None);
+                continue;
+            };
+            let i = i
+                .as_u64()
+                .ok_or_else(|| format!("{at}.{name}: expected an accessor index"))?;
+            let accessor = self.accessor(i)?;
+            if accessor.components != components {
+                return Err(format!(
+                    "accessors[{i}] ({name} of {at}): expected {components} components, found {}",
+                    accessor.components
+                ));
+            }
+            columns.push(Some((name, accessor)));
+        }
+        let counts: Vec<usize> = columns.iter().flatten().map(|(_, a)| a.count).collect();
+        let Some(&count) = counts.first() else {
+            return Err(format!("{at}: no TRANSLATION, ROTATION or SCALE"));
+        };
+        if counts.iter().any(|&c| c != count) {
+            return Err(format!("{at}: its accessors' counts differ ({counts:?})"));
+        }
+        let value = |column: usize, k: usize, c: usize, default: f64| {
+            columns[column]
+                .as_ref()
+                .map_or(default, |(_, a)| a.value(k, c))
+        };
+        (0..count)
+            .map(|k| {
+                let shift = std::array::from_fn(|c| value(0, k, c, 0.0));
+                let quaternion = std::array::from_fn(|c| value(1, k, c, [0.0, 0.0, 0.0, 1.0][c]));
+                let scale = std::array::from_fn(|c| value(2, k, c, 1.0));
+                Affine::from_trs(shift, quaternion, scale).ok_or_else(|| {
+                    format!("{at}.ROTATION: instance {k} is a zero or non-finite quaternion")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// The placed triangles, refused where they would take more than `most` bytes.
