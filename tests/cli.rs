@@ -246,6 +246,14 @@ fn csv_points_and_paired_mode() {
              property float z\nproperty float nx\nproperty float ny\nproperty float nz\n\
              property uchar red\nend_header\n0 0 2 0 0 1 255\n2 10 0 0 1 0 0\n-5 5 0 1 0 0 9\n",
         ),
+        // Point clouds kept as a mesh format's vertices: an OBJ of `v` lines, an OFF of no
+        // faces, a mesh whose faces are left.
+        (
+            "cloud.obj",
+            "# scanned\nv 0 0 2\nv 2 10 0 1.0\nv -5 5 0 0.5 0.5 0.5\n",
+        ),
+        ("cloud.off", "OFF\n3 0 0\n0 0 2\n2 10 0\n-5 5 0\n"),
+        ("faces.obj", "v 0 0 2\nv 2 10 0\nv -5 5 0\nf 1 2 3\n"),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }
@@ -438,6 +446,22 @@ fn bad_points_name_the_file_row_and_field() {
         &dir,
         &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")],
         &["junk.npy", "not a .npy"],
+    );
+    // A binary STL saved as `.obj` read as points: no vertices, and what its bytes look like
+    // (it was read as zero points).
+    let mut stl = vec![0u8; 84 + 50];
+    stl[80] = 1;
+    std::fs::write(dir.path("binary.obj"), stl).unwrap();
+    assert_bad_input(
+        &dir,
+        &[
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s("binary.obj"),
+        ],
+        &["binary.obj", "no vertices", "STL, not OBJ"],
     );
     // `.npz` archives: the array is named, and a broken one is refused by what broke.
     let row = [0u8; 24];

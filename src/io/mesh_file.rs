@@ -12,14 +12,14 @@ use crate::mesh::{Mesh, Vertices};
 /// Load a mesh by its extension: `.obj`, `.stl`, `.ply`, `.off`, `.glb` or `.gltf` (whose
 /// buffers may be files beside it).
 pub fn load_mesh(path: &Path) -> Result<Mesh> {
-    let beside = path.parent().map(|p| {
-        if p.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            p
-        }
-    });
-    load_mesh_from(path, beside)
+    load_mesh_from(path, Some(folder_of(path)))
+}
+
+/// The folder a file is in (`.` for a bare name), where a `.gltf`'s buffer files are.
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// [`load_mesh`] of a file that came alone (a service's upload): no file beside it is read, so
@@ -62,12 +62,25 @@ fn with_content_hint(error: Error, path: &Path, format: MeshFormat) -> Error {
     Error::BadFile { file, problem }
 }
 
-/// A PLY file's vertex positions, faces or none (a scanned point cloud's file): the rows of a
-/// points file in `.ply`.
-pub(crate) fn read_ply_positions(path: &Path) -> Result<Vertices> {
+/// A mesh file's vertex positions, faces or none (a scan's `.ply`, an OBJ of `v` lines
+/// alone): the rows of a points file in a mesh format.
+pub(crate) fn read_positions(path: &Path, format: MeshFormat) -> Result<Vertices> {
     let file = path.display().to_string();
-    let (vertices, _) = read_soup(&mut open_buffered(path)?, MeshFormat::Ply, &file, None)?;
-    Ok(vertices)
+    let read = read_soup(
+        &mut open_buffered(path)?,
+        format,
+        &file,
+        Some(folder_of(path)),
+    );
+    let vertices = match read {
+        // A binary file read as OBJ has no `v` line: said, not answered with no rows.
+        Ok((vertices, _)) if vertices.is_empty() => Err(Error::BadFile {
+            file,
+            problem: "it holds no vertices".into(),
+        }),
+        read => read.map(|(vertices, _)| vertices),
+    };
+    vertices.map_err(|error| with_content_hint(error, path, format))
 }
 
 fn open_buffered(path: &Path) -> Result<std::io::BufReader<std::fs::File>> {

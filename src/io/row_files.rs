@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::mesh_file::MeshFormat;
 use super::npy::{self, Dtype};
 use super::npy_source::NpySource;
 use crate::error::{Error, Result};
@@ -29,7 +30,7 @@ pub const POINTS: RowLayout<3> = RowLayout {
     npy_dims: &[3],
     names: ["x", "y", "z"],
     npz_array: "points",
-    what: "points must be a .npy (N, 3) array (or one in a .npz) or a .csv (.txt, .xyz) file with 3 columns, or a .ply point cloud",
+    what: "points must be a .npy (N, 3) array (or one in a .npz) or a .csv (.txt, .xyz) file with 3 columns, or a point cloud's or mesh's vertices (.ply, .obj, .off, .stl, .glb, .gltf)",
 };
 
 pub const SPHERES: RowLayout<4> = RowLayout {
@@ -92,9 +93,11 @@ impl<const N: usize> RowFile<N> {
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false),
             "xyz" => Self::open_csv(path, layout, true),
-            // A point cloud's vertices (a scan's `.ply`), as points only.
-            "ply" if N == 3 => {
-                let vertices = super::mesh_file::read_ply_positions(path)?;
+            // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
+            // only: a mesh file's faces are left.
+            _ if N == 3 && MeshFormat::of(path).is_some() => {
+                let format = MeshFormat::of(path).expect("matched");
+                let vertices = super::mesh_file::read_positions(path, format)?;
                 let rows = (0..vertices.len())
                     .map(|k| {
                         let mut row = [0.0; N];
