@@ -181,10 +181,30 @@ def npz():
     put("npz", "truncated", archive([("arr_0", npy_bytes("<f4", (5, 3), pts, "<9f"))], zipfile.ZIP_DEFLATED))
 
 
+def pcd():
+    pts = [0.5, 1, 2, float("nan"), 0, float("inf"), -3, 1e30, 7]
+
+    def header(data, fields="x y z", size="4 4 4", kind="F F F", count="1 1 1"):
+        return (f"# .PCD v0.7\nVERSION 0.7\nFIELDS {fields}\nSIZE {size}\nTYPE {kind}\nCOUNT {count}\n"
+                f"WIDTH 3\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 3\nDATA {data}\n").encode()
+
+    put("pcd", "ascii", header("ascii", "rgb x y z", "4 4 4 4", "U F F F", "1 1 1 1")
+        + b"1 0.5 1 2\n2 nan 0 inf\n3 -3 1e30 7\n")
+    put("pcd", "binary", header("binary", "x y z normal", "8 4 4 4", "F F F F", "1 1 1 3")
+        + b"".join(struct.pack("<d2f3f", pts[3 * k], pts[3 * k + 1], pts[3 * k + 2], 0, 0, 1) for k in range(3)))
+    columns = struct.pack("<9f", *(pts[3 * k + c] for c in range(3) for k in range(3)))
+    # LZF: literal runs of at most 32 bytes.
+    packed = bytes([31]) + columns[:32] + bytes([len(columns) - 33]) + columns[32:]
+    put("pcd", "compressed", header("binary_compressed") + struct.pack("<II", len(packed), len(columns)) + packed)
+    put("pcd", "backref", header("binary_compressed", size="4 4 4")
+        + struct.pack("<II", 8, 36) + bytes([3, 0, 0, 128, 63]) + bytes([0xe0, 23, 3]))
+    put("pcd", "short", header("binary") + b"\0" * 20)
+
+
 def csv():
     put("csv", "header", "x,y,z\n0,1,2\n# comment\n\n3.5, -4e3 ,nan\ninf,-inf,1e-300\n")
     put("csv", "short-row", "1,2,3\n4,5\n")
 
 
-for make in (obj, stl, ply, off, glb, scene, npy, npz, csv):
+for make in (obj, stl, ply, off, glb, scene, npy, npz, pcd, csv):
     make()

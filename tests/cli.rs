@@ -254,6 +254,13 @@ fn csv_points_and_paired_mode() {
         ),
         ("cloud.off", "OFF\n3 0 0\n0 0 2\n2 10 0\n-5 5 0\n"),
         ("faces.obj", "v 0 0 2\nv 2 10 0\nv -5 5 0\nf 1 2 3\n"),
+        // PCL's text point cloud: positions after a colour, COUNT left out, comments.
+        (
+            "cloud.pcd",
+            "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS rgb x y z\n\
+             SIZE 4 4 4 4\nTYPE U F F F\nWIDTH 3\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\n\
+             POINTS 3\nDATA ascii\n255 0 0 2\n0 2 10 0\n9 -5 5 0\n",
+        ),
     ] {
         assert_eq!(paired(name, points), text, "{name}");
     }
@@ -2676,6 +2683,175 @@ fn fortran_bytes(values: &[f64], dims: &[usize], f32_values: bool, big_endian: b
 }
 
 /// An `.npy` whose header says `fortran_order`.
+/// LZF as liblzf writes it (greedy, references up to 8 KiB back), for `.pcd` files.
+fn lzf_compress(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut literal: Vec<u8> = Vec::new();
+    let flush = |literal: &mut Vec<u8>, out: &mut Vec<u8>| {
+        for run in literal.chunks(32) {
+            out.push(run.len() as u8 - 1);
+            out.extend_from_slice(run);
+        }
+        literal.clear();
+    };
+    let mut at = 0;
+    while at < data.len() {
+        let (mut best, mut distance) = (0, 0);
+        for from in at.saturating_sub(8192)..at {
+            let mut n = 0;
+            while at + n < data.len() && n < 264 && data[from + n] == data[at + n] {
+                n += 1;
+            }
+            if n > best {
+                (best, distance) = (n, at - from);
+            }
+        }
+        if best >= 3 {
+            flush(&mut literal, &mut out);
+            let (run, back) = (best - 2, distance - 1);
+            if run < 7 {
+                out.push(((run << 5) | (back >> 8)) as u8);
+            } else {
+                out.push(((7 << 5) | (back >> 8)) as u8);
+                out.push((run - 7) as u8);
+            }
+            out.push((back & 0xff) as u8);
+            at += best;
+        } else {
+            literal.push(data[at]);
+            at += 1;
+        }
+    }
+    flush(&mut literal, &mut out);
+    out
+}
+
+/// PCL's and Open3D's binary point clouds, records one after another and fields' values
+/// together LZF-compressed (a float64 `x`, a float32 `y`, `z` and other fields between): the
+/// same answers as the float64 `.npy` of the same positions.
+#[test]
+fn binary_and_compressed_pcd_clouds_read_as_the_npy() {
+    let dir = Dir::new();
+    let scene = dir.file("scene.json", SCENE).display().to_string();
+    let mut rng = common::Rng::new(7);
+    let n = 2000;
+    // A grid's repeats give LZF references; a NaN row as an organised cloud's hole.
+    let points: Vec<[f64; 3]> = (0..n)
+        .map(|k| {
+            if k == 17 {
+                [f64::NAN; 3]
+            } else {
+                [
+                    rng.range(-8.0, 8.0),
+                    f64::from((k % 10) as f32 * 0.5),
+                    f64::from((k / 100) as f32),
+                ]
+            }
+        })
+        .collect();
+    let flat: Vec<f64> = points.iter().flatten().copied().collect();
+    write_npy(
+        &dir.path("p.npy"),
+        "<f8",
+        &[n, 3],
+        &flat
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    );
+    let run = |file: &str| {
+        let out = dir.s(&format!("{file}.npz"));
+        let result = closest(&[
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+            &dir.s(file),
+            "--out",
+            &out,
+        ]);
+        assert!(result.status.success(), "{file}: {}", stderr(&result));
+        std::fs::read(&out).unwrap()
+    };
+    let expected = run("p.npy");
+    let header = |data: &str| {
+        format!(
+            "# .PCD v0.7\nVERSION 0.7\nFIELDS x normal y z label\nSIZE 8 4 4 4 2\n\
+             TYPE F F F F U\nCOUNT 1 3 1 1 1\nWIDTH 100\nHEIGHT {}\nVIEWPOINT 0 0 0 1 0 0 0\n\
+             POINTS {n}\nDATA {data}\n",
+            n / 100
+        )
+        .into_bytes()
+    };
+    // Each field's bytes for every point, in field order.
+    let fields: Vec<Vec<Vec<u8>>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p[0].to_le_bytes().to_vec(),
+                [0.25f32, 0.5, 1.0]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+                (p[1] as f32).to_le_bytes().to_vec(),
+                (p[2] as f32).to_le_bytes().to_vec(),
+                7u16.to_le_bytes().to_vec(),
+            ]
+        })
+        .collect();
+    let mut binary = header("binary");
+    binary.extend(fields.iter().flatten().flatten());
+    std::fs::write(dir.path("binary.pcd"), &binary).unwrap();
+    assert!(run("binary.pcd") == expected, "binary .pcd: other bytes");
+    let columns: Vec<u8> = (0..5)
+        .flat_map(|f| fields.iter().flat_map(move |p| p[f].clone()))
+        .collect();
+    let packed = lzf_compress(&columns);
+    assert!(
+        packed.len() < columns.len() / 2,
+        "the test's LZF made no references"
+    );
+    let mut compressed = header("binary_compressed");
+    compressed.extend((packed.len() as u32).to_le_bytes());
+    compressed.extend((columns.len() as u32).to_le_bytes());
+    compressed.extend(&packed);
+    std::fs::write(dir.path("compressed.pcd"), &compressed).unwrap();
+    assert!(
+        run("compressed.pcd") == expected,
+        "compressed .pcd: other bytes"
+    );
+    // Broken ones name the problem: cut short, a reference before the start, no `z`.
+    std::fs::write(dir.path("short.pcd"), &binary[..binary.len() - 5]).unwrap();
+    // Literal runs of 448 bytes, then a reference 8 KiB back.
+    let mut far_packed: Vec<u8> = (0..14)
+        .flat_map(|_| [&[31u8][..], &[0; 32]].concat())
+        .collect();
+    far_packed.extend([0x3f, 0xff]);
+    let mut far = header("binary_compressed");
+    far.extend((far_packed.len() as u32).to_le_bytes());
+    far.extend((columns.len() as u32).to_le_bytes());
+    far.extend(&far_packed);
+    std::fs::write(dir.path("far.pcd"), &far).unwrap();
+    let no_z = String::from_utf8(header("ascii"))
+        .unwrap()
+        .replace("normal y z label", "normal y w label");
+    std::fs::write(dir.path("no_z.pcd"), no_z).unwrap();
+    for (file, needles) in [
+        ("short.pcd", &["short.pcd", "truncated"][..]),
+        ("far.pcd", &["far.pcd", "not LZF"]),
+        (
+            "no_z.pcd",
+            &["no_z.pcd", "no `z` field", "x, normal, y, w, label"],
+        ),
+    ] {
+        assert_bad_input(
+            &dir,
+            &["query", "--shapes", &scene, "--points", &dir.s(file)],
+            needles,
+        );
+    }
+}
+
 /// An `.npz` of the given `.npy` files, as numpy's `savez` (stored) or `savez_compressed`.
 fn write_npz(path: &Path, arrays: &[(&str, &[u8])], deflated: bool) {
     use std::io::Write;

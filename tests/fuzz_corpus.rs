@@ -60,6 +60,8 @@ fn every_kept_fuzz_input_is_answered_without_a_panic() {
                 "seed-stored",
                 "seed-deflated",
                 "seed-named",
+                "seed-compressed",
+                "seed-backref",
             ];
             if valid.iter().any(|v| name == *v) {
                 let data = std::fs::read(path).unwrap();

@@ -23,11 +23,12 @@ pub enum Loader {
     Scene,
     Npy,
     Npz,
+    Pcd,
     Csv,
 }
 
 impl Loader {
-    pub const ALL: [Loader; 9] = [
+    pub const ALL: [Loader; 10] = [
         Loader::Obj,
         Loader::Stl,
         Loader::Ply,
@@ -36,6 +37,7 @@ impl Loader {
         Loader::Scene,
         Loader::Npy,
         Loader::Npz,
+        Loader::Pcd,
         Loader::Csv,
     ];
 
@@ -51,6 +53,7 @@ impl Loader {
             Loader::Scene => "scene",
             Loader::Npy => "npy",
             Loader::Npz => "npz",
+            Loader::Pcd => "pcd",
             Loader::Csv => "csv",
         }
     }
@@ -65,7 +68,7 @@ impl Loader {
             Loader::Off => feed_mesh(data, MeshFormat::Off),
             Loader::Gltf => feed_mesh(data, MeshFormat::Gltf),
             Loader::Scene => feed_scene(data),
-            Loader::Npy | Loader::Npz | Loader::Csv => feed_points(data, self.name()),
+            Loader::Npy | Loader::Npz | Loader::Pcd | Loader::Csv => feed_points(data, self.name()),
         }
     }
 }

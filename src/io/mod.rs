@@ -9,6 +9,7 @@ pub mod npy;
 mod npy_source;
 mod npz;
 pub mod output;
+mod pcd;
 pub mod row_files;
 pub mod scene;
 pub mod temporary;

@@ -30,7 +30,7 @@ pub const POINTS: RowLayout<3> = RowLayout {
     npy_dims: &[3],
     names: ["x", "y", "z"],
     npz_array: "points",
-    what: "points must be a .npy (N, 3) array (or one in a .npz) or a .csv (.txt, .xyz) file with 3 columns, or a point cloud's or mesh's vertices (.ply, .obj, .off, .stl, .glb, .gltf)",
+    what: "points must be a .npy (N, 3) array (or one in a .npz) or a .csv (.txt, .xyz) file with 3 columns, or a point cloud (.pcd) or a point cloud's or mesh's vertices (.ply, .obj, .off, .stl, .glb, .gltf)",
 };
 
 pub const SPHERES: RowLayout<4> = RowLayout {
@@ -93,6 +93,18 @@ impl<const N: usize> RowFile<N> {
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false),
             "xyz" => Self::open_csv(path, layout, true),
+            // PCL's and Open3D's point clouds.
+            "pcd" if N == 3 => {
+                let rows: Vec<[f64; N]> = super::pcd::read_pcd_positions(path)?
+                    .into_iter()
+                    .map(|p| std::array::from_fn(|k| p[k]))
+                    .collect();
+                Ok(RowFile {
+                    path: path.to_path_buf(),
+                    rows: rows.len(),
+                    data: RowData::Memory(rows),
+                })
+            }
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
             _ if N == 3 && MeshFormat::of(path).is_some() => {

@@ -1,0 +1,365 @@
+//! Point Cloud Library's `.pcd` point clouds (what PCL and Open3D write), as query points:
+//! the `x`, `y`, `z` fields of every point, other fields (normals, colours) left. Its three
+//! encodings are read: `ascii`, `binary` (records one after another) and `binary_compressed`
+//! (each field's values together, LZF-compressed).
+
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// A header longer than this is not one (a binary file read as text).
+const MOST_HEADER_BYTES: u64 = 1 << 16;
+
+/// Every point's position, in the file's order (NaN where an organised cloud has no point).
+pub(crate) fn read_pcd_positions(path: &Path) -> Result<Vec<[f64; 3]>> {
+    let file = super::open_input(path)?;
+    let mut reader = std::io::BufReader::new(file);
+    read_positions(&mut reader).map_err(|problem| Error::BadFile {
+        file: path.display().to_string(),
+        problem,
+    })
+}
+
+/// One field of a record: its name, bytes a value, type letter and values a point.
+struct Field {
+    name: String,
+    size: usize,
+    kind: char,
+    count: usize,
+}
+
+pub(crate) fn read_positions(reader: &mut impl BufRead) -> Result<Vec<[f64; 3]>, String> {
+    let mut header = Header::default();
+    let mut header_bytes = 0u64;
+    let mut line = Vec::new();
+    let mut line_number = 0;
+    let data = loop {
+        line.clear();
+        line_number += 1;
+        let read = reader
+            .take(MOST_HEADER_BYTES - header_bytes)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("cannot read its header: {e}"))?;
+        header_bytes += read as u64;
+        if read == 0 || !line.ends_with(b"\n") {
+            return Err(if header_bytes >= MOST_HEADER_BYTES {
+                "no DATA line in its first 64 KiB: not a .pcd header".into()
+            } else {
+                "its header ends before its DATA line".into()
+            });
+        }
+        let text = std::str::from_utf8(&line)
+            .map_err(|_| format!("header line {line_number} is not text: not a .pcd file"))?;
+        let mut words = text.split_whitespace();
+        let Some(key) = words.next() else { continue };
+        if key.starts_with('#') {
+            continue;
+        }
+        let values: Vec<&str> = words.take_while(|w| !w.starts_with('#')).collect();
+        if key.eq_ignore_ascii_case("DATA") {
+            break values.first().map(|v| v.to_lowercase()).unwrap_or_default();
+        }
+        header
+            .set(key, &values)
+            .map_err(|problem| format!("header line {line_number} ({key}): {problem}"))?;
+    };
+    let fields = header.fields()?;
+    let points = header.points()?;
+    let column = |name: &str| -> Result<usize, String> {
+        let k = fields.iter().position(|f| f.name == name).ok_or_else(|| {
+            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+            format!("no `{name}` field (it has {})", names.join(", "))
+        })?;
+        let f = &fields[k];
+        if f.kind != 'F' || !(f.size == 4 || f.size == 8) || f.count != 1 {
+            return Err(format!(
+                "field `{name}` is TYPE {} SIZE {} COUNT {}: positions are read as one float \
+                 (F) of 4 or 8 bytes",
+                f.kind, f.size, f.count
+            ));
+        }
+        Ok(k)
+    };
+    let xyz = [column("x")?, column("y")?, column("z")?];
+    let record: usize = fields.iter().map(|f| f.size * f.count).sum();
+    let offsets: Vec<usize> = fields
+        .iter()
+        .scan(0, |at, f| {
+            let here = *at;
+            *at += f.size * f.count;
+            Some(here)
+        })
+        .collect();
+    let data_bytes = (points as u64)
+        .checked_mul(record as u64)
+        .ok_or_else(|| format!("{points} points of {record} bytes overflow"))?;
+    match data.as_str() {
+        "ascii" => read_ascii(reader, &fields, xyz, points, line_number),
+        "binary" => {
+            let bytes = read_exactly(reader, data_bytes, "its binary data")?;
+            let value =
+                |p: usize, k: usize| float(&bytes[p * record + offsets[k]..], fields[k].size);
+            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
+        }
+        "binary_compressed" => {
+            let sizes = read_exactly(reader, 8, "its compressed sizes")?;
+            let compressed = u32::from_le_bytes(sizes[..4].try_into().expect("4 bytes")) as u64;
+            let inflated = u32::from_le_bytes(sizes[4..].try_into().expect("4 bytes")) as u64;
+            if inflated != data_bytes {
+                return Err(format!(
+                    "its compressed data inflates to {inflated} bytes, but {points} points of \
+                     {record} bytes take {data_bytes}"
+                ));
+            }
+            // LZF makes at most 264 bytes of 2: a larger claim is not LZF.
+            if inflated > compressed.saturating_mul(132) + 32 {
+                return Err(format!(
+                    "{compressed} compressed bytes cannot inflate to {inflated}"
+                ));
+            }
+            let packed = read_exactly(reader, compressed, "its compressed data")?;
+            let bytes = lzf_decompress(&packed, inflated as usize)?;
+            // Each field's values lie together: field k's block starts at its offset times
+            // the point count.
+            let value = |p: usize, k: usize| {
+                float(
+                    &bytes[offsets[k] * points + p * fields[k].size..],
+                    fields[k].size,
+                )
+            };
+            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
+        }
+        other => Err(format!(
+            "DATA {other}: expected ascii, binary or binary_compressed"
+        )),
+    }
+}
+
+#[derive(Default)]
+struct Header {
+    fields: Vec<String>,
+    sizes: Vec<usize>,
+    kinds: Vec<char>,
+    counts: Option<Vec<usize>>,
+    width: Option<usize>,
+    height: Option<usize>,
+    points: Option<usize>,
+}
+
+impl Header {
+    fn set(&mut self, key: &str, values: &[&str]) -> Result<(), String> {
+        let numbers = || -> Result<Vec<usize>, String> {
+            values
+                .iter()
+                .map(|v| {
+                    v.parse::<usize>()
+                        .map_err(|_| format!("`{v}` is not a whole number"))
+                })
+                .collect()
+        };
+        let one = || -> Result<usize, String> {
+            match numbers()?.as_slice() {
+                [n] => Ok(*n),
+                _ => Err("expected one number".into()),
+            }
+        };
+        match key.to_uppercase().as_str() {
+            "FIELDS" | "COLUMNS" => self.fields = values.iter().map(|v| v.to_string()).collect(),
+            "SIZE" => self.sizes = numbers()?,
+            "TYPE" => {
+                self.kinds = values
+                    .iter()
+                    .map(|v| match v.to_uppercase().as_str() {
+                        t @ ("F" | "I" | "U") => Ok(t.chars().next().expect("one letter")),
+                        _ => Err(format!("`{v}` is not F, I or U")),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "COUNT" => self.counts = Some(numbers()?),
+            "WIDTH" => self.width = Some(one()?),
+            "HEIGHT" => self.height = Some(one()?),
+            "POINTS" => self.points = Some(one()?),
+            // VERSION and VIEWPOINT say nothing about positions as stored.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn fields(&self) -> Result<Vec<Field>, String> {
+        let n = self.fields.len();
+        if n == 0 {
+            return Err("its header has no FIELDS".into());
+        }
+        let counts = self.counts.clone().unwrap_or_else(|| vec![1; n]);
+        if self.sizes.len() != n || self.kinds.len() != n || counts.len() != n {
+            return Err(format!(
+                "its header gives {n} FIELDS but {} SIZE, {} TYPE and {} COUNT values",
+                self.sizes.len(),
+                self.kinds.len(),
+                counts.len()
+            ));
+        }
+        (0..n)
+            .map(|k| {
+                let size = self.sizes[k];
+                if ![1, 2, 4, 8].contains(&size) || counts[k] == 0 || counts[k] > 1 << 16 {
+                    return Err(format!(
+                        "field `{}`: SIZE {size} COUNT {} (sizes are 1, 2, 4 or 8 bytes)",
+                        self.fields[k], counts[k]
+                    ));
+                }
+                Ok(Field {
+                    name: self.fields[k].clone(),
+                    size,
+                    kind: self.kinds[k],
+                    count: counts[k],
+                })
+            })
+            .collect()
+    }
+
+    fn points(&self) -> Result<usize, String> {
+        let grid = match (self.width, self.height) {
+            (Some(w), Some(h)) => Some(
+                w.checked_mul(h)
+                    .ok_or_else(|| format!("WIDTH {w} × HEIGHT {h} overflows"))?,
+            ),
+            (Some(w), None) => Some(w),
+            _ => None,
+        };
+        match (self.points, grid) {
+            (Some(p), Some(g)) if p != g => Err(format!("POINTS {p}, but WIDTH × HEIGHT is {g}")),
+            (Some(p), _) | (None, Some(p)) => Ok(p),
+            (None, None) => Err("its header has neither POINTS nor WIDTH".into()),
+        }
+    }
+}
+
+fn read_ascii(
+    reader: &mut impl BufRead,
+    fields: &[Field],
+    xyz: [usize; 3],
+    points: usize,
+    header_lines: usize,
+) -> Result<Vec<[f64; 3]>, String> {
+    // Which of a line's words holds each of x, y, z.
+    let word_of: Vec<usize> = fields
+        .iter()
+        .scan(0, |at, f| {
+            let here = *at;
+            *at += f.count;
+            Some(here)
+        })
+        .collect();
+    let words: usize = fields.iter().map(|f| f.count).sum();
+    let mut rows = Vec::new();
+    let mut line = String::new();
+    let mut number = header_lines;
+    while rows.len() < points {
+        line.clear();
+        number += 1;
+        let read = reader
+            .read_line(&mut line)
+            .map_err(|e| format!("line {number}: {e}"))?;
+        if read == 0 {
+            return Err(format!(
+                "its header promises {points} points, but the file has {} rows",
+                rows.len()
+            ));
+        }
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        if cells.is_empty() {
+            continue;
+        }
+        if cells.len() != words {
+            return Err(format!(
+                "line {number}: {} values, but its fields take {words}",
+                cells.len()
+            ));
+        }
+        let mut row = [0.0; 3];
+        for (axis, &k) in xyz.iter().enumerate() {
+            let cell = cells[word_of[k]];
+            row[axis] = cell.parse::<f64>().map_err(|_| {
+                format!(
+                    "line {number}: `{cell}` ({}) is not a number",
+                    fields[k].name
+                )
+            })?;
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn read_exactly(reader: &mut impl Read, bytes: u64, what: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    reader
+        .take(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("cannot read {what}: {e}"))?;
+    if (out.len() as u64) < bytes {
+        return Err(format!(
+            "truncated: {what} takes {bytes} bytes, the file has {}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// A little-endian float of `size` bytes at the start of `bytes`.
+fn float(bytes: &[u8], size: usize) -> f64 {
+    if size == 8 {
+        f64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))
+    } else {
+        f64::from(f32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")))
+    }
+}
+
+/// LZF (liblzf, as PCL writes it), into exactly `len` bytes.
+fn lzf_decompress(packed: &[u8], len: usize) -> Result<Vec<u8>, String> {
+    let broken = || "its compressed data is not LZF (a run reads past its ends)".to_string();
+    let mut out = Vec::with_capacity(len);
+    let mut at = 0;
+    while at < packed.len() {
+        let control = usize::from(packed[at]);
+        at += 1;
+        if control < 32 {
+            // A literal run of control + 1 bytes.
+            let run = packed.get(at..at + control + 1).ok_or_else(broken)?;
+            if out.len() + run.len() > len {
+                return Err(broken());
+            }
+            out.extend_from_slice(run);
+            at += control + 1;
+        } else {
+            // A back reference: length − 2 in the top three bits (7: one more byte of it),
+            // distance − 1 in the low five and the next byte.
+            let mut run = control >> 5;
+            if run == 7 {
+                run += usize::from(*packed.get(at).ok_or_else(broken)?);
+                at += 1;
+            }
+            run += 2;
+            let low = usize::from(*packed.get(at).ok_or_else(broken)?);
+            at += 1;
+            let distance = ((control & 0x1f) << 8) + low + 1;
+            if distance > out.len() || out.len() + run > len {
+                return Err(broken());
+            }
+            let from = out.len() - distance;
+            // The run may overlap what it writes (a repeated pattern): byte by byte.
+            for k in 0..run {
+                out.push(out[from + k]);
+            }
+        }
+    }
+    if out.len() != len {
+        return Err(format!(
+            "its compressed data inflates to {} bytes, not the {len} it declares",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
