@@ -117,7 +117,14 @@ impl Mesh {
             triangles,
         } = self;
         if triangles.is_empty() {
-            return Some("the mesh has no triangles".into());
+            return Some(match vertices.len() {
+                0 => "the mesh has no triangles".into(),
+                // A scan's point cloud given as a mesh.
+                n => format!(
+                    "the mesh has no triangles, only {n} vertices: a point cloud, whose points \
+                     can be queried against a mesh as points (`--points`)"
+                ),
+            });
         }
         if let Some(problem) = too_many_triangles(triangles.len()) {
             return Some(problem);

@@ -975,7 +975,11 @@ fn broken_meshes_name_the_file_and_the_problem() {
     );
     assert_bad(
         &write(&dir, "empty.obj", b"v 0 0 0\nv 1 0 0\n"),
-        &["no triangles"],
+        &[
+            "no triangles",
+            "only 2 vertices: a point cloud",
+            "`--points`",
+        ],
     );
     // Indices that cannot be (a panic the OBJ fuzzer found in tobj) are refused as the file is
     // read, naming the line: 0, a relative index before the first element, one past u32;
