@@ -447,23 +447,22 @@ fn gltf_files_place_their_nodes_meshes_as_the_same_triangles() {
     assert_eq!(m.vertices.get(8), DVec3::new(99.0, 0.0, 0.0));
 }
 
+/// A unit tetrahedron's corners (f32) and its triangles, facing out.
+const TETRA_CORNERS: [f32; 12] = [0., 0., 0., 1., 0., 0., 0., 1., 0., 0., 0., 1.];
+const TETRA_INDICES: [u16; 12] = [0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3];
+
+fn le_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
 /// A mirrored placement (a negative scale, as exporters write a mirrored half) turns its
 /// triangles round, as glTF says: a closed tetrahedron placed plain, mirrored in x, and turned
 /// inside out by a matrix (−I) keeps its volume positive each time, so its signs hold.
 #[test]
 fn mirrored_gltf_nodes_keep_their_triangles_facing_out() {
     let dir = tempfile::tempdir().unwrap();
-    let corners: [[f32; 3]; 4] = [[0., 0., 0.], [1., 0., 0.], [0., 1., 0.], [0., 0., 1.]];
-    let mut binary: Vec<u8> = corners
-        .iter()
-        .flatten()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    binary.extend(
-        [0u16, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
-            .iter()
-            .flat_map(|i| i.to_le_bytes()),
-    );
+    let mut binary = le_bytes(&TETRA_CORNERS);
+    binary.extend(TETRA_INDICES.iter().flat_map(|i| i.to_le_bytes()));
     let document = |roots: &[u32], nodes: serde_json::Value| {
         serde_json::json!({
             "asset": {"version": "2.0"},
@@ -513,22 +512,13 @@ fn mirrored_gltf_nodes_keep_their_triangles_facing_out() {
 #[test]
 fn instanced_gltf_nodes_place_their_mesh_once_per_instance() {
     let dir = tempfile::tempdir().unwrap();
-    let corners: [f32; 12] = [0., 0., 0., 1., 0., 0., 0., 1., 0., 0., 0., 1.];
     let translations: [f32; 9] = [0., 0., 0., 10., 0., 0., 0., 20., 0.];
     // Identity, a quarter turn about z, and identity.
     let half = std::f32::consts::FRAC_1_SQRT_2;
     let rotations: [f32; 12] = [0., 0., 0., 1., 0., 0., half, half, 0., 0., 0., 1.];
     let scales: [f32; 9] = [1., 1., 1., 2., 2., 2., -1., 1., 1.];
-    let mut binary: Vec<u8> = [&corners[..], &translations, &rotations, &scales]
-        .concat()
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    binary.extend(
-        [0u16, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3]
-            .iter()
-            .flat_map(|i| i.to_le_bytes()),
-    );
+    let mut binary = le_bytes(&[&TETRA_CORNERS[..], &translations, &rotations, &scales].concat());
+    binary.extend(TETRA_INDICES.iter().flat_map(|i| i.to_le_bytes()));
     let document = serde_json::json!({
         "asset": {"version": "2.0"},
         "extensionsUsed": ["EXT_mesh_gpu_instancing"],

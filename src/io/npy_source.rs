@@ -47,14 +47,7 @@ struct Inflating {
 impl NpySource {
     /// An `.npy` file.
     pub fn npy_file(path: &Path) -> Result<NpySource> {
-        let file = super::open_input(path)?;
-        let len = file
-            .metadata()
-            .map_err(|source| Error::Read {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let (file, len) = open_with_len(path)?;
         Ok(NpySource {
             bytes: Bytes::Stored {
                 reader: BufReader::with_capacity(1 << 20, file),
@@ -73,14 +66,7 @@ impl NpySource {
             file: path.display().to_string(),
             problem,
         };
-        let file = super::open_input(path)?;
-        let file_len = file
-            .metadata()
-            .map_err(|source| Error::Read {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let (file, file_len) = open_with_len(path)?;
         let mut archive = zip::ZipArchive::new(BufReader::new(file))
             .map_err(|e| bad(format!("not a .npz (zip) archive: {e}")))?;
         let arrays: Vec<(usize, String)> = (0..archive.len())
@@ -275,6 +261,19 @@ impl NpySource {
             }
         }
     }
+}
+
+/// An input file, opened, and its length.
+fn open_with_len(path: &Path) -> Result<(File, u64)> {
+    let file = super::open_input(path)?;
+    let len = file
+        .metadata()
+        .map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len();
+    Ok((file, len))
 }
 
 impl Inflating {
