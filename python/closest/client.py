@@ -134,6 +134,9 @@ class Client:
             if fmt not in ("obj", "stl", "ply", "off", "glb", "gltf"):
                 raise InputError(f"path: {path!r:.120} is no .obj, .stl, .ply, .off, .glb or .gltf file")
             body = _read_file(path, "path")
+            if fmt == "gltf":
+                # The server reads no file beside an upload: buffers in files come packed.
+                body, fmt = _packed_glb(path, body), "glb"
             self._json("PUT", f"/v1/meshes/{_quote(name)}", body, {"format": fmt})
         return RemoteMesh(self, name)
 
@@ -290,6 +293,53 @@ def _read_file(path, name):
             return f.read()
     except OSError as e:
         raise InputError(f"{name}: cannot read {os.fsdecode(os.fspath(path))}: {e.strerror or e}") from None
+
+
+def _packed_glb(path, text):
+    """A ``.gltf``'s document and buffers (files beside it, or data: URIs) as one ``.glb``: the
+    buffers laid end to end as its binary chunk and the buffer views moved onto it. A document
+    that does not parse is sent as it is, for the server to name what is wrong."""
+    import base64
+    import struct
+
+    try:
+        document = json.loads(text.decode("utf-8-sig"))
+        buffers = document.get("buffers", [])
+        views = document.get("bufferViews", [])
+        if not isinstance(buffers, list) or not isinstance(views, list):
+            return text
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return text
+    binary, starts = bytearray(), []
+    for k, buffer in enumerate(buffers):
+        uri = buffer.get("uri") if isinstance(buffer, dict) else None
+        if not isinstance(uri, str):
+            return text
+        if uri.startswith("data:"):
+            try:
+                data = base64.b64decode(uri.split(",", 1)[1], validate=True)
+            except (IndexError, ValueError):
+                return text
+        elif "://" in uri:
+            raise InputError(f"path: buffers[{k}].uri `{uri:.60}` is not a file beside {path!r:.120}")
+        else:
+            beside = os.path.join(os.path.dirname(path), urllib.parse.unquote(uri))
+            data = _read_file(beside, f"path: buffers[{k}]")
+        binary += b"\0" * (-len(binary) % 8)
+        starts.append(len(binary))
+        binary += data
+    for view in views:
+        if isinstance(view, dict) and isinstance(view.get("buffer"), int) and 0 <= view["buffer"] < len(starts):
+            view["byteOffset"] = view.get("byteOffset", 0) + starts[view["buffer"]]
+            view["buffer"] = 0
+    document["buffers"] = [{"byteLength": len(binary)}] if buffers else []
+    packed = json.dumps(document).encode()
+    packed += b" " * (-len(packed) % 4)
+    binary += b"\0" * (-len(binary) % 4)
+    chunks = struct.pack("<II", len(packed), 0x4E4F534A) + packed
+    if buffers:
+        chunks += struct.pack("<II", len(binary), 0x004E4942) + bytes(binary)
+    return b"glTF" + struct.pack("<II", 2, 12 + len(chunks)) + chunks
 
 
 def _quote(name):

@@ -156,11 +156,15 @@ def test_gltf_meshes_answer_as_the_same_obj(backend, tmp_path):
     (tmp_path / "t.glb").write_bytes(b"glTF" + struct.pack("<II", 2, 12 + len(chunks)) + chunks)
     document["buffers"][0]["uri"] = "data:application/octet-stream;base64," + base64.b64encode(binary).decode()
     (tmp_path / "t.gltf").write_text(json.dumps(document))
+    # Its buffer in a file beside it, as Sketchfab's scene.bin (the client packs it as .glb).
+    (tmp_path / "t data.bin").write_bytes(binary)
+    document["buffers"][0]["uri"] = "t%20data.bin"
+    (tmp_path / "beside.gltf").write_text(json.dumps(document))
     (tmp_path / "t.obj").write_text("".join(f"v {x + 2} {y} {z}\n" for x, y, z in corners)
                                     + "".join(f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in faces))
     points = random_points(500, seed=7, spread=3.0)
     want = backend.mesh(str(tmp_path / "t.obj")).query(points, sign="pseudonormal")
-    for name in ("t.glb", "t.gltf"):
+    for name in ("t.glb", "t.gltf", "beside.gltf"):
         got = backend.mesh(str(tmp_path / name)).query(points, sign="pseudonormal")
         for field in want:
             np.testing.assert_array_equal(got[field], want[field], err_msg=f"{name} {field}")
