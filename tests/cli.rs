@@ -489,6 +489,12 @@ fn bad_points_name_the_file_row_and_field() {
     garbled[39..49].fill(0xff);
     std::fs::write(dir.path("garbled.npz"), garbled).unwrap();
     std::fs::write(dir.path("junk.npz"), b"hello").unwrap();
+    // A bit flipped in a stored array's values: the archive's CRC-32 tells, as numpy's load.
+    write_npz(&dir.path("flipped.npz"), &[("points", &one_row)], false);
+    let mut flipped = std::fs::read(dir.path("flipped.npz")).unwrap();
+    let values = 30 + "points.npy".len() + one_row.len() - 1;
+    flipped[values] ^= 1;
+    std::fs::write(dir.path("flipped.npz"), flipped).unwrap();
     for (file, needles) in [
         ("two.npz", &["two.npz", "a, b", "`points`"][..]),
         ("short.npz", &["short.npz (array `arr_0`)", "truncated"]),
@@ -497,6 +503,7 @@ fn bad_points_name_the_file_row_and_field() {
             &["garbled.npz (array `arr_0`)", "cannot inflate"],
         ),
         ("junk.npz", &["junk.npz", "not a .npz"]),
+        ("flipped.npz", &["flipped.npz", "CRC-32", "damaged"]),
     ] {
         assert_bad_input(
             &dir,

@@ -18,7 +18,20 @@ pub(super) struct NpySource {
     len: u64,
     /// The `.npz` array's name (`None` for an `.npy` file), for messages.
     array: Option<String>,
+    /// The archive's CRC-32 of the `.npy`, checked when cursor 0 has read it all in order.
+    crc: Option<CrcCheck>,
 }
+
+struct CrcCheck {
+    expected: u32,
+    hasher: crc32fast::Hasher,
+    /// The `.npy`'s bytes hashed so far.
+    hashed: u64,
+}
+
+/// A gap before cursor 0's read that is hashed by reading it (the header); a larger one (rows
+/// read out of order) drops the check.
+const MOST_HASHED_GAP: u64 = 1 << 20;
 
 enum Bytes {
     /// The `.npy` lies as it is in the file from `start`.
@@ -56,6 +69,7 @@ impl NpySource {
             },
             len,
             array: None,
+            crc: None,
         })
     }
 
@@ -108,6 +122,7 @@ impl NpySource {
         let compressed = entry.compressed_size();
         let len = entry.size();
         let method = entry.compression();
+        let expected_crc = entry.crc32();
         drop(entry);
         if start
             .checked_add(compressed)
@@ -148,6 +163,11 @@ impl NpySource {
             bytes,
             len,
             array: Some(array),
+            crc: Some(CrcCheck {
+                expected: expected_crc,
+                hasher: crc32fast::Hasher::new(),
+                hashed: 0,
+            }),
         })
     }
 
@@ -201,8 +221,64 @@ impl NpySource {
     }
 
     /// Fill `buf` from `offset` of the `.npy`, through `cursor` (reads through one cursor that
-    /// go forward need no seek, nor any inflating twice).
+    /// go forward need no seek, nor any inflating twice). An `.npz` array read whole in order
+    /// through cursor 0 is checked against the archive's CRC-32 at its last byte, as numpy's
+    /// `load` checks it.
     pub fn read_at(&mut self, cursor: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if cursor == 0 {
+            self.hash_gap(offset)?;
+        }
+        self.read_raw(cursor, offset, buf)?;
+        if cursor == 0
+            && let Some(check) = &mut self.crc
+        {
+            if check.hashed != offset {
+                self.crc = None;
+                return Ok(());
+            }
+            check.hasher.update(buf);
+            check.hashed += buf.len() as u64;
+            if check.hashed == self.len {
+                let check = self.crc.take().expect("checked");
+                let (crc, expected) = (check.hasher.finalize(), check.expected);
+                if crc != expected {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "its array's CRC-32 is {crc:08x}, not the archive's {expected:08x}: \
+                             the file is damaged"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hash what lies before cursor 0's read at `offset` and was not read through it (the
+    /// header), or drop the check if that is more than a header.
+    fn hash_gap(&mut self, offset: u64) -> std::io::Result<()> {
+        let Some(check) = &self.crc else {
+            return Ok(());
+        };
+        let gap = offset.saturating_sub(check.hashed);
+        if gap == 0 {
+            return Ok(());
+        }
+        if gap > MOST_HASHED_GAP {
+            self.crc = None;
+            return Ok(());
+        }
+        let from = check.hashed;
+        let mut bytes = vec![0; gap as usize];
+        self.read_raw(0, from, &mut bytes)?;
+        let check = self.crc.as_mut().expect("checked");
+        check.hasher.update(&bytes);
+        check.hashed += gap;
+        Ok(())
+    }
+
+    fn read_raw(&mut self, cursor: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         match &mut self.bytes {
             Bytes::Stored {
                 reader,
