@@ -73,7 +73,9 @@ enum Command {
         /// oriented and does not intersect itself, winding otherwise).
         #[arg(long, value_enum)]
         sign: Option<SignArg>,
-        /// Query points: .npy (N, 3) float32/float64 or .csv with 3 columns.
+        /// Query points: .npy (N, 3) float16/32/64 (or that array in a .npz, compressed or not: its
+        /// only array or `points`), .csv/.txt/.xyz with 3 columns, a .pcd point cloud, or a mesh
+        /// file's vertices (.ply, .obj, .off, .stl, .glb, .gltf).
         #[arg(long)]
         points: PathBuf,
         #[arg(long, value_enum, default_value = "solid")]
@@ -91,7 +93,8 @@ enum Command {
     },
     /// Closest points between segment i of A and segment i of B.
     Segments {
-        /// Segments A: .npy (N, 2, 3) or .csv with 6 columns.
+        /// Segments A: .npy (N, 2, 3) (or in a .npz: its only array or `segments`) or .csv with 6
+        /// columns.
         #[arg(long)]
         a: PathBuf,
         /// Segments B, as many as A.
@@ -114,7 +117,8 @@ enum Command {
         /// Triangle mesh (.obj, .stl, .ply, .off, .glb, .gltf), with --bodies: each body's nearest triangle.
         #[arg(long, requires = "bodies")]
         mesh: Option<PathBuf>,
-        /// Spheres: .npy (N, 4) as cx, cy, cz, r, or .csv with 4 columns.
+        /// Spheres: .npy (N, 4) as cx, cy, cz, r (or in a .npz: its only array or `spheres`), or
+        /// .csv with 4 columns.
         #[arg(long, required_unless_present = "bodies", conflicts_with = "bodies")]
         spheres: Option<PathBuf>,
         /// Bodies: a scene file (JSON) of convex shapes (sphere, capsule, box, aabb, cylinder,
