@@ -807,6 +807,31 @@ fn broken_gltf_files_name_the_field_and_the_problem() {
     // From a file, the same scene is read.
     let m = load_mesh(&write(&dir, "many.glb", &bytes)).unwrap();
     assert_eq!(m.triangles.len(), 3333 * 1000);
+    // Instancing accessors may be shared: 2,000 nodes each placing the mesh at the 10,000
+    // positions of one accessor would be 2·10^7 placements (2 GB of transforms alone) from
+    // 240 kB. Refused before they are made, naming the node.
+    let instanced: Vec<serde_json::Value> = (0..2000)
+        .map(|_| {
+            serde_json::json!({"mesh": 0, "extensions": {"EXT_mesh_gpu_instancing":
+                {"attributes": {"TRANSLATION": 1}}}})
+        })
+        .collect();
+    let mut shared = many.clone();
+    shared["nodes"] = instanced.into();
+    shared["accessors"] = serde_json::json!([
+        {"bufferView": 0, "componentType": 5126, "count": 3, "type": "VEC3"},
+        {"bufferView": 0, "componentType": 5126, "count": 10_000, "type": "VEC3"},
+    ]);
+    let upload = closest::io::read_mesh(
+        &mut std::io::Cursor::new(glb(&shared, &vertices)),
+        closest::io::MeshFormat::Gltf,
+        "body",
+    )
+    .expect_err("an upload placing a mesh 2·10^7 times");
+    assert!(
+        upload.to_string().contains("placements") && upload.to_string().contains("nodes["),
+        "{upload}"
+    );
 }
 
 #[test]

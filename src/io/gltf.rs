@@ -462,7 +462,31 @@ impl<'a> Gltf<'a> {
     }
 
     /// Each mesh the scene places, with its world transform, in the order the nodes are met.
-    fn placed_meshes(&self) -> Result<Vec<(u64, Affine)>, Problem> {
+    /// The vertices (primitives sharing positions counted once) and corners mesh `m` places.
+    fn mesh_counts(&self, meshes: &[Value], m: u64) -> Result<(u64, u64), Problem> {
+        let mesh = usize::try_from(m)
+            .ok()
+            .and_then(|i| meshes.get(i))
+            .ok_or_else(|| format!("meshes[{m}]: no such mesh (there are {})", meshes.len()))?;
+        let (mut vertices, mut corners) = (0u64, 0u64);
+        let mut positions_met = Vec::new();
+        for (p, primitive) in list(mesh, "primitives").iter().enumerate() {
+            let at = format!("meshes[{m}].primitives[{p}]");
+            let Some(shape) = self.primitive_shape(primitive, &at)? else {
+                continue;
+            };
+            if !positions_met.contains(&shape.position) {
+                positions_met.push(shape.position);
+                vertices += shape.vertices as u64;
+            }
+            corners += shape.corners as u64;
+        }
+        Ok((vertices, corners))
+    }
+
+    /// Refused past `most_placements`: instancing accessors may be shared by many nodes, so
+    /// that a small file could otherwise place a mesh billions of times before any check.
+    fn placed_meshes(&self, most_placements: usize) -> Result<Vec<(u64, Affine)>, Problem> {
         let nodes = list(self.document, "nodes");
         if nodes.is_empty() && list(self.document, "scenes").is_empty() {
             // A file of bare meshes: each once, where it is.
@@ -493,7 +517,15 @@ impl<'a> Gltf<'a> {
                 let mesh = mesh
                     .as_u64()
                     .ok_or_else(|| format!("{at}.mesh: expected a whole number ≥ 0"))?;
-                match self.instances(node, &at)? {
+                let room = most_placements.saturating_sub(placed.len());
+                let too_many = |count: usize| {
+                    format!(
+                        "{at}: placing its mesh {count} more times makes more than the \
+                         {most_placements} placements this file's size and the memory allow"
+                    )
+                };
+                match self.instances(node, &at, room, too_many)? {
+                    None if room == 0 => return Err(too_many(1)),
                     None => placed.push((mesh, world)),
                     Some(instances) => {
                         placed.extend(instances.iter().map(|local| (mesh, world.then(local))))
@@ -512,7 +544,13 @@ impl<'a> Gltf<'a> {
 
     /// The instances `EXT_mesh_gpu_instancing` places a node's mesh at (each translation ·
     /// rotation · scale, under the node's transform), if it has that extension.
-    fn instances(&self, node: &Value, at: &str) -> Result<Option<Vec<Affine>>, Problem> {
+    fn instances(
+        &self,
+        node: &Value,
+        at: &str,
+        room: usize,
+        too_many: impl Fn(usize) -> Problem,
+    ) -> Result<Option<Vec<Affine>>, Problem> {
         let Some(attributes) = node
             .get("extensions")
             .and_then(|e| e.get("EXT_mesh_gpu_instancing"))
@@ -546,6 +584,9 @@ impl<'a> Gltf<'a> {
         if counts.iter().any(|&c| c != count) {
             return Err(format!("{at}: its accessors' counts differ ({counts:?})"));
         }
+        if count > room {
+            return Err(too_many(count));
+        }
         let value = |column: usize, k: usize, c: usize, default: f64| {
             columns[column]
                 .as_ref()
@@ -567,34 +608,34 @@ impl<'a> Gltf<'a> {
     /// The placed triangles, refused where they would take more than `most` bytes.
     fn soup(&self, most: u64) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), Problem> {
         let meshes = list(self.document, "meshes");
-        let placed = self.placed_meshes()?;
+        let memory = crate::host_memory::host_available_bytes().unwrap_or(u64::MAX);
+        let placement_bytes = std::mem::size_of::<(u64, Affine)>() as u64;
+        let most_placements =
+            usize::try_from(most.min(memory) / placement_bytes).unwrap_or(usize::MAX);
+        let placed = self.placed_meshes(most_placements)?;
         // What the placed primitives hold, before anything is held: a file that places a large
         // mesh many times is refused here, not when memory runs out.
+        // Each mesh's counts once, however often it is placed.
+        let mut counts: std::collections::HashMap<u64, (u64, u64)> = Default::default();
         let (mut vertex_total, mut index_total) = (0u64, 0u64);
         for &(m, _) in &placed {
-            let mesh = usize::try_from(m)
-                .ok()
-                .and_then(|i| meshes.get(i))
-                .ok_or_else(|| format!("meshes[{m}]: no such mesh (there are {})", meshes.len()))?;
-            let mut positions_met = Vec::new();
-            for (p, primitive) in list(mesh, "primitives").iter().enumerate() {
-                let at = format!("meshes[{m}].primitives[{p}]");
-                let Some(shape) = self.primitive_shape(primitive, &at)? else {
-                    continue;
-                };
-                if !positions_met.contains(&shape.position) {
-                    positions_met.push(shape.position);
-                    vertex_total += shape.vertices as u64;
+            let (vertices, corners) = match counts.entry(m) {
+                std::collections::hash_map::Entry::Occupied(known) => *known.get(),
+                std::collections::hash_map::Entry::Vacant(new) => {
+                    *new.insert(self.mesh_counts(meshes, m)?)
                 }
-                index_total += shape.corners as u64;
-            }
+            };
+            vertex_total = vertex_total.saturating_add(vertices);
+            index_total = index_total.saturating_add(corners);
         }
         if vertex_total > u64::from(u32::MAX) {
             return Err(format!(
                 "its scene places {vertex_total} vertices, more than 2^32 - 1"
             ));
         }
-        let bytes = vertex_total * 24 + index_total * 4;
+        let bytes = vertex_total
+            .saturating_mul(24)
+            .saturating_add(index_total.saturating_mul(4));
         if bytes > most {
             return Err(format!(
                 "its scene places {vertex_total} vertices and {index_total} indices ({} MiB), \
