@@ -366,12 +366,6 @@ fn read_obj<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, St
     Ok((vertices.into(), triangles))
 }
 
-/// OFF (Object File Format, as ModelNet's meshes are): `OFF`, then the vertex, face and edge
-/// counts, then a line per vertex (its first three numbers; colours or normals after them are
-/// not needed) and a line per face (its corner count, its corners' 0-based indices, then
-/// colours, not needed), polygons triangulated as fans. `#` starts a comment. ModelNet's files
-/// that run the counts on to the keyword (`OFF490 518 0`) are read as meant; `COFF` and `NOFF`
-/// (colours or normals on the vertex lines) too. Binary OFF is refused by name.
 /// glTF, read whole (its JSON says where every array lies) by `super::gltf`.
 fn read_gltf<R: std::io::Read>(
     reader: &mut R,
@@ -385,6 +379,12 @@ fn read_gltf<R: std::io::Read>(
     Ok((Vertices::F64(vertices), triangles))
 }
 
+/// OFF (Object File Format, as ModelNet's meshes are): `OFF`, then the vertex, face and edge
+/// counts, then a line per vertex (its first three numbers; colours or normals after them are
+/// not needed) and a line per face (its corner count, its corners' 0-based indices, then
+/// colours, not needed), polygons triangulated as fans. `#` starts a comment. ModelNet's files
+/// that run the counts on to the keyword (`OFF490 518 0`) are read as meant; `COFF` and `NOFF`
+/// (colours or normals on the vertex lines) too. Binary OFF is refused by name.
 fn read_off<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<Soup, String> {
     let mut line = Vec::new();
     let mut number = 0;

@@ -176,6 +176,15 @@ impl NpySource {
         self.len
     }
 
+    /// What holds the `.npy`: "array" (of an `.npz`) or "file".
+    pub fn holder(&self) -> &'static str {
+        if self.array.is_some() {
+            "array"
+        } else {
+            "file"
+        }
+    }
+
     /// What the file's messages call these bytes: the file, or its array.
     pub fn describe(&self, path: &Path) -> String {
         match &self.array {

@@ -82,15 +82,7 @@ pub(crate) fn read_positions(reader: &mut impl BufRead) -> Result<Vec<[f64; 3]>,
         Ok(k)
     };
     let xyz = [column("x")?, column("y")?, column("z")?];
-    let record: usize = fields.iter().map(|f| f.size * f.count).sum();
-    let offsets: Vec<usize> = fields
-        .iter()
-        .scan(0, |at, f| {
-            let here = *at;
-            *at += f.size * f.count;
-            Some(here)
-        })
-        .collect();
+    let (offsets, record) = starts(fields.iter().map(|f| f.size * f.count));
     let data_bytes = (points as u64)
         .checked_mul(record as u64)
         .ok_or_else(|| format!("{points} points of {record} bytes overflow"))?;
@@ -244,15 +236,7 @@ fn read_ascii(
     header_lines: usize,
 ) -> Result<Vec<[f64; 3]>, String> {
     // Which of a line's words holds each of x, y, z.
-    let word_of: Vec<usize> = fields
-        .iter()
-        .scan(0, |at, f| {
-            let here = *at;
-            *at += f.count;
-            Some(here)
-        })
-        .collect();
-    let words: usize = fields.iter().map(|f| f.count).sum();
+    let (word_of, words) = starts(fields.iter().map(|f| f.count));
     let mut rows = Vec::new();
     let mut line = String::new();
     let mut number = header_lines;
@@ -291,6 +275,19 @@ fn read_ascii(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Where each of `lengths` starts when they are laid end to end, and their total.
+fn starts(lengths: impl Iterator<Item = usize>) -> (Vec<usize>, usize) {
+    let mut total = 0;
+    let starts = lengths
+        .map(|length| {
+            let here = total;
+            total += length;
+            here
+        })
+        .collect();
+    (starts, total)
 }
 
 fn read_exactly(reader: &mut impl Read, bytes: u64, what: &str) -> Result<Vec<u8>, String> {

@@ -94,34 +94,15 @@ impl<const N: usize> RowFile<N> {
             "csv" | "txt" => Self::open_csv(path, layout, false),
             "xyz" => Self::open_csv(path, layout, true),
             // PCL's and Open3D's point clouds.
-            "pcd" if N == 3 => {
-                let rows: Vec<[f64; N]> = super::pcd::read_pcd_positions(path)?
-                    .into_iter()
-                    .map(|p| std::array::from_fn(|k| p[k]))
-                    .collect();
-                Ok(RowFile {
-                    path: path.to_path_buf(),
-                    rows: rows.len(),
-                    data: RowData::Memory(rows),
-                })
-            }
+            "pcd" if N == 3 => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
-            _ if N == 3 && MeshFormat::of(path).is_some() => {
-                let format = MeshFormat::of(path).expect("matched");
+            _ if N == 3
+                && let Some(format) = MeshFormat::of(path) =>
+            {
                 let vertices = super::mesh_file::read_positions(path, format)?;
-                let rows = (0..vertices.len())
-                    .map(|k| {
-                        let mut row = [0.0; N];
-                        row.copy_from_slice(&vertices.get(k).to_array()[..N]);
-                        row
-                    })
-                    .collect::<Vec<[f64; N]>>();
-                Ok(RowFile {
-                    path: path.to_path_buf(),
-                    rows: rows.len(),
-                    data: RowData::Memory(rows),
-                })
+                let rows = (0..vertices.len()).map(|k| vertices.get(k).to_array());
+                Ok(Self::held(path, rows.collect()))
             }
             _ => Err(Error::BadFile {
                 file: path.display().to_string(),
@@ -154,7 +135,7 @@ impl<const N: usize> RowFile<N> {
         if source.len() < expected {
             return Err(bad(format!(
                 "truncated: the header promises {rows} rows ({expected} bytes) but the {} has {} bytes",
-                if path_is_npz(path) { "array" } else { "file" },
+                source.holder(),
                 source.len()
             )));
         }
@@ -246,6 +227,19 @@ impl<const N: usize> RowFile<N> {
             rows: rows.len(),
             data: RowData::Memory(rows),
         })
+    }
+
+    /// Rows read whole, of a file whose rows are points (N is 3 where it is called).
+    fn held(path: &Path, points: Vec<[f64; 3]>) -> RowFile<N> {
+        let rows: Vec<[f64; N]> = points
+            .into_iter()
+            .map(|p| std::array::from_fn(|k| p[k]))
+            .collect();
+        RowFile {
+            path: path.to_path_buf(),
+            rows: rows.len(),
+            data: RowData::Memory(rows),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -365,9 +359,4 @@ impl PointReader for PointFile {
             self.read_rows(range, chunk.f64_rows())
         }
     }
-}
-
-fn path_is_npz(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
 }
