@@ -113,6 +113,7 @@ pub(crate) fn start(
 ) -> mpsc::UnboundedSender<Job> {
     let (sender, mut jobs) = mpsc::unbounded_channel::<Job>();
     let in_flight = Arc::new(Semaphore::new(engine.jobs_at_once()));
+    let running = Arc::new(Running::default());
     tokio::spawn(async move {
         // A batch is formed once it has a turn: at most as many of this target's batches run
         // at once as the engine overlaps, and with one (a CPU adapter) the next batch
@@ -121,18 +122,8 @@ pub(crate) fn start(
             let Some(first) = jobs.recv().await else {
                 break;
             };
-            let mut batch = vec![first];
-            let mut rows = batch[0].row_count();
-            let deadline = tokio::time::Instant::now() + shared.batching.delay;
-            while rows < shared.batching.rows {
-                match tokio::time::timeout_at(deadline, jobs.recv()).await {
-                    Ok(Some(job)) => {
-                        rows += job.row_count();
-                        batch.push(job);
-                    }
-                    _ => break,
-                }
-            }
+            let (mut batch, mut rows) =
+                gather(first, &mut jobs, Job::row_count, shared.batching, &running).await;
             let Ok(permit) = shared.pool.clone().acquire_owned().await else {
                 return;
             };
@@ -146,12 +137,15 @@ pub(crate) fn start(
             let (engine, target, metrics) =
                 (engine.clone(), target.clone(), shared.metrics.clone());
             let lost = shared.device_lost.clone();
+            let running = running.clone().start();
             // Not awaited: the target's next batches may run beside this one (the engine
             // overlaps four jobs on a hardware GPU, `Engine::jobs_at_once`).
             // `run_group` catches the engine's panics; anything else is a bug of ours, and
             // the requests it held are answered 500 by their dropped reply channels.
             tokio::task::spawn_blocking(move || {
-                let _permits = (turn, permit);
+                // Dropped in this order: the batch ends before its turn is given back, so that
+                // with one turn (a CPU adapter) the next batch finds the target idle.
+                let _held = (running, turn, permit);
                 // Each run of equal requests shares dispatches; their order is kept.
                 while !batch.is_empty() {
                     let key = (batch[0].op, batch[0].fields);
@@ -167,6 +161,78 @@ pub(crate) fn start(
         }
     });
     sender
+}
+
+/// A batch of `first` and the requests that join it, and its rows (`row_count` of each), up
+/// to `batching.rows`. While the target has other batches running, one that is not full waits
+/// for them to end, gathering what comes meanwhile, and then goes: calls of fewer rows overlap
+/// little on a GPU, so the device is never idle while requests wait and each batch is as large
+/// as the arrivals make it (docs/perf-history.md "The service's host side on an H200"). On an
+/// idle target it waits at most `batching.delay` for company.
+async fn gather<T>(
+    first: T,
+    jobs: &mut mpsc::UnboundedReceiver<T>,
+    row_count: impl Fn(&T) -> usize,
+    batching: Batching,
+    running: &Running,
+) -> (Vec<T>, usize) {
+    let mut rows = row_count(&first);
+    let mut batch = vec![first];
+    let deadline = tokio::time::Instant::now() + batching.delay;
+    let mut behind_running = false;
+    while rows < batching.rows {
+        // Listening before looking, so that an end between the two is not missed.
+        let done = running.finished.notified();
+        tokio::pin!(done);
+        done.as_mut().enable();
+        let others_running = running.count.load(Ordering::Acquire) > 0;
+        if behind_running && !others_running {
+            break;
+        }
+        behind_running |= others_running;
+        let next = async {
+            if others_running {
+                jobs.recv().await
+            } else {
+                tokio::time::timeout_at(deadline, jobs.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        };
+        let job = tokio::select! {
+            job = next => job,
+            () = &mut done, if others_running => continue,
+        };
+        let Some(job) = job else { break };
+        rows += row_count(&job);
+        batch.push(job);
+    }
+    (batch, rows)
+}
+
+/// A target's batches running on the engine, and word when one ends.
+#[derive(Default)]
+struct Running {
+    count: AtomicUsize,
+    finished: tokio::sync::Notify,
+}
+
+impl Running {
+    /// Counts a batch as running until the returned guard drops (at its end, or its panic).
+    fn start(self: Arc<Running>) -> RunningBatch {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        RunningBatch(self)
+    }
+}
+
+struct RunningBatch(Arc<Running>);
+
+impl Drop for RunningBatch {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.finished.notify_waiters();
+    }
 }
 
 /// Answer `group` (equal operations and fields) in one engine call and split the answer. A
@@ -295,5 +361,141 @@ fn rows_of(columns: &Columns, first: usize, count: usize) -> Columns {
                 (*field, values[first * w..(first + count) * w].to_vec())
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime")
+    }
+
+    const BATCHING: Batching = Batching {
+        rows: 100,
+        delay: Duration::from_millis(300),
+    };
+
+    #[test]
+    fn an_idle_targets_batch_waits_the_delay_for_company() {
+        runtime().block_on(async {
+            let (sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            let running = Running::default();
+            let started = Instant::now();
+            let late = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                sender.send(7).expect("a listener");
+                sender
+            });
+            let (batch, rows) = gather(1, &mut jobs, |r| *r, BATCHING, &running).await;
+            assert_eq!((batch, rows), (vec![1, 7], 8));
+            assert!(
+                started.elapsed() >= BATCHING.delay,
+                "{:?}",
+                started.elapsed()
+            );
+            drop(late.await);
+        });
+    }
+
+    #[test]
+    fn a_full_batch_goes_at_once() {
+        runtime().block_on(async {
+            let (sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            sender.send(99).expect("a listener");
+            let started = Instant::now();
+            let (batch, rows) = gather(1, &mut jobs, |r| *r, BATCHING, &Running::default()).await;
+            assert_eq!((batch, rows), (vec![1, 99], 100));
+            assert!(
+                started.elapsed() < BATCHING.delay,
+                "{:?}",
+                started.elapsed()
+            );
+        });
+    }
+
+    #[test]
+    fn a_batch_behind_a_running_one_goes_when_it_ends() {
+        runtime().block_on(async {
+            let (sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            let running = Arc::new(Running::default());
+            let batch_running = running.clone().start();
+            let started = Instant::now();
+            // Company comes while the running batch runs; then it ends, long before the delay.
+            let ends = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                sender.send(2).expect("a listener");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(batch_running);
+                sender
+            });
+            let (batch, rows) = gather(1, &mut jobs, |r| *r, BATCHING, &running).await;
+            let waited = started.elapsed();
+            assert_eq!((batch, rows), (vec![1, 2], 3));
+            assert!(waited >= Duration::from_millis(40), "{waited:?}");
+            assert!(
+                waited < BATCHING.delay,
+                "went after {waited:?}, not when the batch ended"
+            );
+            assert_eq!(running.count.load(Ordering::Acquire), 0);
+            drop(ends.await);
+        });
+    }
+
+    #[test]
+    fn a_batch_behind_a_running_one_waits_past_the_delay_until_it_ends() {
+        runtime().block_on(async {
+            let (_sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            let running = Arc::new(Running::default());
+            let batch_running = running.clone().start();
+            let started = Instant::now();
+            let ends = tokio::spawn(async move {
+                tokio::time::sleep(2 * BATCHING.delay).await;
+                drop(batch_running);
+            });
+            let (batch, _) = gather(1, &mut jobs, |r| *r, BATCHING, &running).await;
+            assert_eq!(batch, vec![1]);
+            let waited = started.elapsed();
+            assert!(
+                waited >= 2 * BATCHING.delay,
+                "went after {waited:?}, while the batch ran"
+            );
+            ends.await.expect("the running batch ends");
+        });
+    }
+
+    #[test]
+    fn a_full_batch_goes_beside_running_ones() {
+        runtime().block_on(async {
+            let (sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            let running = Arc::new(Running::default());
+            let _running = running.clone().start();
+            sender.send(60).expect("a listener");
+            sender.send(60).expect("a listener");
+            let started = Instant::now();
+            let (batch, rows) = gather(1, &mut jobs, |r| *r, BATCHING, &running).await;
+            assert_eq!((batch, rows), (vec![1, 60, 60], 121));
+            assert!(
+                started.elapsed() < BATCHING.delay,
+                "{:?}",
+                started.elapsed()
+            );
+        });
+    }
+
+    #[test]
+    fn requests_gone_end_the_gathering() {
+        runtime().block_on(async {
+            let (sender, mut jobs) = mpsc::unbounded_channel::<usize>();
+            let running = Arc::new(Running::default());
+            let _running = running.clone().start();
+            drop(sender);
+            let (batch, _) = gather(1, &mut jobs, |r| *r, BATCHING, &running).await;
+            assert_eq!(batch, vec![1]);
+        });
     }
 }

@@ -51,8 +51,10 @@ pub struct ServeArgs {
     /// Most rows in one shared dispatch of concurrent queries on a target.
     #[arg(long, default_value_t = 262_144, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_rows: u64,
-    /// Longest a query waits for others to share its dispatch, in milliseconds.
-    #[arg(long, default_value_t = 2)]
+    /// Longest a query waits for others to share its dispatch when its target has no batch
+    /// running, in milliseconds. Under load no wait is needed: a batch gathers the queries that
+    /// come while the target's running batches run, and goes when they end.
+    #[arg(long, default_value_t = 0)]
     pub batch_delay_ms: u64,
     /// Queries waiting for a dispatch beyond which new ones get 503 with Retry-After.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
