@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serve_harness::*;
 
@@ -635,6 +635,45 @@ fn concurrent_clients_get_their_lone_answers(server_args: &[&str]) {
     assert!(
         batches < 64.0,
         "64 concurrent requests ran in {batches} dispatches: no batching"
+    );
+}
+
+#[test]
+fn a_small_query_is_not_held_behind_a_large_batch() {
+    // Batches that are not full wait for the target's running ones, but a full batch (one
+    // client's many rows) must not make other clients' small queries wait for it.
+    let server = Server::start(&[
+        "--jobs-at-once",
+        "2",
+        "--batch-rows",
+        "4096",
+        "--chunk-rows",
+        "16384",
+    ]);
+    let bunny = std::fs::read(meshes().join("stanford-bunny.obj")).unwrap();
+    assert_eq!(
+        server.put("/v1/meshes/bunny?format=obj", &bunny).status,
+        201
+    );
+    let path = "/v1/meshes/bunny/query?sign=winding&fields=distance";
+    let small = points_npy(&points(10, 3, -0.12, 0.2));
+    assert_eq!(server.post(path, &small).status, 200);
+    let large = points_npy(&points(800_000, 4, -0.12, 0.2));
+    let address = server.address.clone();
+    let started = Instant::now();
+    let large_thread = std::thread::spawn(move || {
+        let reply = request(&address, "POST", path, &[], &large);
+        (reply.status, started.elapsed())
+    });
+    // The large batch is running once its body is read and its first chunks are out.
+    std::thread::sleep(Duration::from_millis(300));
+    let reply = server.post(path, &small);
+    let small_done = started.elapsed();
+    let (large_status, large_done) = large_thread.join().unwrap();
+    assert_eq!((reply.status, large_status), (200, 200), "{}", reply.text());
+    assert!(
+        small_done < large_done,
+        "the small query ended at {small_done:?}, after the large one ({large_done:?})"
     );
 }
 

@@ -137,7 +137,10 @@ pub(crate) fn start(
             let (engine, target, metrics) =
                 (engine.clone(), target.clone(), shared.metrics.clone());
             let lost = shared.device_lost.clone();
-            let running = running.clone().start();
+            // Only batches that are not full hold the next ones back: a large one (a client's
+            // many rows) runs beside the small ones of other clients, as before, and never
+            // makes them wait for it.
+            let running = (rows < shared.batching.rows).then(|| running.clone().start());
             // Not awaited: the target's next batches may run beside this one (the engine
             // overlaps four jobs on a hardware GPU, `Engine::jobs_at_once`).
             // `run_group` catches the engine's panics; anything else is a bug of ours, and
@@ -164,8 +167,8 @@ pub(crate) fn start(
 }
 
 /// A batch of `first` and the requests that join it, and its rows (`row_count` of each), up
-/// to `batching.rows`. While the target has other batches running, one that is not full waits
-/// for them to end, gathering what comes meanwhile, and then goes: calls of fewer rows overlap
+/// to `batching.rows`. While the target has other batches that are not full running, one that
+/// is not full waits for them to end, gathering what comes meanwhile, and then goes: calls of fewer rows overlap
 /// little on a GPU, so the device is never idle while requests wait and each batch is as large
 /// as the arrivals make it (docs/perf-history.md "The service's host side on an H200"). On an
 /// idle target it waits at most `batching.delay` for company.
@@ -211,7 +214,7 @@ async fn gather<T>(
     (batch, rows)
 }
 
-/// A target's batches running on the engine, and word when one ends.
+/// A target's batches that are not full running on the engine, and word when one ends.
 #[derive(Default)]
 struct Running {
     count: AtomicUsize,
