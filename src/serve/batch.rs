@@ -168,10 +168,11 @@ pub(crate) fn start(
 
 /// A batch of `first` and the requests that join it, and its rows (`row_count` of each), up
 /// to `batching.rows`. While the target has other batches that are not full running, one that
-/// is not full waits for them to end, gathering what comes meanwhile, and then goes: calls of fewer rows overlap
-/// little on a GPU, so the device is never idle while requests wait and each batch is as large
-/// as the arrivals make it (docs/perf-history.md "The service's host side on an H200"). On an
-/// idle target it waits at most `batching.delay` for company.
+/// is not full waits for them to end, gathering what comes meanwhile, and then goes: small
+/// calls overlap little on a GPU, so the device is never idle while requests wait and each
+/// batch is as large as the arrivals make it (docs/perf-history.md "The service's host side on
+/// an H200"). On an idle target it waits at most `batching.delay` for company. Only this
+/// target's task starts batches, so while it gathers the running ones only end.
 async fn gather<T>(
     first: T,
     jobs: &mut mpsc::UnboundedReceiver<T>,
