@@ -19,6 +19,8 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "bodies" and m.get("executable"):
         print(m["executable"])')
+# Small engine calls one at a time and several at once (gpu_extra.sh, the service's batches).
+cargo build --release --locked --example concurrent_calls
 torus=target/torus-2m.ply
 [ -f "$torus" ] || "${PYTHON:-python3}" scripts/bench/make_torus_mesh.py 1024 1024 "$torus"
 kit=target/gpukit
@@ -31,6 +33,7 @@ for b in closest meshes scenes serve_load; do
     strip -o "$kit/bin/$b" "target/report/bin/$b"
 done
 strip -o "$kit/bin/bodies" "$bodies"
+strip -o "$kit/bin/concurrent_calls" target/release/examples/concurrent_calls
 cp -L "$loader" "$kit/lib/libvulkan.so.1"
 cp ../shared/data/meshes/{fandisk.obj,stanford-bunny.obj,igea.ply} "$kit/meshes/"
 git rev-parse --short HEAD >"$kit/COMMIT"
