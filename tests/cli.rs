@@ -419,57 +419,35 @@ fn bad_scenes_name_the_shape_and_field() {
 fn bad_points_name_the_file_row_and_field() {
     let dir = Dir::new();
     let scene = dir.file("scene.json", SCENE).display().to_string();
+    // A query of the scene with `--points` the file `name` in the test's folder.
+    let bad_points = |name: &str, needles: &[&str]| {
+        assert_bad_input(
+            &dir,
+            &["query", "--shapes", &scene, "--points", &dir.s(name)],
+            needles,
+        );
+    };
     write_npy(&dir.path("two.npy"), "<f4", &[2, 2], &[0u8; 16]);
-    assert_bad_input(
-        &dir,
-        &["query", "--shapes", &scene, "--points", &dir.s("two.npy")],
-        &["two.npy", "(N, 3)"],
-    );
+    bad_points("two.npy", &["two.npy", "(N, 3)"]);
     write_npy(&dir.path("int.npy"), "<i4", &[2, 3], &[0u8; 24]);
-    assert_bad_input(
-        &dir,
-        &["query", "--shapes", &scene, "--points", &dir.s("int.npy")],
-        &["int.npy", "<i4"],
-    );
+    bad_points("int.npy", &["int.npy", "<i4"]);
     write_npy(&dir.path("short.npy"), "<f8", &[4, 3], &[0u8; 24]);
-    assert_bad_input(
-        &dir,
-        &["query", "--shapes", &scene, "--points", &dir.s("short.npy")],
-        &["short.npy", "truncated"],
-    );
+    bad_points("short.npy", &["short.npy", "truncated"]);
     write_npy(
         &dir.path("huge.npy"),
         "<f8",
         &[1_000_000_000_000_000_000, 3],
         &[0u8; 24],
     );
-    assert_bad_input(
-        &dir,
-        &["query", "--shapes", &scene, "--points", &dir.s("huge.npy")],
-        &["huge.npy", "implausible"],
-    );
+    bad_points("huge.npy", &["huge.npy", "implausible"]);
     std::fs::write(dir.path("junk.npy"), b"hello").unwrap();
-    assert_bad_input(
-        &dir,
-        &["query", "--shapes", &scene, "--points", &dir.s("junk.npy")],
-        &["junk.npy", "not a .npy"],
-    );
+    bad_points("junk.npy", &["junk.npy", "not a .npy"]);
     // A binary STL saved as `.obj` read as points: no vertices, and what its bytes look like
     // (it was read as zero points).
     let mut stl = vec![0u8; 84 + 50];
     stl[80] = 1;
     std::fs::write(dir.path("binary.obj"), stl).unwrap();
-    assert_bad_input(
-        &dir,
-        &[
-            "query",
-            "--shapes",
-            &scene,
-            "--points",
-            &dir.s("binary.obj"),
-        ],
-        &["binary.obj", "no vertices", "STL, not OBJ"],
-    );
+    bad_points("binary.obj", &["binary.obj", "no vertices", "STL, not OBJ"]);
     // `.npz` archives: the array is named, and a broken one is refused by what broke.
     let row = [0u8; 24];
     write_npy(&dir.path("row.npy"), "<f8", &[1, 3], &row);
@@ -557,17 +535,7 @@ fn bad_points_name_the_file_row_and_field() {
         &["query", "--shapes", &scene, "--points", &csv],
         &["semicolons.csv", "row 0", "line 1", "found 1"],
     );
-    assert_bad_input(
-        &dir,
-        &[
-            "query",
-            "--shapes",
-            &scene,
-            "--points",
-            &dir.s("missing.npy"),
-        ],
-        &["missing.npy"],
-    );
+    bad_points("missing.npy", &["missing.npy"]);
     assert_bad_input(
         &dir,
         &[
