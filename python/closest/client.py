@@ -160,7 +160,7 @@ class Client:
         if isinstance(shapes, (str, bytes, os.PathLike)):
             scene = _read_file(shapes, "shapes")
         else:
-            scene = json.dumps({"shapes": shapes}, default=_plain).encode()
+            scene = _shapes_json(shapes, "shapes")
         points = _array(points, "points", (3,))
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
@@ -261,7 +261,18 @@ def _scene_json(shapes):
         raise InputError(
             f"shapes: expected a list of shape dicts or the path of a scene .json, got {type(shapes).__name__}"
         )
-    return json.dumps({"shapes": list(shapes)}, default=_plain).encode()
+    return _shapes_json(list(shapes), "shapes")
+
+
+def _shapes_json(shapes, name):
+    """Shape dicts as a scene's JSON bytes; what json cannot write (a list that holds itself,
+    nesting past Python's recursion limit, keys that are not strings) is the caller's input."""
+    try:
+        return json.dumps({"shapes": shapes}, default=_plain).encode()
+    except InputError:
+        raise
+    except (TypeError, ValueError, RecursionError) as e:
+        raise InputError(f"{name}: cannot be written as a scene's JSON: {e}") from None
 
 
 def _off_text(held):

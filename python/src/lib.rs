@@ -529,11 +529,30 @@ fn parse_sign_choice(sign: Option<&str>) -> PyResult<SignChoice> {
         .map_err(py_error)
 }
 
+/// How deeply Python values given as shapes may nest: serde_json's own limit for JSON text.
+/// A shape needs four levels; without a bound a list nested 10,000 deep (or one that holds
+/// itself) would overflow the stack and crash the interpreter.
+const MAX_JSON_DEPTH: usize = 128;
+
 /// A Python value as JSON, for the scene reader (which names the shape and field of any
 /// problem). Non-finite floats become numbers too large for f64, which it reports as
 /// non-finite; numpy arrays and scalars go through `tolist()`. `what` names the argument.
 fn to_json(value: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
+    to_json_within(value, what, MAX_JSON_DEPTH)
+}
+
+fn to_json_within(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    depth_left: usize,
+) -> PyResult<serde_json::Value> {
     use serde_json::Value;
+    let Some(depth_left) = depth_left.checked_sub(1) else {
+        return Err(input_error(format!(
+            "{what}: nested deeper than {MAX_JSON_DEPTH} levels (a list or dict that holds \
+             itself?); a shape is a dict of numbers and lists of numbers"
+        )));
+    };
     if value.is_none() {
         return Ok(Value::Null);
     }
@@ -564,16 +583,19 @@ fn to_json(value: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> 
             let key: String = k
                 .extract()
                 .map_err(|_| input_error(format!("{what}: dict key {k} is not a string")))?;
-            map.insert(key, to_json(&v, what)?);
+            map.insert(key, to_json_within(&v, what, depth_left)?);
         }
         return Ok(Value::Object(map));
     }
     if value.cast::<PyList>().is_ok() || value.cast::<PyTuple>().is_ok() {
-        let items: PyResult<Vec<Value>> = value.try_iter()?.map(|v| to_json(&v?, what)).collect();
+        let items: PyResult<Vec<Value>> = value
+            .try_iter()?
+            .map(|v| to_json_within(&v?, what, depth_left))
+            .collect();
         return Ok(Value::Array(items?));
     }
     if value.hasattr("tolist")? {
-        return to_json(&value.call_method0("tolist")?, what);
+        return to_json_within(&value.call_method0("tolist")?, what, depth_left);
     }
     Err(input_error(format!(
         "{what}: cannot read a value of type {} (numbers, strings, lists and dicts only)",

@@ -156,6 +156,26 @@ def test_bad_shapes_name_the_index_and_field(engine):
     assert len(engine.scene([{**long, "b": [9e17, 0, 0]}])) == 1
     # numpy values are read like Python ones.
     assert len(engine.scene([{**good, "center": np.zeros(3), "radius": np.float32(2)}])) == 1
+    # Huge numbers are written with an exponent, not hundreds of digits.
+    raises(lambda: engine.scene([{**good, "radius": 1e300}]), "shape 0", "`radius`", "1e300 is beyond")
+
+
+def test_nesting_that_never_ends_is_refused_not_a_crash(engine):
+    # A list 10,000 deep, or one holding itself, once overflowed the extension's stack.
+    deep = []
+    for _ in range(10_000):
+        deep = [deep]
+    holds_itself = {"type": "sphere", "center": [0, 0, 0], "radius": 1}
+    holds_itself["center"] = [0, 0, holds_itself]
+    loop = []
+    loop.append(loop)
+    for shapes in ([deep], [holds_itself], loop):
+        raises(lambda: engine.scene(shapes), "shapes", "nested deeper than 128 levels")
+    raises(lambda: engine.mesh(vertices=np.eye(3), triangles=[[0, 1, 2]]).contacts(bodies=[deep]),
+           "bodies", "nested deeper")
+    # Four levels (a hull's points) is what a shape needs; far from the bound.
+    hull = {"type": "convex_hull", "points": [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]}
+    assert len(engine.scene([hull])) == 1
 
 
 def test_bad_meshes(engine, tmp_path):

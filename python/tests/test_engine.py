@@ -312,6 +312,11 @@ def test_client_errors_and_targets(server, engine):
         client.mesh("gone", "/nonexistent/gone.obj")
     with pytest.raises(closest.InputError, match="shapes: cannot read"):
         client.scene("gone", "/nonexistent/gone.json")
+    looped = []
+    looped.append(looped)
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
     # Arguments the client read itself (TypeError escaped, or an empty name reached the
     # service as an unknown route, or an extension-less path as its format).
     for call, needle in [
@@ -322,6 +327,11 @@ def test_client_errors_and_targets(server, engine):
         (lambda: client.delete(["scene"], "errors"), "kind"),  # TypeError: unhashable
         (lambda: client.scene("", SHAPES), "name"),
         (lambda: client.mesh("m", MESHES / "SOURCES.md"), "path.*no .obj"),
+        # json.dumps' ValueError, RecursionError and TypeError escaped.
+        (lambda: client.scene("loop", looped), "shapes: cannot be written.*[Cc]ircular"),
+        (lambda: client.scene("deep", [deep]), "shapes: cannot be written"),
+        (lambda: client.scene("keys", [{("t",): 1}]), "shapes: cannot be written"),
+        (lambda: client.query_paired([deep], random_points(1)), "shapes: cannot be written"),
     ]:
         with pytest.raises(closest.InputError, match=needle):
             call()

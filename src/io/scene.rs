@@ -248,7 +248,17 @@ fn shape_from_value(value: &Value, index: usize, file: &str) -> Result<Shape> {
 
 /// `v` as the file wrote it, `[x, y, z]`, for error messages.
 fn json_triple(v: DVec3) -> String {
-    format!("[{}, {}, {}]", v.x, v.y, v.z)
+    format!("[{}, {}, {}]", number(v.x), number(v.y), number(v.z))
+}
+
+/// A number as a message shows it: Rust writes 1e300 with all 301 digits, so very large and
+/// very small magnitudes are written with an exponent.
+fn number(x: f64) -> String {
+    if x == 0.0 || (1e-4..1e16).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
 }
 
 struct ShapeReader<'a> {
@@ -303,7 +313,10 @@ impl ShapeReader<'_> {
             if x.abs() > f32::MAX as f64 {
                 return Err(self.error(
                     field,
-                    format!("{x} is beyond the f32 range the GPU computes in (±3.4e38)"),
+                    format!(
+                        "{} is beyond the f32 range the GPU computes in (±3.4e38)",
+                        number(x)
+                    ),
                 ));
             }
             *slot = x;
@@ -320,7 +333,7 @@ impl ShapeReader<'_> {
     fn non_negative(&self, field: &str) -> Result<f64> {
         let x = self.scalar(field)?;
         if x < 0.0 {
-            return Err(self.error(field, format!("must be ≥ 0 (found {x})")));
+            return Err(self.error(field, format!("must be ≥ 0 (found {})", number(x))));
         }
         Ok(x)
     }
@@ -552,7 +565,11 @@ impl ShapeReader<'_> {
                 if minor_radius > major_radius {
                     return Err(self.error(
                         "minor_radius",
-                        format!("must be ≤ major_radius (found {minor_radius} > {major_radius})"),
+                        format!(
+                            "must be ≤ major_radius (found {} > {})",
+                            number(minor_radius),
+                            number(major_radius)
+                        ),
                     ));
                 }
                 Shape::Torus {
