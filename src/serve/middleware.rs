@@ -120,7 +120,8 @@ pub(crate) async fn observe(
         .cloned()
         .unwrap_or_default();
     let bytes_out = axum::body::HttpBody::size_hint(response.body()).exact();
-    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    // Microseconds are the clock's useful resolution here; more digits are noise in the log.
+    let ms = |seconds: f64| (seconds * 1e6).round() / 1e3;
     tracing::info!(
         target: "access",
         request_id = %id,
@@ -132,9 +133,9 @@ pub(crate) async fn observe(
         status,
         bytes_in = access.bytes_in.or(declared_in),
         bytes_out,
-        queue_wait_ms = ms(access.queue_wait),
-        device_ms = ms(access.device),
-        ms = seconds * 1e3,
+        queue_wait_ms = access.queue_wait.map(|d| ms(d.as_secs_f64())),
+        device_ms = access.device.map(|d| ms(d.as_secs_f64())),
+        ms = ms(seconds),
     );
     response
 }
