@@ -949,17 +949,7 @@ fn uploaded_files_are_private_and_removed_on_every_path() {
 #[test]
 fn parsing_large_bodies_does_not_stall_other_connections_or_take_many_times_their_memory() {
     let server = Server::start(&["--workers", "2", "--max-request-mb", "512"]);
-    let peak_kib = || {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()));
-        let status = status.expect("the server's /proc status");
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace()
-            .nth(1)
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    };
-    let before = peak_kib();
+    let before = peak_bytes(&server);
     let mut json = String::from(r#"{"shapes": ["#);
     for i in 0..500_000 {
         json += &format!(
@@ -1000,11 +990,67 @@ fn parsing_large_bodies_does_not_stall_other_connections_or_take_many_times_thei
     }
     // Both bodies held, each with its shapes: a few times their bytes at most (the value
     // tree of both took 2.3 GB for these 120 MB).
-    let grown = (peak_kib() - before) * 1024;
+    let grown = peak_bytes(&server) - before;
     let bodies = 2 * json.len() as u64;
     assert!(
         grown < 6 * bodies,
         "the server grew by {grown} bytes for {bodies} bytes of bodies"
+    );
+}
+
+/// The most memory the server process has held (VmHWM).
+fn peak_bytes(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()));
+    let status = status.expect("the server's /proc status");
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// One shape's long field once took 30–40 times its text in a JSON value tree (a 160 MB body
+/// of hull points held 6.5 GB, past any `--max-inflight-mb`): a field no kind reads is now
+/// skipped and a hull's points read as coordinates.
+#[test]
+fn one_long_field_does_not_take_many_times_its_bytes() {
+    let server = Server::start(&["--max-request-mb", "512"]);
+    let before = peak_bytes(&server);
+    let zeros = "0,".repeat(20_000_000);
+    let junk = format!(
+        r#"{{"shapes": [{{"type": "sphere", "center": [0, 0, 0], "radius": 1, "junk": [{zeros}0]}}]}}"#
+    );
+    let reply = request(
+        &server.address,
+        "PUT",
+        "/v1/scenes/junk",
+        &[],
+        junk.as_bytes(),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    // A hull refused once read (its last point beyond f32), so that no build follows.
+    let points = "[1,2,3],".repeat(5_000_000);
+    let hull =
+        format!(r#"{{"shapes": [{{"type": "convex_hull", "points": [{points}[0,1e39,0]]}}]}}"#);
+    let reply = request(
+        &server.address,
+        "PUT",
+        "/v1/scenes/hull",
+        &[],
+        hull.as_bytes(),
+    );
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.text().contains("points[5000000]") && reply.text().contains("1e39"),
+        "{}",
+        reply.text()
+    );
+    // The body itself, and the hull's points at 24 bytes each (3 times their 8 bytes here).
+    let grown = peak_bytes(&server) - before;
+    let largest = junk.len().max(hull.len()) as u64;
+    assert!(
+        grown < 5 * largest,
+        "the server grew by {grown} bytes for bodies of {} and {} bytes",
+        junk.len(),
+        hull.len()
     );
 }
 

@@ -126,9 +126,10 @@ impl<'de> serde::de::Visitor<'de> for ShapesArray<'_> {
         mut seq: A,
     ) -> std::result::Result<Vec<Shape>, A::Error> {
         let mut shapes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(value) = seq.next_element::<Value>()? {
+        // Each shape's text is borrowed, not parsed into a tree (see `shape_from_text`).
+        while let Some(text) = seq.next_element::<&'de serde_json::value::RawValue>()? {
             let index = shapes.len();
-            match shape_from_value(&value, index, self.file) {
+            match shape_from_text(text.get(), index, self.file) {
                 Ok(shape) => shapes.push(shape),
                 Err(e) => {
                     *self.failure = Some(e);
@@ -232,18 +233,202 @@ pub fn shapes_from_values(shapes: &[Value], file: &str) -> Result<Vec<Shape>> {
 
 /// Shape `index` of a scene from its JSON value.
 fn shape_from_value(value: &Value, index: usize, file: &str) -> Result<Shape> {
-    let fields = value.as_object().ok_or_else(|| Error::BadShape {
-        file: file.to_string(),
-        index,
-        field: "type".into(),
-        problem: "a shape must be a JSON object".into(),
-    })?;
+    let fields = value
+        .as_object()
+        .ok_or_else(|| not_an_object(index, file))?;
     ShapeReader {
         file,
         index,
         fields,
+        large: &LargeFields::default(),
     }
     .read()
+}
+
+fn not_an_object(index: usize, file: &str) -> Error {
+    Error::BadShape {
+        file: file.to_string(),
+        index,
+        field: "type".into(),
+        problem: "a shape must be a JSON object".into(),
+    }
+}
+
+/// Every field a shape of some kind reads (`ShapeReader::field` checks it in debug builds).
+/// A scene's other fields are skipped unread.
+const SHAPE_FIELDS: &[&str] = &[
+    "type",
+    "center",
+    "radius",
+    "min",
+    "max",
+    "a",
+    "b",
+    "c",
+    "axis",
+    "half_extents",
+    "rotation",
+    "radii",
+    "major_radius",
+    "minor_radius",
+    "normal",
+    "offset",
+    "origin",
+    "direction",
+    "points",
+    "shape",
+    "size",
+    "cframe",
+];
+
+/// Fields whose JSON text is longer than this are not parsed into a `Value` tree, which takes
+/// 30–40 times the text's bytes (a number is a `Value` and a string): a hull's `points` are
+/// read straight into coordinates, and any other field this long is no valid value. Without
+/// it one 160 MB body of hull points held 6.5 GB in the service, past any
+/// `--max-inflight-mb`.
+const LARGEST_PARSED_FIELD: usize = 64 << 10;
+
+/// Fields too long to parse into a tree: a hull's points read as coordinates, or why a field
+/// could not be read (told only if the shape's kind reads that field).
+#[derive(Default)]
+struct LargeFields {
+    /// Taken by `ShapeReader::point_list`, which reads them once.
+    points: std::cell::RefCell<Option<Vec<DVec3>>>,
+    problems: Vec<(&'static str, String)>,
+}
+
+/// Shape `index` of a scene from its JSON text. A long one's fields are read one by one: those
+/// some kind reads parsed (long ones as `LargeFields`), every other field skipped, so that
+/// memory follows the shape's data, not its text.
+fn shape_from_text(text: &str, index: usize, file: &str) -> Result<Shape> {
+    let bad_file = |problem: String| Error::BadFile {
+        file: file.to_string(),
+        problem,
+    };
+    if text.len() <= LARGEST_PARSED_FIELD {
+        // A short shape in one pass: its tree is small whatever it holds.
+        let value =
+            serde_json::from_str(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
+        return shape_from_value(&value, index, file);
+    }
+    if !text.starts_with('{') {
+        return Err(not_an_object(index, file));
+    }
+    // The whole body was parsed once already: this cannot fail on the text's own account.
+    let known: Vec<(&'static str, &serde_json::value::RawValue)> =
+        serde_json::from_str::<KnownFields>(text)
+            .map_err(|e| bad_file(format!("malformed JSON: {e}")))?
+            .0;
+    let mut fields = Map::new();
+    let mut large = LargeFields::default();
+    for (name, value) in known {
+        let value = value.get();
+        if value.len() <= LARGEST_PARSED_FIELD {
+            let parsed = serde_json::from_str(value)
+                .map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
+            fields.insert(name.to_string(), parsed);
+        } else if name == "points" {
+            match read_points(value) {
+                Ok(points) => *large.points.get_mut() = Some(points),
+                Err(e) => large.problems.push((
+                    name,
+                    format!("must be an array of points [x, y, z] of finite numbers: {e}"),
+                )),
+            }
+        } else {
+            large.problems.push((
+                name,
+                format!(
+                    "is {} bytes of JSON, more than any valid value takes",
+                    value.len()
+                ),
+            ));
+        }
+    }
+    ShapeReader {
+        file,
+        index,
+        fields: &fields,
+        large: &large,
+    }
+    .read()
+}
+
+/// A long array of points `[x, y, z]` from its text, held once: reserved for the most points
+/// the text could hold (8 bytes a point at least; pages never written are never resident),
+/// then trimmed.
+fn read_points(text: &str) -> serde_json::Result<Vec<DVec3>> {
+    use serde::de::{DeserializeSeed, Deserializer as _};
+
+    struct Points(usize);
+    impl<'de> DeserializeSeed<'de> for Points {
+        type Value = Vec<DVec3>;
+        fn deserialize<D: serde::Deserializer<'de>>(
+            self,
+            d: D,
+        ) -> std::result::Result<Vec<DVec3>, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> serde::de::Visitor<'de> for Points {
+        type Value = Vec<DVec3>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of points [x, y, z]")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Vec<DVec3>, A::Error> {
+            let mut points = Vec::with_capacity(self.0);
+            // Each number as its text, parsed by Rust's correctly rounded `f64::from_str` as
+            // the value tree's are: serde_json's own f64 parse can be one ulp off.
+            while let Some(point) = seq.next_element::<[serde_json::Number; 3]>()? {
+                let parse =
+                    |n: &serde_json::Number| n.as_str().parse::<f64>().unwrap_or(f64::INFINITY);
+                points.push(DVec3::from_array(point.each_ref().map(parse)));
+            }
+            points.shrink_to_fit();
+            Ok(points)
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let points = (&mut deserializer).deserialize_seq(Points(text.len() / 8 + 1))?;
+    deserializer.end()?;
+    Ok(points)
+}
+
+/// A shape object's fields named in `SHAPE_FIELDS`, as their text; others skipped.
+struct KnownFields<'a>(Vec<(&'static str, &'a serde_json::value::RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for KnownFields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_map(KnownFieldsVisitor)
+    }
+}
+
+struct KnownFieldsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for KnownFieldsVisitor {
+    type Value = KnownFields<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a shape object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut known = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match SHAPE_FIELDS.iter().find(|&&name| name == key) {
+                Some(&name) => known.push((name, map.next_value()?)),
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(KnownFields(known))
+    }
 }
 
 /// `v` as the file wrote it, `[x, y, z]`, for error messages.
@@ -265,9 +450,27 @@ struct ShapeReader<'a> {
     file: &'a str,
     index: usize,
     fields: &'a Map<String, Value>,
+    large: &'a LargeFields,
 }
 
 impl ShapeReader<'_> {
+    /// Field `name`'s value, `None` where the shape has none; a field too long to parse is its
+    /// problem.
+    fn field(&self, name: &str) -> Result<Option<&Value>> {
+        debug_assert!(
+            SHAPE_FIELDS.contains(&name),
+            "`{name}` is read but missing from SHAPE_FIELDS"
+        );
+        if let Some((_, problem)) = self.large.problems.iter().find(|(n, _)| *n == name) {
+            return Err(self.error(name, problem.clone()));
+        }
+        Ok(self.fields.get(name))
+    }
+
+    fn present(&self, name: &str) -> Result<&Value> {
+        self.field(name)?.ok_or_else(|| self.error(name, "missing"))
+    }
+
     fn error(&self, field: &str, problem: impl Into<String>) -> Error {
         Error::BadShape {
             file: self.file.to_string(),
@@ -278,11 +481,7 @@ impl ShapeReader<'_> {
     }
 
     fn numbers<const N: usize>(&self, field: &str) -> Result<[f64; N]> {
-        let value = self
-            .fields
-            .get(field)
-            .ok_or_else(|| self.error(field, "missing"))?;
-        self.numbers_in(value, field)
+        self.numbers_in(self.present(field)?, field)
     }
 
     /// `value` as N numbers; `field` names it in errors.
@@ -307,21 +506,26 @@ impl ShapeReader<'_> {
                 Value::Number(n) => n.to_string().parse::<f64>().unwrap_or(f64::INFINITY),
                 _ => return Err(self.error(field, format!("must be {what} (found {item})"))),
             };
-            if !x.is_finite() {
-                return Err(self.error(field, "must be finite"));
-            }
-            if x.abs() > f32::MAX as f64 {
-                return Err(self.error(
-                    field,
-                    format!(
-                        "{} is beyond the f32 range the GPU computes in (±3.4e38)",
-                        number(x)
-                    ),
-                ));
-            }
-            *slot = x;
+            *slot = self.coordinate(x, field)?;
         }
         Ok(out)
+    }
+
+    /// `x` where the GPU can compute with it: finite and within f32's range.
+    fn coordinate(&self, x: f64, field: &str) -> Result<f64> {
+        if !x.is_finite() {
+            return Err(self.error(field, "must be finite"));
+        }
+        if x.abs() > f32::MAX as f64 {
+            return Err(self.error(
+                field,
+                format!(
+                    "{} is beyond the f32 range the GPU computes in (±3.4e38)",
+                    number(x)
+                ),
+            ));
+        }
+        Ok(x)
     }
 
     fn scalar(&self, field: &str) -> Result<f64> {
@@ -367,9 +571,16 @@ impl ShapeReader<'_> {
     }
     /// A non-empty array of points `[x, y, z]`, each named `field[k]` in errors.
     fn point_list(&self, field: &str) -> Result<Vec<DVec3>> {
-        let items = self
-            .fields
-            .get(field)
+        let value = self.field(field)?;
+        if let (None, Some(points)) = (value, self.large.points.take()) {
+            for (k, point) in points.iter().enumerate() {
+                for x in point.to_array() {
+                    self.coordinate(x, &format!("{field}[{k}]"))?;
+                }
+            }
+            return Ok(points);
+        }
+        let items = value
             .ok_or_else(|| self.error(field, "missing"))?
             .as_array()
             .ok_or_else(|| self.error(field, "must be an array of points [x, y, z]"))?;
@@ -399,9 +610,7 @@ impl ShapeReader<'_> {
     /// (position, then the rotation matrix row-major; its columns are the part's axes).
     fn part(&self) -> Result<Shape> {
         let shape = self
-            .fields
-            .get("shape")
-            .ok_or_else(|| self.error("shape", "missing"))?
+            .present("shape")?
             .as_str()
             .ok_or_else(|| self.error("shape", "must be a string"))?;
         let size = self.extents("size")?;
@@ -480,9 +689,7 @@ impl ShapeReader<'_> {
 
     fn read_fields(&self) -> Result<Shape> {
         let kind = self
-            .fields
-            .get("type")
-            .ok_or_else(|| self.error("type", "missing"))?
+            .present("type")?
             .as_str()
             .ok_or_else(|| self.error("type", "must be a string"))?;
         Ok(match kind {
@@ -635,6 +842,80 @@ mod tests {
                 other => panic!("{}: {other:?}", kind.name()),
             }
         }
+    }
+
+    /// Every field any kind reads is in `SHAPE_FIELDS`: each kind parses from an object that
+    /// gives all of them (in debug builds `ShapeReader::field` asserts it of each read).
+    #[test]
+    fn every_kind_reads_only_fields_it_is_given() {
+        for kind in ShapeKind::ALL {
+            let json = serde_json::json!({"shapes": [{
+                "type": kind.name(), "shape": "Block", "center": [1, 2, 3], "radius": 0.5,
+                "min": [0, 0, 0], "max": [1, 1, 1], "a": [0, 0, 0], "b": [1, 0, 0],
+                "c": [0, 1, 0], "axis": [0, 0, 1], "half_extents": [1, 2, 3],
+                "rotation": [0, 0, 0, 1], "radii": [1, 2, 3], "major_radius": 2,
+                "minor_radius": 0.5, "normal": [0, 0, 1], "offset": 1, "origin": [0, 0, 0],
+                "direction": [1, 0, 0], "size": [1, 2, 3],
+                "points": [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+                "cframe": [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1],
+            }]});
+            let parsed = parse_scene(&json.to_string(), "scene.json");
+            assert!(parsed.is_ok(), "{}: {parsed:?}", kind.name());
+        }
+    }
+
+    /// Fields longer than `LARGEST_PARSED_FIELD` are never parsed into a tree: a hull's long
+    /// `points` are read as coordinates into the same shape, with the same messages for bad
+    /// coordinates; any other long field is skipped when no kind reads it, refused by name
+    /// when the shape's kind does, and ignored when its kind does not.
+    #[test]
+    fn long_fields_are_read_without_a_value_tree() {
+        let points: Vec<[f64; 3]> = (0..20_000)
+            .map(|i| {
+                let t = i as f64 * 0.618;
+                [t.cos() * 3.0, t.sin() * 2.0, (i % 97) as f64 * 0.01 - 0.5]
+            })
+            .collect();
+        let hull = serde_json::json!({"type": "convex_hull", "points": points});
+        let text = format!(r#"{{"shapes": [{hull}]}}"#);
+        assert!(text.len() > 4 * LARGEST_PARSED_FIELD);
+        let long = parse_scene(&text, "s.json").unwrap();
+        let tree = shapes_from_values(&[hull], "s.json").unwrap();
+        assert_eq!(long, tree);
+
+        let problem = |text: &str| match parse_scene(text, "s.json") {
+            Err(Error::BadShape {
+                index,
+                field,
+                problem,
+                ..
+            }) => (index, field, problem),
+            other => panic!("{other:?}"),
+        };
+        let first = "[3.0,0.0,-0.5]";
+        assert!(text.contains(first));
+        let (index, field, why) = problem(&text.replacen(first, "[3.0,1e39,-0.5]", 1));
+        assert_eq!((index, field.as_str()), (0, "points[0]"));
+        assert!(why.contains("1e39 is beyond the f32 range"), "{why}");
+        let (_, field, why) = problem(&text.replacen(first, "[3.0,-0.5]", 1));
+        assert_eq!(field, "points");
+        assert!(why.contains("must be an array of points"), "{why}");
+
+        let zeros = format!("[{}0]", "0,".repeat(LARGEST_PARSED_FIELD));
+        let sphere = r#""type": "sphere", "center": [0, 0, 0], "radius": 1"#;
+        for junk in ["junk", "points", "cframe"] {
+            let text = format!(r#"{{"shapes": [{{{sphere}, "{junk}": {zeros}}}]}}"#);
+            assert_eq!(parse_scene(&text, "s.json").unwrap().len(), 1, "{junk}");
+        }
+        let text = format!(
+            r#"{{"shapes": [{{{sphere}}}, {{"type": "box", "center": {zeros}, "half_extents": [1, 1, 1]}}]}}"#
+        );
+        let (index, field, why) = problem(&text);
+        assert_eq!((index, field.as_str()), (1, "center"));
+        assert!(why.contains("more than any valid value takes"), "{why}");
+        // Whitespace around a shape is no part of it.
+        let spaced = format!("{{\"shapes\": [ \n\t{{{sphere}}} \n]}}");
+        assert_eq!(parse_scene(&spaced, "s.json").unwrap().len(), 1);
     }
 
     /// A file that gives a key twice is ambiguous (serde_json and Python keep the last):
