@@ -68,6 +68,147 @@ enum RowData<const N: usize> {
         data_offset: u64,
     },
     Memory(Vec<[f64; N]>),
+    /// A text file too long to hold, read from its checkpoints as the chunks ask.
+    Text(TextRows<N>),
+}
+
+/// Text files of more rows than this are read twice (checked and counted when opened, then
+/// read chunk by chunk) rather than held: 4 Mi points hold 96 MiB as f64.
+const HELD_TEXT_ROWS: usize = 1 << 22;
+
+/// Rows between the places a streamed text file's reads may start from.
+const TEXT_CHECKPOINT_ROWS: usize = 1 << 16;
+
+/// The rows of a text file (`.csv`, `.txt`, `.xyz`): how a line is read, and where to read.
+struct TextRows<const N: usize> {
+    layout: RowLayout<N>,
+    /// Rows may hold more than N cells, of which the first N are read (`.xyz`).
+    leading: bool,
+    /// Every `TEXT_CHECKPOINT_ROWS`-th row's place, row 0's first.
+    checkpoints: Vec<TextPlace>,
+    /// Where the last read ended, to read on from there (chunks come in order).
+    cursor: Option<(BufReader<std::fs::File>, TextPlace)>,
+}
+
+/// A row's place in a text file: its index, its line's byte offset and the line's index.
+#[derive(Clone, Copy)]
+struct TextPlace {
+    row: usize,
+    offset: u64,
+    line: usize,
+}
+
+impl<const N: usize> TextRows<N> {
+    /// Line `index` of the file (a row's, `row` being the count of rows before it): its
+    /// values, or `None` for a blank line, a `#` comment or a first line that is a header.
+    fn parse(&self, path: &Path, line: &str, index: usize, row: usize) -> Result<Option<[f64; N]>> {
+        // Spreadsheets quote cells ("1.5"): a quoted number is a number, a quoted name still
+        // a header's.
+        fn unquoted(cell: &str) -> &str {
+            let cell = cell.trim();
+            cell.strip_prefix('"')
+                .and_then(|c| c.strip_suffix('"'))
+                .map_or(cell, str::trim)
+        }
+        // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
+        let text = line.trim_start_matches('\u{feff}').trim();
+        if text.is_empty() || text.starts_with('#') {
+            return Ok(None);
+        }
+        // Cells split at commas, or, on a line without one, at spaces and tabs: what
+        // `numpy.savetxt` writes by default, and `.xyz` point clouds.
+        let mut cells: Vec<&str> = if text.contains(',') {
+            text.split(',').map(unquoted).collect()
+        } else {
+            text.split_whitespace().map(unquoted).collect()
+        };
+        if self.leading {
+            cells.truncate(N);
+        }
+        let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
+        // A first line of N cells with no number at all is a header (one of another width,
+        // `1;2;3`, is a row in another format, refused below rather than skipped).
+        if row == 0 && index == 0 && cells.len() == N && parsed.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        // Rows are numbered from 0 like the array's rows (and shape indices); the line
+        // number, from 1 as an editor shows it, is in the message too.
+        let bad_row = |field: String, problem: String| Error::BadRow {
+            file: path.display().to_string(),
+            row,
+            field,
+            problem: format!("{problem} (line {})", index + 1),
+        };
+        if cells.len() != N {
+            return Err(bad_row(
+                "columns".into(),
+                format!(
+                    "expected {N} numbers separated by commas (or by spaces), found {}",
+                    cells.len()
+                ),
+            ));
+        }
+        let mut values = [0.0; N];
+        for (k, (value, cell)) in parsed.iter().zip(&cells).enumerate() {
+            values[k] = value.ok_or_else(|| {
+                bad_row(
+                    format!("column {} ({})", k + 1, self.layout.names[k]),
+                    format!("`{cell}` is not a number"),
+                )
+            })?;
+        }
+        Ok(Some(values))
+    }
+
+    /// Rows `range` into `out`, read on from the last read's end or from the checkpoint
+    /// before `range.start`.
+    fn read(&mut self, path: &Path, range: Range<usize>, out: &mut Vec<[f64; N]>) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        if range.is_empty() {
+            return Ok(());
+        }
+        let read_err = |source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let checkpoint =
+            self.checkpoints[self.checkpoints.partition_point(|c| c.row <= range.start) - 1];
+        let reusable = self
+            .cursor
+            .as_ref()
+            .is_some_and(|(_, at)| (checkpoint.row..=range.start).contains(&at.row));
+        if !reusable {
+            let mut file = super::open_input(path)?;
+            file.seek(SeekFrom::Start(checkpoint.offset))
+                .map_err(read_err)?;
+            self.cursor = Some((BufReader::new(file), checkpoint));
+        }
+        let (mut reader, mut at) = self.cursor.take().expect("set above");
+        let mut line = String::new();
+        while at.row < range.end {
+            line.clear();
+            let read = reader.read_line(&mut line).map_err(read_err)?;
+            if read == 0 {
+                return Err(Error::BadFile {
+                    file: path.display().to_string(),
+                    problem: format!(
+                        "it ended before row {} when read again: it changed while the job ran",
+                        at.row
+                    ),
+                });
+            }
+            if let Some(values) = self.parse(path, &line, at.line, at.row)? {
+                if at.row >= range.start {
+                    out.push(values);
+                }
+                at.row += 1;
+            }
+            at.offset += read as u64;
+            at.line += 1;
+        }
+        self.cursor = Some((reader, at));
+        Ok(())
+    }
 }
 
 impl PointFile {
@@ -91,8 +232,8 @@ impl<const N: usize> RowFile<N> {
             "npz" => Self::open_npy(path, NpySource::npz_array(path, layout.npz_array)?, layout),
             // Text rows: spreadsheets' CSV, numpy.savetxt's `.txt`, point clouds' `.xyz`, whose
             // positions lead and may be followed by normals or colours.
-            "csv" | "txt" => Self::open_csv(path, layout, false),
-            "xyz" => Self::open_csv(path, layout, true),
+            "csv" | "txt" => Self::open_csv(path, layout, false, HELD_TEXT_ROWS),
+            "xyz" => Self::open_csv(path, layout, true, HELD_TEXT_ROWS),
             // PCL's and Open3D's point clouds.
             "pcd" if N == 3 => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
@@ -154,78 +295,63 @@ impl<const N: usize> RowFile<N> {
         })
     }
 
-    /// `leading`: rows may hold more than N cells, of which the first N are read.
-    fn open_csv(path: &Path, layout: RowLayout<N>, leading: bool) -> Result<RowFile<N>> {
-        // Spreadsheets quote cells ("1.5"): a quoted number is a number, a quoted name still
-        // a header's.
-        fn unquoted(cell: &str) -> &str {
-            let cell = cell.trim();
-            cell.strip_prefix('"')
-                .and_then(|c| c.strip_suffix('"'))
-                .map_or(cell, str::trim)
-        }
-        let file_name = path.display().to_string();
-        let file = super::open_input(path)?;
-        let mut rows = Vec::new();
-        for (i, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|source| Error::Read {
+    /// `leading`: rows may hold more than N cells, of which the first N are read. Every row is
+    /// checked here, so that a bad one fails the job before any output; a file of more than
+    /// `held_rows` rows is then read again chunk by chunk, not held.
+    fn open_csv(
+        path: &Path,
+        layout: RowLayout<N>,
+        leading: bool,
+        held_rows: usize,
+    ) -> Result<RowFile<N>> {
+        let text = TextRows {
+            layout,
+            leading,
+            checkpoints: Vec::new(),
+            cursor: None,
+        };
+        let mut reader = BufReader::new(super::open_input(path)?);
+        let mut line = String::new();
+        let (mut offset, mut index, mut rows) = (0u64, 0usize, 0usize);
+        let mut checkpoints = Vec::new();
+        let mut held = Some(Vec::new());
+        loop {
+            line.clear();
+            let read = reader.read_line(&mut line).map_err(|source| Error::Read {
                 path: path.to_path_buf(),
                 source,
             })?;
-            // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
-            let text = line.trim_start_matches('\u{feff}').trim();
-            if text.is_empty() || text.starts_with('#') {
-                continue;
+            if read == 0 {
+                break;
             }
-            // Cells split at commas, or, on a line without one, at spaces and tabs: what
-            // `numpy.savetxt` writes by default, and `.xyz` point clouds.
-            let mut cells: Vec<&str> = if text.contains(',') {
-                text.split(',').map(unquoted).collect()
-            } else {
-                text.split_whitespace().map(unquoted).collect()
-            };
-            if leading {
-                cells.truncate(N);
+            if let Some(row) = text.parse(path, &line, index, rows)? {
+                if rows % TEXT_CHECKPOINT_ROWS == 0 {
+                    checkpoints.push(TextPlace {
+                        row: rows,
+                        offset,
+                        line: index,
+                    });
+                }
+                match &mut held {
+                    Some(kept) if kept.len() < held_rows => kept.push(row),
+                    _ => held = None,
+                }
+                rows += 1;
             }
-            let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
-            // A first line of N cells with no number at all is a header (one of another width,
-            // `1;2;3`, is a row in another format, refused below rather than skipped).
-            if rows.is_empty() && i == 0 && cells.len() == N && parsed.iter().all(Option::is_none) {
-                continue;
-            }
-            // Rows are numbered from 0 like the array's rows (and shape indices); the line
-            // number, from 1 as an editor shows it, is in the message too.
-            let row = rows.len();
-            let bad_row = |field: String, problem: String| Error::BadRow {
-                file: file_name.clone(),
-                row,
-                field,
-                problem: format!("{problem} (line {})", i + 1),
-            };
-            if cells.len() != N {
-                return Err(bad_row(
-                    "columns".into(),
-                    format!(
-                        "expected {N} numbers separated by commas (or by spaces), found {}",
-                        cells.len()
-                    ),
-                ));
-            }
-            let mut row = [0.0; N];
-            for (k, (value, cell)) in parsed.iter().zip(&cells).enumerate() {
-                row[k] = value.ok_or_else(|| {
-                    bad_row(
-                        format!("column {} ({})", k + 1, layout.names[k]),
-                        format!("`{cell}` is not a number"),
-                    )
-                })?;
-            }
-            rows.push(row);
+            offset += read as u64;
+            index += 1;
         }
+        let data = match held {
+            Some(kept) => RowData::Memory(kept),
+            None => RowData::Text(TextRows {
+                checkpoints,
+                ..text
+            }),
+        };
         Ok(RowFile {
             path: path.to_path_buf(),
-            rows: rows.len(),
-            data: RowData::Memory(rows),
+            rows,
+            data,
         })
     }
 
@@ -296,6 +422,7 @@ impl<const N: usize> RowFile<N> {
         out.clear();
         match &mut self.data {
             RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
+            RowData::Text(text) => text.read(&self.path, range, out)?,
             &mut RowData::Npy { big_endian, .. } => {
                 let (bytes, dtype) = self.npy_bytes(range)?;
                 let size = dtype.size();
@@ -357,6 +484,101 @@ impl PointReader for PointFile {
             Ok(())
         } else {
             self.read_rows(range, chunk.f64_rows())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A file of text rows too long to hold is read chunk by chunk from its checkpoints: the
+    /// same rows as held, in order, out of order and again, and a bad row past the rows held
+    /// still fails the opening, naming its row and line.
+    #[test]
+    fn long_text_files_are_read_again_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("points.csv");
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        writeln!(file, "\u{feff}x,y,z").unwrap();
+        let rows = 3 * TEXT_CHECKPOINT_ROWS + 123;
+        for i in 0..rows {
+            if i % 1000 == 7 {
+                writeln!(file, "# a comment\n").unwrap();
+            }
+            let t = i as f64;
+            match i % 3 {
+                0 => writeln!(file, "{t},{},\"{}\"", t * 0.5, -t).unwrap(),
+                1 => writeln!(file, "{t} {}\t{}", t * 0.5, -t).unwrap(),
+                _ => write!(file, "{t}, {}, {}\r\n", t * 0.5, -t).unwrap(),
+            }
+        }
+        drop(file);
+        let mut held = PointFile::open_csv(&path, POINTS, false, usize::MAX).unwrap();
+        let mut streamed = PointFile::open_csv(&path, POINTS, false, 1000).unwrap();
+        assert!(matches!(held.data, RowData::Memory(_)));
+        assert!(matches!(streamed.data, RowData::Text(_)));
+        assert_eq!((held.len(), streamed.len()), (rows, rows));
+        let all = held.read_all().unwrap();
+        assert_eq!(
+            all[rows - 1],
+            [
+                (rows - 1) as f64,
+                (rows - 1) as f64 * 0.5,
+                -((rows - 1) as f64)
+            ]
+        );
+        let mut out = Vec::new();
+        let step = 50_000;
+        let ranges = (0..rows)
+            .step_by(step)
+            .map(|start| start..(start + step).min(rows))
+            .chain([
+                7..9,
+                rows - 1..rows,
+                0..1,
+                65_535..65_537,
+                10..10,
+                rows..rows,
+            ]);
+        for range in ranges {
+            streamed.read_rows(range.clone(), &mut out).unwrap();
+            assert_eq!(out, all[range.clone()], "{range:?}");
+        }
+
+        // A file cut short while a job reads it is an error, not fewer rows.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut reopened = PointFile::open_csv(&path, POINTS, false, 1000).unwrap();
+        let half = text[..text.len() / 2].rfind('\n').unwrap() + 1;
+        std::fs::write(&path, &text[..half]).unwrap();
+        let cut = reopened
+            .read_rows(0..rows, &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(cut.contains("changed while the job ran"), "{cut}");
+        std::fs::write(&path, &text).unwrap();
+
+        // A bad row far past the rows held fails the opening.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let broken = text.replacen("150000,75000,\"-150000\"", "150000,75000,oops", 1);
+        assert_ne!(broken, text);
+        std::fs::write(&path, broken).unwrap();
+        match PointFile::open_csv(&path, POINTS, false, 1000) {
+            Err(Error::BadRow {
+                row,
+                field,
+                problem,
+                ..
+            }) => {
+                assert_eq!((row, field.as_str()), (150_000, "column 3 (z)"));
+                assert!(
+                    problem.contains("`oops` is not a number (line "),
+                    "{problem}"
+                );
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("opened"),
         }
     }
 }
