@@ -354,13 +354,12 @@ fn shape_from_text(text: &str, index: usize, file: &str) -> Result<Shape> {
     .read()
 }
 
-/// A long array of points `[x, y, z]` from its text, held once: reserved for the most points
-/// the text could hold (8 bytes a point at least; pages never written are never resident),
-/// then trimmed.
+/// A long array of points `[x, y, z]` from its text, each number parsed as it comes (a
+/// `Number` holds its text) and kept as an f64 only.
 fn read_points(text: &str) -> serde_json::Result<Vec<DVec3>> {
     use serde::de::{DeserializeSeed, Deserializer as _};
 
-    struct Points(usize);
+    struct Points;
     impl<'de> DeserializeSeed<'de> for Points {
         type Value = Vec<DVec3>;
         fn deserialize<D: serde::Deserializer<'de>>(
@@ -379,7 +378,7 @@ fn read_points(text: &str) -> serde_json::Result<Vec<DVec3>> {
             self,
             mut seq: A,
         ) -> std::result::Result<Vec<DVec3>, A::Error> {
-            let mut points = Vec::with_capacity(self.0);
+            let mut points = Vec::new();
             // Each number as its text, parsed by Rust's correctly rounded `f64::from_str` as
             // the value tree's are: serde_json's own f64 parse can be one ulp off.
             while let Some(point) = seq.next_element::<[serde_json::Number; 3]>()? {
@@ -392,7 +391,7 @@ fn read_points(text: &str) -> serde_json::Result<Vec<DVec3>> {
         }
     }
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let points = (&mut deserializer).deserialize_seq(Points(text.len() / 8 + 1))?;
+    let points = (&mut deserializer).deserialize_seq(Points)?;
     deserializer.end()?;
     Ok(points)
 }
