@@ -210,7 +210,7 @@ fn read_targets(path: &Path) -> Result<Vec<TargetSpec>> {
         path: path.to_path_buf(),
         source,
     })?;
-    let file: TargetsFile = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let file: TargetsFile = toml::from_str(&text).map_err(|e| bad(toml_problem(&text, &e)))?;
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut names = std::collections::HashSet::new();
     file.target
@@ -233,6 +233,21 @@ fn read_targets(path: &Path) -> Result<Vec<TargetSpec>> {
             Ok(spec)
         })
         .collect()
+}
+
+/// Where and what a TOML error is, without the file's line quoted whole (toml's own message
+/// shows it, however long).
+fn toml_problem(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return e.message().to_string();
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+    format!(
+        "TOML parse error at line {line}, column {column}: {}",
+        e.message()
+    )
 }
 
 impl ServeArgs {
@@ -313,7 +328,7 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{listen_address, read_token};
+    use super::{listen_address, read_targets, read_token};
 
     #[test]
     fn a_token_is_one_line_of_printable_ascii() {
@@ -337,6 +352,31 @@ mod tests {
             assert!(refused.contains(needle), "{refused}");
             assert!(refused.contains("token"), "{refused}");
         }
+    }
+
+    /// A targets file's TOML errors say where and what, without quoting a line whole (toml's
+    /// own message quoted a 200 KB line of a hostile file).
+    #[test]
+    fn targets_file_errors_name_the_place_not_the_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("targets.toml");
+        let refused = |text: String| {
+            std::fs::write(&path, text).unwrap();
+            read_targets(&path).unwrap_err().to_string()
+        };
+        let nested = format!(
+            "[x]\nname = {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let deep = refused(nested);
+        assert!(deep.contains("at line 2, column "), "{deep}");
+        assert!(deep.len() < 300, "{} bytes", deep.len());
+        let typed = refused("[[target]]\nname = \"a\"\nmesh = 3\n".into());
+        assert!(
+            typed.contains("line 3, column 8: invalid type: integer `3`"),
+            "{typed}"
+        );
     }
 
     #[test]
