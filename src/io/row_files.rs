@@ -1,7 +1,8 @@
 //! Row inputs: query points (N, 3), spheres (N, 4) and segments (N, 2, 3), from `.npy`
 //! (float32/float64 of either byte order, C or Fortran order; read chunk by chunk) or `.csv` (N values a line, each maybe in
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
-//! skipped; `nan`/`inf` cells are accepted).
+//! skipped; `nan`/`inf` cells are accepted; every row checked when opened, a long file then read
+//! again chunk by chunk rather than held).
 
 use std::io::{BufRead, BufReader};
 use std::ops::Range;

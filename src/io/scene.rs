@@ -704,8 +704,8 @@ impl ShapeReader<'_> {
                             "min",
                             format!(
                                 "min.{name} = {} is greater than max.{name} = {}",
-                                min.get(axis),
-                                max.get(axis)
+                                number(min.get(axis)),
+                                number(max.get(axis))
                             ),
                         ));
                     }
