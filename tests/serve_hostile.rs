@@ -1054,6 +1054,59 @@ fn one_long_field_does_not_take_many_times_its_bytes() {
     );
 }
 
+/// A glTF's JSON was parsed whole into a value tree: an 80 MB `.glb` of zeros under `extras`
+/// held 2.7 GB. Fields no glTF reading looks at are now skipped as read, and an upload keeps at
+/// most 2^22 values of the rest.
+#[test]
+fn a_gltfs_json_takes_memory_for_what_the_mesh_needs_only() {
+    let server = Server::start(&["--max-request-mb", "512"]);
+    let before = peak_bytes(&server);
+    let gltf = |extra: &str, nodes: &str| {
+        format!(
+            r#"{{"asset": {{"version": "2.0"}}, {extra}
+                "meshes": [{{"primitives": [{{"attributes": {{"POSITION": 0}}}}]}}],
+                "nodes": [{{"mesh": 0}}{nodes}], "scenes": [{{"nodes": [0]}}],
+                "accessors": [{{"bufferView": 0, "componentType": 5126, "count": 3, "type": "VEC3"}}],
+                "bufferViews": [{{"buffer": 0, "byteLength": 36}}],
+                "buffers": [{{"byteLength": 36,
+                    "uri": "data:application/octet-stream;base64,AAAAAAAAAAAAAAAAAACAPwAAAAAAAAAAAAAAAAAAgD8AAAAA"}}]}}"#
+        )
+    };
+    let zeros = "0,".repeat(20_000_000);
+    let padded = gltf(&format!(r#""extras": [{zeros}0],"#), "");
+    let reply = request(
+        &server.address,
+        "PUT",
+        "/v1/meshes/padded?format=gltf",
+        &[],
+        padded.as_bytes(),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert!(reply.text().contains("\"triangles\":1"), "{}", reply.text());
+    let grown = peak_bytes(&server) - before;
+    assert!(
+        grown < 5 * padded.len() as u64,
+        "the server grew by {grown} bytes for a body of {} bytes",
+        padded.len()
+    );
+    // Nodes the scene never reaches still count: more than 2^22 values kept are refused.
+    let empty_nodes = ",{}".repeat(1 << 22);
+    let crowded = gltf("", &empty_nodes);
+    let reply = request(
+        &server.address,
+        "PUT",
+        "/v1/meshes/crowded?format=gltf",
+        &[],
+        crowded.as_bytes(),
+    );
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(
+        reply.text().contains("more than 4194304 values"),
+        "{}",
+        reply.text()
+    );
+}
+
 /// A server killed outright cannot remove its private directory; the next server to start
 /// does, and leaves alone those of servers alive, those it cannot tell are abandoned (locked,
 /// or made less than a minute ago) and anything not a server's.

@@ -31,8 +31,14 @@ pub(super) fn read_gltf(
     };
     // Some exporters start their JSON with a byte-order mark, which JSON parsers refuse.
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
-    let document: Value = serde_json::from_slice(json)
-        .map_err(|e| format!("not a valid glTF file: its JSON: {e} (a .glb starts with `glTF`)"))?;
+    // An upload keeps at most `UPLOAD_VALUES`; a file as many as the memory holds.
+    let most_values = match beside {
+        None => UPLOAD_VALUES,
+        Some(_) => crate::host_memory::host_available_bytes().map_or(usize::MAX, |b| {
+            usize::try_from(b / 128).unwrap_or(usize::MAX)
+        }),
+    };
+    let document = pruned_document(json, most_values)?;
     if !document.is_object() {
         return Err("not a valid glTF file: its JSON is not an object".into());
     }
@@ -40,6 +46,182 @@ pub(super) fn read_gltf(
     // otherwise place one mesh so often that a small body takes all the server's memory.
     let most = beside.map_or(16 * bytes.len() as u64 + (1 << 20), |_| u64::MAX);
     Gltf::new(&document, binary, beside)?.soup(most)
+}
+
+/// The most JSON values an upload's glTF keeps (about 100 bytes each held): millions of nodes
+/// or accessors, far more than a model's structure, however its text is padded.
+const UPLOAD_VALUES: usize = 1 << 22;
+
+/// The names of every object field this reader looks at, at any depth. All others (names,
+/// materials, animations, `extras`, attributes other than positions) are skipped as they are
+/// read, so that what a file holds there costs no memory.
+const READ_FIELDS: &[&str] = &[
+    "scene",
+    "scenes",
+    "nodes",
+    "meshes",
+    "accessors",
+    "bufferViews",
+    "buffers",
+    "extensionsRequired",
+    "byteLength",
+    "uri",
+    "sparse",
+    "componentType",
+    "type",
+    "count",
+    "normalized",
+    "bufferView",
+    "byteOffset",
+    "buffer",
+    "byteStride",
+    "children",
+    "mesh",
+    "matrix",
+    "translation",
+    "rotation",
+    "scale",
+    "extensions",
+    "EXT_mesh_gpu_instancing",
+    "attributes",
+    "TRANSLATION",
+    "ROTATION",
+    "SCALE",
+    "primitives",
+    "mode",
+    "POSITION",
+    "indices",
+    "KHR_draco_mesh_compression",
+];
+
+/// A glTF's JSON as a tree of the fields in `READ_FIELDS` only, refused past `most_values`
+/// values kept: a tree costs tens of bytes a value, many times the text's two bytes for `0,`.
+fn pruned_document(json: &[u8], most_values: usize) -> Result<Value, Problem> {
+    use serde::de::DeserializeSeed;
+    let left = std::cell::Cell::new(most_values);
+    let mut reader = serde_json::Deserializer::from_slice(json);
+    let bad = |e: serde_json::Error| {
+        if left.get() == 0 {
+            format!(
+                "its JSON holds more than {most_values} values in the fields a mesh is read \
+                 from (nodes, meshes, accessors, buffer views, buffers); load it from a file, \
+                 or flatten it"
+            )
+        } else {
+            format!("not a valid glTF file: its JSON: {e} (a .glb starts with `glTF`)")
+        }
+    };
+    let document = PrunedValue { left: &left }
+        .deserialize(&mut reader)
+        .map_err(bad)?;
+    reader.end().map_err(bad)?;
+    Ok(document)
+}
+
+/// Builds a `Value` of the fields in `READ_FIELDS`, counting each value kept down from `left`.
+#[derive(Clone, Copy)]
+struct PrunedValue<'a> {
+    left: &'a std::cell::Cell<usize>,
+}
+
+/// What an object's key says of its value.
+enum PrunedKey {
+    /// serde_json's form of a number under `arbitrary_precision`: a map of one private key.
+    Number,
+    Kept(String),
+    Skipped,
+}
+
+/// serde_json's private key for a number written as its text (`arbitrary_precision`); the
+/// test `pruned_documents_keep_numbers_and_read_fields_only` fails if it changes.
+const NUMBER_KEY: &str = "$serde_json::private::Number";
+
+struct PrunedKeySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for PrunedKeySeed {
+    type Value = PrunedKey;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<PrunedKey, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for PrunedKeySeed {
+    type Value = PrunedKey;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<PrunedKey, E> {
+        Ok(match key {
+            NUMBER_KEY => PrunedKey::Number,
+            _ if READ_FIELDS.contains(&key) => PrunedKey::Kept(key.to_owned()),
+            _ => PrunedKey::Skipped,
+        })
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PrunedValue<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        let Some(left) = self.left.get().checked_sub(1) else {
+            return Err(serde::de::Error::custom("too many values"));
+        };
+        self.left.set(left);
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PrunedValue<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = serde_json::Map::new();
+        while let Some(key) = map.next_key_seed(PrunedKeySeed)? {
+            match key {
+                PrunedKey::Number => {
+                    let text: String = map.next_value()?;
+                    return text
+                        .parse()
+                        .map(Value::Number)
+                        .map_err(serde::de::Error::custom);
+                }
+                PrunedKey::Kept(name) => {
+                    let value = map.next_value_seed(self)?;
+                    fields.insert(name, value);
+                }
+                PrunedKey::Skipped => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(fields))
+    }
 }
 
 /// The JSON chunk and the binary chunk (if any) of a `.glb`.
@@ -905,6 +1087,39 @@ mod tests {
         // base64.b64encode(bytes(range(7))) == b'AAECAwQFBg=='
         assert_eq!(base64("AAECAwQFBg").unwrap(), (0u8..7).collect::<Vec<_>>());
         assert!(base64("AA*C").is_none());
+    }
+
+    #[test]
+    fn pruned_documents_keep_numbers_and_read_fields_only() {
+        let text = br#"{"asset": {"version": "2.0"}, "extras": [0, [1, {"nodes": 2}]],
+            "nodes": [{"name": "n", "mesh": 3, "translation": [1.5, -2, 1e400],
+                       "extensions": {"EXT_mesh_gpu_instancing": {"attributes": {"SCALE": 7}},
+                                      "OTHER": 1}}],
+            "scene": 0}"#;
+        let kept = pruned_document(text, 100).unwrap();
+        // The same text as a whole tree, less the fields no glTF reading looks at.
+        let mut whole: Value = serde_json::from_slice(text).unwrap();
+        let object = whole.as_object_mut().unwrap();
+        object.remove("asset");
+        object.remove("extras");
+        let node = &mut object["nodes"][0];
+        node.as_object_mut().unwrap().remove("name");
+        node["extensions"].as_object_mut().unwrap().remove("OTHER");
+        assert_eq!(kept, whole);
+        assert_eq!(kept["nodes"][0]["mesh"].as_u64(), Some(3));
+        assert_eq!(kept["nodes"][0]["translation"][1].as_f64(), Some(-2.0));
+        // Values kept: the document, nodes, the node, mesh, translation and its 3, extensions,
+        // the instancing, its attributes, SCALE, scene: 13.
+        assert!(pruned_document(text, 13).is_ok());
+        let refused = pruned_document(text, 12).unwrap_err();
+        assert!(refused.contains("more than 12 values"), "{refused}");
+        let malformed = pruned_document(b"{\"nodes\": [}", 100).unwrap_err();
+        assert!(
+            malformed.starts_with("not a valid glTF file: its JSON"),
+            "{malformed}"
+        );
+        let trailing = pruned_document(b"{} {}", 100).unwrap_err();
+        assert!(trailing.contains("trailing characters"), "{trailing}");
     }
 
     #[test]
