@@ -473,6 +473,22 @@ fn bad_points_name_the_file_row_and_field() {
     let values = 30 + "points.npy".len() + one_row.len() - 1;
     flipped[values] ^= 1;
     std::fs::write(dir.path("flipped.npz"), flipped).unwrap();
+    // So too in a Fortran-ordered array, whose columns are read each through its own cursor
+    // (checked below): a bit flipped in the middle column.
+    let columns: Vec<u8> = (0..3 * 2500)
+        .flat_map(|k| (k as f64).to_le_bytes())
+        .collect();
+    write_npy_ordered(&dir.path("fortran.npy"), "<f8", true, &[2500, 3], &columns);
+    let fortran = std::fs::read(dir.path("fortran.npy")).unwrap();
+    write_npz(
+        &dir.path("fortran_flipped.npz"),
+        &[("points", &fortran)],
+        false,
+    );
+    let mut fortran_flipped = std::fs::read(dir.path("fortran_flipped.npz")).unwrap();
+    let middle_column = 30 + "points.npy".len() + (fortran.len() - columns.len()) + 8 * 3750;
+    fortran_flipped[middle_column] ^= 1;
+    std::fs::write(dir.path("fortran_flipped.npz"), fortran_flipped).unwrap();
     for (file, needles) in [
         ("two.npz", &["two.npz", "a, b", "`points`"][..]),
         ("short.npz", &["short.npz (array `arr_0`)", "truncated"]),
@@ -488,6 +504,30 @@ fn bad_points_name_the_file_row_and_field() {
             &["query", "--shapes", &scene, "--points", &dir.s(file)],
             needles,
         );
+    }
+    // Read over three chunks, and whole in one; the intact array reads.
+    for chunk_rows in ["1000", "262144"] {
+        let args = [
+            "--chunk-rows",
+            chunk_rows,
+            "query",
+            "--shapes",
+            &scene,
+            "--points",
+        ];
+        let file = dir.s("fortran_flipped.npz");
+        let flipped_args = [&args[..], &[file.as_str()]].concat();
+        assert_bad_input(
+            &dir,
+            &flipped_args,
+            &["fortran_flipped.npz", "CRC-32", "damaged"],
+        );
+        write_npz(&dir.path("fortran.npz"), &[("points", &fortran)], false);
+        let file = dir.s("fortran.npz");
+        let out = dir.s("fortran_out.npz");
+        let intact = closest(&[&args[..], &[file.as_str(), "--out", out.as_str()]].concat());
+        assert!(intact.status.success(), "{}", stderr(&intact));
+        std::fs::remove_file(dir.path("fortran_out.npz")).unwrap();
     }
     // A folder is named as one (its first read's error read as "too short" or cut off).
     for name in ["folder.npy", "folder.csv", "folder.obj"] {

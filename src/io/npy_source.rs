@@ -18,15 +18,76 @@ pub(super) struct NpySource {
     len: u64,
     /// The `.npz` array's name (`None` for an `.npy` file), for messages.
     array: Option<String>,
-    /// The archive's CRC-32 of the `.npy`, checked when cursor 0 has read it all in order.
+    /// The archive's CRC-32 of the `.npy`, checked once the cursors' forward runs cover it.
     crc: Option<CrcCheck>,
 }
 
+/// The archive's CRC-32 and, for each cursor, the bytes it has read in one forward run,
+/// hashed: a C-ordered array's one run, or a Fortran-ordered one's column each. When the runs
+/// tile the whole `.npy`, their hashes are combined in order and checked; a read that does not
+/// go on from its cursor's run (rows read out of order) drops the check.
 struct CrcCheck {
     expected: u32,
+    runs: Vec<Option<HashedRun>>,
+}
+
+struct HashedRun {
+    start: u64,
+    end: u64,
     hasher: crc32fast::Hasher,
-    /// The `.npy`'s bytes hashed so far.
-    hashed: u64,
+}
+
+impl CrcCheck {
+    /// Where cursor `cursor`'s run has reached (cursor 0's starts at byte 0, before the header).
+    fn reached(&self, cursor: usize) -> Option<u64> {
+        match self.runs.get(cursor) {
+            Some(Some(run)) => Some(run.end),
+            _ if cursor == 0 => Some(0),
+            _ => None,
+        }
+    }
+
+    /// `bytes` read by `cursor` from `offset`; `Err(())` where they do not go on from its run.
+    fn extend(&mut self, cursor: usize, offset: u64, bytes: &[u8]) -> Result<(), ()> {
+        if self.runs.len() <= cursor {
+            self.runs.resize_with(cursor + 1, || None);
+        }
+        let run = self.runs[cursor].get_or_insert_with(|| HashedRun {
+            start: offset,
+            end: offset,
+            hasher: crc32fast::Hasher::new(),
+        });
+        if run.end != offset {
+            return Err(());
+        }
+        run.hasher.update(bytes);
+        run.end += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The CRC of bytes `0..len` where the runs cover exactly those, one after another.
+    fn whole(&self, len: u64) -> Option<u32> {
+        let mut runs: Vec<&HashedRun> = self.runs.iter().flatten().collect();
+        runs.sort_by_key(|run| run.start);
+        let mut combined = crc32fast::Hasher::new();
+        let mut reached = 0;
+        for run in runs {
+            if run.start != reached {
+                return None;
+            }
+            combined.combine(&run.hasher);
+            reached = run.end;
+        }
+        (reached == len).then(|| combined.finalize())
+    }
+
+    fn hashed(&self) -> u64 {
+        self.runs
+            .iter()
+            .flatten()
+            .map(|run| run.end - run.start)
+            .sum()
+    }
 }
 
 /// A gap before cursor 0's read that is hashed by reading it (the header); a larger one (rows
@@ -165,8 +226,7 @@ impl NpySource {
             array: Some(array),
             crc: Some(CrcCheck {
                 expected: expected_crc,
-                hasher: crc32fast::Hasher::new(),
-                hashed: 0,
+                runs: Vec::new(),
             }),
         })
     }
@@ -230,47 +290,47 @@ impl NpySource {
     }
 
     /// Fill `buf` from `offset` of the `.npy`, through `cursor` (reads through one cursor that
-    /// go forward need no seek, nor any inflating twice). An `.npz` array read whole in order
-    /// through cursor 0 is checked against the archive's CRC-32 at its last byte, as numpy's
-    /// `load` checks it.
+    /// go forward need no seek, nor any inflating twice). An `.npz` array read whole, each
+    /// cursor forward (a C-ordered array through one, a Fortran-ordered one's columns through
+    /// one each), is checked against the archive's CRC-32 at its last byte, as numpy's `load`
+    /// checks it.
     pub fn read_at(&mut self, cursor: usize, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         if cursor == 0 {
             self.hash_gap(offset)?;
         }
         self.read_raw(cursor, offset, buf)?;
-        if cursor == 0
-            && let Some(check) = &mut self.crc
-        {
-            if check.hashed != offset {
-                self.crc = None;
-                return Ok(());
-            }
-            check.hasher.update(buf);
-            check.hashed += buf.len() as u64;
-            if check.hashed == self.len {
-                let check = self.crc.take().expect("checked");
-                let (crc, expected) = (check.hasher.finalize(), check.expected);
-                if crc != expected {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "its array's CRC-32 is {crc:08x}, not the archive's {expected:08x}: \
-                             the file is damaged"
-                        ),
-                    ));
-                }
-            }
+        let Some(check) = &mut self.crc else {
+            return Ok(());
+        };
+        if check.extend(cursor, offset, buf).is_err() {
+            self.crc = None;
+            return Ok(());
         }
-        Ok(())
+        if check.hashed() < self.len {
+            return Ok(());
+        }
+        let (crc, expected) = (check.whole(self.len), check.expected);
+        self.crc = None;
+        match crc {
+            Some(crc) if crc != expected => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "its array's CRC-32 is {crc:08x}, not the archive's {expected:08x}: the file \
+                     is damaged"
+                ),
+            )),
+            // Equal, or runs that overlap: nothing more to check.
+            _ => Ok(()),
+        }
     }
 
     /// Hash what lies before cursor 0's read at `offset` and was not read through it (the
     /// header), or drop the check if that is more than a header.
     fn hash_gap(&mut self, offset: u64) -> std::io::Result<()> {
-        let Some(check) = &self.crc else {
+        let Some(from) = self.crc.as_ref().and_then(|check| check.reached(0)) else {
             return Ok(());
         };
-        let gap = offset.saturating_sub(check.hashed);
+        let gap = offset.saturating_sub(from);
         if gap == 0 {
             return Ok(());
         }
@@ -278,12 +338,12 @@ impl NpySource {
             self.crc = None;
             return Ok(());
         }
-        let from = check.hashed;
         let mut bytes = vec![0; gap as usize];
         self.read_raw(0, from, &mut bytes)?;
         let check = self.crc.as_mut().expect("checked");
-        check.hasher.update(&bytes);
-        check.hashed += gap;
+        if check.extend(0, from, &bytes).is_err() {
+            self.crc = None;
+        }
         Ok(())
     }
 
