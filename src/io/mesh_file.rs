@@ -876,15 +876,30 @@ fn read_ply<R: std::io::BufRead + std::io::Seek>(
     let mut soup = PlySoup::default();
     match header.encoding {
         Encoding::Ascii => {
-            let payload = parser
-                .read_payload(&mut wrapped, &header)
-                .map_err(invalid)?;
-            soup.take_ascii(&payload)?;
+            // Lines are numbered on from the header's, for messages.
+            let payload_start = reader.stream_position().map_err(io)?;
+            reader.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+            let mut header_bytes = Vec::new();
+            let mut header_reader = std::io::Read::take(&mut *reader, payload_start);
+            std::io::Read::read_to_end(&mut header_reader, &mut header_bytes).map_err(io)?;
+            let header_lines = header_bytes.iter().filter(|&&b| b == b'\n').count();
+            let mut values = AsciiValues {
+                reader,
+                line: Vec::new(),
+                at: 0,
+                number: header_lines,
+            };
+            for element in header.elements.values() {
+                soup.stream(&mut values, element)?;
+            }
         }
         Encoding::BinaryLittleEndian | Encoding::BinaryBigEndian => {
-            let big = header.encoding == Encoding::BinaryBigEndian;
+            let mut values = BinaryValues {
+                reader,
+                big_endian: header.encoding == Encoding::BinaryBigEndian,
+            };
             for element in header.elements.values() {
-                soup.stream_binary(reader, element, big)?;
+                soup.stream(&mut values, element)?;
             }
         }
     }
@@ -947,75 +962,11 @@ impl PlySoup {
         Ok(())
     }
 
-    /// An ASCII file's payload, read whole by ply-rs (ASCII meshes are small).
-    fn take_ascii(
+    /// One element's records, read as they stream (the file is never held).
+    fn stream(
         &mut self,
-        payload: &ply_rs_bw::ply::Payload<ply_rs_bw::ply::DefaultElement>,
-    ) -> std::result::Result<(), String> {
-        use ply_rs_bw::ply::{DefaultElement, Property};
-        let scalar = |p: &Property| -> Option<f64> {
-            Some(match *p {
-                Property::Char(v) => v as f64,
-                Property::UChar(v) => v as f64,
-                Property::Short(v) => v as f64,
-                Property::UShort(v) => v as f64,
-                Property::Int(v) => v as f64,
-                Property::UInt(v) => v as f64,
-                Property::Float(v) => v as f64,
-                Property::Double(v) => v,
-                _ => return None,
-            })
-        };
-        let list = |p: &Property| -> Option<Vec<i64>> {
-            Some(match p {
-                Property::ListChar(v) => v.iter().map(|&x| x as i64).collect(),
-                Property::ListUChar(v) => v.iter().map(|&x| x as i64).collect(),
-                Property::ListShort(v) => v.iter().map(|&x| x as i64).collect(),
-                Property::ListUShort(v) => v.iter().map(|&x| x as i64).collect(),
-                Property::ListInt(v) => v.iter().map(|&x| x as i64).collect(),
-                Property::ListUInt(v) => v.iter().map(|&x| x as i64).collect(),
-                _ => return None,
-            })
-        };
-        let empty = Vec::new();
-        for (i, v) in payload.get("vertex").unwrap_or(&empty).iter().enumerate() {
-            let coordinate = |axis: &str| {
-                v.get(axis)
-                    .and_then(scalar)
-                    .ok_or_else(|| format!("vertex {i} has no numeric `{axis}`"))
-            };
-            self.vertices.push(DVec3::new(
-                coordinate("x")?,
-                coordinate("y")?,
-                coordinate("z")?,
-            ));
-        }
-        let indices = |element: &DefaultElement, what: &str, i: usize| {
-            PLY_INDEX_LISTS
-                .iter()
-                .find_map(|key| element.get(*key).and_then(list))
-                .ok_or_else(|| format!("{what} {i} has no integer list `vertex_indices`"))
-        };
-        for (i, face) in payload.get("face").unwrap_or(&empty).iter().enumerate() {
-            self.face(i, &indices(face, "face", i)?)?;
-        }
-        for (i, strips) in payload
-            .get("tristrips")
-            .unwrap_or(&empty)
-            .iter()
-            .enumerate()
-        {
-            self.strips(i, &indices(strips, "tristrips", i)?)?;
-        }
-        Ok(())
-    }
-
-    /// One element's records of a binary file, read as they stream (the file is never held).
-    fn stream_binary<R: std::io::Read>(
-        &mut self,
-        reader: &mut R,
+        values_in: &mut impl PlyValues,
         element: &ply_rs_bw::ply::ElementDef,
-        big_endian: bool,
     ) -> std::result::Result<(), String> {
         use ply_rs_bw::ply::{PropertyType, ScalarType};
         let name = element.name.as_str();
@@ -1058,16 +1009,14 @@ impl PlySoup {
         let mut values = vec![0f64; properties.len()];
         let mut list: Vec<i64> = Vec::new();
         for i in 0..element.count {
-            let cut = |e: std::io::Error| {
-                format!("not a valid PLY file: `{name}` element {i} is cut short ({e})")
-            };
+            values_in.start(name, i)?;
             for (at, (_, data_type)) in properties.iter().enumerate() {
                 match data_type {
                     PropertyType::Scalar(t) => {
-                        values[at] = read_ply_scalar(reader, t, big_endian).map_err(cut)?;
+                        values[at] = values_in.next(t, name, i)?;
                     }
                     PropertyType::List(count_type, item_type) => {
-                        let count = read_ply_scalar(reader, count_type, big_endian).map_err(cut)?;
+                        let count = values_in.next(count_type, name, i)?;
                         if !(count >= 0.0 && count.fract() == 0.0) {
                             return Err(format!(
                                 "not a valid PLY file: `{name}` element {i} has a list of {count} items"
@@ -1076,8 +1025,7 @@ impl PlySoup {
                         let keep = Some(at) == list_at;
                         list.clear();
                         for _ in 0..count as u64 {
-                            let item =
-                                read_ply_scalar(reader, item_type, big_endian).map_err(cut)?;
+                            let item = values_in.next(item_type, name, i)?;
                             if keep {
                                 list.push(item as i64);
                             }
@@ -1096,6 +1044,134 @@ impl PlySoup {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a PLY payload's values come from, element after element.
+trait PlyValues {
+    /// Before element `i` of `name` (an ASCII file's element is a line of its own).
+    fn start(&mut self, name: &str, i: usize) -> std::result::Result<(), String>;
+    /// The next value of element `i`, of type `scalar`, as f64 (exact for every integer type).
+    fn next(
+        &mut self,
+        scalar: &ply_rs_bw::ply::ScalarType,
+        name: &str,
+        i: usize,
+    ) -> std::result::Result<f64, String>;
+}
+
+struct BinaryValues<'r, R> {
+    reader: &'r mut R,
+    big_endian: bool,
+}
+
+impl<R: std::io::Read> PlyValues for BinaryValues<'_, R> {
+    fn start(&mut self, _: &str, _: usize) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+        scalar: &ply_rs_bw::ply::ScalarType,
+        name: &str,
+        i: usize,
+    ) -> std::result::Result<f64, String> {
+        read_ply_scalar(self.reader, scalar, self.big_endian)
+            .map_err(|e| format!("not a valid PLY file: `{name}` element {i} is cut short ({e})"))
+    }
+}
+
+/// An ASCII payload, read a line at a time (its lines capped as OBJ's are).
+struct AsciiValues<'r, R> {
+    reader: &'r mut R,
+    line: Vec<u8>,
+    /// Where the next value's search starts in `line`.
+    at: usize,
+    /// The current line's number in the file.
+    number: usize,
+}
+
+impl<R: std::io::BufRead> PlyValues for AsciiValues<'_, R> {
+    fn start(&mut self, name: &str, i: usize) -> std::result::Result<(), String> {
+        self.line.clear();
+        self.at = 0;
+        self.number += 1;
+        if read_capped_line(self.reader, &mut self.line, self.number, "PLY")? == 0 {
+            return Err(format!(
+                "not a valid PLY file: it ends before `{name}` element {i} (line {})",
+                self.number
+            ));
+        }
+        Ok(())
+    }
+
+    fn next(
+        &mut self,
+        scalar: &ply_rs_bw::ply::ScalarType,
+        name: &str,
+        i: usize,
+    ) -> std::result::Result<f64, String> {
+        use ply_rs_bw::ply::ScalarType;
+        let rest = &self.line[self.at..];
+        let begin = rest
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        let end = rest[begin..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(rest.len(), |k| begin + k);
+        let token = &rest[begin..end];
+        self.at += end;
+        let bad = |found: &str| {
+            format!(
+                "not a valid PLY file: line {}: `{name}` element {i}: {found}",
+                self.number
+            )
+        };
+        if token.is_empty() {
+            return Err(bad("ends before all its values"));
+        }
+        // Numbers only, as PLY writes them (no `nan` or `inf`).
+        let text = std::str::from_utf8(token).ok().filter(|t| {
+            t.bytes()
+                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+        });
+        fn parsed<T: std::str::FromStr + Into<f64>>(text: &str) -> Option<f64> {
+            text.parse::<T>().ok().map(Into::into)
+        }
+        let value = text.and_then(|t| match scalar {
+            ScalarType::Char => parsed::<i8>(t),
+            ScalarType::UChar => parsed::<u8>(t),
+            ScalarType::Short => parsed::<i16>(t),
+            ScalarType::UShort => parsed::<u16>(t),
+            ScalarType::Int => parsed::<i32>(t),
+            ScalarType::UInt => parsed::<u32>(t),
+            ScalarType::Float => parsed::<f32>(t),
+            ScalarType::Double => parsed::<f64>(t),
+        });
+        value.ok_or_else(|| {
+            let shown: String = String::from_utf8_lossy(token).chars().take(40).collect();
+            bad(&format!(
+                "`{shown}` is not a PLY {} value",
+                ply_type_name(scalar)
+            ))
+        })
+    }
+}
+
+/// A scalar type's name as a PLY header writes it.
+fn ply_type_name(scalar: &ply_rs_bw::ply::ScalarType) -> &'static str {
+    use ply_rs_bw::ply::ScalarType;
+    match scalar {
+        ScalarType::Char => "char",
+        ScalarType::UChar => "uchar",
+        ScalarType::Short => "short",
+        ScalarType::UShort => "ushort",
+        ScalarType::Int => "int",
+        ScalarType::UInt => "uint",
+        ScalarType::Float => "float",
+        ScalarType::Double => "double",
     }
 }
 
