@@ -828,19 +828,13 @@ fn ply_element_min_bytes(
     element: &ply_rs_bw::ply::ElementDef,
     encoding: ply_rs_bw::ply::Encoding,
 ) -> u64 {
-    use ply_rs_bw::ply::{Encoding, PropertyType, ScalarType};
-    let size = |t: &ScalarType| match t {
-        ScalarType::Char | ScalarType::UChar => 1,
-        ScalarType::Short | ScalarType::UShort => 2,
-        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
-        ScalarType::Double => 8,
-    };
+    use ply_rs_bw::ply::{Encoding, PropertyType};
     let binary: u64 = element
         .properties
         .values()
         .map(|p| match &p.data_type {
-            PropertyType::Scalar(t) => size(t),
-            PropertyType::List(count, _) => size(count),
+            PropertyType::Scalar(t) => ply_scalar_size(t) as u64,
+            PropertyType::List(count, _) => ply_scalar_size(count) as u64,
         })
         .sum();
     match encoding {
@@ -1160,6 +1154,110 @@ impl<R: std::io::BufRead> PlyValues for AsciiValues<'_, R> {
     }
 }
 
+/// Where a binary PLY's leading `vertex` element lies: records of `stride` bytes from byte
+/// `start`, each coordinate at its offset in the record, of its type.
+pub(crate) struct PlyVertexRecords {
+    pub start: u64,
+    pub count: usize,
+    pub stride: usize,
+    pub coordinates: [(usize, ply_rs_bw::ply::ScalarType); 3],
+    pub big_endian: bool,
+}
+
+impl PlyVertexRecords {
+    /// The coordinates of the record that starts `record`.
+    pub fn position(&self, record: &[u8]) -> [f64; 3] {
+        self.coordinates.clone().map(|(at, scalar)| {
+            let mut bytes = &record[at..];
+            read_ply_scalar(&mut bytes, &scalar, self.big_endian).expect("within the record")
+        })
+    }
+}
+
+/// The vertex records of a binary PLY whose first element is `vertex` of scalar properties
+/// (a scan's point cloud, as scanners and Open3D write one), to be read in place; `None` for
+/// any other PLY. The records' bytes are checked to be in the file.
+pub(crate) fn ply_vertex_records(path: &Path) -> Result<Option<PlyVertexRecords>> {
+    use ply_rs_bw::ply::{Encoding, PropertyType};
+    let file = path.display().to_string();
+    let bad = |problem: String| Error::BadFile {
+        file: file.clone(),
+        problem,
+    };
+    let mut reader = open_buffered(path)?;
+    let parser = ply_rs_bw::parser::Parser::<ply_rs_bw::ply::DefaultElement>::new();
+    let mut wrapped = ply_rs_bw::parser::Reader::new(LinesCapped::new(&mut reader));
+    let Ok(header) = parser.read_header(&mut wrapped) else {
+        // Told by the whole reader, as it tells it.
+        return Ok(None);
+    };
+    let big_endian = match header.encoding {
+        Encoding::Ascii => return Ok(None),
+        Encoding::BinaryLittleEndian => false,
+        Encoding::BinaryBigEndian => true,
+    };
+    let Some(vertex) = header
+        .elements
+        .values()
+        .next()
+        .filter(|e| e.name == "vertex")
+    else {
+        return Ok(None);
+    };
+    let mut stride = 0;
+    let mut offsets = Vec::new();
+    for property in vertex.properties.values() {
+        let PropertyType::Scalar(scalar) = &property.data_type else {
+            return Ok(None);
+        };
+        offsets.push((property.name.as_str(), stride, scalar.clone()));
+        stride += ply_scalar_size(scalar);
+    }
+    let coordinate = |axis: &str| {
+        offsets
+            .iter()
+            .find(|(name, ..)| *name == axis)
+            .map(|(_, at, scalar)| (*at, scalar.clone()))
+    };
+    let (Some(x), Some(y), Some(z)) = (coordinate("x"), coordinate("y"), coordinate("z")) else {
+        return Ok(None);
+    };
+    let start = std::io::Seek::stream_position(&mut reader).map_err(|e| bad(e.to_string()))?;
+    let len = std::fs::metadata(path)
+        .map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len();
+    let end = (vertex.count as u64)
+        .checked_mul(stride as u64)
+        .and_then(|bytes| bytes.checked_add(start));
+    if end.is_none_or(|end| end > len) {
+        return Err(bad(format!(
+            "not a valid PLY file: its {} `vertex` elements of {stride} bytes from byte {start} \
+             run past the file's {len} bytes",
+            vertex.count
+        )));
+    }
+    Ok(Some(PlyVertexRecords {
+        start,
+        count: vertex.count,
+        stride,
+        coordinates: [x, y, z],
+        big_endian,
+    }))
+}
+
+fn ply_scalar_size(scalar: &ply_rs_bw::ply::ScalarType) -> usize {
+    use ply_rs_bw::ply::ScalarType;
+    match scalar {
+        ScalarType::Char | ScalarType::UChar => 1,
+        ScalarType::Short | ScalarType::UShort => 2,
+        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
+        ScalarType::Double => 8,
+    }
+}
+
 /// A scalar type's name as a PLY header writes it.
 fn ply_type_name(scalar: &ply_rs_bw::ply::ScalarType) -> &'static str {
     use ply_rs_bw::ply::ScalarType;
@@ -1183,12 +1281,7 @@ fn read_ply_scalar<R: std::io::Read>(
 ) -> std::io::Result<f64> {
     use ply_rs_bw::ply::ScalarType;
     let mut bytes = [0u8; 8];
-    let n = match scalar {
-        ScalarType::Char | ScalarType::UChar => 1,
-        ScalarType::Short | ScalarType::UShort => 2,
-        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
-        ScalarType::Double => 8,
-    };
+    let n = ply_scalar_size(scalar);
     reader.read_exact(&mut bytes[..n])?;
     if big_endian {
         bytes[..n].reverse();

@@ -4,7 +4,7 @@
 //! skipped; `nan`/`inf` cells are accepted; every row checked when opened, a long file then read
 //! again chunk by chunk rather than held).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -71,6 +71,11 @@ enum RowData<const N: usize> {
     Memory(Vec<[f64; N]>),
     /// A text file too long to hold, read from its checkpoints as the chunks ask.
     Text(TextRows<N>),
+    /// A binary `.ply`'s vertex records, read in place as the chunks ask.
+    PlyRecords {
+        reader: BufReader<std::fs::File>,
+        records: super::mesh_file::PlyVertexRecords,
+    },
 }
 
 /// Text files of more rows than this are read twice (checked and counted when opened, then
@@ -237,6 +242,8 @@ impl<const N: usize> RowFile<N> {
             "xyz" => Self::open_csv(path, layout, true, HELD_TEXT_ROWS),
             // PCL's and Open3D's point clouds.
             "pcd" if N == 3 => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
+            // A scan's binary `.ply` of many points: its vertex records read in place.
+            "ply" if N == 3 => Self::open_ply(path, HELD_TEXT_ROWS),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
             _ if N == 3
@@ -356,6 +363,26 @@ impl<const N: usize> RowFile<N> {
         })
     }
 
+    /// A `.ply`'s vertices: a binary file's leading vertex records of more than `held_rows`
+    /// read in place as the chunks ask, any other held whole.
+    fn open_ply(path: &Path, held_rows: usize) -> Result<RowFile<N>> {
+        match super::mesh_file::ply_vertex_records(path)? {
+            Some(records) if records.count > held_rows => Ok(RowFile {
+                path: path.to_path_buf(),
+                rows: records.count,
+                data: RowData::PlyRecords {
+                    reader: BufReader::with_capacity(1 << 20, super::open_input(path)?),
+                    records,
+                },
+            }),
+            _ => {
+                let vertices = super::mesh_file::read_positions(path, MeshFormat::Ply)?;
+                let rows = (0..vertices.len()).map(|k| vertices.get(k).to_array());
+                Ok(Self::held(path, rows.collect()))
+            }
+        }
+    }
+
     /// Rows read whole, of a file whose rows are points (N is 3 where it is called).
     fn held(path: &Path, points: Vec<[f64; 3]>) -> RowFile<N> {
         let rows: Vec<[f64; N]> = points
@@ -424,6 +451,21 @@ impl<const N: usize> RowFile<N> {
         match &mut self.data {
             RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
             RowData::Text(text) => text.read(&self.path, range, out)?,
+            RowData::PlyRecords { reader, records } => {
+                let at = records.start + (range.start * records.stride) as u64;
+                let mut bytes = vec![0; range.len() * records.stride];
+                reader
+                    .seek(std::io::SeekFrom::Start(at))
+                    .and_then(|_| reader.read_exact(&mut bytes))
+                    .map_err(|source| Error::Read {
+                        path: self.path.clone(),
+                        source,
+                    })?;
+                out.extend(bytes.chunks_exact(records.stride).map(|record| {
+                    let p = records.position(record);
+                    std::array::from_fn(|k| p[k])
+                }));
+            }
             &mut RowData::Npy { big_endian, .. } => {
                 let (bytes, dtype) = self.npy_bytes(range)?;
                 let size = dtype.size();
@@ -493,6 +535,65 @@ impl PointReader for PointFile {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A binary `.ply` of many points reads its vertex records in place: the same rows as
+    /// held, in order, out of order and again, in either byte order and with other properties
+    /// and elements beside; one cut short fails the opening.
+    #[test]
+    fn long_binary_ply_vertices_are_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 5000;
+        let write = |name: &str, big_endian: bool, cut: usize| {
+            let order = if big_endian { "big" } else { "little" };
+            let mut bytes = format!(
+                "ply\nformat binary_{order}_endian 1.0\nelement vertex {rows}\n\
+                 property float nx\nproperty double x\nproperty uchar red\nproperty short z\n\
+                 property float y\nelement face 1\nproperty list uchar int vertex_indices\n\
+                 end_header\n"
+            )
+            .into_bytes();
+            let mut put = |b: &[u8]| match big_endian {
+                true => bytes.extend(b.iter().rev()),
+                false => bytes.extend(b),
+            };
+            for i in 0..rows {
+                put(&0.5f32.to_le_bytes());
+                put(&(i as f64 * 0.25 - 7.0).to_le_bytes());
+                put(&[9]);
+                put(&((i % 300) as i16 - 150).to_le_bytes());
+                put(&(1.0f32 / (i + 1) as f32).to_le_bytes());
+            }
+            bytes.extend([3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2]);
+            bytes.truncate(bytes.len() - cut);
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        for big_endian in [false, true] {
+            let path = write("cloud.ply", big_endian, 0);
+            let mut held = PointFile::open_ply(&path, usize::MAX).unwrap();
+            let mut in_place = PointFile::open_ply(&path, 1000).unwrap();
+            assert!(matches!(held.data, RowData::Memory(_)));
+            assert!(matches!(in_place.data, RowData::PlyRecords { .. }));
+            assert_eq!((held.len(), in_place.len()), (rows, rows));
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            for range in [0..1700, 1700..rows, 40..41, 0..rows, 4999..5000, 0..0] {
+                held.read_rows(range.clone(), &mut want).unwrap();
+                in_place.read_rows(range.clone(), &mut got).unwrap();
+                assert_eq!(want, got, "rows {range:?}, big endian {big_endian}");
+            }
+            assert_eq!(got.len(), 0);
+            in_place.read_rows(3..4, &mut got).unwrap();
+            assert_eq!(got, [[-6.25, 1.0 / 4.0f32 as f64, -147.0]]);
+        }
+        // Cut within the vertex records: refused when opened, naming the element.
+        let cut = write("cut.ply", false, 13 + 7);
+        let message = PointFile::open_ply(&cut, 1000).err().unwrap().to_string();
+        assert!(
+            message.contains("5000 `vertex` elements of 19 bytes"),
+            "{message}"
+        );
+    }
 
     /// A file of text rows too long to hold is read chunk by chunk from its checkpoints: the
     /// same rows as held, in order, out of order and again, and a bad row past the rows held
