@@ -1,10 +1,12 @@
 //! Mesh files (SPEC §4): OBJ (polygons triangulated as fans), STL (ASCII and binary) and OFF
 //! (ModelNet's) by our own readers, PLY (ASCII and binary; faces, or triangle strips as in
-//! `igea.ply`) through its crate, glTF (`.glb`, `.gltf`) by `super::gltf`. A malformed or
+//! `igea.ply`; its header parsed by its crate, its payload streamed by ours), glTF (`.glb`,
+//! `.gltf`) by `super::gltf`. A malformed or
 //! truncated file is an error naming the file and the problem.
 
 use std::path::Path;
 
+use super::row_files::PointRecords;
 use crate::error::{Error, Result};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Vertices};
@@ -1154,30 +1156,10 @@ impl<R: std::io::BufRead> PlyValues for AsciiValues<'_, R> {
     }
 }
 
-/// Where a binary PLY's leading `vertex` element lies: records of `stride` bytes from byte
-/// `start`, each coordinate at its offset in the record, of its type.
-pub(crate) struct PlyVertexRecords {
-    pub start: u64,
-    pub count: usize,
-    pub stride: usize,
-    pub coordinates: [(usize, ply_rs_bw::ply::ScalarType); 3],
-    pub big_endian: bool,
-}
-
-impl PlyVertexRecords {
-    /// The coordinates of the record that starts `record`.
-    pub fn position(&self, record: &[u8]) -> [f64; 3] {
-        self.coordinates.clone().map(|(at, scalar)| {
-            let mut bytes = &record[at..];
-            read_ply_scalar(&mut bytes, &scalar, self.big_endian).expect("within the record")
-        })
-    }
-}
-
 /// The vertex records of a binary PLY whose first element is `vertex` of scalar properties
 /// (a scan's point cloud, as scanners and Open3D write one), to be read in place; `None` for
 /// any other PLY. The records' bytes are checked to be in the file.
-pub(crate) fn ply_vertex_records(path: &Path) -> Result<Option<PlyVertexRecords>> {
+pub(crate) fn ply_vertex_records(path: &Path) -> Result<Option<PointRecords>> {
     use ply_rs_bw::ply::{Encoding, PropertyType};
     let file = path.display().to_string();
     let bad = |problem: String| Error::BadFile {
@@ -1223,32 +1205,17 @@ pub(crate) fn ply_vertex_records(path: &Path) -> Result<Option<PlyVertexRecords>
         return Ok(None);
     };
     let start = std::io::Seek::stream_position(&mut reader).map_err(|e| bad(e.to_string()))?;
-    let len = std::fs::metadata(path)
-        .map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .len();
-    let end = (vertex.count as u64)
-        .checked_mul(stride as u64)
-        .and_then(|bytes| bytes.checked_add(start));
-    if end.is_none_or(|end| end > len) {
-        return Err(bad(format!(
-            "not a valid PLY file: its {} `vertex` elements of {stride} bytes from byte {start} \
-             run past the file's {len} bytes",
-            vertex.count
-        )));
-    }
-    Ok(Some(PlyVertexRecords {
+    let records = PointRecords {
         start,
         count: vertex.count,
         stride,
         coordinates: [x, y, z],
         big_endian,
-    }))
+    };
+    records.check_within(path, "`vertex` elements").map(Some)
 }
 
-fn ply_scalar_size(scalar: &ply_rs_bw::ply::ScalarType) -> usize {
+pub(super) fn ply_scalar_size(scalar: &ply_rs_bw::ply::ScalarType) -> usize {
     use ply_rs_bw::ply::ScalarType;
     match scalar {
         ScalarType::Char | ScalarType::UChar => 1,
@@ -1274,7 +1241,7 @@ fn ply_type_name(scalar: &ply_rs_bw::ply::ScalarType) -> &'static str {
 }
 
 /// One binary PLY scalar, as f64 (exact for every integer type).
-fn read_ply_scalar<R: std::io::Read>(
+pub(super) fn read_ply_scalar<R: std::io::Read>(
     reader: &mut R,
     scalar: &ply_rs_bw::ply::ScalarType,
     big_endian: bool,

@@ -6,6 +6,7 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
+use super::row_files::PointRecords;
 use crate::error::{Error, Result};
 
 /// A header longer than this is not one (a binary file read as text).
@@ -21,6 +22,33 @@ pub(crate) fn read_pcd_positions(path: &Path) -> Result<Vec<[f64; 3]>> {
     })
 }
 
+/// The point records of a `binary` `.pcd`, to be read in place; `None` for any other
+/// encoding. The records' bytes are checked to be in the file.
+pub(crate) fn binary_records(path: &Path) -> Result<Option<PointRecords>> {
+    let bad = |problem: String| Error::BadFile {
+        file: path.display().to_string(),
+        problem,
+    };
+    let mut reader = std::io::BufReader::new(super::open_input(path)?);
+    let layout = read_header(&mut reader).map_err(bad)?;
+    if layout.data != "binary" {
+        return Ok(None);
+    }
+    let start = std::io::Seek::stream_position(&mut reader).map_err(|e| bad(e.to_string()))?;
+    let scalar = |k: usize| match layout.fields[k].size {
+        4 => ply_rs_bw::ply::ScalarType::Float,
+        _ => ply_rs_bw::ply::ScalarType::Double,
+    };
+    let records = PointRecords {
+        start,
+        count: layout.points,
+        stride: layout.record,
+        coordinates: layout.xyz.map(|k| (layout.offsets[k], scalar(k))),
+        big_endian: false,
+    };
+    records.check_within(path, "points").map(Some)
+}
+
 /// One field of a record: its name, bytes a value, type letter and values a point.
 struct Field {
     name: String,
@@ -29,7 +57,76 @@ struct Field {
     count: usize,
 }
 
+/// What a header says: the encoding, the fields, where x, y and z are among them, each
+/// field's offset in a record, the record's bytes and the points.
+struct Layout {
+    data: String,
+    fields: Vec<Field>,
+    xyz: [usize; 3],
+    offsets: Vec<usize>,
+    record: usize,
+    points: usize,
+    /// The header's lines.
+    lines: usize,
+}
+
 pub(crate) fn read_positions(reader: &mut impl BufRead) -> Result<Vec<[f64; 3]>, String> {
+    let Layout {
+        data,
+        fields,
+        xyz,
+        offsets,
+        record,
+        points,
+        lines: line_number,
+    } = read_header(reader)?;
+    let data_bytes = (points as u64)
+        .checked_mul(record as u64)
+        .ok_or_else(|| format!("{points} points of {record} bytes overflow"))?;
+    match data.as_str() {
+        "ascii" => read_ascii(reader, &fields, xyz, points, line_number),
+        "binary" => {
+            let bytes = read_exactly(reader, data_bytes, "its binary data")?;
+            let value =
+                |p: usize, k: usize| float(&bytes[p * record + offsets[k]..], fields[k].size);
+            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
+        }
+        "binary_compressed" => {
+            let sizes = read_exactly(reader, 8, "its compressed sizes")?;
+            let compressed = u32::from_le_bytes(sizes[..4].try_into().expect("4 bytes")) as u64;
+            let inflated = u32::from_le_bytes(sizes[4..].try_into().expect("4 bytes")) as u64;
+            if inflated != data_bytes {
+                return Err(format!(
+                    "its compressed data inflates to {inflated} bytes, but {points} points of \
+                     {record} bytes take {data_bytes}"
+                ));
+            }
+            // LZF makes at most 264 bytes of 2: a larger claim is not LZF.
+            if inflated > compressed.saturating_mul(132) + 32 {
+                return Err(format!(
+                    "{compressed} compressed bytes cannot inflate to {inflated}"
+                ));
+            }
+            let packed = read_exactly(reader, compressed, "its compressed data")?;
+            let bytes = lzf_decompress(&packed, inflated as usize)?;
+            // Each field's values lie together: field k's block starts at its offset times
+            // the point count.
+            let value = |p: usize, k: usize| {
+                float(
+                    &bytes[offsets[k] * points + p * fields[k].size..],
+                    fields[k].size,
+                )
+            };
+            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
+        }
+        other => Err(format!(
+            "DATA {other}: expected ascii, binary or binary_compressed"
+        )),
+    }
+}
+
+/// A header, read up to and including its DATA line.
+fn read_header(reader: &mut impl BufRead) -> Result<Layout, String> {
     let mut header = Header::default();
     let mut header_bytes = 0u64;
     let mut line = Vec::new();
@@ -83,49 +180,15 @@ pub(crate) fn read_positions(reader: &mut impl BufRead) -> Result<Vec<[f64; 3]>,
     };
     let xyz = [column("x")?, column("y")?, column("z")?];
     let (offsets, record) = starts(fields.iter().map(|f| f.size * f.count));
-    let data_bytes = (points as u64)
-        .checked_mul(record as u64)
-        .ok_or_else(|| format!("{points} points of {record} bytes overflow"))?;
-    match data.as_str() {
-        "ascii" => read_ascii(reader, &fields, xyz, points, line_number),
-        "binary" => {
-            let bytes = read_exactly(reader, data_bytes, "its binary data")?;
-            let value =
-                |p: usize, k: usize| float(&bytes[p * record + offsets[k]..], fields[k].size);
-            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
-        }
-        "binary_compressed" => {
-            let sizes = read_exactly(reader, 8, "its compressed sizes")?;
-            let compressed = u32::from_le_bytes(sizes[..4].try_into().expect("4 bytes")) as u64;
-            let inflated = u32::from_le_bytes(sizes[4..].try_into().expect("4 bytes")) as u64;
-            if inflated != data_bytes {
-                return Err(format!(
-                    "its compressed data inflates to {inflated} bytes, but {points} points of \
-                     {record} bytes take {data_bytes}"
-                ));
-            }
-            // LZF makes at most 264 bytes of 2: a larger claim is not LZF.
-            if inflated > compressed.saturating_mul(132) + 32 {
-                return Err(format!(
-                    "{compressed} compressed bytes cannot inflate to {inflated}"
-                ));
-            }
-            let packed = read_exactly(reader, compressed, "its compressed data")?;
-            let bytes = lzf_decompress(&packed, inflated as usize)?;
-            // Each field's values lie together: field k's block starts at its offset times
-            // the point count.
-            let value = |p: usize, k: usize| {
-                float(
-                    &bytes[offsets[k] * points + p * fields[k].size..],
-                    fields[k].size,
-                )
-            };
-            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
-        }
-        other => Err(format!(
-            "DATA {other}: expected ascii, binary or binary_compressed"
-        )),
-    }
+    Ok(Layout {
+        data,
+        fields,
+        xyz,
+        offsets,
+        record,
+        points,
+        lines: line_number,
+    })
 }
 
 #[derive(Default)]

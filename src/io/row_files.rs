@@ -2,7 +2,8 @@
 //! (float32/float64 of either byte order, C or Fortran order; read chunk by chunk) or `.csv` (N values a line, each maybe in
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
 //! skipped; `nan`/`inf` cells are accepted; every row checked when opened, a long file then read
-//! again chunk by chunk rather than held).
+//! again chunk by chunk rather than held), and points from `.pcd` and mesh files (a long binary
+//! `.ply` or `.pcd` read in place, others held).
 
 use std::io::{BufRead, BufReader, Read, Seek};
 use std::ops::Range;
@@ -71,11 +72,72 @@ enum RowData<const N: usize> {
     Memory(Vec<[f64; N]>),
     /// A text file too long to hold, read from its checkpoints as the chunks ask.
     Text(TextRows<N>),
-    /// A binary `.ply`'s vertex records, read in place as the chunks ask.
-    PlyRecords {
+    /// A binary `.ply`'s or `.pcd`'s point records, read in place as the chunks ask.
+    Records {
         reader: BufReader<std::fs::File>,
-        records: super::mesh_file::PlyVertexRecords,
+        records: PointRecords,
     },
+}
+
+/// Fixed-size binary records of points (a binary `.ply`'s leading vertex element, a binary
+/// `.pcd`'s points): `count` records of `stride` bytes from byte `start`, each coordinate at
+/// its offset in the record, of its type.
+pub(crate) struct PointRecords {
+    pub start: u64,
+    pub count: usize,
+    pub stride: usize,
+    pub coordinates: [(usize, ply_rs_bw::ply::ScalarType); 3],
+    pub big_endian: bool,
+}
+
+impl PointRecords {
+    /// The coordinates in `record`.
+    fn position(&self, record: &[u8]) -> [f64; 3] {
+        self.coordinates.clone().map(|(at, scalar)| {
+            let mut bytes = &record[at..];
+            super::mesh_file::read_ply_scalar(&mut bytes, &scalar, self.big_endian)
+                .expect("within the record")
+        })
+    }
+
+    /// `self` if the records lie within `path`'s bytes, else the error naming them (`what`).
+    pub fn check_within(self, path: &Path, what: &str) -> Result<PointRecords> {
+        let len = std::fs::metadata(path)
+            .map_err(|source| Error::Read {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        let end = (self.count as u64)
+            .checked_mul(self.stride as u64)
+            .and_then(|bytes| bytes.checked_add(self.start));
+        if end.is_none_or(|end| end > len) {
+            return Err(Error::BadFile {
+                file: path.display().to_string(),
+                problem: format!(
+                    "truncated: its {} {what} of {} bytes from byte {} run past the file's {len} bytes",
+                    self.count, self.stride, self.start
+                ),
+            });
+        }
+        Ok(self)
+    }
+
+    fn read(
+        &self,
+        reader: &mut BufReader<std::fs::File>,
+        range: Range<usize>,
+    ) -> std::io::Result<Vec<[f64; 3]>> {
+        let mut bytes = vec![0; range.len() * self.stride];
+        reader.seek(std::io::SeekFrom::Start(
+            self.start + (range.start * self.stride) as u64,
+        ))?;
+        reader.read_exact(&mut bytes)?;
+        Ok(bytes
+            .chunks_exact(self.stride)
+            .map(|record| self.position(record))
+            .collect())
+    }
 }
 
 /// Text files of more rows than this are read twice (checked and counted when opened, then
@@ -240,10 +302,9 @@ impl<const N: usize> RowFile<N> {
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false, HELD_TEXT_ROWS),
             "xyz" => Self::open_csv(path, layout, true, HELD_TEXT_ROWS),
-            // PCL's and Open3D's point clouds.
-            "pcd" if N == 3 => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
-            // A scan's binary `.ply` of many points: its vertex records read in place.
-            "ply" if N == 3 => Self::open_ply(path, HELD_TEXT_ROWS),
+            // PCL's and Open3D's point clouds, and a scan's `.ply`: many points in binary
+            // records are read in place.
+            "pcd" | "ply" if N == 3 => Self::open_records(path, HELD_TEXT_ROWS),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
             _ if N == 3
@@ -363,18 +424,26 @@ impl<const N: usize> RowFile<N> {
         })
     }
 
-    /// A `.ply`'s vertices: a binary file's leading vertex records of more than `held_rows`
-    /// read in place as the chunks ask, any other held whole.
-    fn open_ply(path: &Path, held_rows: usize) -> Result<RowFile<N>> {
-        match super::mesh_file::ply_vertex_records(path)? {
+    /// A `.ply`'s vertices or a `.pcd`'s points: a binary file's records of more than
+    /// `held_rows` points read in place as the chunks ask, any other held whole.
+    fn open_records(path: &Path, held_rows: usize) -> Result<RowFile<N>> {
+        let pcd = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pcd"));
+        let records = match pcd {
+            true => super::pcd::binary_records(path)?,
+            false => super::mesh_file::ply_vertex_records(path)?,
+        };
+        match records {
             Some(records) if records.count > held_rows => Ok(RowFile {
                 path: path.to_path_buf(),
                 rows: records.count,
-                data: RowData::PlyRecords {
+                data: RowData::Records {
                     reader: BufReader::with_capacity(1 << 20, super::open_input(path)?),
                     records,
                 },
             }),
+            _ if pcd => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
             _ => {
                 let vertices = super::mesh_file::read_positions(path, MeshFormat::Ply)?;
                 let rows = (0..vertices.len()).map(|k| vertices.get(k).to_array());
@@ -451,20 +520,12 @@ impl<const N: usize> RowFile<N> {
         match &mut self.data {
             RowData::Memory(rows) => out.extend_from_slice(&rows[range]),
             RowData::Text(text) => text.read(&self.path, range, out)?,
-            RowData::PlyRecords { reader, records } => {
-                let at = records.start + (range.start * records.stride) as u64;
-                let mut bytes = vec![0; range.len() * records.stride];
-                reader
-                    .seek(std::io::SeekFrom::Start(at))
-                    .and_then(|_| reader.read_exact(&mut bytes))
-                    .map_err(|source| Error::Read {
-                        path: self.path.clone(),
-                        source,
-                    })?;
-                out.extend(bytes.chunks_exact(records.stride).map(|record| {
-                    let p = records.position(record);
-                    std::array::from_fn(|k| p[k])
-                }));
+            RowData::Records { reader, records } => {
+                let points = records.read(reader, range).map_err(|source| Error::Read {
+                    path: self.path.clone(),
+                    source,
+                })?;
+                out.extend(points.iter().map(|p| std::array::from_fn(|k| p[k])));
             }
             &mut RowData::Npy { big_endian, .. } => {
                 let (bytes, dtype) = self.npy_bytes(range)?;
@@ -571,10 +632,10 @@ mod tests {
         };
         for big_endian in [false, true] {
             let path = write("cloud.ply", big_endian, 0);
-            let mut held = PointFile::open_ply(&path, usize::MAX).unwrap();
-            let mut in_place = PointFile::open_ply(&path, 1000).unwrap();
+            let mut held = PointFile::open_records(&path, usize::MAX).unwrap();
+            let mut in_place = PointFile::open_records(&path, 1000).unwrap();
             assert!(matches!(held.data, RowData::Memory(_)));
-            assert!(matches!(in_place.data, RowData::PlyRecords { .. }));
+            assert!(matches!(in_place.data, RowData::Records { .. }));
             assert_eq!((held.len(), in_place.len()), (rows, rows));
             let (mut want, mut got) = (Vec::new(), Vec::new());
             for range in [0..1700, 1700..rows, 40..41, 0..rows, 4999..5000, 0..0] {
@@ -588,11 +649,62 @@ mod tests {
         }
         // Cut within the vertex records: refused when opened, naming the element.
         let cut = write("cut.ply", false, 13 + 7);
-        let message = PointFile::open_ply(&cut, 1000).err().unwrap().to_string();
+        let message = PointFile::open_records(&cut, 1000)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             message.contains("5000 `vertex` elements of 19 bytes"),
             "{message}"
         );
+    }
+
+    /// So is a binary `.pcd`'s: its x, y, z among other fields, of 4 and 8 bytes.
+    #[test]
+    fn long_binary_pcd_points_are_read_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 3000;
+        let write = |name: &str, cut: usize| {
+            let mut bytes = format!(
+                "# .PCD v0.7\nVERSION 0.7\nFIELDS rgb x y z\nSIZE 4 8 4 4\nTYPE U F F F\n\
+                 COUNT 1 1 1 1\nWIDTH {rows}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\n\
+                 POINTS {rows}\nDATA binary\n"
+            )
+            .into_bytes();
+            for i in 0..rows {
+                bytes.extend(0xff00ffu32.to_le_bytes());
+                bytes.extend((i as f64 / 3.0).to_le_bytes());
+                bytes.extend((-(i as f32)).to_le_bytes());
+                bytes.extend(f32::NAN.to_le_bytes());
+            }
+            bytes.truncate(bytes.len() - cut);
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let path = write("cloud.pcd", 0);
+        let mut held = PointFile::open_records(&path, usize::MAX).unwrap();
+        let mut in_place = PointFile::open_records(&path, 100).unwrap();
+        assert!(matches!(held.data, RowData::Memory(_)));
+        assert!(matches!(in_place.data, RowData::Records { .. }));
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        for range in [0..1000, 1000..rows, 7..8, 0..rows] {
+            held.read_rows(range.clone(), &mut want).unwrap();
+            in_place.read_rows(range.clone(), &mut got).unwrap();
+            let bits = |rows: &[[f64; 3]]| -> Vec<[u64; 3]> {
+                rows.iter().map(|r| r.map(f64::to_bits)).collect()
+            };
+            assert_eq!(bits(&want), bits(&got), "rows {range:?}");
+        }
+        in_place.read_rows(6..7, &mut got).unwrap();
+        assert_eq!(got[0][..2], [2.0, -6.0]);
+        assert!(got[0][2].is_nan());
+        let cut = write("cut.pcd", 1);
+        let message = PointFile::open_records(&cut, 100)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("its 3000 points of 20 bytes"), "{message}");
     }
 
     /// A file of text rows too long to hold is read chunk by chunk from its checkpoints: the
