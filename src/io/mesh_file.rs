@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::row_files::PointRecords;
+use super::records::{PointRecords, ply_scalar_size, read_ply_scalar};
 use crate::error::{Error, Result};
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Vertices};
@@ -1215,16 +1215,6 @@ pub(crate) fn ply_vertex_records(path: &Path) -> Result<Option<PointRecords>> {
     records.check_within(path, "`vertex` elements").map(Some)
 }
 
-pub(super) fn ply_scalar_size(scalar: &ply_rs_bw::ply::ScalarType) -> usize {
-    use ply_rs_bw::ply::ScalarType;
-    match scalar {
-        ScalarType::Char | ScalarType::UChar => 1,
-        ScalarType::Short | ScalarType::UShort => 2,
-        ScalarType::Int | ScalarType::UInt | ScalarType::Float => 4,
-        ScalarType::Double => 8,
-    }
-}
-
 /// A scalar type's name as a PLY header writes it.
 fn ply_type_name(scalar: &ply_rs_bw::ply::ScalarType) -> &'static str {
     use ply_rs_bw::ply::ScalarType;
@@ -1238,30 +1228,4 @@ fn ply_type_name(scalar: &ply_rs_bw::ply::ScalarType) -> &'static str {
         ScalarType::Float => "float",
         ScalarType::Double => "double",
     }
-}
-
-/// One binary PLY scalar, as f64 (exact for every integer type).
-pub(super) fn read_ply_scalar<R: std::io::Read>(
-    reader: &mut R,
-    scalar: &ply_rs_bw::ply::ScalarType,
-    big_endian: bool,
-) -> std::io::Result<f64> {
-    use ply_rs_bw::ply::ScalarType;
-    let mut bytes = [0u8; 8];
-    let n = ply_scalar_size(scalar);
-    reader.read_exact(&mut bytes[..n])?;
-    if big_endian {
-        bytes[..n].reverse();
-    }
-    let b = bytes;
-    Ok(match scalar {
-        ScalarType::Char => b[0] as i8 as f64,
-        ScalarType::UChar => b[0] as f64,
-        ScalarType::Short => i16::from_le_bytes([b[0], b[1]]) as f64,
-        ScalarType::UShort => u16::from_le_bytes([b[0], b[1]]) as f64,
-        ScalarType::Int => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-        ScalarType::UInt => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-        ScalarType::Float => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-        ScalarType::Double => f64::from_le_bytes(b),
-    })
 }

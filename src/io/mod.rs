@@ -10,6 +10,7 @@ mod npy_source;
 mod npz;
 pub mod output;
 mod pcd;
+mod records;
 pub mod row_files;
 pub mod scene;
 pub mod temporary;

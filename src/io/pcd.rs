@@ -6,7 +6,7 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use super::row_files::PointRecords;
+use super::records::PointRecords;
 use crate::error::{Error, Result};
 
 /// A header longer than this is not one (a binary file read as text).

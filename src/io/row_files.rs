@@ -5,13 +5,14 @@
 //! again chunk by chunk rather than held), and points from `.pcd` and mesh files (a long binary
 //! `.ply` or `.pcd` read in place, others held).
 
-use std::io::{BufRead, BufReader, Read, Seek};
+use std::io::{BufRead, BufReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::mesh_file::MeshFormat;
 use super::npy::{self, Dtype};
 use super::npy_source::NpySource;
+use super::records::PointRecords;
 use crate::error::{Error, Result};
 use crate::points::{PointChunk, PointReader};
 
@@ -77,67 +78,6 @@ enum RowData<const N: usize> {
         reader: BufReader<std::fs::File>,
         records: PointRecords,
     },
-}
-
-/// Fixed-size binary records of points (a binary `.ply`'s leading vertex element, a binary
-/// `.pcd`'s points): `count` records of `stride` bytes from byte `start`, each coordinate at
-/// its offset in the record, of its type.
-pub(crate) struct PointRecords {
-    pub start: u64,
-    pub count: usize,
-    pub stride: usize,
-    pub coordinates: [(usize, ply_rs_bw::ply::ScalarType); 3],
-    pub big_endian: bool,
-}
-
-impl PointRecords {
-    /// The coordinates in `record`.
-    fn position(&self, record: &[u8]) -> [f64; 3] {
-        self.coordinates.clone().map(|(at, scalar)| {
-            let mut bytes = &record[at..];
-            super::mesh_file::read_ply_scalar(&mut bytes, &scalar, self.big_endian)
-                .expect("within the record")
-        })
-    }
-
-    /// `self` if the records lie within `path`'s bytes, else the error naming them (`what`).
-    pub fn check_within(self, path: &Path, what: &str) -> Result<PointRecords> {
-        let len = std::fs::metadata(path)
-            .map_err(|source| Error::Read {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
-        let end = (self.count as u64)
-            .checked_mul(self.stride as u64)
-            .and_then(|bytes| bytes.checked_add(self.start));
-        if end.is_none_or(|end| end > len) {
-            return Err(Error::BadFile {
-                file: path.display().to_string(),
-                problem: format!(
-                    "truncated: its {} {what} of {} bytes from byte {} run past the file's {len} bytes",
-                    self.count, self.stride, self.start
-                ),
-            });
-        }
-        Ok(self)
-    }
-
-    fn read(
-        &self,
-        reader: &mut BufReader<std::fs::File>,
-        range: Range<usize>,
-    ) -> std::io::Result<Vec<[f64; 3]>> {
-        let mut bytes = vec![0; range.len() * self.stride];
-        reader.seek(std::io::SeekFrom::Start(
-            self.start + (range.start * self.stride) as u64,
-        ))?;
-        reader.read_exact(&mut bytes)?;
-        Ok(bytes
-            .chunks_exact(self.stride)
-            .map(|record| self.position(record))
-            .collect())
-    }
 }
 
 /// Text files of more rows than this are read twice (checked and counted when opened, then
