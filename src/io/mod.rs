@@ -4,6 +4,7 @@ pub mod columns;
 #[doc(hidden)]
 pub mod fuzz;
 mod gltf;
+mod lzf;
 pub mod mesh_file;
 pub mod npy;
 mod npy_source;

@@ -3,50 +3,160 @@
 //! encodings are read: `ascii`, `binary` (records one after another) and `binary_compressed`
 //! (each field's values together, LZF-compressed).
 
-use std::io::{BufRead, Read};
+use std::io::{BufRead, Read, Seek};
+use std::ops::Range;
 use std::path::Path;
 
+use super::lzf::{LzfFile, LzfReader};
 use super::records::PointRecords;
 use crate::error::{Error, Result};
 
 /// A header longer than this is not one (a binary file read as text).
 const MOST_HEADER_BYTES: u64 = 1 << 16;
 
-/// Every point's position, in the file's order (NaN where an organised cloud has no point).
-pub(crate) fn read_pcd_positions(path: &Path) -> Result<Vec<[f64; 3]>> {
-    let file = super::open_input(path)?;
-    let mut reader = std::io::BufReader::new(file);
-    read_positions(&mut reader).map_err(|problem| Error::BadFile {
-        file: path.display().to_string(),
-        problem,
-    })
+/// Where a `.pcd`'s points lie, by its encoding; each is read as the chunks ask.
+pub(crate) enum PcdPoints {
+    /// `binary`: records one after another, read in place.
+    Records(PointRecords),
+    /// `ascii`: `points` lines of `words` values from byte `start`, after `lines` header
+    /// lines; x, y and z are the values at `columns`.
+    Text {
+        start: u64,
+        lines: usize,
+        words: usize,
+        columns: [usize; 3],
+        points: usize,
+    },
+    /// `binary_compressed`: each field's values together, LZF-compressed.
+    Columns(Box<CompressedColumns>),
 }
 
-/// The point records of a `binary` `.pcd`, to be read in place; `None` for any other
-/// encoding. The records' bytes are checked to be in the file.
-pub(crate) fn binary_records(path: &Path) -> Result<Option<PointRecords>> {
+/// A `binary_compressed` `.pcd`'s x, y and z columns, inflated as the chunks ask.
+pub(crate) struct CompressedColumns {
+    lzf: LzfFile,
+    points: usize,
+    /// Each of x, y, z: where its values start in the inflated bytes, and a value's bytes.
+    columns: [(u64, usize); 3],
+    /// One forward reader a column, since the chunks come in order.
+    readers: [Option<LzfReader>; 3],
+}
+
+impl CompressedColumns {
+    pub fn points(&self) -> usize {
+        self.points
+    }
+
+    /// The positions of points `range`.
+    pub fn read(&mut self, range: Range<usize>) -> Result<Vec<[f64; 3]>, String> {
+        let mut rows = vec![[0.0; 3]; range.len()];
+        let mut bytes = Vec::new();
+        for (axis, &(start, size)) in self.columns.iter().enumerate() {
+            bytes.resize(range.len() * size, 0);
+            let from = start + (range.start * size) as u64;
+            self.lzf.read(&mut self.readers[axis], from, &mut bytes)?;
+            for (row, value) in rows.iter_mut().zip(bytes.chunks_exact(size)) {
+                row[axis] = float(value, size);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// A `.pcd`'s header read and its data checked to be there: a binary file's records lie in
+/// it, a compressed file's stream inflates to its records' bytes exactly (decoded once, in
+/// bounded memory). An ascii file's lines are checked by the text reader.
+pub(crate) fn open_points(path: &Path) -> Result<PcdPoints> {
     let bad = |problem: String| Error::BadFile {
         file: path.display().to_string(),
         problem,
     };
     let mut reader = std::io::BufReader::new(super::open_input(path)?);
     let layout = read_header(&mut reader).map_err(bad)?;
-    if layout.data != "binary" {
-        return Ok(None);
+    let start = reader.stream_position().map_err(|e| bad(e.to_string()))?;
+    let data_bytes = (layout.points as u64)
+        .checked_mul(layout.record as u64)
+        .ok_or_else(|| {
+            bad(format!(
+                "{} points of {} bytes overflow",
+                layout.points, layout.record
+            ))
+        })?;
+    match layout.data.as_str() {
+        "binary" => {
+            let scalar = |k: usize| match layout.fields[k].size {
+                4 => ply_rs_bw::ply::ScalarType::Float,
+                _ => ply_rs_bw::ply::ScalarType::Double,
+            };
+            let records = PointRecords {
+                start,
+                count: layout.points,
+                stride: layout.record,
+                coordinates: layout.xyz.map(|k| (layout.offsets[k], scalar(k))),
+                big_endian: false,
+            };
+            records.check_within(path, "points").map(PcdPoints::Records)
+        }
+        "ascii" => {
+            // Which of a line's words holds each of x, y, z.
+            let (word_of, words) = starts(layout.fields.iter().map(|f| f.count));
+            Ok(PcdPoints::Text {
+                start,
+                lines: layout.lines,
+                words,
+                columns: layout.xyz.map(|k| word_of[k]),
+                points: layout.points,
+            })
+        }
+        "binary_compressed" => {
+            let sizes = read_exactly(&mut reader, 8, "its compressed sizes").map_err(bad)?;
+            let compressed = u32::from_le_bytes(sizes[..4].try_into().expect("4 bytes")) as u64;
+            let inflated = u32::from_le_bytes(sizes[4..].try_into().expect("4 bytes")) as u64;
+            if inflated != data_bytes {
+                return Err(bad(format!(
+                    "its compressed data inflates to {inflated} bytes, but {} points of {} \
+                     bytes take {data_bytes}",
+                    layout.points, layout.record
+                )));
+            }
+            // LZF makes at most 264 bytes of 2: a larger claim is not LZF.
+            if inflated > compressed.saturating_mul(132) + 32 {
+                return Err(bad(format!(
+                    "{compressed} compressed bytes cannot inflate to {inflated}"
+                )));
+            }
+            let len = std::fs::metadata(path)
+                .map_err(|source| Error::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+                .len();
+            let packed_start = start + 8;
+            if packed_start + compressed > len {
+                return Err(bad(format!(
+                    "truncated: its compressed data takes {compressed} bytes, the file has {}",
+                    len.saturating_sub(packed_start)
+                )));
+            }
+            let lzf = LzfFile::open(path, packed_start, compressed, inflated).map_err(bad)?;
+            // Each field's values lie together: field k's block starts at its offset times
+            // the point count.
+            let columns = layout.xyz.map(|k| {
+                (
+                    layout.offsets[k] as u64 * layout.points as u64,
+                    layout.fields[k].size,
+                )
+            });
+            Ok(PcdPoints::Columns(Box::new(CompressedColumns {
+                lzf,
+                points: layout.points,
+                columns,
+                readers: [None, None, None],
+            })))
+        }
+        other => Err(bad(format!(
+            "DATA {other}: expected ascii, binary or binary_compressed"
+        ))),
     }
-    let start = std::io::Seek::stream_position(&mut reader).map_err(|e| bad(e.to_string()))?;
-    let scalar = |k: usize| match layout.fields[k].size {
-        4 => ply_rs_bw::ply::ScalarType::Float,
-        _ => ply_rs_bw::ply::ScalarType::Double,
-    };
-    let records = PointRecords {
-        start,
-        count: layout.points,
-        stride: layout.record,
-        coordinates: layout.xyz.map(|k| (layout.offsets[k], scalar(k))),
-        big_endian: false,
-    };
-    records.check_within(path, "points").map(Some)
 }
 
 /// One field of a record: its name, bytes a value, type letter and values a point.
@@ -68,61 +178,6 @@ struct Layout {
     points: usize,
     /// The header's lines.
     lines: usize,
-}
-
-pub(crate) fn read_positions(reader: &mut impl BufRead) -> Result<Vec<[f64; 3]>, String> {
-    let Layout {
-        data,
-        fields,
-        xyz,
-        offsets,
-        record,
-        points,
-        lines: line_number,
-    } = read_header(reader)?;
-    let data_bytes = (points as u64)
-        .checked_mul(record as u64)
-        .ok_or_else(|| format!("{points} points of {record} bytes overflow"))?;
-    match data.as_str() {
-        "ascii" => read_ascii(reader, &fields, xyz, points, line_number),
-        "binary" => {
-            let bytes = read_exactly(reader, data_bytes, "its binary data")?;
-            let value =
-                |p: usize, k: usize| float(&bytes[p * record + offsets[k]..], fields[k].size);
-            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
-        }
-        "binary_compressed" => {
-            let sizes = read_exactly(reader, 8, "its compressed sizes")?;
-            let compressed = u32::from_le_bytes(sizes[..4].try_into().expect("4 bytes")) as u64;
-            let inflated = u32::from_le_bytes(sizes[4..].try_into().expect("4 bytes")) as u64;
-            if inflated != data_bytes {
-                return Err(format!(
-                    "its compressed data inflates to {inflated} bytes, but {points} points of \
-                     {record} bytes take {data_bytes}"
-                ));
-            }
-            // LZF makes at most 264 bytes of 2: a larger claim is not LZF.
-            if inflated > compressed.saturating_mul(132) + 32 {
-                return Err(format!(
-                    "{compressed} compressed bytes cannot inflate to {inflated}"
-                ));
-            }
-            let packed = read_exactly(reader, compressed, "its compressed data")?;
-            let bytes = lzf_decompress(&packed, inflated as usize)?;
-            // Each field's values lie together: field k's block starts at its offset times
-            // the point count.
-            let value = |p: usize, k: usize| {
-                float(
-                    &bytes[offsets[k] * points + p * fields[k].size..],
-                    fields[k].size,
-                )
-            };
-            Ok((0..points).map(|p| xyz.map(|k| value(p, k))).collect())
-        }
-        other => Err(format!(
-            "DATA {other}: expected ascii, binary or binary_compressed"
-        )),
-    }
 }
 
 /// A header, read up to and including its DATA line.
@@ -291,55 +346,6 @@ impl Header {
     }
 }
 
-fn read_ascii(
-    reader: &mut impl BufRead,
-    fields: &[Field],
-    xyz: [usize; 3],
-    points: usize,
-    header_lines: usize,
-) -> Result<Vec<[f64; 3]>, String> {
-    // Which of a line's words holds each of x, y, z.
-    let (word_of, words) = starts(fields.iter().map(|f| f.count));
-    let mut rows = Vec::new();
-    let mut line = String::new();
-    let mut number = header_lines;
-    while rows.len() < points {
-        line.clear();
-        number += 1;
-        let read = reader
-            .read_line(&mut line)
-            .map_err(|e| format!("line {number}: {e}"))?;
-        if read == 0 {
-            return Err(format!(
-                "its header promises {points} points, but the file has {} rows",
-                rows.len()
-            ));
-        }
-        let cells: Vec<&str> = line.split_whitespace().collect();
-        if cells.is_empty() {
-            continue;
-        }
-        if cells.len() != words {
-            return Err(format!(
-                "line {number}: {} values, but its fields take {words}",
-                cells.len()
-            ));
-        }
-        let mut row = [0.0; 3];
-        for (axis, &k) in xyz.iter().enumerate() {
-            let cell = cells[word_of[k]];
-            row[axis] = cell.parse::<f64>().map_err(|_| {
-                format!(
-                    "line {number}: `{cell}` ({}) is not a number",
-                    fields[k].name
-                )
-            })?;
-        }
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
 /// Where each of `lengths` starts when they are laid end to end, and their total.
 fn starts(lengths: impl Iterator<Item = usize>) -> (Vec<usize>, usize) {
     let mut total = 0;
@@ -375,51 +381,4 @@ fn float(bytes: &[u8], size: usize) -> f64 {
     } else {
         f64::from(f32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")))
     }
-}
-
-/// LZF (liblzf, as PCL writes it), into exactly `len` bytes.
-fn lzf_decompress(packed: &[u8], len: usize) -> Result<Vec<u8>, String> {
-    let broken = || "its compressed data is not LZF (a run reads past its ends)".to_string();
-    let mut out = Vec::with_capacity(len);
-    let mut at = 0;
-    while at < packed.len() {
-        let control = usize::from(packed[at]);
-        at += 1;
-        if control < 32 {
-            // A literal run of control + 1 bytes.
-            let run = packed.get(at..at + control + 1).ok_or_else(broken)?;
-            if out.len() + run.len() > len {
-                return Err(broken());
-            }
-            out.extend_from_slice(run);
-            at += control + 1;
-        } else {
-            // A back reference: length − 2 in the top three bits (7: one more byte of it),
-            // distance − 1 in the low five and the next byte.
-            let mut run = control >> 5;
-            if run == 7 {
-                run += usize::from(*packed.get(at).ok_or_else(broken)?);
-                at += 1;
-            }
-            run += 2;
-            let low = usize::from(*packed.get(at).ok_or_else(broken)?);
-            at += 1;
-            let distance = ((control & 0x1f) << 8) + low + 1;
-            if distance > out.len() || out.len() + run > len {
-                return Err(broken());
-            }
-            let from = out.len() - distance;
-            // The run may overlap what it writes (a repeated pattern): byte by byte.
-            for k in 0..run {
-                out.push(out[from + k]);
-            }
-        }
-    }
-    if out.len() != len {
-        return Err(format!(
-            "its compressed data inflates to {} bytes, not the {len} it declares",
-            out.len()
-        ));
-    }
-    Ok(out)
 }

@@ -3,7 +3,8 @@
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
 //! skipped; `nan`/`inf` cells are accepted; every row checked when opened, a long file then read
 //! again chunk by chunk rather than held), and points from `.pcd` and mesh files (a long binary
-//! `.ply` or `.pcd` read in place, others held).
+//! `.ply` or `.pcd` read in place, a long ascii `.pcd` read again as text rows, a long
+//! compressed `.pcd` inflated as the chunks ask, others held).
 
 use std::io::{BufRead, BufReader};
 use std::ops::Range;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use super::mesh_file::MeshFormat;
 use super::npy::{self, Dtype};
 use super::npy_source::NpySource;
+use super::pcd::{CompressedColumns, PcdPoints};
 use super::records::PointRecords;
 use crate::error::{Error, Result};
 use crate::points::{PointChunk, PointReader};
@@ -78,6 +80,8 @@ enum RowData<const N: usize> {
         reader: BufReader<std::fs::File>,
         records: PointRecords,
     },
+    /// A `binary_compressed` `.pcd`'s position columns, inflated as the chunks ask.
+    Columns(Box<CompressedColumns>),
 }
 
 /// Text files of more rows than this are read twice (checked and counted when opened, then
@@ -87,15 +91,25 @@ const HELD_TEXT_ROWS: usize = 1 << 22;
 /// Rows between the places a streamed text file's reads may start from.
 const TEXT_CHECKPOINT_ROWS: usize = 1 << 16;
 
-/// The rows of a text file (`.csv`, `.txt`, `.xyz`): how a line is read, and where to read.
+/// The rows of a text file (`.csv`, `.txt`, `.xyz`, an ascii `.pcd`'s data): how a line is
+/// read, and where to read.
 struct TextRows<const N: usize> {
     layout: RowLayout<N>,
-    /// Rows may hold more than N cells, of which the first N are read (`.xyz`).
-    leading: bool,
+    cells: Cells<N>,
     /// Every `TEXT_CHECKPOINT_ROWS`-th row's place, row 0's first.
     checkpoints: Vec<TextPlace>,
     /// Where the last read ended, to read on from there (chunks come in order).
     cursor: Option<(BufReader<std::fs::File>, TextPlace)>,
+}
+
+/// How a text line's cells are read.
+enum Cells<const N: usize> {
+    /// Separated by commas, or on a line without one by spaces and tabs (CSV, `numpy.savetxt`,
+    /// `.xyz`), maybe quoted, a header line of names skipped. `leading`: a row may hold more
+    /// than N cells, of which the first N are read (`.xyz`).
+    Delimited { leading: bool },
+    /// A `.pcd`'s ascii records: `words` values a line, the row's values at `columns`.
+    Pcd { words: usize, columns: [usize; N] },
 }
 
 /// A row's place in a text file: its index, its line's byte offset and the line's index.
@@ -123,22 +137,6 @@ impl<const N: usize> TextRows<N> {
         if text.is_empty() || text.starts_with('#') {
             return Ok(None);
         }
-        // Cells split at commas, or, on a line without one, at spaces and tabs: what
-        // `numpy.savetxt` writes by default, and `.xyz` point clouds.
-        let mut cells: Vec<&str> = if text.contains(',') {
-            text.split(',').map(unquoted).collect()
-        } else {
-            text.split_whitespace().map(unquoted).collect()
-        };
-        if self.leading {
-            cells.truncate(N);
-        }
-        let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
-        // A first line of N cells with no number at all is a header (one of another width,
-        // `1;2;3`, is a row in another format, refused below rather than skipped).
-        if row == 0 && index == 0 && cells.len() == N && parsed.iter().all(Option::is_none) {
-            return Ok(None);
-        }
         // Rows are numbered from 0 like the array's rows (and shape indices); the line
         // number, from 1 as an editor shows it, is in the message too.
         let bad_row = |field: String, problem: String| Error::BadRow {
@@ -147,6 +145,48 @@ impl<const N: usize> TextRows<N> {
             field,
             problem: format!("{problem} (line {})", index + 1),
         };
+        let leading = match &self.cells {
+            Cells::Delimited { leading } => *leading,
+            Cells::Pcd { words, columns } => {
+                let cells: Vec<&str> = text.split_whitespace().collect();
+                if cells.len() != *words {
+                    return Err(bad_row(
+                        "columns".into(),
+                        format!(
+                            "expected {words} values (the header's FIELDS and COUNT), found {}",
+                            cells.len()
+                        ),
+                    ));
+                }
+                let mut values = [0.0; N];
+                for (k, &column) in columns.iter().enumerate() {
+                    let cell = cells[column];
+                    values[k] = cell.parse::<f64>().map_err(|_| {
+                        bad_row(
+                            self.layout.names[k].into(),
+                            format!("`{cell}` is not a number"),
+                        )
+                    })?;
+                }
+                return Ok(Some(values));
+            }
+        };
+        // Cells split at commas, or, on a line without one, at spaces and tabs: what
+        // `numpy.savetxt` writes by default, and `.xyz` point clouds.
+        let mut cells: Vec<&str> = if text.contains(',') {
+            text.split(',').map(unquoted).collect()
+        } else {
+            text.split_whitespace().map(unquoted).collect()
+        };
+        if leading {
+            cells.truncate(N);
+        }
+        let parsed: Vec<Option<f64>> = cells.iter().map(|c| c.parse::<f64>().ok()).collect();
+        // A first line of N cells with no number at all is a header (one of another width,
+        // `1;2;3`, is a row in another format, refused below rather than skipped).
+        if row == 0 && index == 0 && cells.len() == N && parsed.iter().all(Option::is_none) {
+            return Ok(None);
+        }
         if cells.len() != N {
             return Err(bad_row(
                 "columns".into(),
@@ -242,9 +282,11 @@ impl<const N: usize> RowFile<N> {
             // positions lead and may be followed by normals or colours.
             "csv" | "txt" => Self::open_csv(path, layout, false, HELD_TEXT_ROWS),
             "xyz" => Self::open_csv(path, layout, true, HELD_TEXT_ROWS),
-            // PCL's and Open3D's point clouds, and a scan's `.ply`: many points in binary
-            // records are read in place.
-            "pcd" | "ply" if N == 3 => Self::open_records(path, HELD_TEXT_ROWS),
+            // PCL's and Open3D's point clouds: long ones read in place (binary), again as
+            // text rows (ascii) or inflated as the chunks ask (compressed).
+            "pcd" if N == 3 => Self::open_pcd(path, layout, HELD_TEXT_ROWS),
+            // A scan's `.ply`: many points in binary records are read in place.
+            "ply" if N == 3 => Self::open_ply(path, HELD_TEXT_ROWS),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
             _ if N == 3
@@ -313,18 +355,50 @@ impl<const N: usize> RowFile<N> {
         leading: bool,
         held_rows: usize,
     ) -> Result<RowFile<N>> {
+        let start = TextPlace {
+            row: 0,
+            offset: 0,
+            line: 0,
+        };
+        Self::open_text(
+            path,
+            layout,
+            Cells::Delimited { leading },
+            start,
+            None,
+            held_rows,
+        )
+    }
+
+    /// Text rows from `start` on, read as `cells` says, every one checked; `points`: the
+    /// rows there must be (a `.pcd`'s header's count; lines after them are left).
+    fn open_text(
+        path: &Path,
+        layout: RowLayout<N>,
+        cells: Cells<N>,
+        start: TextPlace,
+        points: Option<usize>,
+        held_rows: usize,
+    ) -> Result<RowFile<N>> {
+        use std::io::{Seek, SeekFrom};
         let text = TextRows {
             layout,
-            leading,
+            cells,
             checkpoints: Vec::new(),
             cursor: None,
         };
-        let mut reader = BufReader::new(super::open_input(path)?);
+        let mut file = super::open_input(path)?;
+        file.seek(SeekFrom::Start(start.offset))
+            .map_err(|source| Error::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut reader = BufReader::new(file);
         let mut line = String::new();
-        let (mut offset, mut index, mut rows) = (0u64, 0usize, 0usize);
+        let (mut offset, mut index, mut rows) = (start.offset, start.line, 0usize);
         let mut checkpoints = Vec::new();
         let mut held = Some(Vec::new());
-        loop {
+        while points.is_none_or(|points| rows < points) {
             line.clear();
             let read = reader.read_line(&mut line).map_err(|source| Error::Read {
                 path: path.to_path_buf(),
@@ -350,6 +424,16 @@ impl<const N: usize> RowFile<N> {
             offset += read as u64;
             index += 1;
         }
+        if let Some(points) = points
+            && rows < points
+        {
+            return Err(Error::BadFile {
+                file: path.display().to_string(),
+                problem: format!(
+                    "its header promises {points} points, but the file has {rows} rows"
+                ),
+            });
+        }
         let data = match held {
             Some(kept) => RowData::Memory(kept),
             None => RowData::Text(TextRows {
@@ -364,32 +448,65 @@ impl<const N: usize> RowFile<N> {
         })
     }
 
-    /// A `.ply`'s vertices or a `.pcd`'s points: a binary file's records of more than
-    /// `held_rows` points read in place as the chunks ask, any other held whole.
-    fn open_records(path: &Path, held_rows: usize) -> Result<RowFile<N>> {
-        let pcd = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("pcd"));
-        let records = match pcd {
-            true => super::pcd::binary_records(path)?,
-            false => super::mesh_file::ply_vertex_records(path)?,
-        };
-        match records {
-            Some(records) if records.count > held_rows => Ok(RowFile {
-                path: path.to_path_buf(),
-                rows: records.count,
-                data: RowData::Records {
-                    reader: BufReader::with_capacity(1 << 20, super::open_input(path)?),
-                    records,
-                },
-            }),
-            _ if pcd => Ok(Self::held(path, super::pcd::read_pcd_positions(path)?)),
+    /// A `.ply`'s vertices: a binary file's records of more than `held_rows` points read in
+    /// place as the chunks ask, any other held whole.
+    fn open_ply(path: &Path, held_rows: usize) -> Result<RowFile<N>> {
+        match super::mesh_file::ply_vertex_records(path)? {
+            Some(records) if records.count > held_rows => Ok(Self::in_place(path, records)?),
             _ => {
                 let vertices = super::mesh_file::read_positions(path, MeshFormat::Ply)?;
                 let rows = (0..vertices.len()).map(|k| vertices.get(k).to_array());
                 Ok(Self::held(path, rows.collect()))
             }
         }
+    }
+
+    /// A `.pcd`'s points: of more than `held_rows`, a binary file's records are read in place,
+    /// an ascii file's lines again as text rows and a compressed file's columns inflated, as
+    /// the chunks ask; fewer are held.
+    fn open_pcd(path: &Path, layout: RowLayout<N>, held_rows: usize) -> Result<RowFile<N>> {
+        let mut file = match super::pcd::open_points(path)? {
+            PcdPoints::Records(records) => Self::in_place(path, records)?,
+            PcdPoints::Text {
+                start,
+                lines,
+                words,
+                columns,
+                points,
+            } => {
+                let cells = Cells::Pcd {
+                    words,
+                    columns: std::array::from_fn(|k| columns[k]),
+                };
+                let start = TextPlace {
+                    row: 0,
+                    offset: start,
+                    line: lines,
+                };
+                return Self::open_text(path, layout, cells, start, Some(points), held_rows);
+            }
+            PcdPoints::Columns(columns) => RowFile {
+                path: path.to_path_buf(),
+                rows: columns.points(),
+                data: RowData::Columns(columns),
+            },
+        };
+        if file.rows <= held_rows {
+            let rows = file.read_all()?;
+            file.data = RowData::Memory(rows);
+        }
+        Ok(file)
+    }
+
+    fn in_place(path: &Path, records: PointRecords) -> Result<RowFile<N>> {
+        Ok(RowFile {
+            path: path.to_path_buf(),
+            rows: records.count,
+            data: RowData::Records {
+                reader: BufReader::with_capacity(1 << 20, super::open_input(path)?),
+                records,
+            },
+        })
     }
 
     /// Rows read whole, of a file whose rows are points (N is 3 where it is called).
@@ -464,6 +581,13 @@ impl<const N: usize> RowFile<N> {
                 let points = records.read(reader, range).map_err(|source| Error::Read {
                     path: self.path.clone(),
                     source,
+                })?;
+                out.extend(points.iter().map(|p| std::array::from_fn(|k| p[k])));
+            }
+            RowData::Columns(columns) => {
+                let points = columns.read(range).map_err(|problem| Error::BadFile {
+                    file: self.path.display().to_string(),
+                    problem,
                 })?;
                 out.extend(points.iter().map(|p| std::array::from_fn(|k| p[k])));
             }
@@ -572,8 +696,8 @@ mod tests {
         };
         for big_endian in [false, true] {
             let path = write("cloud.ply", big_endian, 0);
-            let mut held = PointFile::open_records(&path, usize::MAX).unwrap();
-            let mut in_place = PointFile::open_records(&path, 1000).unwrap();
+            let mut held = PointFile::open_ply(&path, usize::MAX).unwrap();
+            let mut in_place = PointFile::open_ply(&path, 1000).unwrap();
             assert!(matches!(held.data, RowData::Memory(_)));
             assert!(matches!(in_place.data, RowData::Records { .. }));
             assert_eq!((held.len(), in_place.len()), (rows, rows));
@@ -589,62 +713,133 @@ mod tests {
         }
         // Cut within the vertex records: refused when opened, naming the element.
         let cut = write("cut.ply", false, 13 + 7);
-        let message = PointFile::open_records(&cut, 1000)
-            .err()
-            .unwrap()
-            .to_string();
+        let message = PointFile::open_ply(&cut, 1000).err().unwrap().to_string();
         assert!(
             message.contains("5000 `vertex` elements of 19 bytes"),
             "{message}"
         );
     }
 
-    /// So is a binary `.pcd`'s: its x, y, z among other fields, of 4 and 8 bytes.
+    /// So are a `.pcd`'s points in each of its three encodings (x, y, z among other fields, of
+    /// 4 and 8 bytes, NaN kept bit for bit): binary records in place, ascii lines read again,
+    /// compressed columns inflated as asked. A file cut short, a bad line far past the rows
+    /// held and a broken stream each fail the opening.
     #[test]
-    fn long_binary_pcd_points_are_read_in_place() {
+    fn long_pcd_points_are_read_as_the_chunks_ask() {
         let dir = tempfile::tempdir().unwrap();
         let rows = 3000;
-        let write = |name: &str, cut: usize| {
-            let mut bytes = format!(
+        let header = |data: &str| {
+            format!(
                 "# .PCD v0.7\nVERSION 0.7\nFIELDS rgb x y z\nSIZE 4 8 4 4\nTYPE U F F F\n\
                  COUNT 1 1 1 1\nWIDTH {rows}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\n\
-                 POINTS {rows}\nDATA binary\n"
+                 POINTS {rows}\nDATA {data}\n"
             )
-            .into_bytes();
-            for i in 0..rows {
-                bytes.extend(0xff00ffu32.to_le_bytes());
-                bytes.extend((i as f64 / 3.0).to_le_bytes());
-                bytes.extend((-(i as f32)).to_le_bytes());
-                bytes.extend(f32::NAN.to_le_bytes());
+            .into_bytes()
+        };
+        // Each point's fields' bytes; a grid's repeats give LZF references.
+        let fields = |i: usize| -> [Vec<u8>; 4] {
+            [
+                0xff00ffu32.to_le_bytes().to_vec(),
+                (i as f64 / 3.0).to_le_bytes().to_vec(),
+                (-((i % 50) as f32)).to_le_bytes().to_vec(),
+                f32::NAN.to_le_bytes().to_vec(),
+            ]
+        };
+        let mut binary = header("binary");
+        binary.extend((0..rows).flat_map(|i| fields(i).concat()));
+        let mut ascii = header("ascii");
+        for i in 0..rows {
+            if i % 700 == 3 {
+                ascii.extend(b"\n");
             }
-            bytes.truncate(bytes.len() - cut);
+            let line = format!("16711935 {} {} nan\r\n", i as f64 / 3.0, -((i % 50) as f32));
+            ascii.extend(line.as_bytes());
+        }
+        ascii.extend(b"trailing lines past POINTS are left\n");
+        let columns: Vec<u8> = (0..4)
+            .flat_map(|f| (0..rows).flat_map(move |i| fields(i)[f].clone()))
+            .collect();
+        let packed = crate::io::lzf::compress(&columns);
+        assert!(packed.len() < columns.len() / 2, "few LZF references");
+        let mut compressed = header("binary_compressed");
+        compressed.extend((packed.len() as u32).to_le_bytes());
+        compressed.extend((columns.len() as u32).to_le_bytes());
+        compressed.extend(&packed);
+
+        let path = |name: &str, bytes: &[u8]| {
             let path = dir.path().join(name);
             std::fs::write(&path, bytes).unwrap();
             path
         };
-        let path = write("cloud.pcd", 0);
-        let mut held = PointFile::open_records(&path, usize::MAX).unwrap();
-        let mut in_place = PointFile::open_records(&path, 100).unwrap();
-        assert!(matches!(held.data, RowData::Memory(_)));
-        assert!(matches!(in_place.data, RowData::Records { .. }));
-        let (mut want, mut got) = (Vec::new(), Vec::new());
-        for range in [0..1000, 1000..rows, 7..8, 0..rows] {
-            held.read_rows(range.clone(), &mut want).unwrap();
-            in_place.read_rows(range.clone(), &mut got).unwrap();
-            let bits = |rows: &[[f64; 3]]| -> Vec<[u64; 3]> {
-                rows.iter().map(|r| r.map(f64::to_bits)).collect()
-            };
-            assert_eq!(bits(&want), bits(&got), "rows {range:?}");
+        let bits = |rows: &[[f64; 3]]| -> Vec<[u64; 3]> {
+            rows.iter().map(|r| r.map(f64::to_bits)).collect()
+        };
+        let mut first = None;
+        for (name, bytes) in [
+            ("binary.pcd", &binary),
+            ("ascii.pcd", &ascii),
+            ("compressed.pcd", &compressed),
+        ] {
+            let path = path(name, bytes);
+            let mut held = PointFile::open_pcd(&path, POINTS, usize::MAX).unwrap();
+            let mut asked = PointFile::open_pcd(&path, POINTS, 100).unwrap();
+            assert!(matches!(held.data, RowData::Memory(_)), "{name}");
+            assert!(
+                matches!(
+                    asked.data,
+                    RowData::Records { .. } | RowData::Text(_) | RowData::Columns(_)
+                ),
+                "{name}"
+            );
+            assert_eq!((held.len(), asked.len()), (rows, rows), "{name}");
+            let all = held.read_all().unwrap();
+            let first = first.get_or_insert_with(|| all.clone());
+            assert_eq!(bits(first), bits(&all), "{name} held");
+            let mut got = Vec::new();
+            for range in [0..1000, 1000..rows, 7..8, 2999..3000, 0..rows, 10..10] {
+                asked.read_rows(range.clone(), &mut got).unwrap();
+                assert_eq!(bits(&all[range.clone()]), bits(&got), "{name} {range:?}");
+            }
+            asked.read_rows(6..7, &mut got).unwrap();
+            assert_eq!(got[0][..2], [2.0, -6.0], "{name}");
+            assert!(got[0][2].is_nan(), "{name}");
         }
-        in_place.read_rows(6..7, &mut got).unwrap();
-        assert_eq!(got[0][..2], [2.0, -6.0]);
-        assert!(got[0][2].is_nan());
-        let cut = write("cut.pcd", 1);
-        let message = PointFile::open_records(&cut, 100)
-            .err()
-            .unwrap()
-            .to_string();
+
+        let refused =
+            |name: &str, bytes: &[u8]| match PointFile::open_pcd(&path(name, bytes), POINTS, 100) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{name} opened"),
+            };
+        let message = refused("cut.pcd", &binary[..binary.len() - 1]);
         assert!(message.contains("its 3000 points of 20 bytes"), "{message}");
+        let text = String::from_utf8(ascii.clone()).unwrap();
+        let message = refused("bad.pcd", text.replacen(" 800 ", " 800x ", 1).as_bytes());
+        assert!(
+            message.contains("bad.pcd: row 2400: x: `800x` is not a number (line 2416)"),
+            "{message}"
+        );
+        let short = &text[..text.find("16711935 999.6666").unwrap()];
+        let message = refused("short.pcd", short.as_bytes());
+        assert!(
+            message.contains("promises 3000 points, but the file has 2999 rows"),
+            "{message}"
+        );
+        let message = refused("wide.pcd", text.replacen("nan\r", "nan 1\r", 1).as_bytes());
+        assert!(
+            message.contains("row 0: columns: expected 4 values"),
+            "{message}"
+        );
+        let cut = compressed.len() - 3;
+        let message = refused("cut_stream.pcd", &compressed[..cut]);
+        assert!(
+            message.contains("truncated: its compressed data"),
+            "{message}"
+        );
+        // A reference first, before any byte it could refer to.
+        let mut broken = compressed.clone();
+        broken[header("binary_compressed").len() + 8] = 0xff;
+        let message = refused("broken.pcd", &broken);
+        assert!(message.contains("not LZF"), "{message}");
     }
 
     /// A file of text rows too long to hold is read chunk by chunk from its checkpoints: the
