@@ -3,7 +3,7 @@
 //! double quotes; an optional header line, a byte-order mark, blank lines and `#` comments are
 //! skipped; `nan`/`inf` cells are accepted; every row checked when opened, a long file then read
 //! again chunk by chunk rather than held), and points from `.pcd` and mesh files (a long binary
-//! `.ply` or `.pcd` read in place, a long ascii `.pcd` read again as text rows, a long
+//! `.ply` or `.pcd` read in place, a long ascii `.pcd` or OBJ read again as text rows, a long
 //! compressed `.pcd` inflated as the chunks ask, others held).
 
 use std::io::{BufRead, BufReader};
@@ -110,6 +110,9 @@ enum Cells<const N: usize> {
     Delimited { leading: bool },
     /// A `.pcd`'s ascii records: `words` values a line, the row's values at `columns`.
     Pcd { words: usize, columns: [usize; N] },
+    /// An OBJ's `v` statements' first N numbers; every other statement is left (a continued
+    /// line is refused, to be read by the mesh reader).
+    ObjVertices,
 }
 
 /// A row's place in a text file: its index, its line's byte offset and the line's index.
@@ -132,11 +135,6 @@ impl<const N: usize> TextRows<N> {
                 .and_then(|c| c.strip_suffix('"'))
                 .map_or(cell, str::trim)
         }
-        // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
-        let text = line.trim_start_matches('\u{feff}').trim();
-        if text.is_empty() || text.starts_with('#') {
-            return Ok(None);
-        }
         // Rows are numbered from 0 like the array's rows (and shape indices); the line
         // number, from 1 as an editor shows it, is in the message too.
         let bad_row = |field: String, problem: String| Error::BadRow {
@@ -145,8 +143,46 @@ impl<const N: usize> TextRows<N> {
             field,
             problem: format!("{problem} (line {})", index + 1),
         };
+        if let Cells::ObjVertices = self.cells {
+            // Read as the mesh reader reads it: a byte-order mark skipped at the file's start
+            // only, a continuation checked before comments (a continued comment takes the next
+            // line in), words split at ASCII whitespace (a vertical tab or a no-break space is
+            // part of a word there).
+            let raw = match index {
+                0 => line.trim_start_matches('\u{feff}'),
+                _ => line,
+            };
+            let raw = raw.strip_suffix('\n').unwrap_or(raw);
+            if raw.strip_suffix('\r').unwrap_or(raw).ends_with('\\') {
+                return Err(bad_row("line".into(), "a continued line".into()));
+            }
+            let statement = raw.split('#').next().unwrap_or_default();
+            let mut words = statement
+                .split(|c: char| c.is_ascii_whitespace())
+                .filter(|w| !w.is_empty());
+            if words.next() != Some("v") {
+                return Ok(None);
+            }
+            let mut values = [0.0; N];
+            for (k, value) in values.iter_mut().enumerate() {
+                let word = words.next().unwrap_or_default();
+                *value = word.parse::<f64>().map_err(|_| {
+                    bad_row(
+                        self.layout.names[k].into(),
+                        format!("`{word}` is not a number"),
+                    )
+                })?;
+            }
+            return Ok(Some(values));
+        }
+        // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
+        let text = line.trim_start_matches('\u{feff}').trim();
+        if text.is_empty() || text.starts_with('#') {
+            return Ok(None);
+        }
         let leading = match &self.cells {
             Cells::Delimited { leading } => *leading,
+            Cells::ObjVertices => unreachable!("read above"),
             Cells::Pcd { words, columns } => {
                 let cells: Vec<&str> = text.split_whitespace().collect();
                 if cells.len() != *words {
@@ -287,6 +323,7 @@ impl<const N: usize> RowFile<N> {
             "pcd" if N == 3 => Self::open_pcd(path, layout, HELD_TEXT_ROWS),
             // A scan's `.ply`: many points in binary records are read in place.
             "ply" if N == 3 => Self::open_ply(path, HELD_TEXT_ROWS),
+            "obj" if N == 3 => Self::open_obj(path, layout, HELD_TEXT_ROWS),
             // A point cloud's vertices (a scan's `.ply`, an OBJ of `v` lines), as points
             // only: a mesh file's faces are left.
             _ if N == 3
@@ -459,6 +496,31 @@ impl<const N: usize> RowFile<N> {
                 Ok(Self::held(path, rows.collect()))
             }
         }
+    }
+
+    /// An OBJ's `v` positions: a file of more than `held_rows` of them is read again as text
+    /// rows (faces and every other statement left); one of fewer, or one the text rows cannot
+    /// read (a continued line, a broken `v`), is held, read by the mesh reader.
+    fn open_obj(path: &Path, layout: RowLayout<N>, held_rows: usize) -> Result<RowFile<N>> {
+        /// `v 0 0 0` and its line's end.
+        const SHORTEST_V_LINE: u64 = 8;
+        let long =
+            std::fs::metadata(path).is_ok_and(|m| m.len() > held_rows as u64 * SHORTEST_V_LINE);
+        let start = TextPlace {
+            row: 0,
+            offset: 0,
+            line: 0,
+        };
+        if long
+            && let Ok(file) =
+                Self::open_text(path, layout, Cells::ObjVertices, start, None, held_rows)
+            && matches!(file.data, RowData::Text(_))
+        {
+            return Ok(file);
+        }
+        let vertices = super::mesh_file::read_positions(path, MeshFormat::Obj)?;
+        let rows = (0..vertices.len()).map(|k| vertices.get(k).to_array());
+        Ok(Self::held(path, rows.collect()))
     }
 
     /// A `.pcd`'s points: of more than `held_rows`, a binary file's records are read in place,
@@ -840,6 +902,58 @@ mod tests {
         broken[header("binary_compressed").len() + 8] = 0xff;
         let message = refused("broken.pcd", &broken);
         assert!(message.contains("not LZF"), "{message}");
+    }
+
+    /// An OBJ of many `v` lines is read again as text rows, its other statements left: the
+    /// same rows as the mesh reader's, in order and out of order. One with a continued line,
+    /// or a broken `v`, is read by the mesh reader, whose error names the line.
+    #[test]
+    fn long_obj_vertices_are_read_again_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 5000;
+        let mut text = String::from("\u{feff}# a scan\nmtllib a.mtl\no cloud\n");
+        for i in 0..rows {
+            let (x, y, z) = (i as f64 * 0.25, -(i as f64) / 3.0, (i % 7) as f64);
+            match i % 4 {
+                0 => text += &format!("v {x} {y} {z}\n"),
+                1 => text += &format!("v\t{x}  {y} {z} 1.0 # with w\r\n"),
+                2 => text += &format!("v {x} {y} {z} 0.5 0.25 1\nvn 0 0 1\nvt 0.5 0.5\n"),
+                _ => text += &format!("  v {x} {y} {z}\n\n# {i}\n"),
+            }
+            if i % 3 == 2 && i >= 2 {
+                text += &format!("f {} {} {}\nvp 0.5\ng part\n", i - 1, i, i + 1);
+            }
+        }
+        let path = dir.path().join("cloud.obj");
+        std::fs::write(&path, &text).unwrap();
+        let mut held = PointFile::open_obj(&path, POINTS, usize::MAX).unwrap();
+        let mut streamed = PointFile::open_obj(&path, POINTS, 100).unwrap();
+        assert!(matches!(held.data, RowData::Memory(_)));
+        assert!(matches!(streamed.data, RowData::Text(_)));
+        assert_eq!((held.len(), streamed.len()), (rows, rows));
+        let all = held.read_all().unwrap();
+        assert_eq!(all[4999], [4999.0 * 0.25, -4999.0 / 3.0, (4999 % 7) as f64]);
+        let mut got = Vec::new();
+        for range in [0..1000, 1000..rows, 7..9, 0..rows, 4999..5000] {
+            streamed.read_rows(range.clone(), &mut got).unwrap();
+            assert_eq!(got, all[range.clone()], "{range:?}");
+        }
+
+        let continued = text.replacen("v 40 ", "v \\\n40 ", 1);
+        std::fs::write(&path, &continued).unwrap();
+        let mut file = PointFile::open_obj(&path, POINTS, 100).unwrap();
+        assert!(matches!(file.data, RowData::Memory(_)));
+        assert_eq!(file.read_all().unwrap(), all);
+
+        std::fs::write(&path, text.replacen("v 40 ", "v 4o ", 1)).unwrap();
+        let message = match PointFile::open_obj(&path, POINTS, 100) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("opened"),
+        };
+        assert!(
+            message.contains("line 483: a vertex needs three numbers"),
+            "{message}"
+        );
     }
 
     /// A file of text rows too long to hold is read chunk by chunk from its checkpoints: the
