@@ -2,6 +2,7 @@
 //! Every error names the file, the shape index and the field; nothing is repaired except the
 //! normalisation of rotations and plane normals (SPEC §1).
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -30,8 +31,8 @@ pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
     // The whole text first: malformed JSON and keys given twice are told before any shape's
     // own fault, wherever they are.
     check_keys_once(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
-    // Then shape by shape, each read into a JSON value and dropped once it is a shape: a
-    // value tree of the whole scene took ~15 times the text's bytes (1.2 GB for 76 MB).
+    // Then shape by shape, each from the texts of its fields (`shape_from_text`): a value
+    // tree of the whole scene took ~15 times the text's bytes (1.2 GB for 76 MB).
     let mut failure = None;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let root = SceneRoot {
@@ -142,83 +143,81 @@ impl<'de> serde::de::Visitor<'de> for ShapesArray<'_> {
 }
 
 /// Whether `text` is JSON whose objects give each key once: serde_json (and Python's json)
-/// would keep the last value without a word, where the file is ambiguous.
-fn check_keys_once(text: &str) -> serde_json::Result<()> {
-    use serde::de::Deserializer as _;
+/// would keep the last value without a word, where the file is ambiguous. The syntax is
+/// checked by serde_json without building anything, then the keys by a scan of the bytes: a
+/// walk through serde's visitors took a string a number (serde_json's `arbitrary_precision`)
+/// and a string a key, most of a large scene's load.
+fn check_keys_once(text: &str) -> std::result::Result<(), String> {
+    use serde::Deserialize;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    (&mut deserializer).deserialize_any(KeysOnce)?;
-    deserializer.end()
-}
-
-/// Walks a JSON value, failing at an object that gives a key twice.
-struct KeysOnce;
-
-impl<'de> serde::de::DeserializeSeed<'de> for KeysOnce {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(KeysOnce)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for KeysOnce {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> std::result::Result<(), A::Error> {
-        while seq.next_element_seed(KeysOnce)?.is_some() {}
-        Ok(())
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> std::result::Result<(), A::Error> {
-        // A shape's few keys are compared in a list; a large object's (a hostile body's)
-        // in a hash set with std's keyed hash, so that neither grows quadratically.
-        let mut few: Vec<std::borrow::Cow<'de, str>> = Vec::new();
-        let mut many = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let repeated = if few.len() < 16 {
-                let seen = few.contains(&key);
-                few.push(key.clone());
-                seen
-            } else {
-                if many.is_empty() {
-                    many.extend(few.iter().cloned());
-                }
-                !many.insert(key.clone())
-            };
-            if repeated {
-                return Err(serde::de::Error::custom(format_args!(
-                    "key `{key}` given twice in one object"
-                )));
+    serde::de::IgnoredAny::deserialize(&mut deserializer)
+        .and_then(|_| deserializer.end())
+        .map_err(|e| e.to_string())?;
+    let bytes = text.as_bytes();
+    // The keys of the objects open, outermost first; each open object or array's first key's
+    // index there, and a large object's keys in a hash set (a hostile body's thousands of keys
+    // compared pairwise would be quadratic).
+    let mut keys: Vec<Cow<'_, str>> = Vec::new();
+    let mut open: Vec<(usize, Option<std::collections::HashSet<Cow<'_, str>>>)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'{' | b'[' => open.push((keys.len(), None)),
+            b'}' | b']' => {
+                let (first, _) = open.pop().expect("the text is JSON");
+                keys.truncate(first);
             }
-            map.next_value_seed(KeysOnce)?;
+            b'"' => {
+                let start = at;
+                let mut escaped = false;
+                at += 1;
+                while bytes[at] != b'"' {
+                    if bytes[at] == b'\\' {
+                        escaped = true;
+                        at += 1;
+                    }
+                    at += 1;
+                }
+                let after = bytes[at + 1..]
+                    .iter()
+                    .position(|b| !b.is_ascii_whitespace())
+                    .map(|k| bytes[at + 1 + k]);
+                if after == Some(b':') {
+                    let key = match escaped {
+                        false => Cow::Borrowed(&text[start + 1..at]),
+                        true => Cow::Owned(
+                            serde_json::from_str::<String>(&text[start..=at])
+                                .map_err(|e| e.to_string())?,
+                        ),
+                    };
+                    let (first, many) = open.last_mut().expect("a key is in an object");
+                    let object = &keys[*first..];
+                    let repeated = match many {
+                        None if object.len() < 16 => object.contains(&key),
+                        None => {
+                            let mut set: std::collections::HashSet<_> =
+                                object.iter().cloned().collect();
+                            let repeated = !set.insert(key.clone());
+                            *many = Some(set);
+                            repeated
+                        }
+                        Some(set) => !set.insert(key.clone()),
+                    };
+                    if repeated {
+                        let line = 1 + bytes[..start].iter().filter(|&&b| b == b'\n').count();
+                        let column = start - text[..start].rfind('\n').map_or(0, |n| n + 1) + 1;
+                        return Err(format!(
+                            "key `{key}` given twice in one object at line {line} column {column}"
+                        ));
+                    }
+                    keys.push(key);
+                }
+            }
+            _ => {}
         }
-        Ok(())
+        at += 1;
     }
+    Ok(())
 }
 
 /// The shapes of a scene's `shapes` array, already parsed (the Python package builds it from
@@ -239,7 +238,7 @@ fn shape_from_value(value: &Value, index: usize, file: &str) -> Result<Shape> {
     ShapeReader {
         file,
         index,
-        fields,
+        fields: ShapeFields::Values(fields),
         large: &LargeFields::default(),
     }
     .read()
@@ -297,20 +296,16 @@ struct LargeFields {
     problems: Vec<(&'static str, String)>,
 }
 
-/// Shape `index` of a scene from its JSON text. A long one's fields are read one by one: those
-/// some kind reads parsed (long ones as `LargeFields`), every other field skipped, so that
-/// memory follows the shape's data, not its text.
+/// Shape `index` of a scene from its JSON text: the texts of the fields some kind reads kept
+/// (long ones read as `LargeFields`), every other field skipped, and each field parsed only as
+/// it is read (numbers straight from their text), so that memory and time follow the shape's
+/// data, not its text: a `Value` tree a shape (its numbers strings, with serde_json's
+/// `arbitrary_precision`) took most of a 2-million-shape scene's load.
 fn shape_from_text(text: &str, index: usize, file: &str) -> Result<Shape> {
     let bad_file = |problem: String| Error::BadFile {
         file: file.to_string(),
         problem,
     };
-    if text.len() <= LARGEST_PARSED_FIELD {
-        // A short shape in one pass: its tree is small whatever it holds.
-        let value =
-            serde_json::from_str(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
-        return shape_from_value(&value, index, file);
-    }
     if !text.starts_with('{') {
         return Err(not_an_object(index, file));
     }
@@ -319,14 +314,12 @@ fn shape_from_text(text: &str, index: usize, file: &str) -> Result<Shape> {
         serde_json::from_str::<KnownFields>(text)
             .map_err(|e| bad_file(format!("malformed JSON: {e}")))?
             .0;
-    let mut fields = Map::new();
+    let mut texts = Vec::with_capacity(known.len());
     let mut large = LargeFields::default();
     for (name, value) in known {
         let value = value.get();
         if value.len() <= LARGEST_PARSED_FIELD {
-            let parsed = serde_json::from_str(value)
-                .map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
-            fields.insert(name.to_string(), parsed);
+            texts.push((name, value));
         } else if name == "points" {
             match read_points(value) {
                 Ok(points) => *large.points.get_mut() = Some(points),
@@ -348,7 +341,7 @@ fn shape_from_text(text: &str, index: usize, file: &str) -> Result<Shape> {
     ShapeReader {
         file,
         index,
-        fields: &fields,
+        fields: ShapeFields::Texts(texts),
         large: &large,
     }
     .read()
@@ -418,7 +411,7 @@ impl<'de> serde::de::Visitor<'de> for KnownFieldsVisitor {
         mut map: A,
     ) -> std::result::Result<Self::Value, A::Error> {
         let mut known = Vec::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             match SHAPE_FIELDS.iter().find(|&&name| name == key) {
                 Some(&name) => known.push((name, map.next_value()?)),
                 None => {
@@ -428,6 +421,59 @@ impl<'de> serde::de::Visitor<'de> for KnownFieldsVisitor {
         }
         Ok(KnownFields(known))
     }
+}
+
+/// `text` (a valid JSON value) as N numbers, one or an array of N, where it is exactly that;
+/// `None` for anything else, which is read through a `Value`, whose errors name it. Parsed from
+/// the text as serde_json's `arbitrary_precision` numbers are (1e999 is infinite, refused by
+/// the caller).
+fn plain_numbers<const N: usize>(text: &str) -> Option<[f64; N]> {
+    let text = text.trim();
+    let inner = match N {
+        1 => text,
+        _ => text.strip_prefix('[')?.strip_suffix(']')?,
+    };
+    let mut parts = inner.split(',');
+    let mut out = [0.0; N];
+    for slot in &mut out {
+        let part = parts.next()?.trim();
+        // A JSON number starts so; a string, array, object or literal does not (Rust's
+        // parser would also take `inf` or `NaN`, which only a string could hold here).
+        if !part.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+            return None;
+        }
+        *slot = part.parse::<f64>().ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// An object's key, borrowed from the text unless it holds escapes (serde's `Cow` is always
+/// owned: an allocation a key).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(key.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// `text` (a valid JSON value) as a string where it is one without escapes.
+fn plain_string(text: &str) -> Option<&str> {
+    let inner = text.trim().strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains(['\\', '"'])).then_some(inner)
 }
 
 /// `v` as the file wrote it, `[x, y, z]`, for error messages.
@@ -445,17 +491,24 @@ fn number(x: f64) -> String {
     }
 }
 
+/// A shape's fields: JSON values (Python's shape dicts), or the texts of the fields some kind
+/// reads (a scene file's), parsed as they are read.
+enum ShapeFields<'a> {
+    Values(&'a Map<String, Value>),
+    Texts(Vec<(&'static str, &'a str)>),
+}
+
 struct ShapeReader<'a> {
     file: &'a str,
     index: usize,
-    fields: &'a Map<String, Value>,
+    fields: ShapeFields<'a>,
     large: &'a LargeFields,
 }
 
 impl ShapeReader<'_> {
     /// Field `name`'s value, `None` where the shape has none; a field too long to parse is its
     /// problem.
-    fn field(&self, name: &str) -> Result<Option<&Value>> {
+    fn field(&self, name: &str) -> Result<Option<Cow<'_, Value>>> {
         debug_assert!(
             SHAPE_FIELDS.contains(&name),
             "`{name}` is read but missing from SHAPE_FIELDS"
@@ -463,10 +516,28 @@ impl ShapeReader<'_> {
         if let Some((_, problem)) = self.large.problems.iter().find(|(n, _)| *n == name) {
             return Err(self.error(name, problem.clone()));
         }
-        Ok(self.fields.get(name))
+        match &self.fields {
+            ShapeFields::Values(values) => Ok(values.get(name).map(Cow::Borrowed)),
+            ShapeFields::Texts(_) => self
+                .text(name)
+                .map(|text| {
+                    serde_json::from_str(text)
+                        .map(Cow::Owned)
+                        .map_err(|e| self.error(name, format!("malformed JSON: {e}")))
+                })
+                .transpose(),
+        }
     }
 
-    fn present(&self, name: &str) -> Result<&Value> {
+    /// Field `name`'s text, where the fields are texts and it has one.
+    fn text(&self, name: &str) -> Option<&str> {
+        match &self.fields {
+            ShapeFields::Texts(texts) => texts.iter().find(|(n, _)| *n == name).map(|(_, t)| *t),
+            ShapeFields::Values(_) => None,
+        }
+    }
+
+    fn present(&self, name: &str) -> Result<Cow<'_, Value>> {
         self.field(name)?.ok_or_else(|| self.error(name, "missing"))
     }
 
@@ -480,7 +551,14 @@ impl ShapeReader<'_> {
     }
 
     fn numbers<const N: usize>(&self, field: &str) -> Result<[f64; N]> {
-        self.numbers_in(self.present(field)?, field)
+        if let Some(numbers) = self.text(field).and_then(plain_numbers::<N>) {
+            let mut out = [0.0; N];
+            for (slot, x) in out.iter_mut().zip(numbers) {
+                *slot = self.coordinate(x, field)?;
+            }
+            return Ok(out);
+        }
+        self.numbers_in(&*self.present(field)?, field)
     }
 
     /// `value` as N numbers; `field` names it in errors.
@@ -571,7 +649,7 @@ impl ShapeReader<'_> {
     /// A non-empty array of points `[x, y, z]`, each named `field[k]` in errors.
     fn point_list(&self, field: &str) -> Result<Vec<DVec3>> {
         let value = self.field(field)?;
-        if let (None, Some(points)) = (value, self.large.points.take()) {
+        if let (None, Some(points)) = (&value, self.large.points.take()) {
             for (k, point) in points.iter().enumerate() {
                 for x in point.to_array() {
                     self.coordinate(x, &format!("{field}[{k}]"))?;
@@ -579,8 +657,8 @@ impl ShapeReader<'_> {
             }
             return Ok(points);
         }
+        let value = value.ok_or_else(|| self.error(field, "missing"))?;
         let items = value
-            .ok_or_else(|| self.error(field, "missing"))?
             .as_array()
             .ok_or_else(|| self.error(field, "must be an array of points [x, y, z]"))?;
         if items.is_empty() {
@@ -608,8 +686,8 @@ impl ShapeReader<'_> {
     /// A Roblox BasePart (SPEC §1): `shape`, `size`, and `cframe` as `CFrame:GetComponents()`
     /// (position, then the rotation matrix row-major; its columns are the part's axes).
     fn part(&self) -> Result<Shape> {
-        let shape = self
-            .present("shape")?
+        let shape = self.present("shape")?;
+        let shape = shape
             .as_str()
             .ok_or_else(|| self.error("shape", "must be a string"))?;
         let size = self.extents("size")?;
@@ -687,10 +765,16 @@ impl ShapeReader<'_> {
     }
 
     fn read_fields(&self) -> Result<Shape> {
-        let kind = self
-            .present("type")?
-            .as_str()
-            .ok_or_else(|| self.error("type", "must be a string"))?;
+        let value;
+        let kind = match self.text("type").and_then(plain_string) {
+            Some(kind) => kind,
+            None => {
+                value = self.present("type")?;
+                value
+                    .as_str()
+                    .ok_or_else(|| self.error("type", "must be a string"))?
+            }
+        };
         Ok(match kind {
             "sphere" => Shape::Sphere {
                 center: self.vec3("center")?,
