@@ -564,15 +564,13 @@ fn to_json_within(
         return serde_json::from_str(&text).map_err(|e| input_error(format!("{what}: {e}")));
     }
     if let Ok(f) = value.cast::<PyFloat>() {
-        let x = f.value();
-        let text = if x.is_finite() {
-            format!("{x:e}")
-        } else if x < 0.0 {
-            "-1e999".into()
-        } else {
-            "1e999".into()
-        };
-        return serde_json::from_str(&text).map_err(|e| input_error(format!("{what}: {e}")));
+        // A finite float as its shortest exact text (no parse); others as numbers too large
+        // for f64, which the scene reader refuses as non-finite.
+        if let Some(number) = serde_json::Number::from_f64(f.value()) {
+            return Ok(Value::Number(number));
+        }
+        let text = if f.value() < 0.0 { "-1e999" } else { "1e999" };
+        return serde_json::from_str(text).map_err(|e| input_error(format!("{what}: {e}")));
     }
     if let Ok(s) = value.cast::<PyString>() {
         return Ok(Value::String(s.extract::<String>()?));

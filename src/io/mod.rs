@@ -40,3 +40,13 @@ pub(crate) fn open_input(path: &std::path::Path) -> crate::error::Result<std::fs
     }
     Ok(file)
 }
+
+/// The length of the input file `path`, in bytes.
+pub(crate) fn input_len(path: &std::path::Path) -> crate::error::Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|source| crate::error::Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+}

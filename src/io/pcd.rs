@@ -124,12 +124,7 @@ pub(crate) fn open_points(path: &Path) -> Result<PcdPoints> {
                     "{compressed} compressed bytes cannot inflate to {inflated}"
                 )));
             }
-            let len = std::fs::metadata(path)
-                .map_err(|source| Error::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })?
-                .len();
+            let len = super::input_len(path)?;
             let packed_start = start + 8;
             if packed_start + compressed > len {
                 return Err(bad(format!(

@@ -30,12 +30,7 @@ impl PointRecords {
 
     /// `self` if the records lie within `path`'s bytes, else the error naming them (`what`).
     pub fn check_within(self, path: &Path, what: &str) -> Result<PointRecords> {
-        let len = std::fs::metadata(path)
-            .map_err(|source| Error::Read {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .len();
+        let len = super::input_len(path)?;
         let end = (self.count as u64)
             .checked_mul(self.stride as u64)
             .and_then(|bytes| bytes.checked_add(self.start));

@@ -163,17 +163,7 @@ impl<const N: usize> TextRows<N> {
             if words.next() != Some("v") {
                 return Ok(None);
             }
-            let mut values = [0.0; N];
-            for (k, value) in values.iter_mut().enumerate() {
-                let word = words.next().unwrap_or_default();
-                *value = word.parse::<f64>().map_err(|_| {
-                    bad_row(
-                        self.layout.names[k].into(),
-                        format!("`{word}` is not a number"),
-                    )
-                })?;
-            }
-            return Ok(Some(values));
+            return self.values(words, bad_row).map(Some);
         }
         // A UTF-8 byte-order mark (spreadsheets write one) is no part of the first cell.
         let text = line.trim_start_matches('\u{feff}').trim();
@@ -194,17 +184,9 @@ impl<const N: usize> TextRows<N> {
                         ),
                     ));
                 }
-                let mut values = [0.0; N];
-                for (k, &column) in columns.iter().enumerate() {
-                    let cell = cells[column];
-                    values[k] = cell.parse::<f64>().map_err(|_| {
-                        bad_row(
-                            self.layout.names[k].into(),
-                            format!("`{cell}` is not a number"),
-                        )
-                    })?;
-                }
-                return Ok(Some(values));
+                return self
+                    .values(columns.iter().map(|&c| cells[c]), bad_row)
+                    .map(Some);
             }
         };
         // Cells split at commas, or, on a line without one, at spaces and tabs: what
@@ -242,6 +224,26 @@ impl<const N: usize> TextRows<N> {
             })?;
         }
         Ok(Some(values))
+    }
+
+    /// A row's N values, the first N of `words` (a missing one is no number), each named by
+    /// its value's name in errors.
+    fn values<'w>(
+        &self,
+        mut words: impl Iterator<Item = &'w str>,
+        bad_row: impl Fn(String, String) -> Error,
+    ) -> Result<[f64; N]> {
+        let mut values = [0.0; N];
+        for (k, value) in values.iter_mut().enumerate() {
+            let word = words.next().unwrap_or_default();
+            *value = word.parse::<f64>().map_err(|_| {
+                bad_row(
+                    self.layout.names[k].into(),
+                    format!("`{word}` is not a number"),
+                )
+            })?;
+        }
+        Ok(values)
     }
 
     /// Rows `range` into `out`, read on from the last read's end or from the checkpoint

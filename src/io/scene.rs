@@ -580,7 +580,9 @@ impl ShapeReader<'_> {
         for (slot, item) in out.iter_mut().zip(items) {
             // JSON has no NaN or infinity literals, but numbers such as 1e999 overflow f64.
             let x = match item {
-                Value::Number(n) => n.to_string().parse::<f64>().unwrap_or(f64::INFINITY),
+                // Parsed from the number's text (`arbitrary_precision`); None where it is
+                // not finite.
+                Value::Number(n) => n.as_f64().unwrap_or(f64::INFINITY),
                 _ => return Err(self.error(field, format!("must be {what} (found {item})"))),
             };
             *slot = self.coordinate(x, field)?;
