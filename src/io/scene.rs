@@ -949,6 +949,56 @@ mod tests {
         }
     }
 
+    /// A file's shapes are read from their fields' texts, numbers parsed straight from them
+    /// where they are plain: each shape here, of every way JSON writes a number, a string
+    /// and their mistakes, reads the same (or fails the same) as from its parsed `Value`, as
+    /// the Python package's shapes are read.
+    #[test]
+    fn field_texts_read_as_their_values() {
+        let shapes = [
+            r#"{"type": "sphere", "center": [1, -0, 2.5e-3], "radius": 1E2}"#,
+            r#"{"type":"sphere","center":[ 1.0 ,
+                 -2 ,3E+1 ],"radius":0.5,"extra":{"center":[9]}}"#,
+            r#"{"type": "sphere", "center": [1, 2, 3], "radius": -1}"#,
+            r#"{"type": "sphere", "center": [1, 2, 1e999], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, -1e999], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, 1e39], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, 1e-400], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, "3"], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, 3, 4], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [[1], 2, 3], "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, null], "radius": 1}"#,
+            r#"{"type": "sphere", "center": {"x": 1}, "radius": 1}"#,
+            r#"{"type": "sphere", "center": [1, 2, 3], "radius": [1]}"#,
+            r#"{"type": "sphere", "center": [1, 2, 3], "radius": true}"#,
+            r#"{"type": "sphere", "center": [], "radius": 1}"#,
+            r#"{"type": "sph\u0065re", "center": [1, 2, 3], "radius": 1}"#,
+            r#"{"type": "cube", "center": [1, 2, 3]}"#,
+            r#"{"type": 5}"#,
+            r#"{"center": [1, 2, 3]}"#,
+            r#"{"type": "box", "center": [0, 0, 0], "half_extents": [1, 2, 3], "rotation": [0, 0, 0, 0]}"#,
+            r#"{"type": "box", "center": [0, 0, 0], "half_extents": [1, 2, 3], "rotation": [0, 0, 1, 1]}"#,
+            r#"{"type": "part", "shape": "Ball", "size": [1, 2, 3], "cframe": [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]}"#,
+            r#"{"type": "part", "shape": "B\u0061ll", "size": [1, 2, 3], "cframe": [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]}"#,
+            r#"{"type": "part", "shape": ["Ball"], "size": [1, 2, 3], "cframe": [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]}"#,
+            r#"{"type": "convex_hull", "points": [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1e0]]}"#,
+            r#"{"type": "convex_hull", "points": [[0, 0, 0], [1, 0, 0], [0, 1, "0"]]}"#,
+            r#"7"#,
+            r#"[1, 2, 3]"#,
+        ];
+        for shape in shapes {
+            let from_text = parse_scene(&format!(r#"{{"shapes": [{shape}]}}"#), "s.json");
+            let value: Value = serde_json::from_str(shape).unwrap();
+            let from_value = shapes_from_values(&[value], "s.json");
+            assert_eq!(
+                format!("{from_text:?}"),
+                format!("{from_value:?}"),
+                "{shape}"
+            );
+        }
+    }
+
     /// Fields longer than `LARGEST_PARSED_FIELD` are never parsed into a tree: a hull's long
     /// `points` are read as coordinates into the same shape, with the same messages for bad
     /// coordinates; any other long field is skipped when no kind reads it, refused by name
