@@ -601,13 +601,81 @@ fn to_json_within(
     )))
 }
 
+/// A shape dict's fields that some kind reads, numbers and strings read as they are (a value
+/// tree a shape, its floats written as text and read back, took most of a long list's time);
+/// `None` for an item that is no dict (refused by the reader, after `to_json`'s own checks).
+fn shape_fields(
+    item: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<Option<Vec<(&'static str, closest::io::scene::FieldValue)>>> {
+    let Ok(dict) = item.cast::<PyDict>() else {
+        to_json(item, what)?;
+        return Ok(None);
+    };
+    let mut fields = Vec::with_capacity(dict.len());
+    for (k, v) in dict.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| input_error(format!("{what}: dict key {k} is not a string")))?;
+        if let Some(name) = closest::io::scene::shape_field(&key) {
+            fields.push((name, field_value(&v, what)?));
+        }
+    }
+    Ok(Some(fields))
+}
+
+/// A field's value: a float or an int (not a bool) as a number, a list or tuple of them (or a
+/// numpy array's `tolist()`) as numbers, a string as text, anything else as JSON.
+fn field_value(value: &Bound<'_, PyAny>, what: &str) -> PyResult<closest::io::scene::FieldValue> {
+    use closest::io::scene::{FieldValue, PlainNumber};
+    fn number(value: &Bound<'_, PyAny>) -> Option<PlainNumber> {
+        if let Ok(f) = value.cast::<PyFloat>() {
+            return Some(PlainNumber::Float(f.value()));
+        }
+        // An int beyond i64 goes as JSON, whose text keeps every digit.
+        let int = value.cast::<PyInt>().ok()?;
+        (!value.is_instance_of::<PyBool>())
+            .then(|| int.extract::<i64>().ok().map(PlainNumber::Int))
+            .flatten()
+    }
+    let listed;
+    let value = if number(value).is_none()
+        && value.cast::<PyList>().is_err()
+        && value.cast::<PyTuple>().is_err()
+        && value.cast::<PyString>().is_err()
+        && !value.is_instance_of::<PyBool>()
+        && !value.is_none()
+        && value.hasattr("tolist")?
+    {
+        listed = value.call_method0("tolist")?;
+        &listed
+    } else {
+        value
+    };
+    if let Some(x) = number(value) {
+        return Ok(FieldValue::Number(x));
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(FieldValue::Text(text.extract()?));
+    }
+    if value.cast::<PyList>().is_ok() || value.cast::<PyTuple>().is_ok() {
+        let numbers: Option<Vec<PlainNumber>> = value
+            .try_iter()?
+            .map(|item| item.ok().as_ref().and_then(number))
+            .collect();
+        if let Some(numbers) = numbers {
+            return Ok(FieldValue::Numbers(numbers));
+        }
+    }
+    Ok(FieldValue::Json(to_json(value, what)?))
+}
+
 /// The argument `what` (`shapes`, `bodies`): a list of SPEC §1 dicts, or the path of a scene
 /// `.json`.
 fn parse_shapes(shapes: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Shape>> {
     if let Ok(list) = shapes.cast::<PyList>() {
-        let values: PyResult<Vec<serde_json::Value>> =
-            list.iter().map(|v| to_json(&v, what)).collect();
-        return closest::io::shapes_from_values(&values?, what).map_err(py_error);
+        let fields: PyResult<Vec<_>> = list.iter().map(|v| shape_fields(&v, what)).collect();
+        return closest::io::scene::shapes_from_fields(&fields?, what).map_err(py_error);
     }
     if let Some(path) = path_value(shapes) {
         return closest::io::load_scene(&path).map_err(py_error);

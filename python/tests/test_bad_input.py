@@ -295,6 +295,41 @@ def test_a_broken_shape_dict_names_its_index(engine, index, drop, value):
             assert f"shape {index}" in str(e), str(e)
 
 
+numbers = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-2**70, 2**70))
+field_values = st.one_of(
+    numbers, st.booleans(), st.none(), st.text(max_size=3),
+    st.lists(numbers, max_size=5), st.tuples(numbers, numbers, numbers),
+    st.lists(st.one_of(numbers, st.text(max_size=2), st.booleans()), max_size=4),
+    st.builds(lambda v: np.asarray(v, dtype=np.float32),
+              st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=3,
+                       max_size=3)),
+    st.builds(np.float64, st.floats(allow_nan=False, allow_infinity=False)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=st.integers(0, 3), field=keys, value=field_values)
+def test_a_shape_list_reads_as_its_json_file(engine, tmp_path, index, field, value):
+    # A list of dicts is read field by field (numbers and strings as they are), a file from
+    # its text: both give the same shapes, or refuse the same shape and field the same way.
+    import json
+
+    shapes = [dict(s) for s in SHAPES[:4]]
+    shapes[index][field] = value
+    path = tmp_path / "shapes.json"
+    as_json = [{k: (v.tolist() if isinstance(v, (np.ndarray, np.generic)) else v)
+                for k, v in s.items()} for s in shapes]
+    path.write_text(json.dumps({"shapes": as_json}, allow_nan=False))
+    outcomes = []
+    for source in (shapes, str(path)):
+        try:
+            scene = engine.scene(source)
+            points = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]], dtype=np.float32)
+            outcomes.append({k: v.tolist() for k, v in scene.query(points).items()})
+        except closest.InputError as e:
+            outcomes.append(str(e).split(": ", 1)[1])  # the message less its source's name
+    assert outcomes[0] == outcomes[1], (shapes[index], outcomes)
+
+
 def test_bad_zarr_targets_and_mesh_distances_leave_nothing(engine, tmp_path):
     from conftest import MESHES
 

@@ -230,6 +230,73 @@ pub fn shapes_from_values(shapes: &[Value], file: &str) -> Result<Vec<Shape>> {
         .collect()
 }
 
+/// A shape's field as the Python package hands it over: numbers and strings read already, any
+/// other value as JSON.
+pub enum FieldValue {
+    Number(PlainNumber),
+    /// A list of numbers.
+    Numbers(Vec<PlainNumber>),
+    Text(String),
+    Json(Value),
+}
+
+/// A number as Python holds it: an int is written as one in messages.
+#[derive(Clone, Copy)]
+pub enum PlainNumber {
+    Float(f64),
+    Int(i64),
+}
+
+impl PlainNumber {
+    fn value(self) -> f64 {
+        match self {
+            PlainNumber::Float(x) => x,
+            PlainNumber::Int(i) => i as f64,
+        }
+    }
+
+    /// As a JSON number; a non-finite one as a number too large for f64, which is refused
+    /// as non-finite when read.
+    fn json(self) -> Value {
+        match self {
+            PlainNumber::Int(i) => Value::Number(i.into()),
+            PlainNumber::Float(x) => match serde_json::Number::from_f64(x) {
+                Some(number) => Value::Number(number),
+                None => serde_json::from_str(if x < 0.0 { "-1e999" } else { "1e999" })
+                    .expect("a JSON number"),
+            },
+        }
+    }
+}
+
+/// The name of a field some kind of shape reads; `None` for a field none reads, which is
+/// skipped.
+pub fn shape_field(name: &str) -> Option<&'static str> {
+    SHAPE_FIELDS.iter().find(|&&field| field == name).copied()
+}
+
+/// Shapes from their fields (`None`: an item that is no object), read as from their JSON
+/// values; `file` names the source in messages.
+pub fn shapes_from_fields(
+    shapes: &[Option<Vec<(&'static str, FieldValue)>>],
+    file: &str,
+) -> Result<Vec<Shape>> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(index, fields)| {
+            let fields = fields.as_ref().ok_or_else(|| not_an_object(index, file))?;
+            ShapeReader {
+                file,
+                index,
+                fields: ShapeFields::Fields(fields),
+                large: &LargeFields::default(),
+            }
+            .read()
+        })
+        .collect()
+}
+
 /// Shape `index` of a scene from its JSON value.
 fn shape_from_value(value: &Value, index: usize, file: &str) -> Result<Shape> {
     let fields = value
@@ -491,11 +558,12 @@ fn number(x: f64) -> String {
     }
 }
 
-/// A shape's fields: JSON values (Python's shape dicts), or the texts of the fields some kind
-/// reads (a scene file's), parsed as they are read.
+/// A shape's fields: JSON values, the texts of the fields some kind reads (a scene file's),
+/// parsed as they are read, or those fields read already (Python's shape dicts).
 enum ShapeFields<'a> {
     Values(&'a Map<String, Value>),
     Texts(Vec<(&'static str, &'a str)>),
+    Fields(&'a [(&'static str, FieldValue)]),
 }
 
 struct ShapeReader<'a> {
@@ -526,6 +594,46 @@ impl ShapeReader<'_> {
                         .map_err(|e| self.error(name, format!("malformed JSON: {e}")))
                 })
                 .transpose(),
+            ShapeFields::Fields(fields) => {
+                Ok(fields
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, value)| match value {
+                        FieldValue::Json(value) => Cow::Borrowed(value),
+                        FieldValue::Number(x) => Cow::Owned(x.json()),
+                        FieldValue::Numbers(xs) => {
+                            Cow::Owned(Value::Array(xs.iter().map(|x| x.json()).collect()))
+                        }
+                        FieldValue::Text(text) => Cow::Owned(Value::String(text.clone())),
+                    }))
+            }
+        }
+    }
+
+    /// Field `name` as N numbers where it is exactly that, read without a `Value`.
+    fn plain_numbers<const N: usize>(&self, name: &str) -> Option<[f64; N]> {
+        match &self.fields {
+            ShapeFields::Texts(_) => self.text(name).and_then(plain_numbers::<N>),
+            ShapeFields::Fields(fields) => match &fields.iter().find(|(n, _)| *n == name)?.1 {
+                FieldValue::Number(x) if N == 1 => Some([x.value(); N]),
+                FieldValue::Numbers(xs) if N > 1 && xs.len() == N => {
+                    Some(std::array::from_fn(|k| xs[k].value()))
+                }
+                _ => None,
+            },
+            ShapeFields::Values(_) => None,
+        }
+    }
+
+    /// Field `name` where it is a string read without a `Value`.
+    fn plain_str(&self, name: &str) -> Option<&str> {
+        match &self.fields {
+            ShapeFields::Texts(_) => self.text(name).and_then(plain_string),
+            ShapeFields::Fields(fields) => match &fields.iter().find(|(n, _)| *n == name)?.1 {
+                FieldValue::Text(text) => Some(text),
+                _ => None,
+            },
+            ShapeFields::Values(_) => None,
         }
     }
 
@@ -533,7 +641,7 @@ impl ShapeReader<'_> {
     fn text(&self, name: &str) -> Option<&str> {
         match &self.fields {
             ShapeFields::Texts(texts) => texts.iter().find(|(n, _)| *n == name).map(|(_, t)| *t),
-            ShapeFields::Values(_) => None,
+            ShapeFields::Values(_) | ShapeFields::Fields(_) => None,
         }
     }
 
@@ -551,7 +659,7 @@ impl ShapeReader<'_> {
     }
 
     fn numbers<const N: usize>(&self, field: &str) -> Result<[f64; N]> {
-        if let Some(numbers) = self.text(field).and_then(plain_numbers::<N>) {
+        if let Some(numbers) = self.plain_numbers::<N>(field) {
             let mut out = [0.0; N];
             for (slot, x) in out.iter_mut().zip(numbers) {
                 *slot = self.coordinate(x, field)?;
@@ -768,7 +876,7 @@ impl ShapeReader<'_> {
 
     fn read_fields(&self) -> Result<Shape> {
         let value;
-        let kind = match self.text("type").and_then(plain_string) {
+        let kind = match self.plain_str("type") {
             Some(kind) => kind,
             None => {
                 value = self.present("type")?;
