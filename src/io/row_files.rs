@@ -506,8 +506,8 @@ impl<const N: usize> RowFile<N> {
     fn open_obj(path: &Path, layout: RowLayout<N>, held_rows: usize) -> Result<RowFile<N>> {
         /// `v 0 0 0` and its line's end.
         const SHORTEST_V_LINE: u64 = 8;
-        let long =
-            std::fs::metadata(path).is_ok_and(|m| m.len() > held_rows as u64 * SHORTEST_V_LINE);
+        let long = std::fs::metadata(path)
+            .is_ok_and(|m| m.len() > (held_rows as u64).saturating_mul(SHORTEST_V_LINE));
         let start = TextPlace {
             row: 0,
             offset: 0,
