@@ -2697,50 +2697,6 @@ fn fortran_bytes(values: &[f64], dims: &[usize], f32_values: bool, big_endian: b
         .collect()
 }
 
-/// An `.npy` whose header says `fortran_order`.
-/// LZF as liblzf writes it (greedy, references up to 8 KiB back), for `.pcd` files.
-fn lzf_compress(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut literal: Vec<u8> = Vec::new();
-    let flush = |literal: &mut Vec<u8>, out: &mut Vec<u8>| {
-        for run in literal.chunks(32) {
-            out.push(run.len() as u8 - 1);
-            out.extend_from_slice(run);
-        }
-        literal.clear();
-    };
-    let mut at = 0;
-    while at < data.len() {
-        let (mut best, mut distance) = (0, 0);
-        for from in at.saturating_sub(8192)..at {
-            let mut n = 0;
-            while at + n < data.len() && n < 264 && data[from + n] == data[at + n] {
-                n += 1;
-            }
-            if n > best {
-                (best, distance) = (n, at - from);
-            }
-        }
-        if best >= 3 {
-            flush(&mut literal, &mut out);
-            let (run, back) = (best - 2, distance - 1);
-            if run < 7 {
-                out.push(((run << 5) | (back >> 8)) as u8);
-            } else {
-                out.push(((7 << 5) | (back >> 8)) as u8);
-                out.push((run - 7) as u8);
-            }
-            out.push((back & 0xff) as u8);
-            at += best;
-        } else {
-            literal.push(data[at]);
-            at += 1;
-        }
-    }
-    flush(&mut literal, &mut out);
-    out
-}
-
 /// PCL's and Open3D's binary point clouds, records one after another and fields' values
 /// together LZF-compressed (a float64 `x`, a float32 `y`, `z` and other fields between): the
 /// same answers as the float64 `.npy` of the same positions.
@@ -2821,7 +2777,7 @@ fn binary_and_compressed_pcd_clouds_read_as_the_npy() {
     let columns: Vec<u8> = (0..5)
         .flat_map(|f| fields.iter().flat_map(move |p| p[f].clone()))
         .collect();
-    let packed = lzf_compress(&columns);
+    let packed = closest::io::fuzz::lzf_compress(&columns);
     assert!(
         packed.len() < columns.len() / 2,
         "the test's LZF made no references"

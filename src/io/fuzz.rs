@@ -138,3 +138,47 @@ fn scratch_path(extension: &str) -> PathBuf {
         std::process::id()
     ))
 }
+
+/// LZF as liblzf writes it (greedy, references up to 8 KiB back): `.pcd` files with
+/// `binary_compressed` data for the tests and fuzz seeds.
+pub fn lzf_compress(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut literal: Vec<u8> = Vec::new();
+    let flush = |literal: &mut Vec<u8>, out: &mut Vec<u8>| {
+        for run in literal.chunks(32) {
+            out.push(run.len() as u8 - 1);
+            out.extend_from_slice(run);
+        }
+        literal.clear();
+    };
+    let mut at = 0;
+    while at < data.len() {
+        let (mut best, mut distance) = (0, 0);
+        for from in at.saturating_sub(super::lzf::FARTHEST)..at {
+            let mut n = 0;
+            while at + n < data.len() && n < 264 && data[from + n] == data[at + n] {
+                n += 1;
+            }
+            if n > best {
+                (best, distance) = (n, at - from);
+            }
+        }
+        if best >= 3 {
+            flush(&mut literal, &mut out);
+            let (run, back) = (best - 2, distance - 1);
+            if run < 7 {
+                out.push(((run << 5) | (back >> 8)) as u8);
+            } else {
+                out.push(((7 << 5) | (back >> 8)) as u8);
+                out.push((run - 7) as u8);
+            }
+            out.push((back & 0xff) as u8);
+            at += best;
+        } else {
+            literal.push(data[at]);
+            at += 1;
+        }
+    }
+    flush(&mut literal, &mut out);
+    out
+}

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// The farthest back a reference reaches: 13 bits of distance − 1.
-const FARTHEST: usize = 1 << 13;
+pub(super) const FARTHEST: usize = 1 << 13;
 /// The window of output bytes a cursor keeps: a reference's reach and an operation's output
 /// (a literal of 32 bytes, a reference of 264) fit in it.
 const WINDOW: usize = 1 << 14;
@@ -192,50 +192,6 @@ impl LzfFile {
 }
 
 #[cfg(test)]
-/// LZF as liblzf writes it, greedy with references up to `FARTHEST` back.
-pub(crate) fn compress(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut literal: Vec<u8> = Vec::new();
-    let flush = |literal: &mut Vec<u8>, out: &mut Vec<u8>| {
-        for run in literal.chunks(32) {
-            out.push(run.len() as u8 - 1);
-            out.extend_from_slice(run);
-        }
-        literal.clear();
-    };
-    let mut at = 0;
-    while at < data.len() {
-        let (mut best, mut distance) = (0, 0);
-        for from in at.saturating_sub(FARTHEST)..at {
-            let mut n = 0;
-            while at + n < data.len() && n < 264 && data[from + n] == data[at + n] {
-                n += 1;
-            }
-            if n > best {
-                (best, distance) = (n, at - from);
-            }
-        }
-        if best >= 3 {
-            flush(&mut literal, &mut out);
-            let (run, back) = (best - 2, distance - 1);
-            if run < 7 {
-                out.push(((run << 5) | (back >> 8)) as u8);
-            } else {
-                out.push(((7 << 5) | (back >> 8)) as u8);
-                out.push((run - 7) as u8);
-            }
-            out.push((back & 0xff) as u8);
-            at += best;
-        } else {
-            literal.push(data[at]);
-            at += 1;
-        }
-    }
-    flush(&mut literal, &mut out);
-    out
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -257,7 +213,7 @@ mod tests {
                 _ => data.extend((0..40).map(|k| (state >> (k % 24)) as u8)),
             }
         }
-        let packed = compress(&data);
+        let packed = crate::io::fuzz::lzf_compress(&data);
         assert!(packed.len() < data.len() * 2 / 3, "few references");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stream");

@@ -648,7 +648,7 @@ fn obj_index(text: &[u8], declared: usize, element: &str) -> std::result::Result
 }
 
 /// Where the backslash is that ends `line` (before its `\n` or `\r\n`), if one does.
-fn continued_at(line: &[u8]) -> Option<usize> {
+pub(super) fn continued_at(line: &[u8]) -> Option<usize> {
     let text = line.strip_suffix(b"\n").unwrap_or(line);
     let text = text.strip_suffix(b"\r").unwrap_or(text);
     text.ends_with(b"\\").then(|| text.len() - 1)

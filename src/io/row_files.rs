@@ -152,8 +152,7 @@ impl<const N: usize> TextRows<N> {
                 0 => line.trim_start_matches('\u{feff}'),
                 _ => line,
             };
-            let raw = raw.strip_suffix('\n').unwrap_or(raw);
-            if raw.strip_suffix('\r').unwrap_or(raw).ends_with('\\') {
+            if super::mesh_file::continued_at(raw.as_bytes()).is_some() {
                 return Err(bad_row("line".into(), "a continued line".into()));
             }
             let statement = raw.split('#').next().unwrap_or_default();
@@ -823,7 +822,7 @@ mod tests {
         let columns: Vec<u8> = (0..4)
             .flat_map(|f| (0..rows).flat_map(move |i| fields(i)[f].clone()))
             .collect();
-        let packed = crate::io::lzf::compress(&columns);
+        let packed = crate::io::fuzz::lzf_compress(&columns);
         assert!(packed.len() < columns.len() / 2, "few LZF references");
         let mut compressed = header("binary_compressed");
         compressed.extend((packed.len() as u32).to_le_bytes());
