@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use closest::auto_sign::SignChoice;
 use closest::job::{
-    BandArg, BandUnits, BodyJob, BodyTargets, DistanceJob, MeshQueryJob, QueryJob, SampleJob,
-    SampleLayout, SdfJob, Summary, run_body_contacts, run_contacts, run_distance, run_mesh_query,
-    run_query, run_sample, run_sdf, run_segments,
+    BODY_CHUNK, BandArg, BandUnits, BodyJob, BodyTargets, DistanceJob, MeshQueryJob, QueryJob,
+    SampleJob, SampleLayout, SdfJob, Summary, run_body_contacts, run_contacts, run_distance,
+    run_mesh_query, run_query, run_sample, run_sdf, run_segments,
 };
 use closest::mesh::Sign;
 use closest::sample::SampleSpec;
@@ -709,6 +709,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                     targets,
                     out: &out,
                     fields,
+                    chunk_bodies: BODY_CHUNK,
                 };
                 return report("body contacts", |progress| {
                     run_body_contacts(&job, engine, progress)

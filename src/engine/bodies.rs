@@ -54,11 +54,17 @@ pub fn is_body_kind(kind: ShapeKind) -> bool {
 
 /// Refuse what cannot be a body (unbounded or not convex), naming `what` and the body's index.
 pub fn check_bodies(bodies: &[Shape], what: &str) -> Result<()> {
+    check_bodies_from(bodies, 0, what)
+}
+
+/// [`check_bodies`] of the bodies numbered from `first` (a chunk of a longer list).
+pub fn check_bodies_from(bodies: &[Shape], first: usize, what: &str) -> Result<()> {
     match bodies.iter().position(|b| !is_body_kind(b.kind())) {
         Some(i) => Err(Error::Usage(format!(
-            "{what}: shape {i}: field `type`: a {} cannot be a body (bodies are bounded and \
+            "{what}: shape {}: field `type`: a {} cannot be a body (bodies are bounded and \
              convex: sphere, capsule, box, aabb, cylinder, cone, ellipsoid, convex_hull, wedge, \
              corner_wedge, segment, triangle)",
+            first + i,
             bodies[i].kind().name()
         ))),
         None => Ok(()),
@@ -76,15 +82,21 @@ pub const BODY_SCALE_LIMIT: f64 = 1e9;
 /// Refuse shapes beyond [`BODY_SCALE_LIMIT`], naming `what` and the shape's index (rows with a
 /// non-finite coordinate are answered as NaN rows, not refused).
 pub fn check_body_scale(shapes: &[Shape], what: &str) -> Result<()> {
+    check_body_scale_from(shapes, 0, what)
+}
+
+/// [`check_body_scale`] of the shapes numbered from `first` (a chunk of a longer list).
+pub fn check_body_scale_from(shapes: &[Shape], first: usize, what: &str) -> Result<()> {
     let beyond = |s: &Shape| {
         let scale = s.scale();
         scale.is_finite() && scale > BODY_SCALE_LIMIT
     };
     match shapes.iter().position(beyond) {
         Some(i) => Err(Error::Usage(format!(
-            "{what}: shape {i}: a coordinate or extent of {:e} in this {}: body jobs answer \
+            "{what}: shape {}: a coordinate or extent of {:e} in this {}: body jobs answer \
              shapes within {BODY_SCALE_LIMIT:e} of the origin (their f32 arithmetic \
              multiplies up to four lengths); move the scene nearer the origin or scale it",
+            first + i,
             shapes[i].scale(),
             shapes[i].kind().name()
         ))),

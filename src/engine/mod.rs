@@ -13,8 +13,8 @@ mod sdf;
 
 pub use band::{BandSlab, BandWork, SdfBand};
 pub use bodies::{
-    BODY_SCALE_LIMIT, BodyContacts, BodyPairs, check_bodies, check_body_scale,
-    check_mesh_body_scale, is_body_kind, torus_conflict, torus_refusal,
+    BODY_SCALE_LIMIT, BodyContacts, BodyPairs, check_bodies, check_bodies_from, check_body_scale,
+    check_body_scale_from, check_mesh_body_scale, is_body_kind, torus_conflict, torus_refusal,
 };
 pub use contacts::{SphereContacts, SphereReader, Spheres};
 pub use distance::{Deviations, Direction, MeshDistance, MeshDistanceSummary, surface_samples};

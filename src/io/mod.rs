@@ -14,6 +14,7 @@ mod pcd;
 mod records;
 pub mod row_files;
 pub mod scene;
+pub mod scene_text;
 pub mod temporary;
 pub mod zarr;
 

@@ -7,165 +7,217 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::scene_text::{RELEASE_EVERY, SceneText};
 use crate::error::{Error, Result};
 use crate::hull::{ConvexHull, HullError};
 use crate::math::{DVec3, matrix_to_quaternion};
 use crate::shape::{Shape, ShapeKind};
 
 pub fn load_scene(path: &Path) -> Result<Vec<Shape>> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_scene(&text, &path.display().to_string())
+    let text = SceneText::read(path)?;
+    collect_shapes(SceneShapes::of_file(&text, &path.display().to_string())?)
 }
 
 pub fn parse_scene(text: &str, file: &str) -> Result<Vec<Shape>> {
-    use serde::de::DeserializeSeed;
-    let bad_file = |problem: String| Error::BadFile {
-        file: file.to_string(),
-        problem,
-    };
-    // Editors on Windows start UTF-8 files with a byte-order mark, which JSON does not allow.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    // The whole text first: malformed JSON and keys given twice are told before any shape's
-    // own fault, wherever they are.
-    check_keys_once(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
-    // Then shape by shape, each from the texts of its fields (`shape_from_text`): a value
-    // tree of the whole scene took ~15 times the text's bytes (1.2 GB for 76 MB).
-    let mut failure = None;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = SceneRoot {
-        file,
-        failure: &mut failure,
-    };
-    let read = root.deserialize(&mut deserializer);
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    // The text is known to be JSON: an error that is no shape's is a root that is no object.
-    read.ok()
-        .flatten()
-        .ok_or_else(|| bad_file("missing top-level field `shapes`".into()))
+    collect_shapes(SceneShapes::new(text, file)?)
 }
 
-/// A scene file's root object: its `shapes` array read shape by shape (None where it has
-/// none); a shape's own error is kept whole in `failure`, the parse stopped by a stand-in.
-struct SceneRoot<'a> {
+fn collect_shapes(mut shapes: SceneShapes<'_>) -> Result<Vec<Shape>> {
+    let text = shapes.text;
+    // Not all at once: a hostile `[{}, {}, ...]` would ask ~40 times its text before the first
+    // shape is refused.
+    let mut all = Vec::with_capacity(shapes.len().min(text.len() / 64));
+    while let Some(shape) = shapes.next_shape()? {
+        all.push(shape);
+    }
+    Ok(all)
+}
+
+/// A scene's shapes read one at a time from its text, so that a caller may hold some of them
+/// and not all (`closest contacts` reads millions of bodies a chunk at a time). The whole text
+/// is checked first: malformed JSON and keys given twice are told before any shape's own
+/// fault, wherever they are.
+pub struct SceneShapes<'a> {
+    text: &'a str,
     file: &'a str,
-    failure: &'a mut Option<Error>,
+    /// A file's text, whose pages are given back behind the shapes read, and the offset in it
+    /// up to which they were.
+    pages: Option<(&'a SceneText, usize)>,
+    /// The byte where the next shape's text starts (or whitespace before it).
+    at: usize,
+    next: usize,
+    count: usize,
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for SceneRoot<'_> {
-    type Value = Option<Vec<Shape>>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+impl<'a> SceneShapes<'a> {
+    pub fn new(text: &'a str, file: &'a str) -> Result<Self> {
+        let bad_file = |problem: String| Error::BadFile {
+            file: file.to_string(),
+            problem,
+        };
+        // Editors on Windows start UTF-8 files with a byte-order mark, which JSON does not
+        // allow.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let shapes = check_keys_once(text).map_err(|e| bad_file(format!("malformed JSON: {e}")))?;
+        match shapes {
+            ShapesField::Missing => Err(bad_file("missing top-level field `shapes`".into())),
+            ShapesField::NotArray => {
+                Err(bad_file("top-level field `shapes` must be an array".into()))
+            }
+            ShapesField::Array { first, count } => Ok(SceneShapes {
+                text,
+                file,
+                pages: None,
+                at: first,
+                next: 0,
+                count,
+            }),
+        }
     }
-}
 
-impl<'de> serde::de::Visitor<'de> for SceneRoot<'_> {
-    type Value = Option<Vec<Shape>>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object with a `shapes` array")
+    /// [`SceneShapes::new`] for a file's text, given back as it is read.
+    pub fn of_file(text: &'a SceneText, file: &'a str) -> Result<Self> {
+        let shapes = SceneShapes::new(text, file);
+        // The whole file was read to check it.
+        text.release_before(text.len());
+        Ok(SceneShapes {
+            pages: Some((text, 0)),
+            ..shapes?
+        })
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> std::result::Result<Self::Value, A::Error> {
-        let mut shapes = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "shapes" {
-                let seed = ShapesArray {
-                    file: self.file,
-                    failure: &mut *self.failure,
-                };
-                // The text is known to be JSON: an error that is no shape's is the type's.
-                let read = map.next_value_seed(seed);
-                if read.is_err() && self.failure.is_none() {
-                    *self.failure = Some(Error::BadFile {
-                        file: self.file.to_string(),
-                        problem: "top-level field `shapes` must be an array".into(),
-                    });
-                }
-                shapes = Some(read?);
-            } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
+
+    /// How many shapes the scene has.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The index the next shape read will have.
+    pub fn position(&self) -> usize {
+        self.next
+    }
+
+    /// The next shape, or None after the last. Each is read from the texts of its fields
+    /// (`shape_from_text`): a value tree of the whole scene took ~15 times the text's bytes
+    /// (1.2 GB for 76 MB).
+    pub fn next_shape(&mut self) -> Result<Option<Shape>> {
+        use serde::Deserialize;
+        if self.next == self.count {
+            return Ok(None);
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(&self.text[self.at..]);
+        // The text is known to be JSON, and `at` to start one of the array's values.
+        let raw = <&serde_json::value::RawValue>::deserialize(&mut deserializer)
+            .map_err(|e| Error::BadFile {
+                file: self.file.to_string(),
+                problem: format!("malformed JSON: {e}"),
+            })?
+            .get();
+        let end = raw.as_ptr() as usize - self.text.as_ptr() as usize + raw.len();
+        // Past the `,` after it (or the array's `]` after the last).
+        let gap = self.text.as_bytes()[end..]
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(0);
+        self.at = end + gap + 1;
+        if let Some((pages, released)) = &mut self.pages {
+            let read = self.text.as_ptr() as usize + self.at - pages.as_ptr() as usize;
+            if read - *released >= RELEASE_EVERY {
+                pages.release_before(read);
+                *released = read;
             }
         }
-        Ok(shapes)
+        let shape = shape_from_text(raw, self.next, self.file)?;
+        self.next += 1;
+        Ok(Some(shape))
     }
-}
 
-/// The `shapes` array, read one shape at a time.
-struct ShapesArray<'a> {
-    file: &'a str,
-    failure: &'a mut Option<Error>,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for ShapesArray<'_> {
-    type Value = Vec<Shape>;
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> std::result::Result<Vec<Shape>, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for ShapesArray<'_> {
-    type Value = Vec<Shape>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an array")
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> std::result::Result<Vec<Shape>, A::Error> {
-        let mut shapes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        // Each shape's text is borrowed, not parsed into a tree (see `shape_from_text`).
-        while let Some(text) = seq.next_element::<&'de serde_json::value::RawValue>()? {
-            let index = shapes.len();
-            match shape_from_text(text.get(), index, self.file) {
-                Ok(shape) => shapes.push(shape),
-                Err(e) => {
-                    *self.failure = Some(e);
-                    return Err(serde::de::Error::custom("a shape is not valid"));
-                }
-            }
+    /// The next `count` shapes (fewer at the end) in place of `shapes`' contents.
+    pub fn next_chunk(&mut self, count: usize, shapes: &mut Vec<Shape>) -> Result<()> {
+        shapes.clear();
+        shapes.reserve_exact(count.min(self.count - self.next));
+        while shapes.len() < count
+            && let Some(shape) = self.next_shape()?
+        {
+            shapes.push(shape);
         }
-        Ok(shapes)
+        Ok(())
     }
 }
 
-/// Whether `text` is JSON whose objects give each key once: serde_json (and Python's json)
-/// would keep the last value without a word, where the file is ambiguous. The syntax is
-/// checked by serde_json without building anything, then the keys by a scan of the bytes: a
-/// walk through serde's visitors took a string a number (serde_json's `arbitrary_precision`)
-/// and a string a key, most of a large scene's load.
-fn check_keys_once(text: &str) -> std::result::Result<(), String> {
+/// What a scene's root object has for `shapes`.
+#[derive(Debug, PartialEq)]
+enum ShapesField {
+    /// No such key, or a root that is no object.
+    Missing,
+    NotArray,
+    /// An array of `count` values, the first at or after byte `first`.
+    Array {
+        first: usize,
+        count: usize,
+    },
+}
+
+/// Whether `text` is JSON whose objects give each key once, and where its root's `shapes`
+/// array is: serde_json (and Python's json) would keep the last value of a key given twice
+/// without a word, where the file is ambiguous. The syntax is checked by serde_json without
+/// building anything, then the keys by a scan of the bytes: a walk through serde's visitors
+/// took a string a number (serde_json's `arbitrary_precision`) and a string a key, most of a
+/// large scene's load.
+fn check_keys_once(text: &str) -> std::result::Result<ShapesField, String> {
     use serde::Deserialize;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     serde::de::IgnoredAny::deserialize(&mut deserializer)
         .and_then(|_| deserializer.end())
         .map_err(|e| e.to_string())?;
     let bytes = text.as_bytes();
+    let first_after = |at: usize| {
+        bytes[at..]
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .map(|k| bytes[at + k])
+    };
     // The keys of the objects open, outermost first; each open object or array's first key's
     // index there, and a large object's keys in a hash set (a hostile body's thousands of keys
     // compared pairwise would be quadratic).
     let mut keys: Vec<Cow<'_, str>> = Vec::new();
     let mut open: Vec<(usize, Option<std::collections::HashSet<Cow<'_, str>>>)> = Vec::new();
+    let mut shapes = ShapesField::Missing;
+    // Whether the root's last key was `shapes`, and whether its array is open (its values are
+    // counted by the commas directly in it).
+    let mut shapes_value_next = false;
+    let mut in_shapes = false;
     let mut at = 0;
     while at < bytes.len() {
         match bytes[at] {
-            b'{' | b'[' => open.push((keys.len(), None)),
+            b'{' | b'[' => {
+                if open.len() == 1 && shapes_value_next {
+                    shapes_value_next = false;
+                    if bytes[at] == b'[' {
+                        let count = usize::from(first_after(at + 1) != Some(b']'));
+                        shapes = ShapesField::Array {
+                            first: at + 1,
+                            count,
+                        };
+                        in_shapes = true;
+                    }
+                }
+                open.push((keys.len(), None))
+            }
             b'}' | b']' => {
                 let (first, _) = open.pop().expect("the text is JSON");
                 keys.truncate(first);
+                if open.len() == 1 {
+                    in_shapes = false;
+                }
+            }
+            b',' if in_shapes && open.len() == 2 => {
+                if let ShapesField::Array { count, .. } = &mut shapes {
+                    *count += 1;
+                }
             }
             b'"' => {
                 let start = at;
@@ -178,11 +230,7 @@ fn check_keys_once(text: &str) -> std::result::Result<(), String> {
                     }
                     at += 1;
                 }
-                let after = bytes[at + 1..]
-                    .iter()
-                    .position(|b| !b.is_ascii_whitespace())
-                    .map(|k| bytes[at + 1 + k]);
-                if after == Some(b':') {
+                if first_after(at + 1) == Some(b':') {
                     let key = match escaped {
                         false => Cow::Borrowed(&text[start + 1..at]),
                         true => Cow::Owned(
@@ -190,6 +238,12 @@ fn check_keys_once(text: &str) -> std::result::Result<(), String> {
                                 .map_err(|e| e.to_string())?,
                         ),
                     };
+                    if open.len() == 1 {
+                        shapes_value_next = key == "shapes";
+                        if shapes_value_next {
+                            shapes = ShapesField::NotArray;
+                        }
+                    }
                     let (first, many) = open.last_mut().expect("a key is in an object");
                     let object = &keys[*first..];
                     let repeated = match many {
@@ -217,7 +271,7 @@ fn check_keys_once(text: &str) -> std::result::Result<(), String> {
         }
         at += 1;
     }
-    Ok(())
+    Ok(shapes)
 }
 
 /// The shapes of a scene's `shapes` array, already parsed (the Python package builds it from
@@ -1159,6 +1213,81 @@ mod tests {
         // Whitespace around a shape is no part of it.
         let spaced = format!("{{\"shapes\": [ \n\t{{{sphere}}} \n]}}");
         assert_eq!(parse_scene(&spaced, "s.json").unwrap().len(), 1);
+    }
+
+    /// The shapes of a scene are read one at a time wherever its `shapes` array is and however
+    /// it is laid out, counted before any is read, and a chunk at a time they are the list.
+    #[test]
+    fn shapes_are_counted_and_read_one_at_a_time_wherever_the_array_is() {
+        let sphere =
+            |r: f64| format!(r#"{{"type": "sphere", "center": [0, 0, 0], "radius": {r}}}"#);
+        let three = format!("[{} ,\n\t{},{}  ]", sphere(1.0), sphere(2.0), sphere(3.0));
+        let cases: Vec<(String, usize)> = vec![
+            (format!(r#"{{"shapes": {three}}}"#), 3),
+            (format!("\u{feff}{{\"shapes\":{three}}}"), 3),
+            (
+                format!(
+                    r#"{{"a": [[1, 2], {{"shapes": [1, 2, 3, 4]}}], "shapes": {three}, "b": [5, 6]}}"#
+                ),
+                3,
+            ),
+            (
+                format!(r#"{{"sh\u0061pes": {three}, "c": {{"d": [7, 8]}}}}"#),
+                3,
+            ),
+            (r#"{"shapes": [ ]}"#.into(), 0),
+            (r#"{"shapes": []}"#.into(), 0),
+            (format!(r#"{{"shapes": [{}]}}"#, sphere(1.5)), 1),
+        ];
+        for (text, count) in &cases {
+            let mut shapes = SceneShapes::new(text, "s.json").unwrap();
+            assert_eq!(shapes.len(), *count, "{text}");
+            let mut read = Vec::new();
+            let mut chunk = Vec::new();
+            loop {
+                assert_eq!(shapes.position(), read.len());
+                shapes.next_chunk(2, &mut chunk).unwrap();
+                if chunk.is_empty() {
+                    break;
+                }
+                read.append(&mut chunk);
+            }
+            assert_eq!(read, parse_scene(text, "s.json").unwrap(), "{text}");
+            assert_eq!(read.len(), *count, "{text}");
+            for (k, shape) in read.iter().enumerate() {
+                let Shape::Sphere { radius, .. } = shape else {
+                    panic!("{shape:?}")
+                };
+                assert!(*radius == [1.0, 2.0, 3.0][k] || *radius == 1.5, "{text}");
+            }
+        }
+        let refused = [
+            (r#"[{"shapes": []}]"#, "missing top-level field `shapes`"),
+            (
+                r#"{"a": {"shapes": []}}"#,
+                "missing top-level field `shapes`",
+            ),
+            (
+                r#"{"shapes": {"x": [1]}}"#,
+                "top-level field `shapes` must be an array",
+            ),
+            (
+                r#"{"shapes": 3, "b": [1]}"#,
+                "top-level field `shapes` must be an array",
+            ),
+            (r#"{"shapes": [1, 2]"#, "malformed JSON"),
+            (
+                r#"{"shapes": [{"type": "sphere"}]}"#,
+                "shape 0: field `center`: missing",
+            ),
+        ];
+        for (text, problem) in refused {
+            let error = SceneShapes::new(text, "s.json")
+                .and_then(|mut shapes| shapes.next_shape())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(problem), "{text}: {error}");
+        }
     }
 
     /// A file that gives a key twice is ambiguous (serde_json and Python keep the last):
