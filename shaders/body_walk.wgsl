@@ -256,7 +256,9 @@ fn write_body_hit(row: u32, hit: BodyHit, origin: vec3<f32>) {
     var point_target = c.point_target + origin;
     var distance = c.distance;
     var normal = c.normal;
-    if hit.shape == TRAVERSAL_OVERFLOW {
+    var shape = hit.shape;
+    if shape == TRAVERSAL_OVERFLOW || loops_were_cut() {
+        shape = TRAVERSAL_OVERFLOW;
         let marked = bitcast<f32>(OVERFLOW_BITS);
         point_body = vec3<f32>(marked);
         point_target = point_body;
@@ -280,7 +282,7 @@ fn write_body_hit(row: u32, hit: BodyHit, origin: vec3<f32>) {
         at += 1u;
     }
     if has_field(FIELD_SHAPE) {
-        hits[at] = bitcast<u32>(hit.shape);
+        hits[at] = bitcast<u32>(shape);
         at += 1u;
     }
     if has_field(FIELD_BODY_NORMAL) {

@@ -1669,8 +1669,16 @@ fn scenes_far_from_the_origin_are_answered_in_their_own_frame() {
             ),
         ];
         for (name, targets, shapes, bodies, size) in cases {
-            let rows = try_contacts_on_gpu(&targets, &bodies)
-                .unwrap_or_else(|e| panic!("{name} at {far:e}: {e}"));
+            let rows = match try_contacts_on_gpu(&targets, &bodies) {
+                Ok(rows) => rows,
+                // Mesa 22's limiter cuts the walks of bodies crossing fandisk: refused, as
+                // it must be, never answered from the cut walk.
+                Err(e) if engine().body_loop_budget() != 0 && name == "fandisk" => {
+                    assert!(e.to_string().contains("loop limiter"), "{e}");
+                    continue;
+                }
+                Err(e) => panic!("{name} at {far:e}: {e}"),
+            };
             for (i, (body, got)) in bodies.iter().zip(&rows).enumerate() {
                 // The oracle over the shapes whose boxes come within the answer of the body's
                 // (the nearest is among them unless the answer is too near, which it then

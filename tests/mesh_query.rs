@@ -1406,3 +1406,41 @@ fn grids_far_from_a_closed_mesh_are_outside() {
         }
     }
 }
+
+/// The centre of a dense sphere walks every leaf, more loop passes than Mesa 22's limiter lets
+/// an invocation run (it then ends every loop silently): there the rows of its vector are
+/// refused, naming the limiter, and wherever loops run to their end every row is answered as
+/// the brute force answers it (a point near the surface beside it in the same subgroup too).
+#[test]
+fn the_centre_of_a_dense_sphere_is_answered_or_refused_never_answered_from_a_cut_walk() {
+    let r = 1.0;
+    let mesh = icosphere(r, 7);
+    assert_eq!(mesh.triangles.len(), 327_680);
+    let points = [
+        DVec3::ZERO,
+        DVec3::new(0.0, 0.0, 0.5),
+        DVec3::new(0.001, 0.0, 0.0),
+        DVec3::new(0.3, 0.1, 0.0),
+    ];
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    for engine in subgroup_and_portable_engines(1024) {
+        let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+        match engine.mesh_hits(&gpu, &raw, Sign::Pseudonormal) {
+            Ok(hits) => {
+                for (p, hit) in points.iter().zip(&hits) {
+                    let (d, scale) = brute_force(&mesh, *p);
+                    assert!(
+                        within((hit.distance.abs() as f64 - d).abs(), tolerance(scale)),
+                        "{p:?}: {} vs the brute force's {d}",
+                        hit.distance
+                    );
+                    assert!(hit.distance < 0.0, "{p:?} is inside: {}", hit.distance);
+                }
+            }
+            Err(e) => {
+                assert!(engine.body_loop_budget() != 0, "{e}");
+                assert!(e.to_string().contains("loop limiter"), "{e}");
+            }
+        }
+    }
+}

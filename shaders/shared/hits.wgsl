@@ -24,12 +24,31 @@ fn field_at(row: u32, bit: u32) -> u32 {
     return row * field_words(0xfu) + field_words(bit - 1u);
 }
 
+// Whether Mesa 22's software adapters cut this invocation's loops short: their loop limiter
+// counts every pass of every loop the 8 lanes run together and, past 65,535, ends each loop
+// after one pass, silently. So a loop asked for two passes (a bound the compiler cannot see)
+// runs one. Elsewhere it runs two, at the cost of two passes a row.
+fn loops_were_cut() -> bool {
+    let asked = 2u + (params.nan_bits >> 31u);
+    var passes = 0u;
+    loop {
+        passes += 1u;
+        if passes >= asked {
+            break;
+        }
+    }
+    return passes < 2u;
+}
+
 fn write_hit(row: u32, hit: Hit) {
     var point = bitcast<vec3<u32>>(hit.point);
     var distance = bitcast<u32>(hit.distance);
     var normal = bitcast<vec3<u32>>(hit.normal);
-    // A row whose traversal overflowed says so in every word the host reads back.
-    if hit.shape == TRAVERSAL_OVERFLOW {
+    // A row whose traversal overflowed, or whose loops were cut, says so in every word the
+    // host reads back.
+    var shape = hit.shape;
+    if shape == TRAVERSAL_OVERFLOW || loops_were_cut() {
+        shape = TRAVERSAL_OVERFLOW;
         point = vec3<u32>(OVERFLOW_BITS);
         distance = OVERFLOW_BITS;
         normal = vec3<u32>(OVERFLOW_BITS);
@@ -52,7 +71,7 @@ fn write_hit(row: u32, hit: Hit) {
         at += 3u;
     }
     if has_field(FIELD_SHAPE) || params.kept_shapes != 0u {
-        hits[hit_shape_word(row)] = bitcast<u32>(hit.shape);
+        hits[hit_shape_word(row)] = bitcast<u32>(shape);
     }
 }
 

@@ -454,8 +454,10 @@ impl Slot {
                     flight.range.start + k,
                     if gpu.kernels.loop_budget != 0 {
                         format!(
-                            " (or, a body, its budget of {} loop iterations: this adapter stops \
-                             longer loops, as Mesa 22's lavapipe does; Mesa 25's does not)",
+                            " (or this adapter's loop limiter cut it short, or a body's walk \
+                             reached its budget of {} loop iterations: Mesa 22's lavapipe stops \
+                             an invocation's loops after 65,535 passes, Mesa 25's runs them all; \
+                             scripts/lavapipe.sh installs it)",
                             gpu.kernels.loop_budget
                         )
                     } else {
