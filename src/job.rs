@@ -503,39 +503,39 @@ pub fn run_body_contacts(
             targets.check_paired_tori(&bodies)?;
             let output = OutputFile::create(job.out, rows, &field_columns(fields))?;
             let engine = engine_for()?;
-            let mut out = JobOutput::new(&engine, output, rows, progress);
-            loop {
-                let first = bodies.first;
-                let pairs = BodyPairs {
-                    bodies: &bodies.chunk,
-                    targets: &targets.chunk,
-                    fields,
+            let out = JobOutput::new(&engine, output, rows, progress);
+            let answer =
+                |targets: &ShapeChunks<'_>, bodies: &ShapeChunks<'_>, out: &mut JobOutput<'_>| {
+                    let first = bodies.first;
+                    let pairs = BodyPairs {
+                        bodies: &bodies.chunk,
+                        targets: &targets.chunk,
+                        fields,
+                    };
+                    engine.body_pairs(pairs, &mut |k: usize, packed: PackedRows<'_>| {
+                        let mut values = field_values(fields, &packed);
+                        // A pair's `shape` is its target's index in the file, where the chunk's
+                        // count from 0.
+                        if let Some(column) = fields.selected().position(|f| f.is_index) {
+                            let offset = i32::try_from(first).unwrap_or(i32::MAX);
+                            let packed = &packed;
+                            values[column] = Values::index(move |i| {
+                                let target = packed.get(i, crate::fields::SHAPE)[0] as i32;
+                                match target >= 0 {
+                                    true => target.saturating_add(offset),
+                                    false => target,
+                                }
+                            });
+                        }
+                        out.append(first + k, packed.len(), packed.non_finite_rows(), &values)
+                    })
                 };
-                engine.body_pairs(pairs, &mut |k: usize, packed: PackedRows<'_>| {
-                    let mut values = field_values(fields, &packed);
-                    // A pair's `shape` is its target's index in the file, where the chunk's
-                    // count from 0.
-                    if let Some(column) = fields.selected().position(|f| f.is_index) {
-                        let offset = i32::try_from(first).unwrap_or(i32::MAX);
-                        let packed = &packed;
-                        values[column] = Values::index(move |i| {
-                            let target = packed.get(i, crate::fields::SHAPE)[0] as i32;
-                            match target >= 0 {
-                                true => target.saturating_add(offset),
-                                false => target,
-                            }
-                        });
-                    }
-                    out.append(first + k, packed.len(), packed.non_finite_rows(), &values)
-                })?;
-                if bodies.done() {
-                    break;
-                }
-                bodies.read_next()?;
+            // The paired targets are read in step with the bodies.
+            let next = |targets: &mut ShapeChunks<'_>, bodies: &ShapeChunks<'_>| {
                 targets.read_next()?;
-                targets.check_paired_tori(&bodies)?;
-            }
-            out.finish(&engine)
+                targets.check_paired_tori(bodies)
+            };
+            stream_body_chunks(&engine, &mut targets, bodies, out, answer, next)
         }
         BodyTargets::Scene {
             path,
@@ -566,8 +566,10 @@ pub fn run_body_contacts(
             let output = OutputFile::create(job.out, rows, &field_columns(fields))?;
             let engine = engine_for()?;
             let out = JobOutput::new(&engine, output, rows, progress);
-            let targets = engine.upload_body_targets(&shapes)?;
-            stream_body_contacts(&engine, &targets, bodies, out, fields, check_tori)
+            let mut targets = engine.upload_body_targets(&shapes)?;
+            let answer = nearest_of(&engine, fields);
+            let next = |_: &mut GpuScene, bodies: &ShapeChunks<'_>| check_tori(bodies);
+            stream_body_chunks(&engine, &mut targets, bodies, out, answer, next)
         }
         BodyTargets::Mesh(path) => {
             let mesh = load_mesh(path)?;
@@ -581,24 +583,41 @@ pub fn run_body_contacts(
             let output = OutputFile::create(job.out, rows, &field_columns(fields))?;
             let engine = engine_for()?;
             let out = JobOutput::new(&engine, output, rows, progress);
-            let targets = engine.upload_mesh_body_targets(&mesh)?;
+            let mut targets = engine.upload_mesh_body_targets(&mesh)?;
             drop(mesh);
-            stream_body_contacts(&engine, &targets, bodies, out, fields, |_| Ok(()))
+            let answer = nearest_of(&engine, fields);
+            stream_body_chunks(&engine, &mut targets, bodies, out, answer, |_, _| Ok(()))
         }
     }
 }
 
-/// Each chunk of `bodies` (the first already read and checked) against the uploaded
-/// `targets`, `check` asked of every later chunk.
-fn stream_body_contacts(
+/// Each chunk of `bodies` (the first already read and checked) answered against `targets`
+/// into `out`; `next` checks each later chunk (and reads paired targets in step with it).
+fn stream_body_chunks<T>(
     engine: &Engine,
-    targets: &GpuScene,
+    targets: &mut T,
     mut bodies: ShapeChunks<'_>,
     mut out: JobOutput<'_>,
-    fields: Fields,
-    check: impl Fn(&ShapeChunks<'_>) -> Result<()>,
+    mut answer: impl FnMut(&T, &ShapeChunks<'_>, &mut JobOutput<'_>) -> Result<()>,
+    mut next: impl FnMut(&mut T, &ShapeChunks<'_>) -> Result<()>,
 ) -> Result<Summary> {
     loop {
+        answer(targets, &bodies, &mut out)?;
+        if bodies.done() {
+            break;
+        }
+        bodies.read_next()?;
+        next(targets, &bodies)?;
+    }
+    out.finish(engine)
+}
+
+/// Each body's nearest shape among uploaded targets, its rows appended to the output.
+fn nearest_of<'e>(
+    engine: &'e Engine,
+    fields: Fields,
+) -> impl FnMut(&GpuScene, &ShapeChunks<'_>, &mut JobOutput<'_>) -> Result<()> + 'e {
+    move |targets, bodies, out| {
         let first = bodies.first;
         let nearest = BodyContacts {
             targets,
@@ -607,14 +626,8 @@ fn stream_body_contacts(
         };
         engine.body_contacts(nearest, &mut |k: usize, packed: PackedRows<'_>| {
             out.append_rows(first + k, fields, packed)
-        })?;
-        if bodies.done() {
-            break;
-        }
-        bodies.read_next()?;
-        check(&bodies)?;
+        })
     }
-    out.finish(engine)
 }
 
 /// The shapes a body job holds at once from a bodies file (and from a paired targets file):
