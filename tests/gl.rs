@@ -247,3 +247,71 @@ fn training_samples_are_the_same_bits_as_on_vulkan() {
         }
     }
 }
+
+#[test]
+fn a_chunk_longer_than_the_gl_context_lock_timeout_stalls_no_other_thread() {
+    // wgpu's GL backend holds its context's lock through each call and panics when a thread
+    // waits 6 s for it: beside a chunk that long, other threads' uploads, queries and drops
+    // panicked, and the process aborted (body tests on two threads). They now wait for the
+    // device's turn (`gpu::turn`), and a drop meanwhile is left to the thread holding it.
+    let gl = gl_engine();
+    let mut rng = Rng::new(49);
+    let spheres = |rng: &mut Rng, count: usize| -> Vec<Shape> {
+        (0..count)
+            .map(|_| Shape::Sphere {
+                center: rng.vec(-50.0, 50.0),
+                radius: rng.range(0.1, 1.0),
+            })
+            .collect()
+    };
+    // Spheres scanned without a hierarchy: every row tests every shape, so a scene's size sets
+    // a chunk's time. Sized from this machine's speed (the pipeline built first) for one
+    // chunk of about 12 s.
+    let rows = 1 << 16;
+    let probe_shapes = spheres(&mut rng, 4096);
+    let probe = gl.upload_scene_brute_force(&probe_shapes).unwrap();
+    let probe_points = points(&mut rng, 8192, 60.0);
+    gl.scene_hits(&probe, &probe_points[..64], Mode::Solid)
+        .unwrap();
+    let started = std::time::Instant::now();
+    gl.scene_hits(&probe, &probe_points, Mode::Solid).unwrap();
+    let tests_per_second = (4096.0 * 8192.0) / started.elapsed().as_secs_f64();
+    let count = ((12.0 * tests_per_second / rows as f64).ceil() as usize).max(4096);
+    let long_shapes = spheres(&mut rng, count);
+    let long_scene = gl.upload_scene_brute_force(&long_shapes).unwrap();
+    let long_points = points(&mut rng, rows, 60.0);
+    let small_shapes = mixed_scene(&mut rng, 40, 3.0);
+    let small_points: Vec<DVec3> = (0..500).map(|_| rng.vec(-4.0, 4.0)).collect();
+    let (long_hits, waited) = std::thread::scope(|scope| {
+        let long = scope.spawn(|| gl.scene_hits(&long_scene, &long_points, Mode::Solid));
+        // Inside the long chunk: a drop, then an upload and a query, each of which waited
+        // on the context's lock before.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let started = std::time::Instant::now();
+        drop(probe);
+        assert_nearest(&gl, &small_shapes, &small_points, Mode::Solid);
+        let waited = started.elapsed();
+        (
+            long.join().expect("the long job").expect("long hits"),
+            waited,
+        )
+    });
+    // The long job really held the device that long (else this test proves nothing).
+    assert!(
+        waited.as_secs_f64() > 6.0,
+        "the small job waited only {waited:?}: the long chunk was too short to test the turn"
+    );
+    let mut failures = Vec::new();
+    for (i, hit) in long_hits.iter().enumerate().step_by(rows / 64) {
+        let p = long_points[i];
+        let p = DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64);
+        let expected = closest::reference::nearest(&long_shapes, p, Mode::Solid);
+        if !within(hit.distance as f64 - expected.distance, tolerance(60.0)) {
+            failures.push(format!(
+                "row {i}: {} on GL, {} by the reference",
+                hit.distance, expected.distance
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -13,6 +13,7 @@ use super::options::{EngineOptions, JobTiming, MeshRecords};
 use super::texels::{
     cut_back, layer_words_of, max_texels, texel_extent, texels_descriptor, texels_view,
 };
+use super::turn::DeviceTurn;
 use crate::error::{Error, Result};
 use crate::shape::ShapeKind;
 
@@ -94,6 +95,8 @@ pub(crate) struct Context {
     pub(crate) device_errors: Arc<Mutex<Vec<String>>>,
     /// Set by the device-lost callback: nothing more can run on this device.
     pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
+    /// One thread at a time on a GL device (`gpu::turn`).
+    pub(crate) turn: DeviceTurn,
 }
 
 impl Context {
@@ -227,6 +230,7 @@ impl Context {
                 max.clamp(1024, limits.max_storage_buffer_binding_size)
             });
         let timestamp_period_ns = timestamps.then(|| f64::from(queue.get_timestamp_period()));
+        let turn = DeviceTurn::for_backend(info.backend);
         Ok(Context {
             binding_bytes,
             memory_bytes: options.memory_bytes,
@@ -260,6 +264,7 @@ impl Context {
             unused_texels,
             device_errors,
             lost,
+            turn,
         })
     }
 
@@ -453,6 +458,7 @@ impl Context {
     /// Run `f` inside validation and out-of-memory error scopes, turning what they catch into
     /// [`Error::Gpu`].
     pub(crate) fn checked<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let _turn = self.turn.take();
         in_error_scope(&self.device, f)
     }
 

@@ -20,6 +20,7 @@ pub mod scene_layout;
 pub mod shaders;
 pub(crate) mod stream;
 pub(crate) mod texels;
+pub(crate) mod turn;
 
 pub use crate::fields::{PackedSink, TRAVERSAL_OVERFLOW};
 pub use adapter::{AdapterSummary, list_adapters};

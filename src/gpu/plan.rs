@@ -222,6 +222,8 @@ impl Job<'_> {
             body_kinds: u32::MAX,
             target_kinds: u32::MAX,
         };
+        // Pipelines are built in the device's turn (`gpu::turn`).
+        let _turn = gpu.turn.take();
         let pass = |key, rounds| -> Result<Pass> {
             Ok(Pass {
                 pipeline: gpu.kernels.pipeline(&gpu.device, key)?,

@@ -5,6 +5,7 @@ use wgpu::util::DeviceExt;
 
 use super::context::{Context, common_kind};
 use super::scene_layout;
+use super::turn::InTurn;
 use crate::error::Error;
 use crate::math::DVec3;
 use crate::shape::{Shape, ShapeKind};
@@ -13,13 +14,13 @@ use crate::shape::{Shape, ShapeKind};
 pub struct GpuScene {
     /// What the kernels read of the records outside the walk: a triangle scene's index tables
     /// (`scene_layout::packed_triangles`, `scene_layout::indexed_triangles`); a stand-in otherwise.
-    pub(crate) shapes: wgpu::Buffer,
+    pub(crate) shapes: InTurn<wgpu::Buffer>,
     /// Per kind `[start, end, root node, node count]`, a uniform.
-    pub(crate) ranges: wgpu::Buffer,
+    pub(crate) ranges: InTurn<wgpu::Buffer>,
     /// The records the walks read, then every kind's BVH nodes, as texels (`split_records`).
-    pub(crate) texels: wgpu::TextureView,
+    pub(crate) texels: InTurn<wgpu::TextureView>,
     /// The shapes' variable-size parts (`layout::ShapeData`).
-    pub(crate) data: wgpu::Buffer,
+    pub(crate) data: InTurn<wgpu::Buffer>,
     pub(crate) count: u32,
     /// Set when every shape has this kind (a specialised pipeline then runs).
     pub(crate) kind: Option<ShapeKind>,
@@ -37,7 +38,7 @@ pub struct GpuScene {
     pub(crate) indexed: bool,
     /// An oriented scene's winding-number clusters (`scene_layout::TriangleHierarchy`), where its
     /// upload asked for them: the sign data of `winding_walk.wgsl`.
-    pub(crate) clusters: Option<wgpu::Buffer>,
+    pub(crate) clusters: InTurn<Option<wgpu::Buffer>>,
     /// An oriented scene's top levels on the host: where a walk near a point may start
     /// (`bvh::TopNodes::start_node`).
     pub(crate) top_nodes: crate::bvh::TopNodes,
@@ -302,18 +303,19 @@ fn upload_bindings<E: From<Error>>(
             (!clusters.is_empty()).then(|| gpu.storage_buffer_words("winding clusters", clusters)),
         )
     })?;
+    let in_turn = |buffer| InTurn::new(buffer, &gpu.turn);
     Ok(GpuScene {
-        shapes: shapes_buffer,
-        ranges,
-        texels,
-        data,
+        shapes: in_turn(shapes_buffer),
+        ranges: in_turn(ranges),
+        texels: InTurn::new(texels, &gpu.turn),
+        data: in_turn(data),
         count: count as u32,
         kind,
         bvh_kinds,
         linear_kinds,
         oriented,
         indexed,
-        clusters,
+        clusters: InTurn::new(clusters, &gpu.turn),
         top_nodes,
         ball: None,
         unbounded: Vec::new(),

@@ -531,6 +531,8 @@ pub(crate) fn run(
             .collect(),
     };
     let chunk = chunks.iter().map(Range::len).max().unwrap_or(0);
+    // Taken before the slots, so that a job holding them never waits for the turn.
+    let _turn = gpu.turn.take();
     let mut lent = slots.lend();
     let slots = &mut lent.set;
     if slots.len() < SLOTS || slots.iter().any(|s| s.capacity < chunk) {
@@ -601,6 +603,11 @@ fn run_chunks(
             orders
                 .send(order)
                 .map_err(|_| Error::Gpu("the submitter thread stopped".into()))?;
+            // On GL the chunk is done before this thread calls the device again: a call
+            // beside a long chunk waits for the context's lock, and wgpu panics after 6 s.
+            if gpu.turn.is_needed() {
+                slots[k % SLOTS].drain(gpu, sink)?;
+            }
         }
         drop(orders);
         // Drain in submission order so the sink sees rows in order.

@@ -43,7 +43,7 @@ pub struct GpuMesh {
     /// The pseudonormal table on the device (`Pseudonormals::gpu_words`), uploaded on the
     /// first query that signs by pseudonormal, where it fits one binding beside a one-part
     /// mesh.
-    device_normals: std::sync::OnceLock<wgpu::Buffer>,
+    device_normals: std::sync::OnceLock<crate::gpu::turn::InTurn<wgpu::Buffer>>,
     /// The same on the host, which signs by pseudonormal where it does not.
     normals: std::sync::OnceLock<Pseudonormals>,
     /// The winding-number hierarchy on the host, which signs by winding number where the

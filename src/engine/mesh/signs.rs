@@ -92,6 +92,7 @@ impl GpuMesh {
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
+        let buffer = crate::gpu::turn::InTurn::new(buffer, &engine.gpu.turn);
         Ok(Some(self.device_normals.get_or_init(|| buffer)))
     }
 
