@@ -12,7 +12,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 /// The turn on one device, if its backend needs one (GL).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct DeviceTurn(Option<Arc<Turn>>);
 
 struct Turn {
@@ -25,6 +25,7 @@ struct Turn {
 impl Turn {
     /// Drop what was buried (the turn held).
     fn drop_buried(&self) {
+        // Taken out first: a resource's drop must not run holding the list's lock.
         let buried = std::mem::take(&mut *crate::sync::lock(&self.buried));
         drop(buried);
     }
