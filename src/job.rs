@@ -1254,7 +1254,7 @@ pub fn run_sample<E: std::ops::Deref<Target = Engine>>(
         sampler: &sampler,
         sign,
     };
-    engine.mesh_samples(samples, &mut |first, chunk: &SampleRows| {
+    engine.mesh_samples(samples, &mut |first, chunk: SampleRows| {
         let non_finite = chunk.sdf.iter().filter(|d| !d.is_finite()).count();
         out.append(
             first,
@@ -1304,7 +1304,7 @@ fn run_sample_deepsdf<E: std::ops::Deref<Target = Engine>>(
         sampler: &sampler,
         sign,
     };
-    engine.mesh_samples(samples, &mut |first, chunk: &SampleRows| {
+    engine.mesh_samples(samples, &mut |first, chunk: SampleRows| {
         for (p, &d) in chunk.points.iter().zip(&chunk.sdf) {
             let row = [p[0], p[1], p[2], d];
             if d.is_nan() {

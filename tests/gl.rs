@@ -211,11 +211,8 @@ fn training_samples_are_the_same_bits_as_on_vulkan() {
             sign,
         };
         engine
-            .mesh_samples(job, &mut |_, chunk: &SampleRows| {
-                rows.points.extend_from_slice(&chunk.points);
-                rows.sdf.extend_from_slice(&chunk.sdf);
-                rows.normal.extend_from_slice(&chunk.normal);
-                rows.kind.extend_from_slice(&chunk.kind);
+            .mesh_samples(job, &mut |_, chunk: SampleRows| {
+                rows.append(chunk);
                 Ok(())
             })
             .unwrap();

@@ -64,7 +64,7 @@ fn the_same_seed_gives_the_same_samples_in_any_order_and_another_seed_others() {
 
 #[test]
 fn samples_made_in_batches_are_the_rows_made_one_at_a_time() {
-    // `Sampler::samples` makes rows in steps over batches of 32; the batches must not mix
+    // `Sampler::columns` makes rows in steps over batches of 32; the batches must not mix
     // rows' generators or triangles, wherever a range starts and whatever kinds it spans.
     let mesh = ball();
     let sampler = Sampler::new(&mesh, spec(5)).unwrap();
@@ -73,11 +73,20 @@ fn samples_made_in_batches_are_the_rows_made_one_at_a_time() {
         0..sampler.len(),
         7..1000,
         390..410,
+        395..400,
+        400..405,
         995..1005,
         1299..1300,
         31..33,
     ] {
-        assert_eq!(sampler.samples(range.clone()), one_by_one[range]);
+        let rows = &one_by_one[range.clone()];
+        let columns = sampler.columns(range.clone());
+        let points: Vec<[f64; 3]> = rows.iter().map(|s| s.point).collect();
+        let kinds: Vec<SampleKind> = rows.iter().map(|s| s.kind).collect();
+        let face_normals: Vec<[f64; 3]> = rows.iter().map_while(|s| s.face_normal).collect();
+        assert_eq!(columns.points, points, "{range:?}");
+        assert_eq!(columns.kinds, kinds, "{range:?}");
+        assert_eq!(columns.face_normals, face_normals, "{range:?}");
     }
     // A row alone, made in a batch of one: the kinds as laid out.
     assert!(

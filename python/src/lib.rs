@@ -1565,11 +1565,8 @@ impl MeshTarget {
                     sampler: &sampler,
                     sign: engine.resolve_sign(mesh, sign)?,
                 };
-                engine.mesh_samples(job, &mut |_first, chunk: &SampleRows| {
-                    all.points.extend_from_slice(&chunk.points);
-                    all.sdf.extend_from_slice(&chunk.sdf);
-                    all.normal.extend_from_slice(&chunk.normal);
-                    all.kind.extend_from_slice(&chunk.kind);
+                engine.mesh_samples(job, &mut |_first, chunk: SampleRows| {
+                    all.append(chunk);
                     Ok(())
                 })?;
                 Ok::<_, closest::Error>(all)

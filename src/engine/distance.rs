@@ -254,8 +254,8 @@ impl PointReader for MeshPoints<'_> {
         if range.end > vertices {
             let sampler = self.sampler.expect("rows past the vertices are samples");
             let samples =
-                sampler.samples(range.start.max(vertices) - vertices..range.end - vertices);
-            rows.extend(samples.iter().map(|s| s.point));
+                sampler.columns(range.start.max(vertices) - vertices..range.end - vertices);
+            rows.extend_from_slice(&samples.points);
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::fields::{DISTANCE, Family, Fields, SHAPE};
 use crate::mesh::Sign;
 use crate::points::Points;
-use crate::sample::{Sample, SampleKind, Sampler};
+use crate::sample::{SampleColumns, Sampler};
 
 /// Samples made, answered and handed on a chunk at a time.
 const SAMPLE_CHUNK_ROWS: usize = 1 << 20;
@@ -29,6 +29,20 @@ pub struct SampleRows {
     pub kind: Vec<u8>,
 }
 
+impl SampleRows {
+    /// `chunk`'s rows after these (moved, not copied, when these are none).
+    pub fn append(&mut self, chunk: SampleRows) {
+        if self.kind.is_empty() {
+            *self = chunk;
+            return;
+        }
+        self.points.extend(chunk.points);
+        self.sdf.extend(chunk.sdf);
+        self.normal.extend(chunk.normal);
+        self.kind.extend(chunk.kind);
+    }
+}
+
 /// What a sample job asks of the mesh query: each row's signed distance (for its sign) and
 /// nearest triangle.
 pub fn sample_fields() -> Fields {
@@ -40,7 +54,7 @@ impl Engine {
     pub fn mesh_samples(
         &self,
         job: MeshSamples<'_>,
-        sink: &mut dyn FnMut(usize, &SampleRows) -> Result<()>,
+        sink: &mut dyn FnMut(usize, SampleRows) -> Result<()>,
     ) -> Result<()> {
         let MeshSamples {
             mesh,
@@ -79,16 +93,14 @@ impl Engine {
         };
         for first in (0..rows).step_by(SAMPLE_CHUNK_ROWS) {
             let count = SAMPLE_CHUNK_ROWS.min(rows - first);
-            let samples: Vec<Sample> = sampler.samples(first..first + count);
-            let points: Vec<[f64; 3]> = samples.iter().map(|s| s.point).collect();
-            // Surface rows come first (`SampleSpec::locate`) and lie on the mesh: sdf 0 and
-            // their face normal, nothing to ask the device.
-            let surface = samples.partition_point(|s| s.kind == SampleKind::Surface);
-            debug_assert!(
-                samples[surface..]
-                    .iter()
-                    .all(|s| s.kind != SampleKind::Surface)
-            );
+            let SampleColumns {
+                points,
+                kinds,
+                face_normals,
+            } = sampler.columns(first..first + count);
+            // Surface rows come first and lie on the mesh: sdf 0 and their face normal,
+            // nothing to ask the device.
+            let surface = face_normals.len();
             let asked = &points[surface..];
             let (distances, shapes) = match caps {
                 _ if asked.is_empty() => (Vec::new(), Vec::new()),
@@ -112,16 +124,17 @@ impl Engine {
                 None => answer(asked, sign)?,
             };
             let (distances, normals) = finish_in_f64(sampler.mesh(), asked, &distances, &shapes);
-            let face_normals = samples[..surface]
-                .iter()
-                .map(|s| s.face_normal.map_or([0.0; 3], |n| n.map(|x| x as f32)));
             let chunk = SampleRows {
                 points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
                 sdf: std::iter::repeat_n(0.0, surface).chain(distances).collect(),
-                normal: face_normals.chain(normals).collect(),
-                kind: samples.iter().map(|s| s.kind as u8).collect(),
+                normal: face_normals
+                    .iter()
+                    .map(|n| n.map(|x| x as f32))
+                    .chain(normals)
+                    .collect(),
+                kind: kinds.iter().map(|&k| k as u8).collect(),
             };
-            sink(first, &chunk)?;
+            sink(first, chunk)?;
         }
         Ok(())
     }
