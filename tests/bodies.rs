@@ -1238,7 +1238,11 @@ fn least_push(body: &Convex, target: &Convex) -> (f64, DVec3) {
     let mut best = samples[0];
     for &(mut value, mut u) in samples.iter().take(6) {
         let mut step = 0.1;
-        while step > 1e-10 {
+        // Along a kink the search can crawl by its least step for millions of moves (seconds
+        // a pair) for a gain below 1e-10 of the tolerance: measured on seeds 23..33.
+        let mut moves_left = 20_000;
+        while step > 1e-10 && moves_left > 0 {
+            moves_left -= 1;
             let t1 = closest::math::any_perpendicular(u).normalize_or_zero();
             let t2 = u.cross(t1);
             let moves = [t1, -t1, t2, -t2, t1 + t2, t1 - t2, -t1 + t2, -t1 - t2];
@@ -1282,7 +1286,7 @@ fn a_normal_at_a_cores_edge_pushes_the_pair_apart() {
     assert!(problems.is_empty(), "{problems:?}");
 }
 
-/// Overlapping pairs of every bounded kind on ten seeds, judged without the oracle: the
+/// Overlapping pairs of every bounded kind on thirty seeds, judged without the oracle: the
 /// answered depth is no larger than the least push found from support values alone (it is
 /// minimal), and the answered normal's support value is the depth (pushing along it by the
 /// depth just touches). The existing check that moving by −distance·normal separates bounds
@@ -1291,7 +1295,7 @@ fn a_normal_at_a_cores_edge_pushes_the_pair_apart() {
 /// 232.8 against 231.7 at size 1000), answered since by the separating-axis check.
 #[test]
 fn overlap_depths_are_the_least_push_by_support_values() {
-    least_push_failures(&(23..33).collect::<Vec<u64>>());
+    least_push_failures(&(23..53).collect::<Vec<u64>>());
 }
 
 fn least_push_failures(seeds: &[u64]) {
