@@ -7,7 +7,7 @@ use closest::gpu::interface::{
     DERIVED_OVERRIDES, Entry, Override, Slot, kernel_shaders, reflect, uses_subgroups,
 };
 use closest::gpu::layout::{GpuHit, GpuSegmentHit, GpuShape, Params};
-use closest::gpu::shaders::{compose, prelude};
+use closest::gpu::shaders::{WORKGROUP_SIZE, compose, prelude};
 use closest::shape::ShapeKind;
 
 #[test]
@@ -81,9 +81,13 @@ fn every_kernel_agrees_with_the_rust_interface() {
             "{name}.wgsl: subgroup use differs from Entry::needs_subgroups"
         );
     }
-    let first = sizes[0].1;
+    // The engine dispatches by WORKGROUP_SIZE before it composes any shader.
     for (entry, size) in &sizes {
-        assert_eq!(*size, first, "{entry} has another workgroup size");
+        assert_eq!(
+            *size,
+            [WORKGROUP_SIZE, 1, 1],
+            "{entry}'s workgroup size is not WORKGROUP_SIZE"
+        );
     }
     assert_eq!(
         sizes.len(),

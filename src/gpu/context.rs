@@ -179,7 +179,7 @@ impl Context {
                 stack_limit,
                 loop_budget,
             )
-        })??;
+        })?;
         let row_bytes = std::mem::size_of::<GpuShape>() as u64; // the widest per-row buffer
         let by_binding = limits.max_storage_buffer_binding_size / row_bytes;
         let by_buffer = limits.max_buffer_size / row_bytes;

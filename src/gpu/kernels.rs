@@ -1,5 +1,5 @@
-//! The kernels: one shader module each, composed and validated once, and their pipelines,
-//! specialised by overrides on first use and cached by `PipelineKey`.
+//! The kernels: one shader module each, composed and validated on first use, and their
+//! pipelines, specialised by overrides on first use and cached by `PipelineKey`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,9 +12,10 @@ use crate::shape::ShapeKind;
 pub(crate) struct Kernels {
     pub layout: wgpu::BindGroupLayout,
     pipeline_layout: wgpu::PipelineLayout,
-    /// Shader modules by name (`query`, `segments`), with the overrides each declares; all
-    /// share one bind-group layout.
-    modules: HashMap<&'static str, (wgpu::ShaderModule, Vec<String>)>,
+    /// Shader modules by name (`query`, `segments`), made on first use: composing and
+    /// validating every kernel was ~140 ms of CPU at each engine's open on lavapipe, most of it
+    /// for kernels the job never runs. All share one bind-group layout.
+    modules: HashMap<&'static str, ModuleCell>,
     /// Pipelines by their specialisation, built on first use, each in a cell of its own: the
     /// cache's lock is held only to find the cell, and a build (seconds on lavapipe with a cold
     /// shader cache) holds its key's cell alone. One lock held through a build stalled every
@@ -31,6 +32,9 @@ pub(crate) struct Kernels {
 
 /// One key's pipeline, once built.
 type PipelineCell = std::sync::Arc<Mutex<Option<wgpu::ComputePipeline>>>;
+
+/// One shader's module, once made, with the overrides it declares.
+type ModuleCell = Mutex<Option<(wgpu::ShaderModule, Vec<String>)>>;
 
 /// What a pipeline is specialised for: software adapters run every branch the compiler cannot
 /// drop, so code a job never takes is compiled out through pipeline overrides.
@@ -91,7 +95,7 @@ impl Kernels {
             body_kinds,
             target_kinds,
         } = key;
-        let (module, declared) = &self.modules[entry.shader()];
+        let (module, declared) = self.module(device, entry)?;
         // Each override where the kernel declares it.
         let constants: Vec<(&str, f64)> = Override::ALL
             .into_iter()
@@ -120,7 +124,7 @@ impl Kernels {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry.name()),
                 layout: Some(&self.pipeline_layout),
-                module,
+                module: &module,
                 entry_point: Some(entry.name()),
                 compilation_options: wgpu::PipelineCompilationOptions {
                     constants: &constants,
@@ -133,6 +137,50 @@ impl Kernels {
         *built = Some(pipeline.clone());
         Ok(pipeline)
     }
+
+    /// `entry`'s shader module and the overrides it declares, composed and made on first use.
+    fn module(
+        &self,
+        device: &wgpu::Device,
+        entry: Entry,
+    ) -> Result<(wgpu::ShaderModule, Vec<String>)> {
+        let name = entry.shader();
+        let cell = self.modules.get(name).ok_or_else(|| {
+            Error::Gpu(format!(
+                "`{}` needs subgroups, which this adapter lacks",
+                entry.name()
+            ))
+        })?;
+        let mut made = crate::sync::lock(cell);
+        if let Some(module) = made.as_ref() {
+            return Ok(module.clone());
+        }
+        let shader = shaders::compose(name).map_err(Error::Gpu)?;
+        for entry in interface::kernel_shaders()
+            .into_iter()
+            .filter(|(shader, _)| *shader == name)
+            .flat_map(|(_, entries)| entries)
+        {
+            let size = shader.workgroup_size(entry.name()).ok_or_else(|| {
+                Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
+            })?;
+            if size != [shaders::WORKGROUP_SIZE, 1, 1] {
+                return Err(Error::Gpu(format!(
+                    "{name}.wgsl: `{}` has workgroup size {size:?}, not WORKGROUP_SIZE",
+                    entry.name()
+                )));
+            }
+        }
+        let overrides = interface::reflect(&shader).overrides;
+        let module = in_error_scope(device, || {
+            device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(name),
+                source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+            })
+        })?;
+        *made = Some((module, overrides));
+        Ok(made.clone().expect("just made"))
+    }
 }
 
 pub(super) fn build_kernels(
@@ -141,50 +189,29 @@ pub(super) fn build_kernels(
     point_texels: bool,
     stack_limit: u32,
     loop_budget: u32,
-) -> Result<Kernels> {
-    // Every entry point shares one workgroup size (the dispatch grid is computed once).
-    let mut modules = HashMap::new();
-    let mut workgroup_size = None;
-    for (name, entries) in interface::kernel_shaders() {
-        if !subgroups && entries.iter().any(|e| e.needs_subgroups()) {
-            continue;
-        }
-        let shader = shaders::compose(name).map_err(Error::Gpu)?;
-        let reflected = interface::reflect(&shader);
-        for entry in entries {
-            let [size, _, _] = shader.workgroup_size(entry.name()).ok_or_else(|| {
-                Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
-            })?;
-            if *workgroup_size.get_or_insert(size) != size {
-                return Err(Error::Gpu(format!(
-                    "{name}.wgsl: `{}` has another workgroup size",
-                    entry.name()
-                )));
-            }
-        }
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(name),
-            source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
-        });
-        modules.insert(name, (module, reflected.overrides));
-    }
-    let workgroup_size = workgroup_size.expect("at least one kernel");
+) -> Kernels {
+    // A cell for each kernel the adapter can run; each is composed on first use.
+    let modules = interface::kernel_shaders()
+        .into_iter()
+        .filter(|(_, entries)| subgroups || !entries.iter().any(|e| e.needs_subgroups()))
+        .map(|(name, _)| (name, Mutex::new(None)))
+        .collect();
     let layout = interface::bind_group_layout(device);
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some("kernels"),
         bind_group_layouts: &[Some(&layout)],
         immediate_size: 0,
     });
-    Ok(Kernels {
+    Kernels {
         layout,
         pipeline_layout,
         modules,
         pipelines: Mutex::new(HashMap::new()),
-        workgroup_size,
+        workgroup_size: shaders::WORKGROUP_SIZE,
         point_texels,
         stack_limit,
         loop_budget,
-    })
+    }
 }
 
 /// Run `f` inside validation and out-of-memory error scopes.

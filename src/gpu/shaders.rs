@@ -61,6 +61,10 @@ const SOURCES: &[(&str, &str)] = &[
     wgsl!("mesh_subgroup"),
 ];
 
+/// Threads per workgroup of every kernel (`WORKGROUP_SIZE` in WGSL): the engine computes its
+/// dispatch grid from it at open, before any shader is composed.
+pub const WORKGROUP_SIZE: u32 = 256;
+
 /// Value of the `ONLY_KIND` override for pipelines that handle every shape kind.
 pub const ANY_KIND: u32 = u32::MAX;
 
@@ -95,6 +99,7 @@ pub fn prelude() -> String {
         );
     }
     out += &format!("const ANY_KIND: u32 = {}u;\n", ANY_KIND);
+    out += &format!("const WORKGROUP_SIZE: u32 = {WORKGROUP_SIZE}u;\n");
     out += &format!("const KIND_COUNT: u32 = {}u;\n", ShapeKind::ALL.len());
     out += &format!("const STACK_SIZE: u32 = {}u;\n", crate::bvh::STACK_SIZE);
     out += &format!("const ON_AXIS: f32 = {:?};\n", crate::math::ON_AXIS as f32);
