@@ -156,11 +156,7 @@ impl Kernels {
             return Ok(module.clone());
         }
         let shader = shaders::compose(name).map_err(Error::Gpu)?;
-        for entry in interface::kernel_shaders()
-            .into_iter()
-            .filter(|(shader, _)| *shader == name)
-            .flat_map(|(_, entries)| entries)
-        {
+        for entry in Entry::ALL.into_iter().filter(|e| e.shader() == name) {
             let size = shader.workgroup_size(entry.name()).ok_or_else(|| {
                 Error::Gpu(format!("{name}.wgsl has no `{}` entry point", entry.name()))
             })?;
@@ -178,8 +174,7 @@ impl Kernels {
                 source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
             })
         })?;
-        *made = Some((module, overrides));
-        Ok(made.clone().expect("just made"))
+        Ok(made.insert((module, overrides)).clone())
     }
 }
 
