@@ -42,11 +42,24 @@ pub(crate) fn interrupted() -> bool {
     stop
 }
 
+/// How often a polled job's caller asks its check.
+const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Run `job` on a thread of its own while this thread asks its check every 20 ms (work on
 /// other threads, as a parallel build's, never asks it): once the check says stop, `job` sees
 /// its flag set, should end early with an answer to throw away, and this is
 /// `Error::Interrupted`. Without a check, or without a thread to spare, `job` runs here.
 pub(crate) fn polled<T: Send>(
+    job: impl FnOnce(&AtomicBool) -> T + Send,
+) -> crate::error::Result<T> {
+    polled_every(POLL_INTERVAL, job)
+}
+
+/// [`polled`], asking every `interval`. The wait between asks ends as soon as the job does:
+/// sleeping out the interval made every polled job from Python (each mesh's build) last a
+/// whole number of intervals, 10 ms more on average.
+fn polled_every<T: Send>(
+    interval: std::time::Duration,
     job: impl FnOnce(&AtomicBool) -> T + Send,
 ) -> crate::error::Result<T> {
     let stop = AtomicBool::new(false);
@@ -63,18 +76,27 @@ pub(crate) fn polled<T: Send>(
         job.map(|job| crate::sync::in_process_pool(|| job(&stop)))
     };
     let answer = std::thread::scope(|scope| {
+        // The worker holds the sender until it ends, however it ends (a panic included): the
+        // receiver then hears that it is gone.
+        let (ended, ending) = std::sync::mpsc::channel::<()>();
         let started = std::thread::Builder::new()
             .name("closest-polled".into())
-            .spawn_scoped(scope, run);
+            .spawn_scoped(scope, move || {
+                let _ended = ended;
+                run()
+            });
         let Ok(worker) = started else {
             return Ok(run());
         };
-        while !worker.is_finished() {
+        loop {
             // Asked until it says stop: its answer (Python's exception) is taken once.
             if !stop.load(Ordering::Relaxed) && interrupted() {
                 stop.store(true, Ordering::Relaxed);
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            match ending.recv_timeout(interval) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                _ => break,
+            }
         }
         worker.join()
     });
@@ -143,5 +165,22 @@ mod tests {
         // A job that ends first is answered.
         let done = checking_interrupts(Box::new(|| false), || polled(|_| 7));
         assert_eq!(done.ok(), Some(7));
+    }
+
+    #[test]
+    fn a_polled_job_is_answered_when_it_ends_not_at_the_next_ask() {
+        // Asked once an hour: a wait that slept out the interval would hold the answer that
+        // long, so the answer has to come well within the ten seconds allowed here.
+        let (answered, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (asks, check) = stopping_at_ask(u32::MAX);
+            let hour = std::time::Duration::from_secs(3600);
+            let done = checking_interrupts(check, || polled_every(hour, |_| 7));
+            let _ = answered.send((done.ok(), asks.get()));
+        });
+        let (done, asks) = answer
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the polled job's answer within 10 s, not after the hour's ask");
+        assert_eq!((done, asks), (Some(7), 1), "answered, the check asked once");
     }
 }
