@@ -216,8 +216,27 @@ impl<'m> Sampler<'m> {
     /// Sample `row` (surface samples first, then near ones sigma by sigma, then uniform).
     pub fn sample(&self, row: usize) -> Sample {
         let mut one = [UNSET_SAMPLE];
-        self.fill_batch(row, &mut one);
+        self.fill_batch(row, &mut one, true);
         one[0]
+    }
+
+    /// The points of samples `rows`, in order, on every core, after those `out` holds:
+    /// [`Sampler::sample`]'s points, without the face normals a distance job never reads.
+    pub fn points_into(&self, rows: std::ops::Range<usize>, out: &mut Vec<[f64; 3]>) {
+        use rayon::prelude::*;
+        let first = out.len();
+        out.resize(first + rows.len(), [0.0; 3]);
+        out[first..]
+            .par_chunks_mut(SAMPLE_BATCH)
+            .enumerate()
+            .for_each(|(batch, points)| {
+                let mut samples = [UNSET_SAMPLE; SAMPLE_BATCH];
+                let samples = &mut samples[..points.len()];
+                self.fill_batch(rows.start + batch * SAMPLE_BATCH, samples, false);
+                for (point, sample) in points.iter_mut().zip(samples.iter()) {
+                    *point = sample.point;
+                }
+            });
     }
 
     /// Samples `rows`, in order, on every core, as columns: [`Sampler::sample`] of each.
@@ -238,7 +257,7 @@ impl<'m> Sampler<'m> {
                     normals: Option<&mut [[f64; 3]]>| {
             let mut batch = [UNSET_SAMPLE; SAMPLE_BATCH];
             let batch = &mut batch[..points.len()];
-            self.fill_batch(first, batch);
+            self.fill_batch(first, batch, normals.is_some());
             for (k, sample) in batch.iter().enumerate() {
                 (points[k], kinds[k]) = (sample.point, sample.kind);
             }
@@ -273,7 +292,8 @@ impl<'m> Sampler<'m> {
     /// batch: each step's loads (the area guide, the running sums, the triangle, its corners)
     /// are independent across rows, so the processor overlaps their cache misses, where a row
     /// at a time waited for each (igea's 250,000 samples: 90–120 ms, four misses a row).
-    fn fill_batch(&self, first: usize, out: &mut [Sample]) {
+    /// Surface samples' face normals are made only `with_normals`.
+    fn fill_batch(&self, first: usize, out: &mut [Sample], with_normals: bool) {
         debug_assert!(out.len() <= SAMPLE_BATCH);
         let total = *self.cumulative_area.last().unwrap_or(&0.0);
         // The rows on the surface (uniform ones are made at once): each one's generator,
@@ -329,7 +349,9 @@ impl<'m> Sampler<'m> {
             let sample = &mut out[k];
             if sample.kind == SampleKind::Surface {
                 sample.point = p.to_array();
-                sample.face_normal = Some(face_normal(self.mesh, triangles[k]).to_array());
+                if with_normals {
+                    sample.face_normal = Some(face_normal(self.mesh, triangles[k]).to_array());
+                }
             } else {
                 let moved = p + DVec3::new(rng.normal(), rng.normal(), rng.normal()) * sigmas[k];
                 sample.point = moved.to_array();

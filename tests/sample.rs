@@ -64,7 +64,7 @@ fn the_same_seed_gives_the_same_samples_in_any_order_and_another_seed_others() {
 
 #[test]
 fn samples_made_in_batches_are_the_rows_made_one_at_a_time() {
-    // `Sampler::columns` makes rows in steps over batches of 32; the batches must not mix
+    // `Sampler::columns` and `Sampler::points_into` make rows in steps over batches of 32; the batches must not mix
     // rows' generators or triangles, wherever a range starts and whatever kinds it spans.
     let mesh = ball();
     let sampler = Sampler::new(&mesh, spec(5)).unwrap();
@@ -87,6 +87,11 @@ fn samples_made_in_batches_are_the_rows_made_one_at_a_time() {
         assert_eq!(columns.points, points, "{range:?}");
         assert_eq!(columns.kinds, kinds, "{range:?}");
         assert_eq!(columns.face_normals, face_normals, "{range:?}");
+        // Points alone (a distance job's), after rows already held.
+        let mut held = vec![[f64::NAN; 3]; 3];
+        sampler.points_into(range.clone(), &mut held);
+        assert!(held[..3].iter().flatten().all(|x| x.is_nan()), "{range:?}");
+        assert_eq!(held[3..], points[..], "{range:?}");
     }
     // A row alone, made in a batch of one: the kinds as laid out.
     assert!(

@@ -253,9 +253,10 @@ impl PointReader for MeshPoints<'_> {
         );
         if range.end > vertices {
             let sampler = self.sampler.expect("rows past the vertices are samples");
-            let samples =
-                sampler.columns(range.start.max(vertices) - vertices..range.end - vertices);
-            rows.extend_from_slice(&samples.points);
+            sampler.points_into(
+                range.start.max(vertices) - vertices..range.end - vertices,
+                rows,
+            );
         }
         Ok(())
     }
