@@ -88,22 +88,76 @@ fn polled_every<T: Send>(
         let Ok(worker) = started else {
             return Ok(run());
         };
-        loop {
-            // Asked until it says stop: its answer (Python's exception) is taken once.
-            if !stop.load(Ordering::Relaxed) && interrupted() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            match ending.recv_timeout(interval) {
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-                _ => break,
-            }
-        }
+        ask_until_ended(&stop, &ending, interval);
         worker.join()
     });
     match answer {
         Ok(_) if stop.load(Ordering::Relaxed) => Err(crate::error::Error::Interrupted),
         Ok(value) => Ok(value.expect("the job runs once")),
         Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Run `aside` on a thread of its own while this thread runs `here`; both answers. `aside`
+/// runs under a check of its own that says stop once `here` fails or, while this thread waits
+/// for `aside`, this thread's check says stop (asked every 20 ms, as [`polled`] asks it):
+/// `aside` then ends early with an answer to throw away (`Error::Interrupted` from a polled
+/// job). Without a thread to spare, `aside` runs here after `here`.
+pub(crate) fn beside<A: Send, H>(
+    aside: impl FnOnce() -> A + Send,
+    here: impl FnOnce() -> crate::error::Result<H>,
+) -> (A, crate::error::Result<H>) {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let aside = std::sync::Mutex::new(Some(aside));
+    let run_aside = || {
+        let aside = aside
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .expect("the job aside runs once");
+        crate::sync::in_process_pool(aside)
+    };
+    std::thread::scope(|scope| {
+        let (ended, ending) = std::sync::mpsc::channel::<()>();
+        let asked = stop.clone();
+        let started = std::thread::Builder::new()
+            .name("closest-beside".into())
+            .spawn_scoped(scope, move || {
+                let _ended = ended;
+                let stopped = Box::new(move || asked.load(Ordering::Relaxed));
+                checking_interrupts(stopped, run_aside)
+            });
+        let answer = here();
+        let Ok(worker) = started else {
+            return (run_aside(), answer);
+        };
+        if answer.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        ask_until_ended(&stop, &ending, POLL_INTERVAL);
+        let aside = worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (aside, answer)
+    })
+}
+
+/// Ask this thread's check every `interval` until a job on another thread ends (`ending`
+/// hears its sender go), setting `stop` once the check says so: the check is asked until it
+/// says stop, its answer (Python's exception) taken once.
+fn ask_until_ended(
+    stop: &AtomicBool,
+    ending: &std::sync::mpsc::Receiver<()>,
+    interval: std::time::Duration,
+) {
+    loop {
+        if !stop.load(Ordering::Relaxed) && interrupted() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        match ending.recv_timeout(interval) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            _ => break,
+        }
     }
 }
 
@@ -165,6 +219,32 @@ mod tests {
         // A job that ends first is answered.
         let done = checking_interrupts(Box::new(|| false), || polled(|_| 7));
         assert_eq!(done.ok(), Some(7));
+    }
+
+    #[test]
+    fn a_job_beside_stops_when_this_side_fails_or_is_interrupted() {
+        // The job aside waits for its stop; it sees it once this side fails...
+        let wait_for_stop = || {
+            polled(|stop| {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+        };
+        let (aside, here) = beside(wait_for_stop, || {
+            Err::<(), _>(crate::error::Error::Usage("this side".into()))
+        });
+        assert!(matches!(aside, Err(crate::error::Error::Interrupted)));
+        assert!(matches!(here, Err(crate::error::Error::Usage(_))));
+        // ... or once this thread's check says stop while it waits.
+        let (asks, check) = stopping_at_ask(2);
+        let (aside, here) = checking_interrupts(check, || beside(wait_for_stop, || Ok(5)));
+        assert!(matches!(aside, Err(crate::error::Error::Interrupted)));
+        assert_eq!(here.ok(), Some(5));
+        assert_eq!(asks.get(), 2, "asked until it said stop, then no more");
+        // A job aside that ends is answered, with this side's answer.
+        let (aside, here) = beside(|| 3, || Ok(4));
+        assert_eq!((aside, here.ok()), (3, Some(4)));
     }
 
     #[test]

@@ -186,6 +186,80 @@ fn no_deviation_exceeds_the_distance_to_the_other_mesh_s_own_points() {
     );
 }
 
+#[test]
+fn meshes_built_beside_the_first_direction_answer_as_meshes_uploaded_first() {
+    // `mesh_distance_uploading` builds A on another thread while A's points are answered
+    // against B: the same deviations, figures and progress as the two uploads one after the
+    // other, signed or not; and a failure on either side is the answer, nothing left running.
+    let engine = open_engine(EngineOptions {
+        chunk_rows: Some(700),
+        ..EngineOptions::default()
+    });
+    let (a, b) = (
+        lumpy(DVec3::new(5.0, 0.0, 0.0), 1.0, 8),
+        lumpy(DVec3::new(5.1, 0.1, 0.0), 1.1, 9),
+    );
+    let (samples, seed) = (1200, 3);
+    for sign in [SignChoice::Method(Sign::None), SignChoice::Auto] {
+        let gpu = [a.clone(), b.clone()].map(|m| engine.upload_mesh(m).unwrap());
+        let job = MeshDistance {
+            a: &gpu[0],
+            b: &gpu[1],
+            samples,
+            seed,
+            sign,
+        };
+        let mut told_before = Vec::new();
+        let (want, want_deviations) = engine
+            .mesh_distance_vertices(job, &mut |done, total| told_before.push((done, total)))
+            .unwrap();
+        let mut told = Vec::new();
+        let (got, got_deviations, [got_a, got_b]) = engine
+            .mesh_distance_uploading(
+                (a.clone(), b.clone()),
+                (samples, seed, sign),
+                &mut |done, total| told.push((done, total)),
+            )
+            .unwrap();
+        assert_eq!(got, want, "{sign:?}");
+        assert_eq!(got_deviations, want_deviations, "{sign:?}");
+        assert_eq!(told, told_before, "{sign:?}");
+        assert_eq!(
+            told.last().map(|t| t.0),
+            Some(got.a_to_b.points + got.b_to_a.points)
+        );
+        assert_eq!(got_a.mesh().triangles, a.triangles);
+        assert_eq!(got_b.mesh().triangles, b.triangles);
+    }
+    let no_triangles = Mesh {
+        vertices: vec![DVec3::ZERO; 3].into(),
+        triangles: Vec::new(),
+    };
+    // B refused at once while a large A builds: its build is stopped, the refusal answers.
+    let large = mesh_of(octahedron_sphere(DVec3::ZERO, 1.0, 7));
+    let asked = (10, 0, SignChoice::Method(Sign::None));
+    let refused = engine
+        .mesh_distance_uploading((large, no_triangles.clone()), asked, &mut |_, _| {})
+        .err()
+        .expect("B has no triangles");
+    assert!(refused.to_string().contains("no triangles"), "{refused}");
+    // A refused after B's direction: its own build's refusal.
+    let refused = engine
+        .mesh_distance_uploading((no_triangles, b.clone()), asked, &mut |_, _| {})
+        .err()
+        .expect("A has no triangles");
+    assert!(refused.to_string().contains("no triangles"), "{refused}");
+    // The engine answers as before.
+    let again = engine
+        .mesh_distance_uploading(
+            (a, b),
+            (samples, seed, SignChoice::Method(Sign::None)),
+            &mut |_, _| {},
+        )
+        .unwrap();
+    assert!(again.0.hausdorff() > 0.0);
+}
+
 fn closest_bin(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_closest"))
         .args(args)

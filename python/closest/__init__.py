@@ -67,9 +67,13 @@ def mesh_distance(a, b, samples=0, seed=0, sign=None, engine=None):
                              f"got {type(value).__name__}")
     if engine is not None and not isinstance(engine, Engine):
         raise InputError(f"engine: expected a closest.Engine or None, got {type(engine).__name__}")
+    if not isinstance(a, Mesh) and not isinstance(b, Mesh):
+        # Neither open yet: A's hierarchy is built while A's points are answered against B.
+        engine = _default_engine() if engine is None else engine
+        return engine._mesh_distance_of(a, b, samples=samples, seed=seed, sign=sign)
     if not isinstance(a, Mesh) or not isinstance(b, Mesh):
         if engine is None:
-            engine = a.engine if isinstance(a, Mesh) else b.engine if isinstance(b, Mesh) else _default_engine()
+            engine = a.engine if isinstance(a, Mesh) else b.engine
         # Paths and trimesh or Open3D meshes alike: `Engine.mesh` takes both.
         a = a if isinstance(a, Mesh) else engine.mesh(a)
         b = b if isinstance(b, Mesh) else engine.mesh(b)

@@ -53,6 +53,16 @@ class Engine:
         (its vertices and faces or triangles), or vertices (V, 3) floats and
         triangles (F, 3) integers (anything numpy.asarray reads). sign="auto"'s check runs
         beside the build."""
+    def _mesh_distance_of(
+        self,
+        a: Union[str, PathLike, Any],
+        b: Union[str, PathLike, Any],
+        samples: int = 0,
+        seed: int = 0,
+        sign: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """`closest.mesh_distance` of two meshes not yet opened (paths, trimesh or Open3D meshes):
+        A's hierarchy is built while A's points are answered against B."""
     def query_paired(
         self, shapes: Shapes, points: np.ndarray, mode: str = "solid", fields: Fields = None
     ) -> Result:

@@ -8,7 +8,8 @@ use closest::GpuMesh;
 use closest::Points;
 use closest::auto_sign::SignChoice;
 use closest::engine::{
-    BandSlab, BodyContacts, BodyPairs, MeshDistance, MeshSamples, SampleRows, SdfBand,
+    BandSlab, BodyContacts, BodyPairs, MeshDistance, MeshDistanceSummary, MeshSamples, SampleRows,
+    SdfBand,
 };
 use closest::engine::{
     MeshQuery, PairedQuery, SceneQuery, SdfGrid, SegmentPairs, SegmentReader, SegmentRows,
@@ -242,6 +243,15 @@ fn optional_path(
 enum MeshSource<'py> {
     File(std::path::PathBuf),
     Arrays(Bound<'py, PyAny>, Bound<'py, PyAny>),
+}
+
+/// The host mesh of `source`: a file read off the GIL, interruptible (Ctrl-C: a large mesh's
+/// load takes seconds), or arrays.
+fn host_mesh(py: Python<'_>, source: MeshSource<'_>) -> PyResult<closest::mesh::Mesh> {
+    match source {
+        MeshSource::File(path) => detached(py, || closest::io::load_mesh(&path)),
+        MeshSource::Arrays(vertices, triangles) => mesh_from_arrays(&vertices, &triangles),
+    }
 }
 
 /// `path`: a mesh file's path, or an object with `vertices` and `faces` (a `trimesh.Trimesh`)
@@ -874,13 +884,7 @@ impl Engine {
     ) -> PyResult<MeshTarget> {
         guarded_on(&self.inner, "Engine.mesh", || {
             let mesh = match (path, vertices, triangles) {
-                // Interruptible (Ctrl-C): a large mesh's load and build take seconds.
-                (Some(MeshSource::File(path)), None, None) => {
-                    detached(py, || closest::io::load_mesh(&path))?
-                }
-                (Some(MeshSource::Arrays(vertices, triangles)), None, None) => {
-                    mesh_from_arrays(&vertices, &triangles)?
-                }
+                (Some(source), None, None) => host_mesh(py, source)?,
                 (None, Some(vertices), Some(triangles)) => mesh_from_arrays(vertices, triangles)?,
                 _ => {
                     return Err(input_error(
@@ -898,6 +902,37 @@ impl Engine {
                 triangles,
                 body_targets: OfProcess::new(std::sync::OnceLock::new()),
             })
+        })
+    }
+
+    /// `closest.mesh_distance` of two meshes given as paths or trimesh or Open3D meshes, neither
+    /// opened before: A's hierarchy is built while A's points are answered against B
+    /// (`Engine::mesh_distance_uploading`). The answer of `Mesh.distance_to`.
+    #[pyo3(signature = (a, b, samples=0, seed=0, sign=None))]
+    fn _mesh_distance_of<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = mesh_source)] a: Option<MeshSource<'py>>,
+        #[pyo3(from_py_with = mesh_source)] b: Option<MeshSource<'py>>,
+        #[pyo3(from_py_with = samples_count)] samples: usize,
+        #[pyo3(from_py_with = seed_value)] seed: u64,
+        #[pyo3(from_py_with = sign_name)] sign: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        guarded_on(&self.inner, "mesh_distance", || {
+            let (Some(a), Some(b)) = (a, b) else {
+                return Err(input_error(
+                    "mesh_distance: a and b are meshes, not None".into(),
+                ));
+            };
+            let sign = parse_sign_choice(sign.as_deref())?;
+            let meshes = (host_mesh(py, a)?, host_mesh(py, b)?);
+            let vertices = meshes.0.vertices.len() + meshes.1.vertices.len();
+            check_result_fits("mesh_distance", vertices, 4)?;
+            let engine = &self.inner;
+            let (summary, deviations, _) = detached(py, || {
+                engine.mesh_distance_uploading(meshes, (samples, seed, sign), &mut |_, _| {})
+            })?;
+            distance_dict(py, &summary, deviations)
         })
     }
 
@@ -1441,25 +1476,7 @@ impl MeshTarget {
                 };
                 self.engine.mesh_distance_vertices(job, &mut |_, _| {})
             })?;
-            let dict = PyDict::new(py);
-            let [a_to_b, b_to_a] = deviations;
-            dict.set_item("a_to_b", a_to_b.into_pyarray(py))?;
-            dict.set_item("b_to_a", b_to_a.into_pyarray(py))?;
-            let (ab, ba) = (&summary.a_to_b, &summary.b_to_a);
-            for (name, value) in [
-                ("hausdorff", summary.hausdorff()),
-                ("hausdorff_a_to_b", ab.max),
-                ("hausdorff_b_to_a", ba.max),
-                ("chamfer", summary.chamfer()),
-                ("chamfer_squared", summary.chamfer_squared()),
-                ("mean_a_to_b", ab.mean),
-                ("mean_b_to_a", ba.mean),
-                ("mean_squared_a_to_b", ab.mean_squared),
-                ("mean_squared_b_to_a", ba.mean_squared),
-            ] {
-                dict.set_item(name, value)?;
-            }
-            Ok(dict)
+            distance_dict(py, &summary, deviations)
         })
     }
 
@@ -1634,6 +1651,32 @@ fn band_width(grid: &Grid, band: f64, units: &str) -> PyResult<f64> {
 
 /// Refuse, before any work, a result held whole in memory that the host cannot hold (a job
 /// too large for Python's arrays streams through the CLI instead).
+/// `Mesh.distance_to`'s answer: the vertices' deviations and the figures.
+fn distance_dict<'py>(
+    py: Python<'py>,
+    summary: &MeshDistanceSummary,
+    [a_to_b, b_to_a]: [Vec<f32>; 2],
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("a_to_b", a_to_b.into_pyarray(py))?;
+    dict.set_item("b_to_a", b_to_a.into_pyarray(py))?;
+    let (ab, ba) = (&summary.a_to_b, &summary.b_to_a);
+    for (name, value) in [
+        ("hausdorff", summary.hausdorff()),
+        ("hausdorff_a_to_b", ab.max),
+        ("hausdorff_b_to_a", ba.max),
+        ("chamfer", summary.chamfer()),
+        ("chamfer_squared", summary.chamfer_squared()),
+        ("mean_a_to_b", ab.mean),
+        ("mean_b_to_a", ba.mean),
+        ("mean_squared_a_to_b", ab.mean_squared),
+        ("mean_squared_b_to_a", ba.mean_squared),
+    ] {
+        dict.set_item(name, value)?;
+    }
+    Ok(dict)
+}
+
 fn check_result_fits(what: &str, rows: usize, bytes_a_row: usize) -> PyResult<()> {
     let bytes = (rows as u64).saturating_mul(bytes_a_row as u64);
     match closest::host_memory::host_available_bytes() {

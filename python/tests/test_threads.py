@@ -50,41 +50,75 @@ class Interrupted(Exception):
     """What the test's SIGINT handler raises (pytest itself would stop on KeyboardInterrupt)."""
 
 
-def test_ctrl_c_stops_a_large_meshs_load_and_build(engine, tmp_path):
-    # A mesh of 2M triangles takes seconds to read and build; Ctrl-C went unheard until both
-    # ended. Interrupted a tenth of the way in, the call now ends well before a whole load
-    # (each measured here, in the same minute), and the engine loads the next mesh.
-    import os
-    import signal
+@pytest.fixture(scope="module")
+def torus(tmp_path_factory):
+    """A mesh of 2M triangles, which takes seconds to read and build."""
     import subprocess
     import sys
-    import time
 
-    path = tmp_path / "torus.ply"
+    path = tmp_path_factory.mktemp("torus") / "torus.ply"
     script = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "make_torus_mesh.py"
     subprocess.run([sys.executable, str(script), "1024", "1024", str(path)], check=True,
                    capture_output=True, timeout=120)
+    return str(path)
+
+
+def interrupted_after(fractions, call):
+    """`call` once whole, then again for each of `fractions` with a SIGINT (the main thread's
+    signal, as Ctrl-C sends) that fraction of the whole call's time in, each of which must
+    raise the handler's exception: the whole call's seconds and each interrupted one's."""
+    import os
+    import signal
+    import time
+
     started = time.monotonic()
-    engine.mesh(str(path))
+    call()
     whole = time.monotonic() - started
 
     def handler(signum, frame):
         raise Interrupted
 
+    stopped_after = []
     previous = signal.signal(signal.SIGINT, handler)
-    timer = threading.Timer(0.1 * whole, os.kill, (os.getpid(), signal.SIGINT))
-    started = time.monotonic()
     try:
-        timer.start()
-        with pytest.raises(Interrupted):
-            engine.mesh(str(path))
-        stopped_after = time.monotonic() - started
+        for fraction in fractions:
+            timer = threading.Timer(fraction * whole, os.kill, (os.getpid(), signal.SIGINT))
+            started = time.monotonic()
+            try:
+                timer.start()
+                with pytest.raises(Interrupted):
+                    call()
+                stopped_after.append(time.monotonic() - started)
+            finally:
+                timer.cancel()
+                timer.join()
     finally:
-        timer.cancel()
-        timer.join()
         signal.signal(signal.SIGINT, previous)
+    return whole, stopped_after
+
+
+def test_ctrl_c_stops_a_large_meshs_load_and_build(engine, torus):
+    # Ctrl-C went unheard until the load and the build ended. Interrupted a tenth of the way
+    # in, the call now ends well before a whole load (each measured here, in the same
+    # minute), and the engine loads the next mesh.
+    whole, [stopped_after] = interrupted_after([0.1], lambda: engine.mesh(torus))
     assert stopped_after < 0.75 * whole, (stopped_after, whole)
     assert len(engine.mesh(str(MESHES / "fandisk.obj"))) == 12946
+
+
+def test_ctrl_c_stops_a_mesh_distance_whose_first_mesh_builds_aside(engine, torus):
+    # `mesh_distance` of two files builds A on a thread of its own while A's points are
+    # answered against B, then waits for the build. Ctrl-C a fifth of the way in (A's points
+    # being answered) and at seven tenths (the build waited for) stops the build too, well
+    # before a whole call, and the engine answers the next one.
+    import closest
+
+    fandisk = str(MESHES / "fandisk.obj")
+    whole, [early, late] = interrupted_after(
+        [0.2, 0.7], lambda: closest.mesh_distance(torus, fandisk, engine=engine))
+    assert early < 0.75 * whole and late < 0.9 * whole, (early, late, whole)
+    again = closest.mesh_distance(fandisk, fandisk, samples=100, engine=engine)
+    assert again["hausdorff"] <= 1e-5
 
 
 def test_ctrl_c_stops_a_long_job_and_leaves_nothing(engine, tmp_path):

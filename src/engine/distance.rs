@@ -114,20 +114,46 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(MeshDistanceSummary, [Vec<f32>; 2])> {
         let vertices = [job.a, job.b].map(|m| m.mesh().vertices.len());
-        let total = vertices[0] + vertices[1] + 2 * job.samples;
-        let mut deviations = [Vec::new(), Vec::new()];
-        let mut done = 0;
+        let mut kept = VertexDeviations::new(vertices, job.samples, progress);
         let summary = self.mesh_distance(job, &mut |direction, first, values| {
-            let side = direction as usize;
-            if first < vertices[side] {
-                let count = values.len().min(vertices[side] - first);
-                deviations[side].extend_from_slice(&values[..count]);
-            }
-            done += values.len();
-            progress(done, total);
-            Ok(())
+            kept.take(direction as usize, first, values)
         })?;
-        Ok((summary, deviations))
+        Ok((summary, kept.deviations))
+    }
+
+    /// [`Engine::mesh_distance_vertices`] of two meshes not yet on the device, which come back
+    /// uploaded (A, then B): A's hierarchy is built on another thread while B is uploaded and
+    /// A's points, which need only A's host copy, are answered against B; then B's against A.
+    /// A build leaves a core idle for much of its time, and a small job's time was mostly the
+    /// two builds, one after the other. Ctrl-C on this thread stops the build too.
+    pub fn mesh_distance_uploading(
+        &self,
+        (a, b): (Mesh, Mesh),
+        (samples, seed, sign): (usize, u64, SignChoice),
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(MeshDistanceSummary, [Vec<f32>; 2], [GpuMesh; 2])> {
+        // A's problems first, as when A was uploaded first: its build would refuse them.
+        a.check_built()?;
+        let vertices = [&a, &b].map(|m| m.vertices.len());
+        let mut kept = VertexDeviations::new(vertices, samples, progress);
+        let (built_a, a_to_b) = crate::interrupt::beside(
+            || self.build_mesh(&a),
+            || {
+                let b = self.upload_mesh(b)?;
+                let to_b = self.resolve_sign(&b, sign)?;
+                let mut sink = |first: usize, values: &[f32]| kept.take(0, first, values);
+                let a_to_b = self.deviations(&a, &b, to_b, (samples, seed), &mut sink)?;
+                Ok((b, a_to_b))
+            },
+        );
+        // This side's failure first: it stopped the build.
+        let (b, a_to_b) = a_to_b?;
+        let a = built_a?.with_mesh(a);
+        let to_a = self.resolve_sign(&a, sign)?;
+        let mut sink = |first: usize, values: &[f32]| kept.take(1, first, values);
+        let b_to_a = self.deviations(b.mesh(), &a, to_a, (samples, seed), &mut sink)?;
+        let summary = MeshDistanceSummary { a_to_b, b_to_a };
+        Ok((summary, kept.deviations, [a, b]))
     }
 
     /// `from`'s vertices and `samples` surface samples against `to`, signed by `sign`.
@@ -199,6 +225,43 @@ pub fn surface_samples(samples: usize, seed: u64) -> Result<SampleSpec> {
         )));
     }
     Ok(SampleSpec::surface(samples, seed))
+}
+
+/// The vertices' deviations of both directions, kept from the chunks as they come, and the
+/// progress told of every chunk (points done, in all).
+struct VertexDeviations<'p> {
+    vertices: [usize; 2],
+    deviations: [Vec<f32>; 2],
+    done: usize,
+    total: usize,
+    progress: &'p mut dyn FnMut(usize, usize),
+}
+
+impl<'p> VertexDeviations<'p> {
+    fn new(
+        vertices: [usize; 2],
+        samples: usize,
+        progress: &'p mut dyn FnMut(usize, usize),
+    ) -> VertexDeviations<'p> {
+        VertexDeviations {
+            vertices,
+            deviations: [Vec::new(), Vec::new()],
+            done: 0,
+            total: vertices[0] + vertices[1] + 2 * samples,
+            progress,
+        }
+    }
+
+    /// Side `side`'s chunk from point `first` (its vertices first, then its samples).
+    fn take(&mut self, side: usize, first: usize, values: &[f32]) -> Result<()> {
+        if first < self.vertices[side] {
+            let count = values.len().min(self.vertices[side] - first);
+            self.deviations[side].extend_from_slice(&values[..count]);
+        }
+        self.done += values.len();
+        (self.progress)(self.done, self.total);
+        Ok(())
+    }
 }
 
 /// Which of a mesh's vertices some triangle uses, one bit each.

@@ -235,7 +235,7 @@ impl TriangleHierarchy {
         })
     }
 
-    /// The hierarchy, built anyhow and quickly once `stop` is set (to be thrown away).
+    /// The hierarchy; once `stop` is set, built anyhow and quickly or not at all (to be thrown away).
     fn build_until(
         count: usize,
         corners: &(dyn Fn(usize) -> [DVec3; 3] + Sync),
@@ -254,6 +254,11 @@ impl TriangleHierarchy {
             }
         };
         let mut built = bvh::build_until(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0, stop);
+        // Once stopped, thrown away (`interrupt::polled` answers Interrupted): nothing more
+        // to make.
+        if stopped() {
+            return None;
+        }
         built.orient(&|members: &[u32]| match stopped() {
             true => None,
             false => fit_triangles_box(members, corners),
@@ -263,6 +268,9 @@ impl TriangleHierarchy {
         } else {
             Vec::new()
         };
+        if stopped() {
+            return None;
+        }
         Some(TriangleHierarchy {
             top_nodes: bvh::TopNodes::of(&built.nodes),
             packed: bvh::pack_oriented(&built.nodes),

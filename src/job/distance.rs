@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{PREVIEW_IS_PNG, load_mesh_timed};
 use crate::auto_sign::SignChoice;
-use crate::engine::{Engine, MeshDistance, MeshDistanceSummary, surface_samples};
+use crate::engine::{Engine, MeshDistanceSummary, surface_samples};
 use crate::error::{Error, Result};
 use crate::io::output::check_target;
 use crate::io::{ColumnSpec, Constant, OutputFile, Values};
@@ -107,15 +107,8 @@ pub fn run_distance(
     }
     let engine = engine_for()?;
     let started = Instant::now();
-    let (a, b) = (engine.upload_mesh(a)?, engine.upload_mesh(b)?);
-    let distance = MeshDistance {
-        a: &a,
-        b: &b,
-        samples: job.samples,
-        seed: job.seed,
-        sign: job.sign,
-    };
-    let (summary, deviations) = engine.mesh_distance_vertices(distance, progress)?;
+    let asked = (job.samples, job.seed, job.sign);
+    let (summary, deviations, [a, _]) = engine.mesh_distance_uploading((a, b), asked, progress)?;
     let elapsed = started.elapsed();
     let npz = job
         .out

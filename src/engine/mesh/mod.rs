@@ -58,6 +58,29 @@ pub struct GpuMesh {
     hole_caps: std::sync::OnceLock<crate::auto_sign::HoleCaps>,
 }
 
+/// A mesh's parts on the device, built from its host copy ([`Engine::build_mesh`]).
+pub(crate) struct BuiltMesh {
+    offset: DVec3,
+    parts: Vec<MeshPart>,
+}
+
+impl BuiltMesh {
+    /// The mesh on the device, with `mesh`, the host copy it was built from.
+    pub(crate) fn with_mesh(self, mesh: Mesh) -> GpuMesh {
+        GpuMesh {
+            device_normals: std::sync::OnceLock::new(),
+            normals: std::sync::OnceLock::new(),
+            host_winding: std::sync::OnceLock::new(),
+            auto_sign: std::sync::OnceLock::new(),
+            closed_cycle: std::sync::OnceLock::new(),
+            hole_caps: std::sync::OnceLock::new(),
+            offset: self.offset,
+            mesh,
+            parts: self.parts,
+        }
+    }
+}
+
 /// The largest mesh `Engine::upload_mesh_checking_signs` checks beside its build.
 const CHECK_BESIDE_BUILD_MAX_TRIANGLES: usize = 1 << 21;
 
@@ -249,22 +272,22 @@ impl Engine {
         });
         // Joined, the check holds no copy: the mesh comes back without one.
         let mesh = std::sync::Arc::try_unwrap(mesh).unwrap_or_else(|shared| (*shared).clone());
-        let uploaded = GpuMesh {
-            device_normals: std::sync::OnceLock::new(),
-            normals: std::sync::OnceLock::new(),
-            host_winding: std::sync::OnceLock::new(),
-            auto_sign: std::sync::OnceLock::new(),
-            closed_cycle: std::sync::OnceLock::new(),
-            hole_caps: std::sync::OnceLock::new(),
-            offset,
-            mesh,
-            parts,
-        };
+        let uploaded = BuiltMesh { offset, parts }.with_mesh(mesh);
         if let Some(auto) = auto {
             uploaded.closed_cycle.get_or_init(|| auto.closed_cycle);
             uploaded.auto_sign.get_or_init(|| auto);
         }
         Ok(uploaded)
+    }
+
+    /// [`Engine::upload_mesh`]'s device side from a borrowed host mesh, which
+    /// [`BuiltMesh::with_mesh`] then joins: the host mesh stays free to read (sampled, say)
+    /// while it is built.
+    pub(crate) fn build_mesh(&self, mesh: &Mesh) -> Result<BuiltMesh> {
+        mesh.check_built()?;
+        let offset = mesh.centre();
+        let parts = self.upload_mesh_parts(mesh, offset, true, |_| Ok::<(), Error>(()))?;
+        Ok(BuiltMesh { offset, parts })
     }
 
     /// The mesh's parts, each a scene on the device, its triangles moved by `-offset`.
