@@ -102,7 +102,8 @@ fn polled_every<T: Send>(
 /// runs under a check of its own that says stop once `here` fails or, while this thread waits
 /// for `aside`, this thread's check says stop (asked every 20 ms, as [`polled`] asks it):
 /// `aside` then ends early with an answer to throw away (`Error::Interrupted` from a polled
-/// job). Without a thread to spare, `aside` runs here after `here`.
+/// job), and where this thread's check said stop, `here`'s answer is `Error::Interrupted`.
+/// Without a thread to spare, `aside` runs here after `here`.
 pub(crate) fn beside<A: Send, H>(
     aside: impl FnOnce() -> A + Send,
     here: impl FnOnce() -> crate::error::Result<H>,
@@ -138,6 +139,11 @@ pub(crate) fn beside<A: Send, H>(
         let aside = worker
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // Stopped after this side answered: the check said stop, whether or not the job aside
+        // heard it before it ended (its last steps may not ask), and the call is interrupted.
+        if stop.load(Ordering::Relaxed) && answer.is_ok() {
+            return (aside, Err(crate::error::Error::Interrupted));
+        }
         (aside, answer)
     })
 }
@@ -240,8 +246,14 @@ mod tests {
         let (asks, check) = stopping_at_ask(2);
         let (aside, here) = checking_interrupts(check, || beside(wait_for_stop, || Ok(5)));
         assert!(matches!(aside, Err(crate::error::Error::Interrupted)));
-        assert_eq!(here.ok(), Some(5));
+        assert!(matches!(here, Err(crate::error::Error::Interrupted)));
         assert_eq!(asks.get(), 2, "asked until it said stop, then no more");
+        // A job aside that never asks: it ends on its own, and the call is interrupted all
+        // the same (the check's answer, Python's exception, was taken).
+        let (_, check) = stopping_at_ask(1);
+        let sleep = || std::thread::sleep(std::time::Duration::from_millis(60));
+        let (_, here) = checking_interrupts(check, || beside(sleep, || Ok(5)));
+        assert!(matches!(here, Err(crate::error::Error::Interrupted)));
         // A job aside that ends is answered, with this side's answer.
         let (aside, here) = beside(|| 3, || Ok(4));
         assert_eq!((aside, here.ok()), (3, Some(4)));

@@ -235,14 +235,24 @@ fn meshes_built_beside_the_first_direction_answer_as_meshes_uploaded_first() {
         vertices: vec![DVec3::ZERO; 3].into(),
         triangles: Vec::new(),
     };
-    // B refused at once while a large A builds: its build is stopped, the refusal answers.
-    let large = mesh_of(octahedron_sphere(DVec3::ZERO, 1.0, 7));
+    // B refused before a large A builds; A's points refused while it builds (an A of no area
+    // has nothing to sample): its build is stopped, the refusal answers.
+    let (vertices, triangles) = octahedron_sphere(DVec3::ZERO, 1.0, 7);
+    let large = mesh_of((vertices.clone(), triangles.clone()));
     let asked = (10, 0, SignChoice::Method(Sign::None));
     let refused = engine
         .mesh_distance_uploading((large, no_triangles.clone()), asked, &mut |_, _| {})
         .err()
         .expect("B has no triangles");
     assert!(refused.to_string().contains("no triangles"), "{refused}");
+    // Every vertex on the x axis: every triangle degenerate.
+    let on_a_line = vertices.iter().map(|p| DVec3::new(p.x, 0.0, 0.0)).collect();
+    let flat = mesh_of((on_a_line, triangles));
+    let refused = engine
+        .mesh_distance_uploading((flat, b.clone()), asked, &mut |_, _| {})
+        .err()
+        .expect("an A of no area");
+    assert!(refused.to_string().contains("no area"), "{refused}");
     // A refused after B's direction: its own build's refusal.
     let refused = engine
         .mesh_distance_uploading((no_triangles, b.clone()), asked, &mut |_, _| {})

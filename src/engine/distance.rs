@@ -122,10 +122,12 @@ impl Engine {
     }
 
     /// [`Engine::mesh_distance_vertices`] of two meshes not yet on the device, which come back
-    /// uploaded (A, then B): A's hierarchy is built on another thread while B is uploaded and
+    /// uploaded (A, then B): B is uploaded, then A's hierarchy is built on another thread while
     /// A's points, which need only A's host copy, are answered against B; then B's against A.
     /// A build leaves a core idle for much of its time, and a small job's time was mostly the
-    /// two builds, one after the other. Ctrl-C on this thread stops the build too.
+    /// two builds and the queries, one after the other. The two builds still take turns, so
+    /// the memory a job needs at once is what it was. Ctrl-C on this thread stops the build
+    /// too.
     pub fn mesh_distance_uploading(
         &self,
         (a, b): (Mesh, Mesh),
@@ -136,18 +138,17 @@ impl Engine {
         a.check_built()?;
         let vertices = [&a, &b].map(|m| m.vertices.len());
         let mut kept = VertexDeviations::new(vertices, samples, progress);
+        let b = self.upload_mesh(b)?;
         let (built_a, a_to_b) = crate::interrupt::beside(
             || self.build_mesh(&a),
             || {
-                let b = self.upload_mesh(b)?;
                 let to_b = self.resolve_sign(&b, sign)?;
                 let mut sink = |first: usize, values: &[f32]| kept.take(0, first, values);
-                let a_to_b = self.deviations(&a, &b, to_b, (samples, seed), &mut sink)?;
-                Ok((b, a_to_b))
+                self.deviations(&a, &b, to_b, (samples, seed), &mut sink)
             },
         );
         // This side's failure first: it stopped the build.
-        let (b, a_to_b) = a_to_b?;
+        let a_to_b = a_to_b?;
         let a = built_a?.with_mesh(a);
         let to_a = self.resolve_sign(&a, sign)?;
         let mut sink = |first: usize, values: &[f32]| kept.take(1, first, values);
