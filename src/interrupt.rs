@@ -148,6 +148,28 @@ pub(crate) fn beside<A: Send, H>(
     })
 }
 
+/// Join `thread`, which holds the sender of `ending` until it ends, asking this thread's
+/// check every 20 ms meanwhile (as [`polled`] asks it): once the check says stop, this is
+/// `Error::Interrupted` at once, and the thread is left to end on its own (its answer thrown
+/// away). A panic on the thread is resumed here.
+pub(crate) fn join_asking<T>(
+    thread: std::thread::JoinHandle<T>,
+    ending: &std::sync::mpsc::Receiver<()>,
+) -> crate::error::Result<T> {
+    loop {
+        if interrupted() {
+            return Err(crate::error::Error::Interrupted);
+        }
+        match ending.recv_timeout(POLL_INTERVAL) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            _ => break,
+        }
+    }
+    Ok(thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+}
+
 /// Ask this thread's check every `interval` until a job on another thread ends (`ending`
 /// hears its sender go), setting `stop` once the check says so: the check is asked until it
 /// says stop, its answer (Python's exception) taken once.
@@ -257,6 +279,33 @@ mod tests {
         // A job aside that ends is answered, with this side's answer.
         let (aside, here) = beside(|| 3, || Ok(4));
         assert_eq!((aside, here.ok()), (3, Some(4)));
+    }
+
+    #[test]
+    fn a_thread_joined_asking_is_left_when_the_check_says_stop() {
+        // A thread that runs until told to end: a check that says stop on its second ask
+        // answers Interrupted while the thread still runs.
+        let spawn = |value: u32| {
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let (ended, ending) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let _ended = ended;
+                let _ = released.recv();
+                value
+            });
+            (thread, ending, release)
+        };
+        let (thread, ending, release) = spawn(3);
+        let (asks, check) = stopping_at_ask(2);
+        let answer = checking_interrupts(check, || join_asking(thread, &ending));
+        assert!(matches!(answer, Err(crate::error::Error::Interrupted)));
+        assert_eq!(asks.get(), 2);
+        drop(release);
+        // Never stopped: the thread's answer, as soon as it ends.
+        let (thread, ending, release) = spawn(4);
+        drop(release);
+        let answer = checking_interrupts(Box::new(|| false), || join_asking(thread, &ending));
+        assert_eq!(answer.ok(), Some(4));
     }
 
     #[test]

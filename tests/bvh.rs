@@ -455,6 +455,30 @@ fn every_child_span_is_the_leaf_order_below_it() {
     }
     let root = &built.spans[0];
     assert_eq!((root[0].0, root[1].1), (0, items.len()));
+    // The same build under a stop flag: never set, the same hierarchy; set, none at all (the
+    // caller was interrupted and would throw it away).
+    let item = |i: usize| items[i];
+    let flag = std::sync::atomic::AtomicBool::new(false);
+    let until = bvh::build_until(
+        items.len(),
+        &item,
+        bvh::LEAF_SIZE,
+        shape_offset,
+        node_offset,
+        &flag,
+    )
+    .expect("a build never stopped");
+    assert_eq!((until.nodes, until.order), (built.nodes, built.order));
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    let stopped = bvh::build_until(
+        items.len(),
+        &item,
+        bvh::LEAF_SIZE,
+        shape_offset,
+        node_offset,
+        &flag,
+    );
+    assert!(stopped.is_none());
 }
 
 #[test]

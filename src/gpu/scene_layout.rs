@@ -253,9 +253,9 @@ impl TriangleHierarchy {
                 kind: ShapeKind::Triangle as u32,
             }
         };
-        let mut built = bvh::build_until(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0, stop);
         // Once stopped, thrown away (`interrupt::polled` answers Interrupted): nothing more
         // to make.
+        let mut built = bvh::build_until(count, &item, bvh::TRIANGLE_LEAF_SIZE, 0, 0, stop)?;
         if stopped() {
             return None;
         }

@@ -253,23 +253,29 @@ impl Engine {
         // The check shares the mesh: a build that fails or is interrupted returns at once,
         // and the check, not joined, ends on its own (seconds, on millions of triangles).
         let mesh = std::sync::Arc::new(mesh);
-        // A thread the system refuses leaves the check to the first signed query.
+        // A thread the system refuses leaves the check to the first signed query. The thread
+        // holds `ended` until it ends, so the wait for it wakes then.
         let check = check_auto
             .then(|| {
                 let mesh = mesh.clone();
+                let (ended, ending) = std::sync::mpsc::channel::<()>();
                 std::thread::Builder::new()
                     .name("closest-auto-check".into())
-                    .spawn(move || crate::sync::in_process_pool(|| auto_sign(&mesh)))
+                    .spawn(move || {
+                        let _ended = ended;
+                        crate::sync::in_process_pool(|| auto_sign(&mesh))
+                    })
                     .ok()
+                    .map(|thread| (thread, ending))
             })
             .flatten();
         let parts = self.upload_mesh_parts(&mesh, offset, clusters, admit)?;
-        // A panic in the check is the caller's, as if it had run on this thread.
-        let auto = check.map(|check| {
-            check
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
+        // Ctrl-C while the check ends (it may outlast the build by seconds) is heard at once;
+        // a panic in the check is the caller's, as if it had run on this thread.
+        let auto = match check {
+            Some((thread, ending)) => Some(crate::interrupt::join_asking(thread, &ending)?),
+            None => None,
+        };
         // Joined, the check holds no copy: the mesh comes back without one.
         let mesh = std::sync::Arc::try_unwrap(mesh).unwrap_or_else(|shared| (*shared).clone());
         let uploaded = BuiltMesh { offset, parts }.with_mesh(mesh);
