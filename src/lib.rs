@@ -36,7 +36,7 @@ pub mod sync;
 pub mod winding;
 
 pub use contacts::Contact;
-pub use engine::{Engine, GpuMesh};
+pub use engine::{Engine, EngineOpening, GpuMesh};
 pub use error::{Error, Result};
 pub use fields::{Columns, Family, Fields, GpuBodyHit, PackedRows};
 pub use gpu::{EngineOptions, GpuHit, GpuScene, GpuSegmentHit, MeshRecords};

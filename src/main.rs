@@ -14,7 +14,7 @@ use closest::job::{
 use closest::mesh::Sign;
 use closest::sample::SampleSpec;
 use closest::sdf::GridRegion;
-use closest::{Engine, EngineOptions, Error, Family, Fields, MeshRecords, Mode};
+use closest::{Engine, EngineOpening, EngineOptions, Error, Family, Fields, MeshRecords, Mode};
 
 #[derive(Parser)]
 #[command(name = "closest", version, about = "Closest-point queries on the GPU")]
@@ -464,7 +464,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 fields,
             };
             report("queries", |progress| {
-                run_mesh_query(&job, || Engine::new(&options), progress)
+                run_mesh_query(&job, opening(&options), progress)
             })
         }
         Command::Query {
@@ -496,7 +496,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 fields,
             };
             report("queries", |progress| {
-                run_query(&job, || Engine::new(&options), progress)
+                run_query(&job, opening(&options), progress)
             })
         }
         Command::Query { .. } => unreachable!("clap requires --shapes or --mesh"),
@@ -578,7 +578,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 preview: preview.as_deref(),
             };
             report("grid samples", |progress| {
-                run_sdf(&job, || Engine::new(&options).map(Box::new), progress)
+                run_sdf(&job, boxed(opening(&options)), progress)
             })
         }
         Command::Sample {
@@ -655,7 +655,7 @@ fn run(cli: Cli) -> Result<(), Error> {
                 layout,
             };
             report("training samples", |progress| {
-                run_sample(&job, || Engine::new(&options).map(Box::new), progress)
+                run_sample(&job, boxed(opening(&options)), progress)
             })
         }
         Command::Distance {
@@ -676,15 +676,14 @@ fn run(cli: Cli) -> Result<(), Error> {
                 out: out.as_deref(),
                 preview: preview.as_deref(),
             };
-            let report =
-                with_progress(|progress| run_distance(&job, || Engine::new(&options), progress))?;
+            let report = with_progress(|progress| run_distance(&job, opening(&options), progress))?;
             say!("closest: {}", report.lines());
             Ok(())
         }
         Command::Segments { a, b, out, fields } => {
             let fields = fields_arg(Family::Segments, fields.as_deref())?;
             report("segment pairs", |progress| {
-                run_segments(&a, &b, &out, fields, || Engine::new(&options), progress)
+                run_segments(&a, &b, &out, fields, opening(&options), progress)
             })
         }
         Command::Contacts {
@@ -696,7 +695,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             out,
             fields,
         } => {
-            let engine = || Engine::new(&options);
+            let engine = opening(&options);
             if let Some(bodies) = bodies {
                 let fields = fields_arg(Family::Bodies, fields.as_deref())?;
                 let targets = match (&shapes, &mesh) {
@@ -751,6 +750,20 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
         }
     }
+}
+
+/// The engine of a one-shot job, opened on another thread from now while the job reads its
+/// inputs (`EngineOpening`): the job asks for it once they are read.
+fn opening(options: &EngineOptions) -> impl FnOnce() -> Result<Engine, Error> + use<> {
+    let opening = EngineOpening::start(options);
+    move || opening.engine()
+}
+
+/// [`opening`]'s engine boxed, as the grid and sample jobs take it.
+fn boxed(
+    engine: impl FnOnce() -> Result<Engine, Error>,
+) -> impl FnOnce() -> Result<Box<Engine>, Error> {
+    move || engine().map(Box::new)
 }
 
 /// `--fields LIST`, or every field of the family.

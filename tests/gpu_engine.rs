@@ -19,6 +19,37 @@ fn nearest_over_a_mixed_scene_matches_reference() {
 }
 
 #[test]
+fn an_engine_opened_on_another_thread_answers_as_one_opened_here() {
+    // The CLI opens its engine while a job reads its inputs (`EngineOpening`).
+    let options = EngineOptions::default();
+    let here = engine();
+    let opened = closest::EngineOpening::start(&options)
+        .engine()
+        .expect("the default adapter opens on another thread");
+    assert_eq!(opened.adapter_info().name, here.adapter_info().name);
+    let mut rng = Rng::new(11);
+    let shapes = mixed_scene(&mut rng, 40, 5.0);
+    let points: Vec<DVec3> = (0..500).map(|_| rng.vec(-8.0, 8.0)).collect();
+    assert_nearest(&opened, &shapes, &points, Mode::Solid);
+    // A job that fails before it asks for its engine drops the opening: it is waited for, not
+    // left inside the driver. An adapter that does not exist answers as `Engine::new` does.
+    drop(closest::EngineOpening::start(&options));
+    let missing = EngineOptions {
+        adapter: Some("no adapter has this name".into()),
+        ..Default::default()
+    };
+    let (on_thread, here) = (
+        closest::EngineOpening::start(&missing).engine().err(),
+        closest::Engine::new(&missing).err(),
+    );
+    assert_eq!(
+        on_thread.map(|e| e.to_string()),
+        here.map(|e| e.to_string()),
+        "the same refusal"
+    );
+}
+
+#[test]
 fn nearest_ties_go_to_the_lowest_index() {
     // Two identical spheres: every point is at a tie, so shape 0 must win.
     let s = Shape::Sphere {

@@ -44,6 +44,50 @@ pub struct Engine {
     slots: stream::Slots,
 }
 
+/// An engine being opened on a thread of its own from [`EngineOpening::start`] on, while a
+/// one-shot job reads its inputs: opening lavapipe's adapter and device takes 60–100 ms, as
+/// long as reading a mesh of a few hundred thousand triangles. Dropped unopened (the job failed
+/// first), it is waited for, so that no thread is left inside the driver as the process exits.
+pub struct EngineOpening {
+    options: EngineOptions,
+    opening: Option<std::thread::JoinHandle<Result<Engine>>>,
+}
+
+impl EngineOpening {
+    /// Start opening the engine `options` ask for.
+    pub fn start(options: &EngineOptions) -> EngineOpening {
+        let owned = options.clone();
+        let opening = std::thread::Builder::new()
+            .name("closest-engine-open".into())
+            .spawn(move || Engine::new(&owned))
+            .ok();
+        EngineOpening {
+            options: options.clone(),
+            opening,
+        }
+    }
+
+    /// The engine, once open, or why it could not be: [`Engine::new`]'s answer.
+    pub fn engine(mut self) -> Result<Engine> {
+        match self.opening.take() {
+            Some(thread) => thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // The system gave no thread: opened here.
+            None => Engine::new(&self.options),
+        }
+    }
+}
+
+impl Drop for EngineOpening {
+    fn drop(&mut self) {
+        if let Some(thread) = self.opening.take() {
+            // Its answer, an engine or an error, is not wanted; a panic stays on its thread.
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Engine {
     /// Open the adapter the options (or `CLOSEST_ADAPTER`) name, or the best one available.
     pub fn new(options: &EngineOptions) -> Result<Engine> {
