@@ -919,6 +919,8 @@ fn for_each_mesh(
         path: dir.to_path_buf(),
         source,
     })?;
+    // Opened beside the first mesh's read, and kept for the rest.
+    let mut opening = Some(EngineOpening::start(options));
     let mut engine: Option<std::sync::Arc<Engine>> = None;
     let mut failed = Vec::new();
     let bar = progress_bar();
@@ -938,7 +940,11 @@ fn for_each_mesh(
         let out = dir.join(file_name);
         let mut open = || -> Result<std::sync::Arc<Engine>, Error> {
             if engine.is_none() {
-                engine = Some(std::sync::Arc::new(Engine::new(options)?));
+                let opened = match opening.take() {
+                    Some(opening) => opening.engine(),
+                    None => Engine::new(options),
+                };
+                engine = Some(std::sync::Arc::new(opened?));
             }
             Ok(engine.clone().expect("opened"))
         };
