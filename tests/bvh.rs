@@ -459,26 +459,21 @@ fn every_child_span_is_the_leaf_order_below_it() {
     // caller was interrupted and would throw it away).
     let item = |i: usize| items[i];
     let flag = std::sync::atomic::AtomicBool::new(false);
-    let until = bvh::build_until(
-        items.len(),
-        &item,
-        bvh::LEAF_SIZE,
-        shape_offset,
-        node_offset,
-        &flag,
-    )
-    .expect("a build never stopped");
+    let build_until = |flag| {
+        let until = bvh::build_until;
+        until(
+            items.len(),
+            &item,
+            bvh::LEAF_SIZE,
+            shape_offset,
+            node_offset,
+            flag,
+        )
+    };
+    let until = build_until(&flag).expect("a build never stopped");
     assert_eq!((until.nodes, until.order), (built.nodes, built.order));
     flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    let stopped = bvh::build_until(
-        items.len(),
-        &item,
-        bvh::LEAF_SIZE,
-        shape_offset,
-        node_offset,
-        &flag,
-    );
-    assert!(stopped.is_none());
+    assert!(build_until(&flag).is_none());
 }
 
 #[test]
