@@ -459,17 +459,8 @@ fn every_child_span_is_the_leaf_order_below_it() {
     // caller was interrupted and would throw it away).
     let item = |i: usize| items[i];
     let flag = std::sync::atomic::AtomicBool::new(false);
-    let build_until = |flag| {
-        let until = bvh::build_until;
-        until(
-            items.len(),
-            &item,
-            bvh::LEAF_SIZE,
-            shape_offset,
-            node_offset,
-            flag,
-        )
-    };
+    let (count, leaf) = (items.len(), bvh::LEAF_SIZE);
+    let build_until = |flag| bvh::build_until(count, &item, leaf, shape_offset, node_offset, flag);
     let until = build_until(&flag).expect("a build never stopped");
     assert_eq!((until.nodes, until.order), (built.nodes, built.order));
     flag.store(true, std::sync::atomic::Ordering::Relaxed);
