@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::math::DVec3;
 use crate::mesh::{Mesh, Sign};
@@ -22,8 +23,34 @@ pub struct AutoSign {
 /// area, no two triangles that share no vertex cross and no piece lies inside another wound
 /// the same way; winding number otherwise.
 pub fn auto_sign(mesh: &Mesh) -> AutoSign {
+    auto_sign_until(mesh, &crate::mesh::NEVER_STOPPED).expect("a check never stopped ends")
+}
+
+/// [`auto_sign`], or `None` once `stop` is set (the caller was interrupted: the check of a
+/// mesh of millions of triangles takes seconds). It is asked between the check's passes and
+/// between the bands of its edge count.
+pub fn auto_sign_until(mesh: &Mesh, stop: &AtomicBool) -> Option<AutoSign> {
+    let stopped = || stop.load(Ordering::Relaxed);
     let (positions, corners) = welded(mesh);
-    let edges = EdgeCounts::of(&positions, &corners);
+    if stopped() {
+        return None;
+    }
+    let edges = EdgeCounts::of(&positions, &corners, stop);
+    if stopped() {
+        return None;
+    }
+    checked(mesh, &positions, &corners, edges, stop)
+}
+
+/// What [`auto_sign_until`] decides from the welded mesh and its edge counts; `None` where
+/// `stop` was set before a pass that looks for crossing or nested pieces.
+fn checked(
+    mesh: &Mesh,
+    positions: &[DVec3],
+    corners: &[Option<[u32; 3]>],
+    edges: EdgeCounts,
+    stop: &AtomicBool,
+) -> Option<AutoSign> {
     let closed_cycle = edges.unbalanced == 0;
     let winding = |reason: String| AutoSign {
         sign: Sign::Winding,
@@ -31,44 +58,53 @@ pub fn auto_sign(mesh: &Mesh) -> AutoSign {
         closed_cycle,
     };
     if edges.open > 0 {
-        return winding(format!("{} open edge(s): the mesh has holes", edges.open));
+        return Some(winding(format!(
+            "{} open edge(s): the mesh has holes",
+            edges.open
+        )));
     }
     if edges.non_manifold > 0 {
-        return winding(format!(
+        return Some(winding(format!(
             "{} edge(s) shared by more than two faces",
             edges.non_manifold
-        ));
+        )));
     }
     if edges.same_direction > 0 {
-        return winding(format!(
+        return Some(winding(format!(
             "{} edge(s) wound the same way by two faces: faces doubled or flipped",
             edges.same_direction
-        ));
+        )));
     }
     if edges.folded > 0 {
-        return winding(format!(
+        return Some(winding(format!(
             "{} edge(s) where two faces fold flat onto each other: a sheet of no thickness",
             edges.folded
-        ));
+        )));
     }
     if corners.iter().all(Option::is_none) {
-        return winding("no triangle has an area: nothing is inside".into());
+        return Some(winding("no triangle has an area: nothing is inside".into()));
     }
-    if let Some((a, b)) = crossing_triangles(mesh, &corners) {
-        return winding(format!(
+    if stop.load(Ordering::Relaxed) {
+        return None;
+    }
+    if let Some((a, b)) = crossing_triangles(mesh, corners) {
+        return Some(winding(format!(
             "triangles {a} and {b} cross: the mesh intersects itself"
-        ));
+        )));
     }
-    if let Some(piece) = nested_the_same_way(&positions, &corners, &edges.pieces) {
-        return winding(format!(
+    if stop.load(Ordering::Relaxed) {
+        return None;
+    }
+    if let Some(piece) = nested_the_same_way(positions, corners, &edges.pieces) {
+        return Some(winding(format!(
             "the piece of triangle {piece} lies inside another wound the same way"
-        ));
+        )));
     }
-    AutoSign {
+    Some(AutoSign {
         sign: Sign::Pseudonormal,
         reason: "closed and consistently oriented".into(),
         closed_cycle,
-    }
+    })
 }
 
 /// Whether `mesh` bounds regions: every edge (vertices welded by coordinates) is used as often
@@ -79,9 +115,15 @@ pub fn is_closed_cycle(mesh: &Mesh) -> bool {
     let (positions, corners) = welded(mesh);
     let triangles = with_area(&corners);
     let mut balanced = true;
-    for_each_edge_use(positions.len(), &triangles, |_, forward, backward| {
-        balanced &= forward == backward;
-    });
+    let never = &crate::mesh::NEVER_STOPPED;
+    for_each_edge_use(
+        positions.len(),
+        &triangles,
+        never,
+        |_, forward, backward| {
+            balanced &= forward == backward;
+        },
+    );
     balanced
 }
 
@@ -98,6 +140,7 @@ fn with_area(corners: &[Option<[u32; 3]>]) -> Vec<[u32; 3]> {
 fn for_each_edge_use(
     vertex_count: usize,
     triangles: &[[u32; 3]],
+    stop: &AtomicBool,
     mut edge: impl FnMut(&[u32], usize, usize),
 ) {
     let from_higher = |h: u32| {
@@ -105,7 +148,7 @@ fn for_each_edge_use(
         t[k] > t[(k + 1) % 3]
     };
     let band = crate::mesh::band_len(vertex_count);
-    crate::mesh::for_each_edge(vertex_count, triangles, band, |run| {
+    crate::mesh::for_each_edge(vertex_count, triangles, band, stop, |run| {
         let backward = run.iter().filter(|&&h| from_higher(h)).count();
         edge(run, run.len() - backward, backward);
     });
@@ -1027,7 +1070,8 @@ struct EdgeCounts {
 }
 
 impl EdgeCounts {
-    fn of(positions: &[DVec3], corners: &[Option<[u32; 3]>]) -> EdgeCounts {
+    /// The counts, cut short once `stop` is set (then thrown away).
+    fn of(positions: &[DVec3], corners: &[Option<[u32; 3]>], stop: &AtomicBool) -> EdgeCounts {
         let triangles = with_area(corners);
         // Half-edge h is corner h % 3 of triangle h / 3 to the next corner.
         let corner = |h: u32, step: usize| triangles[h as usize / 3][(h as usize + step) % 3];
@@ -1040,24 +1084,29 @@ impl EdgeCounts {
             pieces: Vec::new(),
         };
         let mut joined = UnionFind::new(triangles.len());
-        for_each_edge_use(positions.len(), &triangles, |run, forward, backward| {
-            if forward != backward {
-                counts.unbalanced += 1;
-            }
-            match (forward, backward) {
-                (1, 1) => {
-                    let at = |h: u32, step: usize| positions[corner(h, step) as usize];
-                    let (u, v) = (at(run[0], 0), at(run[0], 1));
-                    if folded_flat(u, v, at(run[0], 2), at(run[1], 2)) {
-                        counts.folded += 1;
-                    }
-                    joined.join(run[0] / 3, run[1] / 3);
+        for_each_edge_use(
+            positions.len(),
+            &triangles,
+            stop,
+            |run, forward, backward| {
+                if forward != backward {
+                    counts.unbalanced += 1;
                 }
-                (f, b) if f + b > 2 => counts.non_manifold += 1,
-                (f, b) if f + b < 2 => counts.open += 1,
-                _ => counts.same_direction += 1,
-            }
-        });
+                match (forward, backward) {
+                    (1, 1) => {
+                        let at = |h: u32, step: usize| positions[corner(h, step) as usize];
+                        let (u, v) = (at(run[0], 0), at(run[0], 1));
+                        if folded_flat(u, v, at(run[0], 2), at(run[1], 2)) {
+                            counts.folded += 1;
+                        }
+                        joined.join(run[0] / 3, run[1] / 3);
+                    }
+                    (f, b) if f + b > 2 => counts.non_manifold += 1,
+                    (f, b) if f + b < 2 => counts.open += 1,
+                    _ => counts.same_direction += 1,
+                }
+            },
+        );
         counts.pieces = joined.numbered();
         counts
     }

@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::math::DVec3;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A triangle soup with shared vertices, with their coordinates as read.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -395,7 +396,7 @@ pub struct Pseudonormals {
 fn vertex_sums(mesh: &Mesh) -> Vec<DVec3> {
     // One band: its sums are taken whole, not copied.
     let mut vertex = Vec::new();
-    for_each_vertex_band(mesh, mesh.vertices.len(), |_, sums| {
+    for_each_vertex_band(mesh, mesh.vertices.len(), &NEVER_STOPPED, |_, sums| {
         vertex = std::mem::take(sums)
     });
     vertex
@@ -412,10 +413,12 @@ pub(crate) fn band_len(vertices: usize) -> usize {
 /// normals (f64) of vertices `first..first + sums.len()`, in ascending bands of at most
 /// `band_len` vertices: each band is a pass over the triangles touching it, so only a band's
 /// sums are held at a time. Built on all cores where it pays; every sum adds its terms in
-/// triangle order, so the result depends on neither threads nor bands.
+/// triangle order, so the result depends on neither threads nor bands. Once `stop` is set,
+/// no more bands are made (the caller throws away what it has).
 fn for_each_vertex_band(
     mesh: &Mesh,
     band_len: usize,
+    stop: &AtomicBool,
     mut band: impl FnMut(usize, &mut Vec<DVec3>),
 ) {
     use rayon::prelude::*;
@@ -423,6 +426,9 @@ fn for_each_vertex_band(
     let mut batch: Vec<(usize, DVec3, [f64; 3])> = Vec::new();
     let mut sums = Vec::new();
     for first in (0..mesh.vertices.len()).step_by(band_len.max(1)) {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         let vertices = first as u32..(first + band_len).min(mesh.vertices.len()) as u32;
         let in_band = |v: u32| v.wrapping_sub(vertices.start) < vertices.len() as u32;
         sums.clear();
@@ -461,6 +467,9 @@ fn for_each_vertex_band(
     }
 }
 
+/// The stop flag of band loops nobody stops.
+pub(crate) static NEVER_STOPPED: AtomicBool = AtomicBool::new(false);
+
 /// Most triangles a mesh may have: its half-edges (three a triangle) are numbered in 32 bits
 /// (the sign tables, auto's edge counts).
 pub const MAX_TRIANGLES: usize = u32::MAX as usize / 3;
@@ -476,11 +485,12 @@ fn too_many_triangles(count: usize) -> Option<String> {
 /// `vertex_count` vertices), in ascending order (half-edge h = 3t + k runs from corner k to
 /// corner k + 1 of triangle t), grouped in ascending bands of
 /// at most `band_len` lower vertices (4 bytes a half-edge), each band two passes over the
-/// half-edges.
+/// half-edges. Once `stop` is set, no more bands are made (the caller throws away what it has).
 pub(crate) fn for_each_edge(
     vertex_count: usize,
     triangles: &[[u32; 3]],
     band_len: usize,
+    stop: &AtomicBool,
     mut edge: impl FnMut(&[u32]),
 ) {
     use rayon::prelude::*;
@@ -504,6 +514,9 @@ pub(crate) fn for_each_edge(
     };
     let (mut start, mut grouped) = (Vec::new(), Vec::new());
     for first in (0..vertex_count).step_by(band_len.max(1)) {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         let vertices = first..(first + band_len).min(vertex_count);
         let in_band = |v: usize| v.wrapping_sub(first) < vertices.len();
         // start[v - first]: the first of vertex v's half-edges in the band's grouped order.
@@ -571,6 +584,7 @@ impl Pseudonormals {
             mesh.vertices.len(),
             &mesh.triangles,
             band_len(mesh.vertices.len()),
+            &NEVER_STOPPED,
             |run| {
                 for (at, &h) in run.iter().enumerate() {
                     next_on_edge[h as usize] = run[(at + 1) % run.len()];
@@ -615,13 +629,36 @@ impl Pseudonormals {
     /// Written straight from the sums, without a [`Pseudonormals`]: at its peak it holds the
     /// table and a band of either the f64 vertex sums or the half-edges grouped by edge.
     pub fn gpu_words(mesh: &Mesh, vertex_indices: bool) -> Vec<u32> {
-        Self::gpu_words_in_bands(mesh, vertex_indices, band_len(mesh.vertices.len()))
+        Self::gpu_words_until(mesh, vertex_indices, &NEVER_STOPPED)
+            .expect("a table never stopped is made")
+    }
+
+    /// [`Pseudonormals::gpu_words`], or `None` once `stop` is set (the caller was interrupted:
+    /// the table of a mesh of millions of triangles takes seconds).
+    pub fn gpu_words_until(
+        mesh: &Mesh,
+        vertex_indices: bool,
+        stop: &AtomicBool,
+    ) -> Option<Vec<u32>> {
+        let band = band_len(mesh.vertices.len());
+        let words = Self::gpu_words_in_bands_until(mesh, vertex_indices, band, stop);
+        (!stop.load(Ordering::Relaxed)).then_some(words)
     }
 
     /// [`Pseudonormals::gpu_words`] with the vertex sums and the half-edges taken in bands of
     /// at most `band` vertices (the same words whatever the bands: tests/mesh.rs).
     #[doc(hidden)]
     pub fn gpu_words_in_bands(mesh: &Mesh, vertex_indices: bool, band: usize) -> Vec<u32> {
+        Self::gpu_words_in_bands_until(mesh, vertex_indices, band, &NEVER_STOPPED)
+    }
+
+    /// [`Pseudonormals::gpu_words_in_bands`], its passes cut short once `stop` is set.
+    fn gpu_words_in_bands_until(
+        mesh: &Mesh,
+        vertex_indices: bool,
+        band: usize,
+        stop: &AtomicBool,
+    ) -> Vec<u32> {
         let count = mesh.triangles.len();
         let stride = if vertex_indices { 6 } else { 3 };
         let vertex_word = 4 + stride * count;
@@ -630,7 +667,7 @@ impl Pseudonormals {
         let far = (Self::far_radius(mesh) as f32).to_bits();
         words[..4].copy_from_slice(&[vertex_word as u32, crowded_word as u32, stride as u32, far]);
         let unit_words = |v: &DVec3| v.normalize_or_zero().to_f32().map(f32::to_bits);
-        for_each_vertex_band(mesh, band, |first, sums| {
+        for_each_vertex_band(mesh, band, stop, |first, sums| {
             let at = vertex_word + 3 * first;
             for (out, sum) in words[at..at + 3 * sums.len()].chunks_exact_mut(3).zip(sums) {
                 out.copy_from_slice(&unit_words(sum));
@@ -643,6 +680,7 @@ impl Pseudonormals {
             mesh.vertices.len(),
             &mesh.triangles,
             band,
+            stop,
             |run| match run {
                 [h] => words[edge_word(*h)] = EDGE_BOUNDARY,
                 [a, b] => {

@@ -253,6 +253,25 @@ fn auto_picks_winding_for_every_messy_mesh_and_pseudonormal_for_clean_ones() {
         let mesh = closest::io::load_mesh(&shared.join(file)).unwrap();
         let picked = auto_sign(&mesh);
         assert_eq!(picked.sign, expected, "{file}: {}", picked.reason);
+        // Under a stop flag (a caller Ctrl-C can stop): never set, the same answer and the
+        // same pseudonormal table; set, neither.
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        let until = closest::auto_sign::auto_sign_until(&mesh, &flag);
+        assert_eq!(until.as_ref(), Some(&picked), "{file}");
+        let table = closest::mesh::Pseudonormals::gpu_words(&mesh, true);
+        let table_until = closest::mesh::Pseudonormals::gpu_words_until(&mesh, true, &flag);
+        assert_eq!(table_until.as_ref(), Some(&table), "{file}");
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            closest::auto_sign::auto_sign_until(&mesh, &flag),
+            None,
+            "{file}"
+        );
+        assert_eq!(
+            closest::mesh::Pseudonormals::gpu_words_until(&mesh, true, &flag),
+            None,
+            "{file}"
+        );
     }
 }
 

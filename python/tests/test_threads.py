@@ -111,6 +111,49 @@ def test_ctrl_c_stops_a_large_meshs_load_and_build(engine, torus):
     assert len(engine.mesh(str(MESHES / "fandisk.obj"))) == 12946
 
 
+def test_ctrl_c_stops_the_first_auto_signed_call_on_a_mesh_checked_then(engine, tmp_path):
+    # A mesh of more than 2^21 triangles is checked for `auto` at its first signed call, not
+    # beside its build, and that call also makes the pseudonormal table: seconds of work
+    # that went on to its end after a Ctrl-C (4.26M triangles: 6 s, the signal heard after
+    # ~3 s). Both now stop between their passes; nothing is kept, and the next call makes
+    # them whole and answers.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "torus.ply"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "make_torus_mesh.py"
+    subprocess.run([sys.executable, str(script), "2048", "1040", str(path)], check=True,
+                   capture_output=True, timeout=120)
+    started = time.monotonic()
+    mesh = engine.mesh(str(path))
+    load = time.monotonic() - started
+    assert len(mesh) > 1 << 21
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, handler)
+    timer = threading.Timer(0.2 * load, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(Interrupted):
+            mesh.sdf(4)
+        stopped_after = time.monotonic() - started
+    finally:
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
+    # The check and the table take longer than the load; stopped, the call ends well before.
+    assert stopped_after < 0.6 * load, (stopped_after, load)
+    grid = mesh.sdf(4)["sdf"]
+    assert mesh.auto_sign[0] == "pseudonormal", mesh.auto_sign
+    assert np.array_equal(grid, mesh.sdf(4)["sdf"])
+
+
 def test_ctrl_c_stops_a_mesh_distance_whose_first_mesh_builds_aside(engine, torus):
     # `mesh_distance` of two files builds A on a thread of its own while A's points are
     # answered against B, then waits for the build. Ctrl-C a fifth of the way in (A's points

@@ -98,15 +98,25 @@ impl GpuMesh {
     /// What `auto` picks for this mesh, and why (checked once, on the host's copy: jobs that
     /// release it decide before the upload, `SignChoice::resolve`).
     pub fn auto_sign(&self) -> &AutoSign {
+        self.auto_sign_until(&crate::mesh::NEVER_STOPPED)
+            .expect("a check never stopped ends")
+    }
+
+    /// [`GpuMesh::auto_sign`], or `None` (nothing kept) once `stop` is set.
+    pub(crate) fn auto_sign_until(
+        &self,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Option<&AutoSign> {
         debug_assert!(
             !self.mesh.triangles.is_empty(),
             "the host mesh was released"
         );
-        crate::sync::computed_once(&self.auto_sign, || {
-            let auto = auto_sign(&self.mesh);
-            self.closed_cycle.get_or_init(|| auto.closed_cycle);
-            auto
-        })
+        if let Some(auto) = self.auto_sign.get() {
+            return Some(auto);
+        }
+        let auto = crate::auto_sign::auto_sign_until(&self.mesh, stop)?;
+        self.closed_cycle.get_or_init(|| auto.closed_cycle);
+        Some(self.auto_sign.get_or_init(|| auto))
     }
 
     /// Where a walk for the nearest triangle within `radius` of `p` may start on the device,

@@ -76,6 +76,19 @@ impl GpuMesh {
         if let Some(buffer) = self.device_normals.get() {
             return Ok(Some(buffer));
         }
+        // A large mesh's table takes seconds: Ctrl-C stops it (`interrupt::polled`).
+        crate::interrupt::polled(|stop| self.pseudonormal_buffer_until(engine, stop))?
+    }
+
+    /// [`GpuMesh::pseudonormal_buffer`], `Error::Interrupted` (nothing kept) once `stop` is set.
+    fn pseudonormal_buffer_until(
+        &self,
+        engine: &Engine,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<Option<&wgpu::Buffer>> {
+        if let Some(buffer) = self.device_normals.get() {
+            return Ok(Some(buffer));
+        }
         let max = engine.gpu.binding_bytes;
         let (triangles, vertices) = (self.mesh.triangles.len(), self.mesh.vertices.len());
         let [part] = self.parts.as_slice() else {
@@ -88,7 +101,8 @@ impl GpuMesh {
         {
             return Ok(None);
         }
-        let words = Pseudonormals::gpu_words(&self.mesh, vertex_indices);
+        let words = Pseudonormals::gpu_words_until(&self.mesh, vertex_indices, stop)
+            .ok_or(Error::Interrupted)?;
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
@@ -137,18 +151,21 @@ pub(super) fn applied_sign(sign: Sign, fields: Fields) -> Sign {
 
 impl Engine {
     /// The method `choice` names for `mesh` ([`GpuMesh::resolve_sign`]). Where `auto` is
-    /// still to check the mesh and the device has no pseudonormal table yet, the table is built
+    /// still to check the mesh, the pseudonormal table (if the device has none yet) is built
     /// beside the check: the check is mostly one thread's work (igea: about 0.2 s, the table
     /// 70–100 ms on the other core), and a mesh's first signed query wants the table whatever
-    /// `auto` picks, except winding numbers on a closed mesh that crosses itself.
+    /// `auto` picks, except winding numbers on a closed mesh that crosses itself. Ctrl-C stops
+    /// both (seconds on a mesh of millions of triangles) between their passes.
     pub fn resolve_sign(&self, mesh: &GpuMesh, choice: SignChoice) -> Result<Sign> {
         let host_mesh = !mesh.mesh.triangles.is_empty();
-        if choice == SignChoice::Auto
-            && host_mesh
-            && mesh.auto_sign.get().is_none()
-            && mesh.device_normals.get().is_none()
-        {
-            let (_, table) = rayon::join(|| mesh.auto_sign(), || mesh.pseudonormal_buffer(self));
+        if choice == SignChoice::Auto && host_mesh && mesh.auto_sign.get().is_none() {
+            // Both take seconds on a mesh of millions of triangles: Ctrl-C stops them.
+            let (_, table) = crate::interrupt::polled(|stop| {
+                rayon::join(
+                    || mesh.auto_sign_until(stop).is_some(),
+                    || mesh.pseudonormal_buffer_until(self, stop).map(|_| ()),
+                )
+            })?;
             table?;
         }
         Ok(mesh.resolve_sign(choice))
