@@ -71,43 +71,46 @@ impl GpuMesh {
 
     /// The pseudonormal table on the device, built and uploaded on first use; `None` where the
     /// mesh has several parts, is too small for a hierarchy (query.wgsl scans it, unsigned) or
-    /// the table would not fit one binding: the host signs then.
+    /// the table would not fit one binding: the host signs then. A large mesh's table takes
+    /// seconds: it is made on a thread Ctrl-C stops (`interrupt::polled`), and uploaded here.
     pub(super) fn pseudonormal_buffer(&self, engine: &Engine) -> Result<Option<&wgpu::Buffer>> {
         if let Some(buffer) = self.device_normals.get() {
             return Ok(Some(buffer));
         }
-        // A large mesh's table takes seconds: Ctrl-C stops it (`interrupt::polled`).
-        crate::interrupt::polled(|stop| self.pseudonormal_buffer_until(engine, stop))?
-    }
-
-    /// [`GpuMesh::pseudonormal_buffer`], `Error::Interrupted` (nothing kept) once `stop` is set.
-    fn pseudonormal_buffer_until(
-        &self,
-        engine: &Engine,
-        stop: &std::sync::atomic::AtomicBool,
-    ) -> Result<Option<&wgpu::Buffer>> {
-        if let Some(buffer) = self.device_normals.get() {
-            return Ok(Some(buffer));
-        }
-        let max = engine.gpu.binding_bytes;
-        let (triangles, vertices) = (self.mesh.triangles.len(), self.mesh.vertices.len());
-        let [part] = self.parts.as_slice() else {
+        let Some(vertex_indices) = self.pseudonormal_layout(engine) else {
             return Ok(None);
         };
-        // Indexed records hold the mesh's vertex indices; the table then leaves them out.
+        let words = crate::interrupt::polled(|stop| {
+            Pseudonormals::gpu_words_until(&self.mesh, vertex_indices, stop)
+        })?
+        .ok_or(Error::Interrupted)?;
+        self.upload_pseudonormals(engine, words).map(Some)
+    }
+
+    /// Whether the device takes the mesh's pseudonormal table, and then whether the table
+    /// holds the triangles' vertex indices (not where the records, indexed, hold them).
+    pub(super) fn pseudonormal_layout(&self, engine: &Engine) -> Option<bool> {
+        let (triangles, vertices) = (self.mesh.triangles.len(), self.mesh.vertices.len());
+        let [part] = self.parts.as_slice() else {
+            return None;
+        };
         let vertex_indices = !part.scene.indexed;
-        if !part.scene.oriented
-            || Pseudonormals::max_gpu_bytes(triangles, vertices, vertex_indices) > max
-        {
-            return Ok(None);
-        }
-        let words = Pseudonormals::gpu_words_until(&self.mesh, vertex_indices, stop)
-            .ok_or(Error::Interrupted)?;
+        let fits = Pseudonormals::max_gpu_bytes(triangles, vertices, vertex_indices)
+            <= engine.gpu.binding_bytes;
+        (part.scene.oriented && fits).then_some(vertex_indices)
+    }
+
+    /// The table's `words` on the device, kept (a table another thread uploaded first wins).
+    pub(super) fn upload_pseudonormals(
+        &self,
+        engine: &Engine,
+        words: Vec<u32>,
+    ) -> Result<&wgpu::Buffer> {
         let buffer = engine
             .gpu
             .checked(|| engine.gpu.storage_buffer_words("pseudonormals", words))?;
         let buffer = crate::gpu::turn::InTurn::new(buffer, &engine.gpu.turn);
-        Ok(Some(self.device_normals.get_or_init(|| buffer)))
+        Ok(self.device_normals.get_or_init(|| buffer))
     }
 
     /// The f64 twin of its winding clusters on the device (hierarchies of the same parts),
@@ -159,14 +162,25 @@ impl Engine {
     pub fn resolve_sign(&self, mesh: &GpuMesh, choice: SignChoice) -> Result<Sign> {
         let host_mesh = !mesh.mesh.triangles.is_empty();
         if choice == SignChoice::Auto && host_mesh && mesh.auto_sign.get().is_none() {
-            // Both take seconds on a mesh of millions of triangles: Ctrl-C stops them.
-            let (_, table) = crate::interrupt::polled(|stop| {
+            // Both take seconds on a mesh of millions of triangles: made on threads Ctrl-C
+            // stops, the table uploaded here (the device's calls stay on the job's thread).
+            let layout = match mesh.device_normals.get() {
+                Some(_) => None,
+                None => mesh.pseudonormal_layout(self),
+            };
+            let (_, words) = crate::interrupt::polled(|stop| {
                 rayon::join(
                     || mesh.auto_sign_until(stop).is_some(),
-                    || mesh.pseudonormal_buffer_until(self, stop).map(|_| ()),
+                    || {
+                        layout.map(|indices| {
+                            Pseudonormals::gpu_words_until(&mesh.mesh, indices, stop)
+                        })
+                    },
                 )
             })?;
-            table?;
+            if let Some(words) = words {
+                mesh.upload_pseudonormals(self, words.ok_or(Error::Interrupted)?)?;
+            }
         }
         Ok(mesh.resolve_sign(choice))
     }
