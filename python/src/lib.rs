@@ -1260,7 +1260,7 @@ impl MeshTarget {
     #[getter]
     fn auto_sign(&self, py: Python<'_>) -> PyResult<(&'static str, String)> {
         guarded_on(&self.engine, "Mesh.auto_sign", || {
-            let auto = off_the_gil(py, || self.mesh.auto_sign().clone());
+            let auto = detached(py, || self.mesh.auto_sign_interruptible().cloned())?;
             let name = match auto.sign {
                 Sign::Pseudonormal => "pseudonormal",
                 _ => "winding",

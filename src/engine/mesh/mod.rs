@@ -102,6 +102,16 @@ impl GpuMesh {
             .expect("a check never stopped ends")
     }
 
+    /// [`GpuMesh::auto_sign`] made on a thread this thread's check (Python's Ctrl-C) stops
+    /// (`interrupt::polled`): seconds on a mesh of millions of triangles.
+    pub fn auto_sign_interruptible(&self) -> Result<&AutoSign> {
+        if let Some(auto) = self.auto_sign.get() {
+            return Ok(auto);
+        }
+        crate::interrupt::polled(|stop| self.auto_sign_until(stop).is_some())?;
+        Ok(self.auto_sign())
+    }
+
     /// [`GpuMesh::auto_sign`], or `None` (nothing kept) once `stop` is set.
     pub(crate) fn auto_sign_until(
         &self,
