@@ -169,6 +169,29 @@ fn triangle_distance2(r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, p: vec3<f32>)
     return dot(delta, delta);
 }
 
+// Whether the last `nearest_slot` met no other triangle within `near_tie_slack` of its
+// answer's distance, for jobs that ask (FIELD_UNIQUE_NEAREST): such a row has that answer on
+// every adapter, and the host settles the others in f64 (engine::samples).
+var<private> nearest_is_unique: bool;
+
+// How near another triangle's distance may come to the nearest's before the row counts as a
+// near-tie that another adapter's f32 rounding could decide the other way: 2^-18 of the
+// coordinates' magnitude (the point's, and the mesh's extent, 2^14 half scales), far above
+// the few ulps by which adapters' distances differ.
+fn near_tie_slack(p: vec3<f32>, half_scale: f32) -> f32 {
+    return (max_abs(p) + 16384.0 * half_scale) * (1.0 / 262144.0);
+}
+
+// The squared distance within which a walk looks, for a best of `distance2`: that distance
+// grown by `slack` (a negative one, a lane that wants nothing, stays as it is).
+fn reach_of(distance2: f32, slack: f32) -> f32 {
+    if !has_field(FIELD_UNIQUE_NEAREST) || distance2 < 0.0 {
+        return distance2;
+    }
+    let reach = sqrt(distance2) + slack;
+    return reach * reach;
+}
+
 // The slot of the triangle nearest to p, starting from triangle `seed` (or NO_SLOT). A row
 // that is not `wanted` (no row, or a non-finite point) asks for nothing. Where the row's walk is
 // bounded (`bound2` > 0, the square of the bound: a band's rows need only distances within
@@ -201,6 +224,15 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
     // trip through the stack.
     var current = MeshStackEntry((kind_ranges[KIND_COUNT].x + start) << LEAF_COUNT_BITS, 0.0);
     let half_scale = bitcast<f32>(kind_ranges[KIND_COUNT].w);
+    // Where near-ties are asked for, boxes and leaves are opened within the best's distance
+    // grown by the slack, so no triangle that near is left unseen, and the nearest of the
+    // others (`rival_distance2`) is kept.
+    var slack = 0.0;
+    if has_field(FIELD_UNIQUE_NEAREST) {
+        slack = near_tie_slack(p, half_scale);
+    }
+    var reach2 = reach_of(best_distance2, slack);
+    var rival_distance2 = bitcast<f32>(0x7f800000u);
     loop {
         // Inner nodes are walked in a loop of their own that stops at the next leaf: software
         // adapters run every statement of a loop body on every step, so a leaf test inside
@@ -209,15 +241,15 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
             var pop = true;
             // A lane whose best is nearer than this node's box wants neither child: the box
             // holds both children's triangles.
-            let wants_node = !found || current.distance2 <= best_distance2;
+            let wants_node = !found || current.distance2 <= reach2;
             if step_node(wants_node) {
                 let node = load_node(current.child >> LEAF_COUNT_BITS);
                 let left = child_entry(node[0], node[2], half_scale, p);
                 let right = child_entry(node[1], node[3], half_scale, p);
                 // Boxes too far to matter are never pushed, so they cost no step.
                 let chosen = choose_children(
-                    wants_node && (!found || left.distance2 <= best_distance2),
-                    wants_node && (!found || right.distance2 <= best_distance2),
+                    wants_node && (!found || left.distance2 <= reach2),
+                    wants_node && (!found || right.distance2 <= reach2),
                     left.distance2 <= right.distance2,
                 );
                 let open_left = (chosen & OPEN_LEFT) != 0u;
@@ -255,7 +287,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
             break;
         }
         // `current` is a leaf.
-        if any_lane(!found || current.distance2 <= best_distance2) {
+        if any_lane(!found || current.distance2 <= reach2) {
             let first = current.child >> LEAF_COUNT_BITS;
             let count = current.child & ((1u << LEAF_COUNT_BITS) - 1u);
             // A leaf's triangles are in scene order (bvh::build), so its nearest with ties
@@ -263,16 +295,24 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
             // once per leaf, for a tie with the best so far (SPEC §2: the lower index wins).
             var leaf_slot = first;
             var leaf_distance2 = 0.0;
+            // The leaf's second nearest, where near-ties are asked for.
+            var leaf_second2 = bitcast<f32>(0x7f800000u);
             for (var k = 0u; k < count; k += 2u) {
                 let both = k + 1u < count;
                 let t = load_triangle_pair(first + k, both);
                 let a = triangle_distance2(t[0], t[1], t[2], p);
+                if has_field(FIELD_UNIQUE_NEAREST) && k != 0u {
+                    leaf_second2 = min(leaf_second2, max(a, leaf_distance2));
+                }
                 if k == 0u || a < leaf_distance2 {
                     leaf_slot = first + k;
                     leaf_distance2 = a;
                 }
                 if both {
                     let b = triangle_distance2(t[3], t[4], t[5], p);
+                    if has_field(FIELD_UNIQUE_NEAREST) {
+                        leaf_second2 = min(leaf_second2, max(b, leaf_distance2));
+                    }
                     if b < leaf_distance2 {
                         leaf_slot = first + k + 1u;
                         leaf_distance2 = b;
@@ -280,12 +320,25 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
                 }
             }
             // A walk's bound (best_slot NO_SLOT) gives way to a triangle at it, not beyond.
-            if !found || leaf_distance2 < best_distance2
+            let leaf_wins = !found || leaf_distance2 < best_distance2
                 || (leaf_distance2 == best_distance2
-                    && (best_slot == NO_SLOT || scene_index(leaf_slot) < scene_index(best_slot))) {
+                    && (best_slot == NO_SLOT || scene_index(leaf_slot) < scene_index(best_slot)));
+            if has_field(FIELD_UNIQUE_NEAREST) {
+                // The loser of the leaf's nearest and the best so far is a rival, unless
+                // both are one triangle (the seed met again) or the best is no triangle.
+                var loser2 = bitcast<f32>(0x7f800000u);
+                if leaf_wins && found && best_slot < OVERFLOW_SLOT && best_slot != leaf_slot {
+                    loser2 = best_distance2;
+                } else if !leaf_wins && leaf_slot != best_slot {
+                    loser2 = leaf_distance2;
+                }
+                rival_distance2 = min(rival_distance2, min(loser2, leaf_second2));
+            }
+            if leaf_wins {
                 found = true;
                 best_slot = leaf_slot;
                 best_distance2 = leaf_distance2;
+                reach2 = reach_of(best_distance2, slack);
             }
         }
         if top == 0u {
@@ -294,6 +347,7 @@ fn nearest_slot(p: vec3<f32>, seed: u32, wanted: bool, start: u32, bound2: f32) 
         top -= 1u;
         current = stack[top];
     }
+    nearest_is_unique = found && best_slot < OVERFLOW_SLOT && rival_distance2 > reach2;
     return best_slot;
 }
 
@@ -330,6 +384,10 @@ fn write_row(row: u32, p: vec3<f32>, walk: Walk, slot: u32) {
         return;
     }
     let index = scene_index(slot);
+    var shape = index;
+    if has_field(FIELD_UNIQUE_NEAREST) && nearest_is_unique && !walk.far {
+        shape |= UNIQUE_NEAREST_SHAPE_BIT;
+    }
     var distance = len;
     if PSEUDONORMAL_SIGNS != 0u {
         // As the host signs (GpuMesh::finish): a surface row (−0 inside) takes the
@@ -338,14 +396,18 @@ fn write_row(row: u32, p: vec3<f32>, walk: Walk, slot: u32) {
         distance = signed.sign * len;
         normal = select(signed.normal, signed.sign * normal, distance != 0.0);
     }
-    write_hit(row, Hit(proj.point, distance, normal, i32(index)));
+    write_hit(row, Hit(proj.point, distance, normal, i32(shape)));
 }
 
 fn slot_of(index: i32) -> u32 {
     if index < 0 {
         return NO_SLOT;
     }
-    return triangle_word(round_up_4(params.shape_count) + u32(index));
+    var scene = u32(index);
+    if has_field(FIELD_UNIQUE_NEAREST) {
+        scene &= ~UNIQUE_NEAREST_SHAPE_BIT;
+    }
+    return triangle_word(round_up_4(params.shape_count) + scene);
 }
 
 // Round r answers the multiples of SEED_STRIDE^(last round - r) that no earlier round

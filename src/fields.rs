@@ -140,6 +140,14 @@ pub const POINT: u32 = 1;
 pub const DISTANCE: u32 = 2;
 pub const NORMAL: u32 = 4;
 pub const SHAPE: u32 = 8;
+/// A device bit of point-query rows that is no output field: a mesh walk marks each row whose
+/// nearest triangle has no rival within its f32 rounding (`UNIQUE_NEAREST_SHAPE_BIT` in the
+/// shape), so that the host settles only the others in f64 (engine::samples). Only the jobs
+/// that read it ask for it (`Fields::with_unique_nearest`).
+pub const UNIQUE_NEAREST: u32 = 256;
+/// The shape's bit that says its row's nearest triangle is unique (`UNIQUE_NEAREST`): asked
+/// only of meshes whose triangle indices stay below it.
+pub const UNIQUE_NEAREST_SHAPE_BIT: u32 = 1 << 30;
 /// Device bits of segment-pair rows.
 pub const POINT_A: u32 = 1;
 pub const S: u32 = 2;
@@ -279,7 +287,19 @@ impl Fields {
     }
     /// These fields and those of `bits` too.
     pub fn with(self, bits: u32) -> Fields {
-        Fields::from_bits(self.family, self.bits | bits)
+        let mut fields = Fields::from_bits(self.family, self.bits | bits);
+        // A request to the walk, not a field: kept as it was.
+        fields.bits |= self.bits & UNIQUE_NEAREST;
+        fields
+    }
+    /// These point-query fields, with rows marked where the nearest triangle is unique
+    /// (`UNIQUE_NEAREST`).
+    pub fn with_unique_nearest(self) -> Fields {
+        debug_assert_eq!(self.family, Family::Hits);
+        Fields {
+            family: self.family,
+            bits: self.bits | UNIQUE_NEAREST,
+        }
     }
     fn intersect(self, bits: u32) -> Fields {
         Fields {

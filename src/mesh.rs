@@ -313,6 +313,11 @@ pub fn closest_feature(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
     if crate::math::triangle_unit_normal(a, b, c) == DVec3::ZERO {
         return closest_on_edges(p, [a, b, c]);
     }
+    closest_feature_of_face(p, [a, b, c])
+}
+
+/// [`closest_feature`] of a triangle known not to be degenerate.
+pub(crate) fn closest_feature_of_face(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
     let (ab, ac, ap) = (b - a, c - a, p - a);
     let (d1, d2) = (ab.dot(ap), ac.dot(ap));
     if d1 <= 0.0 && d2 <= 0.0 {
@@ -464,6 +469,41 @@ fn for_each_vertex_band(
             }
         }
         band(first, &mut sums);
+    }
+}
+
+/// The triangles around each vertex (those with it as a corner), in triangle order: a
+/// counting sort of the corners, 4 bytes a corner and a vertex.
+pub struct CornerRings {
+    /// Vertex v's triangles are `triangles[first[v]..first[v + 1]]`.
+    first: Vec<u32>,
+    triangles: Vec<u32>,
+}
+
+impl CornerRings {
+    pub fn new(mesh: &Mesh) -> CornerRings {
+        let mut first = vec![0u32; mesh.vertices.len() + 1];
+        for &v in mesh.triangles.iter().flatten() {
+            first[v as usize + 1] += 1;
+        }
+        for v in 0..mesh.vertices.len() {
+            first[v + 1] += first[v];
+        }
+        let mut next = first.clone();
+        let mut triangles = vec![0u32; 3 * mesh.triangles.len()];
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            for &v in tri {
+                let slot = &mut next[v as usize];
+                triangles[*slot as usize] = t as u32;
+                *slot += 1;
+            }
+        }
+        CornerRings { first, triangles }
+    }
+
+    pub fn around(&self, v: u32) -> &[u32] {
+        let v = v as usize;
+        &self.triangles[self.first[v] as usize..self.first[v + 1] as usize]
     }
 }
 

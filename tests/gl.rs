@@ -229,19 +229,12 @@ fn training_samples_are_the_same_bits_as_on_vulkan() {
             })
             .collect();
         assert!(
-            differing.len() * 1000 <= sampler.len(),
-            "{sign:?}: {} of {} rows differ",
+            differing.is_empty(),
+            "{sign:?}: {} of {} rows differ (the first: {:?})",
             differing.len(),
-            sampler.len()
+            sampler.len(),
+            &differing[..differing.len().min(8)]
         );
-        let tol = tolerance(scale);
-        for &row in &differing {
-            let (g, v) = (on_gl.sdf[row], on_vulkan.sdf[row]);
-            assert!(
-                within((f64::from(g) - f64::from(v)).abs(), tol),
-                "{sign:?} row {row}: {g} on GL, {v} on Vulkan"
-            );
-        }
     }
 }
 

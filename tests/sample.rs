@@ -572,3 +572,87 @@ fn judge_open_signs(
     }
     (judged, stood_in, walked)
 }
+
+/// The walk's mark of a unique nearest triangle (`Fields::with_unique_nearest`, which lets the
+/// sample job keep the device's triangle without settling it in f64) is never set where
+/// another triangle comes within f32's rounding of the nearest distance, checked by brute
+/// force in f64 with no twin of the walk, and it is set on most rows away from ties. Exact
+/// ties (points out from vertices and from edges' midpoints, whose nearest point several
+/// triangles share) are never marked. Both kernels, near and far from the origin.
+#[test]
+fn rows_marked_unique_have_no_near_tied_triangle() {
+    use closest::engine::{MeshQuery, sample_fields};
+    use closest::fields::UNIQUE_NEAREST_SHAPE_BIT;
+    let mut rng = common::Rng::new(0x5eed);
+    for centre in [DVec3::new(3.0, -2.0, 1.0), DVec3::new(-4e3, 2e3, 1e3)] {
+        let (v, t) = octahedron_sphere(centre, 2.0, 4);
+        let mesh = Mesh::new(v, t, "ball").unwrap();
+        let extent = 2.0;
+        let mut points: Vec<DVec3> = Vec::new();
+        for _ in 0..3000 {
+            let [a, b, c] = mesh.corners((rng.next_u64() % mesh.triangles.len() as u64) as usize);
+            let (u, w) = (rng.range(0.0, 1.0), rng.range(0.0, 1.0));
+            let (u, w) = if u + w > 1.0 {
+                (1.0 - u, 1.0 - w)
+            } else {
+                (u, w)
+            };
+            let on = a + (b - a) * u + (c - a) * w;
+            points.push(centre + (on - centre) * rng.range(0.9, 1.1));
+        }
+        let ties = mesh.vertices.len().min(400);
+        for (k, vertex) in mesh.vertices.iter().take(ties).enumerate() {
+            let [a, b, _] = mesh.corners(k % mesh.triangles.len());
+            points.push(centre + (vertex - centre) * 1.05);
+            points.push(centre + ((a + b) * 0.5 - centre) * 1.05);
+        }
+        let fields = sample_fields().with_unique_nearest();
+        let distances: Vec<Vec<f64>> = points
+            .iter()
+            .map(|&p| {
+                (0..mesh.triangles.len())
+                    .map(|t| (p - closest::mesh::closest_feature(p, mesh.corners(t)).0).length())
+                    .collect()
+            })
+            .collect();
+        for engine in common::subgroup_and_portable_engines(1 << 12) {
+            let gpu = engine.upload_mesh(mesh.clone()).unwrap();
+            let asked: Vec<[f64; 3]> = points.iter().map(|p| p.to_array()).collect();
+            let query = MeshQuery {
+                mesh: &gpu,
+                points: closest::Points::F64(&asked),
+                sign: closest::mesh::Sign::None,
+                fields,
+            };
+            let columns = closest::Columns::collect(fields, asked.len(), |sink| {
+                engine.query_mesh(query, sink)
+            })
+            .unwrap();
+            let shapes = columns.i32s("shape").unwrap();
+            let mut unique_random = 0;
+            for (row, &shape) in shapes.iter().enumerate() {
+                let shape = shape as u32;
+                if shape & UNIQUE_NEAREST_SHAPE_BIT == 0 {
+                    continue;
+                }
+                let found = (shape & !UNIQUE_NEAREST_SHAPE_BIT) as usize;
+                assert!(row < 3000, "{centre:?}: tie row {row} marked unique");
+                unique_random += 1;
+                let d = &distances[row];
+                let rival = (0..d.len())
+                    .filter(|&t| t != found)
+                    .map(|t| d[t])
+                    .fold(f64::INFINITY, f64::min);
+                assert!(
+                    rival > d[found] + 1e-6 * extent,
+                    "{centre:?}: row {row} marked unique at triangle {found} ({}), another at {rival}",
+                    d[found]
+                );
+            }
+            assert!(
+                unique_random > 3000 * 8 / 10,
+                "{centre:?}: {unique_random} of 3000 rows away from ties marked unique"
+            );
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::{Engine, GpuMesh, MeshQuery};
 use crate::error::{Error, Result};
-use crate::fields::{DISTANCE, Family, Fields, SHAPE};
+use crate::fields::{DISTANCE, Family, Fields, SHAPE, UNIQUE_NEAREST_SHAPE_BIT};
 use crate::mesh::Sign;
 use crate::points::Points;
 use crate::sample::{SampleColumns, Sampler};
@@ -64,7 +64,14 @@ impl Engine {
         // The device finds each row's nearest triangle and its sign; the distance and its
         // gradient are then measured to that triangle in f64 (`finish_in_f64`), so that every
         // adapter writes the same file, whatever its f32 arithmetic.
-        let fields = sample_fields();
+        // The walk marks the rows whose triangle no other comes near (the rest are settled
+        // in f64), where the mark's bit is free in the triangle indices.
+        let marked = sampler.mesh().triangles.len() < UNIQUE_NEAREST_SHAPE_BIT as usize;
+        let fields = if marked {
+            sample_fields().with_unique_nearest()
+        } else {
+            sample_fields()
+        };
         let rows = sampler.len();
         // Winding numbers are walked only where the holes' caps leave the pseudonormal sign
         // in doubt: the sample's nearest point may be on a rim, or a cap's solid angle large.
@@ -73,6 +80,7 @@ impl Engine {
             _ => None,
         };
         let mesh_scale = mesh.scale();
+        let rings = crate::mesh::CornerRings::new(sampler.mesh());
         let answer = |points: &[[f64; 3]], sign: Sign| {
             let query = MeshQuery {
                 mesh,
@@ -123,7 +131,8 @@ impl Engine {
                 }
                 None => answer(asked, sign)?,
             };
-            let (distances, normals) = finish_in_f64(sampler.mesh(), asked, &distances, &shapes);
+            let (distances, normals) =
+                finish_in_f64(sampler.mesh(), &rings, asked, &distances, &shapes, marked);
             let chunk = SampleRows {
                 points: points.iter().map(|p| p.map(|x| x as f32)).collect(),
                 sdf: std::iter::repeat_n(0.0, surface).chain(distances).collect(),
@@ -140,15 +149,20 @@ impl Engine {
     }
 }
 
-/// Each row's signed distance and its gradient, measured in f64 to the triangle the device
-/// found nearest (`shapes`) and signed as the device signed it (`signed`'s sign bit), then
-/// rounded once to f32: the same bits on every adapter wherever the adapters find the same
-/// triangle. A row with no triangle keeps the device's answer, and no gradient.
+/// Each row's signed distance and its gradient, measured in f64 to its nearest triangle and
+/// signed as the device signed it (`signed`'s sign bit), then rounded once to f32. The
+/// triangle is the device's (`shapes`) where the walk marked it unique (`marked`): no other
+/// within f32's rounding, so every adapter finds it; elsewhere the one `settle_nearest` finds
+/// from it in f64, which adapters whose roundings picked two near-tied triangles agree on. So
+/// every adapter writes the same bits. A row with no triangle keeps the device's answer, and
+/// no gradient.
 fn finish_in_f64(
     mesh: &crate::mesh::Mesh,
+    rings: &crate::mesh::CornerRings,
     points: &[[f64; 3]],
     signed: &[f32],
     shapes: &[i32],
+    marked: bool,
 ) -> (Vec<f32>, Vec<[f32; 3]>) {
     use rayon::prelude::*;
     points
@@ -156,15 +170,26 @@ fn finish_in_f64(
         .zip(signed.par_iter().zip(shapes))
         .with_min_len(4096)
         .map(|(&p, (&signed, &shape))| {
-            let Ok(t) = usize::try_from(shape) else {
+            let Ok(shape) = u32::try_from(shape) else {
                 return (signed, [f32::NAN; 3]);
             };
-            let [a, b, c] = mesh.corners(t);
             let p = crate::DVec3::from_array(p);
-            let q = crate::mesh::closest_feature(p, [a, b, c]).0;
+            let unique = marked && shape & UNIQUE_NEAREST_SHAPE_BIT != 0;
+            let found = if marked {
+                shape & !UNIQUE_NEAREST_SHAPE_BIT
+            } else {
+                shape
+            } as usize;
+            let (t, q) = if unique {
+                let q = crate::mesh::closest_feature(p, mesh.corners(found)).0;
+                (found, q)
+            } else {
+                settle_nearest(mesh, rings, p, found)
+            };
             let distance = (p - q).length();
             // On the surface the gradient is the face's outward normal, whatever the sign.
             if distance == 0.0 {
+                let [a, b, c] = mesh.corners(t);
                 let normal = crate::math::triangle_unit_normal(a, b, c);
                 return (0.0, normal.to_array().map(|x| x as f32));
             }
@@ -177,4 +202,141 @@ fn finish_in_f64(
             (distance as f32, normal.to_array().map(|x| x as f32))
         })
         .unzip()
+}
+
+/// Most steps `settle_nearest` takes from the device's triangle.
+const SETTLE_STEPS: usize = 16;
+
+/// The triangle nearest `p` in f64 (the lower index at a tie) among `found` and the
+/// triangles sharing a corner with it, stepped again from there until none is nearer, and its
+/// closest point. The device's f32 walk finds a triangle within its rounding of the nearest;
+/// two adapters may find two (a near-tie, nearly always between neighbours), and both
+/// settle on the same one here.
+fn settle_nearest(
+    mesh: &crate::mesh::Mesh,
+    rings: &crate::mesh::CornerRings,
+    p: crate::DVec3,
+    found: usize,
+) -> (usize, crate::DVec3) {
+    let q = crate::mesh::closest_feature(p, mesh.corners(found)).0;
+    let mut best = (found, (p - q).length_squared());
+    for _ in 0..SETTLE_STEPS {
+        let centre = best.0;
+        let corners = mesh.triangles[centre];
+        for (k, &v) in corners.iter().enumerate() {
+            for &t in rings.around(v) {
+                let t = t as usize;
+                let indices = mesh.triangles[t];
+                // Each neighbour once: a triangle around an earlier corner was seen there.
+                if t == centre || corners[..k].iter().any(|c| indices.contains(c)) {
+                    continue;
+                }
+                if let Some(distance2) = nearer_than(p, mesh.corners(t), best.1) {
+                    if distance2 < best.1 || (distance2 == best.1 && t < best.0) {
+                        best = (t, distance2);
+                    }
+                }
+            }
+        }
+        if best.0 == centre {
+            break;
+        }
+    }
+    let q = if best.0 == found {
+        q
+    } else {
+        crate::mesh::closest_feature(p, mesh.corners(best.0)).0
+    };
+    (best.0, q)
+}
+
+/// The squared distance from `p` to triangle `[a, b, c]`, unless its plane is farther than
+/// `bound2` (then so is the triangle). The plane's test is kept on the safe side of rounding.
+fn nearer_than(p: crate::DVec3, [a, b, c]: [crate::DVec3; 3], bound2: f64) -> Option<f64> {
+    let n = (b - a).cross(c - a);
+    let height = n.dot(p - a);
+    let area2 = n.length_squared();
+    if height * height > bound2 * area2 * (1.0 + 1e-9) {
+        return None;
+    }
+    let longest2 = (b - a)
+        .length_squared()
+        .max((c - a).length_squared())
+        .max((c - b).length_squared());
+    let relative = crate::math::DEGENERATE_RELATIVE_AREA;
+    let q = if area2 <= relative * relative * longest2 * longest2 {
+        crate::mesh::closest_feature(p, [a, b, c]).0
+    } else {
+        crate::mesh::closest_feature_of_face(p, [a, b, c]).0
+    };
+    Some((p - q).length_squared())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::settle_nearest;
+    use crate::math::{DVec3, SplitMix64};
+    use crate::mesh::{CornerRings, Mesh};
+
+    /// A bumpy height field of `n` × `n` cells, two triangles each.
+    fn bumpy(n: u32, rng: &mut SplitMix64) -> Mesh {
+        let vertices = (0..=n)
+            .flat_map(|i| (0..=n).map(move |j| (i, j)))
+            .map(|(i, j)| DVec3::new(i as f64, j as f64, 0.0))
+            .map(|v| v + DVec3::new(0.0, 0.0, 0.05 * rng.unit()))
+            .collect::<Vec<_>>();
+        let at = |i: u32, j: u32| i * (n + 1) + j;
+        let triangles = (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .flat_map(|(i, j)| {
+                [
+                    [at(i, j), at(i + 1, j), at(i + 1, j + 1)],
+                    [at(i, j), at(i + 1, j + 1), at(i, j + 1)],
+                ]
+            })
+            .collect();
+        Mesh::new(vertices, triangles, "bumpy").unwrap()
+    }
+
+    /// From the nearest triangle or any triangle sharing a corner with it, the settle ends at
+    /// the nearest by brute force in f64 (the lower index at a tie); so two adapters whose
+    /// walks found two neighbours agree. Points are taken near edges and vertices, where
+    /// neighbours tie or nearly tie.
+    #[test]
+    fn the_settle_ends_at_the_nearest_from_every_neighbour_of_it() {
+        let mut rng = SplitMix64(7);
+        let mesh = bumpy(8, &mut rng);
+        let rings = CornerRings::new(&mesh);
+        let distance2 = |p: DVec3, t: usize| {
+            (p - crate::mesh::closest_feature(p, mesh.corners(t)).0).length_squared()
+        };
+        let mut moved = 0;
+        for k in 0..2000 {
+            // On a grid line or vertex for some, within 1e-9 of one for others, off the
+            // surface.
+            let mut coordinate = |kind: u32| {
+                let x = 1.0 + 6.0 * rng.unit();
+                match kind {
+                    0 => x.round(),
+                    1 => x.round() + 1e-9 * (rng.unit() - 0.5),
+                    _ => x,
+                }
+            };
+            let (x, y) = (coordinate(k % 3), coordinate((k / 3) % 3));
+            let p = DVec3::new(x, y, 0.3 * rng.unit() - 0.1);
+            let nearest = (0..mesh.triangles.len())
+                .min_by(|&a, &b| distance2(p, a).total_cmp(&distance2(p, b)).then(a.cmp(&b)))
+                .unwrap();
+            for &v in &mesh.triangles[nearest] {
+                for &start in rings.around(v) {
+                    let (t, q) = settle_nearest(&mesh, &rings, p, start as usize);
+                    assert_eq!(t, nearest, "point {p:?} from triangle {start}");
+                    let exact = crate::mesh::closest_feature(p, mesh.corners(nearest)).0;
+                    assert_eq!(q, exact);
+                    moved += usize::from(start as usize != nearest);
+                }
+            }
+        }
+        assert!(moved > 1000, "{moved} settles moved");
+    }
 }

@@ -153,6 +153,7 @@ pub fn prelude() -> String {
         ("DISTANCE", fields::DISTANCE),
         ("NORMAL", fields::NORMAL),
         ("SHAPE", fields::SHAPE),
+        ("UNIQUE_NEAREST", fields::UNIQUE_NEAREST),
         ("POINT_A", fields::POINT_A),
         ("S", fields::S),
         ("POINT_B", fields::POINT_B),
@@ -168,6 +169,10 @@ pub fn prelude() -> String {
     out += &format!(
         "const OVERFLOW_BITS: u32 = {:#x}u;\n",
         fields::OVERFLOW_BITS
+    );
+    out += &format!(
+        "const UNIQUE_NEAREST_SHAPE_BIT: u32 = {:#x}u;\n",
+        fields::UNIQUE_NEAREST_SHAPE_BIT
     );
     for mode in [Mode::Solid, Mode::Surface] {
         out += &format!(
