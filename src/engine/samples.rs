@@ -207,9 +207,22 @@ fn finish_in_f64(
 /// Most steps `settle_nearest` takes from the device's triangle.
 const SETTLE_STEPS: usize = 16;
 
+/// Most triangles around a corner that `settle_nearest` looks through. A corner with more (a
+/// fan's centre: a disk or a cylinder's cap triangulated from its middle, thousands of
+/// slivers) is passed over: looking through it for every row near the fan would cost rows ×
+/// slivers. The slivers sharing an edge with the row's triangle are still met around its
+/// other corners, so a near-tie between neighbouring slivers is still settled.
+const SETTLE_RING_LIMIT: usize = 64;
+
+#[cfg(test)]
+thread_local! {
+    /// Triangles `settle_nearest` measured on this thread, for the tests of its bound.
+    static SETTLE_MEASURED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The triangle nearest `p` in f64 (the lower index at a tie) among `found` and the
-/// triangles sharing a corner with it, stepped again from there until none is nearer, and its
-/// closest point. The device's f32 walk finds a triangle within its rounding of the nearest;
+/// triangles sharing a corner with it (around corners of at most `SETTLE_RING_LIMIT`),
+/// stepped again from there until none is nearer, and its closest point. The device's f32 walk finds a triangle within its rounding of the nearest;
 /// two adapters may find two (a near-tie, nearly always between neighbours), and both
 /// settle on the same one here.
 fn settle_nearest(
@@ -223,14 +236,22 @@ fn settle_nearest(
     for _ in 0..SETTLE_STEPS {
         let centre = best.0;
         let corners = mesh.triangles[centre];
+        let looked = corners.map(|v| rings.around(v).len() <= SETTLE_RING_LIMIT);
         for (k, &v) in corners.iter().enumerate() {
+            if !looked[k] {
+                continue;
+            }
             for &t in rings.around(v) {
                 let t = t as usize;
                 let indices = mesh.triangles[t];
-                // Each neighbour once: a triangle around an earlier corner was seen there.
-                if t == centre || corners[..k].iter().any(|c| indices.contains(c)) {
+                // Each neighbour once: a triangle around an earlier corner looked through
+                // was met there.
+                let met = (0..k).any(|j| looked[j] && indices.contains(&corners[j]));
+                if t == centre || met {
                     continue;
                 }
+                #[cfg(test)]
+                SETTLE_MEASURED.with(|count| count.set(count.get() + 1));
                 if let Some(distance2) = nearer_than(p, mesh.corners(t), best.1) {
                     if distance2 < best.1 || (distance2 == best.1 && t < best.0) {
                         best = (t, distance2);
@@ -338,5 +359,44 @@ mod tests {
             }
         }
         assert!(moved > 1000, "{moved} settles moved");
+    }
+
+    /// Rows above a fan of 20,000 slivers about one centre (a disk triangulated from its
+    /// middle): the settle from a sliver next to the nearest ends at the nearest, and it
+    /// measures a bounded number of triangles, not every sliver around the centre for
+    /// every row.
+    #[test]
+    fn the_settle_about_a_fan_ends_at_the_nearest_without_measuring_every_sliver() {
+        let slivers = 20_000u32;
+        let vertices: Vec<DVec3> = std::iter::once(DVec3::ZERO)
+            .chain((0..slivers).map(|k| {
+                let angle = std::f64::consts::TAU * f64::from(k) / f64::from(slivers);
+                DVec3::new(angle.cos(), angle.sin(), 0.0)
+            }))
+            .collect();
+        let triangles = (0..slivers)
+            .map(|k| [0, 1 + k, 1 + (k + 1) % slivers])
+            .collect();
+        let mesh = Mesh::new(vertices, triangles, "fan").unwrap();
+        let rings = CornerRings::new(&mesh);
+        let mut rng = SplitMix64(3);
+        let distance2 = |p: DVec3, t: usize| {
+            (p - crate::mesh::closest_feature(p, mesh.corners(t)).0).length_squared()
+        };
+        for _ in 0..200 {
+            let (radius, angle) = (0.2 + 0.7 * rng.unit(), std::f64::consts::TAU * rng.unit());
+            let p = DVec3::new(radius * angle.cos(), radius * angle.sin(), 0.3 * rng.unit());
+            let nearest = (0..mesh.triangles.len())
+                .min_by(|&a, &b| distance2(p, a).total_cmp(&distance2(p, b)).then(a.cmp(&b)))
+                .unwrap();
+            let n = mesh.triangles.len();
+            for start in [(nearest + 1) % n, (nearest + n - 1) % n] {
+                super::SETTLE_MEASURED.with(|count| count.set(0));
+                let (t, _) = settle_nearest(&mesh, &rings, p, start);
+                let measured = super::SETTLE_MEASURED.with(|count| count.get());
+                assert_eq!(t, nearest, "point {p:?} from sliver {start}");
+                assert!(measured < 100, "{measured} triangles measured for one row");
+            }
+        }
     }
 }
