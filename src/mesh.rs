@@ -313,11 +313,6 @@ pub fn closest_feature(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
     if crate::math::triangle_unit_normal(a, b, c) == DVec3::ZERO {
         return closest_on_edges(p, [a, b, c]);
     }
-    closest_feature_of_face(p, [a, b, c])
-}
-
-/// [`closest_feature`] of a triangle known not to be degenerate.
-pub(crate) fn closest_feature_of_face(p: DVec3, [a, b, c]: [DVec3; 3]) -> (DVec3, Feature) {
     let (ab, ac, ap) = (b - a, c - a, p - a);
     let (d1, d2) = (ab.dot(ap), ac.dot(ap));
     if d1 <= 0.0 && d2 <= 0.0 {

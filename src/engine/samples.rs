@@ -80,7 +80,8 @@ impl Engine {
             _ => None,
         };
         let mesh_scale = mesh.scale();
-        let rings = crate::mesh::CornerRings::new(sampler.mesh());
+        // Built for the first chunk with a row to settle.
+        let rings = std::sync::OnceLock::new();
         let answer = |points: &[[f64; 3]], sign: Sign| {
             let query = MeshQuery {
                 mesh,
@@ -158,7 +159,7 @@ impl Engine {
 /// no gradient.
 fn finish_in_f64(
     mesh: &crate::mesh::Mesh,
-    rings: &crate::mesh::CornerRings,
+    rings: &std::sync::OnceLock<crate::mesh::CornerRings>,
     points: &[[f64; 3]],
     signed: &[f32],
     shapes: &[i32],
@@ -184,6 +185,7 @@ fn finish_in_f64(
                 let q = crate::mesh::closest_feature(p, mesh.corners(found)).0;
                 (found, q)
             } else {
+                let rings = rings.get_or_init(|| crate::mesh::CornerRings::new(mesh));
                 settle_nearest(mesh, rings, p, found)
             };
             let distance = (p - q).length();
@@ -222,9 +224,9 @@ thread_local! {
 
 /// The triangle nearest `p` in f64 (the lower index at a tie) among `found` and the
 /// triangles sharing a corner with it (around corners of at most `SETTLE_RING_LIMIT`),
-/// stepped again from there until none is nearer, and its closest point. The device's f32 walk finds a triangle within its rounding of the nearest;
-/// two adapters may find two (a near-tie, nearly always between neighbours), and both
-/// settle on the same one here.
+/// stepped again from there until none is nearer, and its closest point. The device's f32
+/// walk finds a triangle within its rounding of the nearest; two adapters may find two (a
+/// near-tie, nearly always between neighbours), and both settle on the same one here.
 fn settle_nearest(
     mesh: &crate::mesh::Mesh,
     rings: &crate::mesh::CornerRings,
@@ -276,20 +278,10 @@ fn settle_nearest(
 fn nearer_than(p: crate::DVec3, [a, b, c]: [crate::DVec3; 3], bound2: f64) -> Option<f64> {
     let n = (b - a).cross(c - a);
     let height = n.dot(p - a);
-    let area2 = n.length_squared();
-    if height * height > bound2 * area2 * (1.0 + 1e-9) {
+    if height * height > bound2 * n.length_squared() * (1.0 + 1e-9) {
         return None;
     }
-    let longest2 = (b - a)
-        .length_squared()
-        .max((c - a).length_squared())
-        .max((c - b).length_squared());
-    let relative = crate::math::DEGENERATE_RELATIVE_AREA;
-    let q = if area2 <= relative * relative * longest2 * longest2 {
-        crate::mesh::closest_feature(p, [a, b, c]).0
-    } else {
-        crate::mesh::closest_feature_of_face(p, [a, b, c]).0
-    };
+    let q = crate::mesh::closest_feature(p, [a, b, c]).0;
     Some((p - q).length_squared())
 }
 
