@@ -778,6 +778,12 @@ fn box_of(corners: [DVec3; 3]) -> Box3 {
     )
 }
 
+/// Steps (nodes and triangles looked at) a hole's cap candidate may take through the
+/// hierarchy, a triangle of it and of the mesh near it, before it is checked pair by pair
+/// instead (`sound_cap`). A clear cone over the bunny's holes or an open terrain takes a few
+/// a triangle.
+const CAP_SEARCH_STEPS_PER_TRIANGLE: u64 = 64;
+
 /// The corner index that stands for a cone's apex in `Cap::triangles`.
 const APEX: u32 = u32::MAX;
 
@@ -826,36 +832,58 @@ fn sound_cap(
             }),
     );
     candidates.extend([0.5, -0.5, 1.0, -1.0].map(cone));
-    // The mesh's triangles within reach of any candidate (cones reach √2 of the rim's ball).
-    let near: Vec<([u32; 3], Box3)> = corners
+    // The mesh's triangles within reach of any candidate (cones reach √2 of the rim's ball),
+    // in a hierarchy: a hole's rim of thousands of edges beside a mesh of millions of
+    // triangles (an open terrain) met every pair of them, 10^9 box tests a candidate.
+    let near: Vec<(Box3, [u32; 3])> = corners
         .iter()
         .flatten()
-        .map(|t| (*t, box_of(t.map(at))))
-        .filter(|(_, (lo, hi))| {
+        .map(|t| (box_of(t.map(at)), *t))
+        .filter(|((lo, hi), _)| {
             let nearest = DVec3::from_array(std::array::from_fn(|k| {
                 centre.to_array()[k].clamp(lo[k], hi[k])
             }));
             (nearest - centre).length() <= 1.5 * reach
         })
         .collect();
-    let clear = |cap: &Cap| {
-        let point = |k: u32| {
-            if k == APEX {
-                cap.apex.unwrap_or(centre)
-            } else {
-                at(k)
+    let near_tree = PairTree::of(&near);
+    let point_of = |cap: &Cap| {
+        let apex = cap.apex.unwrap_or(centre);
+        move |k: u32| if k == APEX { apex } else { at(k) }
+    };
+    let crosses = |t: [u32; 3], corners: [DVec3; 3], m: [u32; 3]| {
+        !m.iter().any(|k| t.contains(k)) && triangles_cross(corners, m.map(at))
+    };
+    // Each cap triangle through the hierarchy, within `CAP_SEARCH_STEPS_PER_TRIANGLE` steps
+    // a triangle of the cap and the mesh near it.
+    let clear_by_hierarchy = |cap: &Cap| {
+        let point = point_of(cap);
+        let mut budget = CAP_SEARCH_STEPS_PER_TRIANGLE * (cap.triangles.len() + near.len()) as u64;
+        for &(t, _) in &cap.triangles {
+            let corners = t.map(point);
+            let crossed = near_tree.first_meeting(corners, &mut budget, |member| {
+                crosses(t, corners, near[member].1).then_some(())
+            })?;
+            if crossed.is_some() {
+                return Ok(false);
             }
-        };
+        }
+        Ok(true)
+    };
+    // A cap lying in a fan's plane meets every sliver at the centre in the hierarchy: it is
+    // checked pair by pair, as cheaply as the hierarchy would (n² all the same).
+    let clear_by_every_pair = |cap: &Cap| {
+        let point = point_of(cap);
         cap.triangles.iter().all(|&(t, _)| {
             let corners = t.map(point);
             let (lo, hi) = box_of(corners);
-            near.iter().all(|(m, (m_lo, m_hi))| {
-                (0..3).any(|k| m_lo[k] > hi[k] || lo[k] > m_hi[k])
-                    || m.iter().any(|k| t.contains(k))
-                    || !triangles_cross(corners, m.map(at))
+            near.iter().all(|&((m_lo, m_hi), m)| {
+                (0..3).any(|k| m_lo[k] > hi[k] || lo[k] > m_hi[k]) || !crosses(t, corners, m)
             })
         })
     };
+    let clear =
+        |cap: &Cap| clear_by_hierarchy(cap).unwrap_or_else(|OverBudget| clear_by_every_pair(cap));
     let first_clear = candidates.iter().position(clear).unwrap_or(0);
     candidates.swap_remove(first_clear)
 }
@@ -1238,31 +1266,36 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
                     )
                 }));
                 let key = members[0].0;
-                for (n, &(a, _, (alo, ahi), ca)) in run.iter().enumerate() {
-                    // Sorted by the rounded low x, at or below the true one: past the first
-                    // member whose rounded x lies beyond a's box, none meets it. Members of
-                    // one rounded x may have any order of true x, so x is tested below too.
-                    let later = run[n + 1..].iter();
-                    for &(b, _, (blo, bhi), cb) in
-                        later.take_while(|&&(_, low_x, _, _)| low_x <= ahi[0])
+                // A pair of `run` (positions n < m) that crosses, if it does.
+                let cross = |n: usize, m: usize| {
+                    let (a, _, (alo, ahi), ca) = run[n];
+                    let (b, _, (blo, bhi), cb) = run[m];
+                    // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
+                    if !(0..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
+                        || ca.iter().any(|v| cb.contains(v))
                     {
-                        // Neighbours sharing a corner, most of the pairs whose boxes meet, first.
-                        if !(0..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k])
-                            || ca.iter().any(|v| cb.contains(v))
-                        {
-                            continue;
-                        }
-                        // Each pair once: in the cell holding the low corner of the boxes' overlap
-                        // (cells whose keys collide share a run, and check its pairs as one).
-                        let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
-                        if cell_key(index(low_corner)) == key
-                            && triangles_cross(mesh.corners(a), mesh.corners(b))
-                        {
-                            return Some(ordered(a, b));
-                        }
+                        return None;
                     }
+                    // Each pair once: in the cell holding the low corner of the boxes' overlap
+                    // (cells whose keys collide share a run, and check its pairs as one).
+                    let low_corner = std::array::from_fn(|k| alo[k].max(blo[k]));
+                    (cell_key(index(low_corner)) == key
+                        && triangles_cross(mesh.corners(a), mesh.corners(b)))
+                    .then(|| ordered(a, b))
+                };
+                if run.len() > HEAVY_RUN {
+                    let members: Vec<(Box3, [u32; 3])> =
+                        run.iter().map(|&(_, _, bounds, c)| (bounds, c)).collect();
+                    return PairTree::of(&members).first_pair(cross);
                 }
-                None
+                // Sorted by the rounded low x, at or below the true one: past the first member
+                // whose rounded x lies beyond a's box, none meets it. Members of one rounded x
+                // may have any order of true x, so x is tested in `cross` too.
+                (0..run.len()).find_map(|n| {
+                    (n + 1..run.len())
+                        .take_while(|&m| run[m].1 <= run[n].2.1[0])
+                        .find_map(|m| cross(n, m))
+                })
             },
         )
         // The first crossing in the cells' order, not any: the summary names the pair, and
@@ -1270,13 +1303,269 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
         .find_first(Option::is_some)
         .flatten();
     in_cells.or_else(|| {
+        if large.is_empty() {
+            return None;
+        }
+        // Each large triangle through a hierarchy of every box, passing over the nodes its
+        // plane or sides miss: a cone capping a terrain's hole (thousands of triangles across
+        // it) met each of its millions of boxes.
+        let (members, triangle_of): (Vec<(Box3, [u32; 3])>, Vec<usize>) = (0..boxes.len())
+            .filter_map(|t| Some(((boxes[t]?, corners[t]?), t)))
+            .unzip();
+        let every_box = PairTree::of(&members);
         large.par_iter().find_map_first(|&a| {
-            (0..boxes.len())
-                .filter(|&b| b != a as usize && boxes[b].is_some() && overlap(a as usize, b))
-                .find(|&b| crossing(a as usize, b))
-                .map(|b| ordered(a as usize, b))
+            let a = a as usize;
+            let mut unbounded = u64::MAX;
+            let found = every_box.first_meeting(mesh.corners(a), &mut unbounded, |member| {
+                let b = triangle_of[member];
+                (b != a && overlap(a, b) && crossing(a, b)).then(|| ordered(a, b))
+            });
+            found.expect("an unbounded search ends")
         })
     })
+}
+
+/// Cells of more members than this are searched through a hierarchy of their own
+/// (`PairTree`), not swept along x: slivers meeting at a vertex (a disk or a cylinder's cap
+/// triangulated as a fan from its centre) put every member's box over every other's, and the
+/// sweep met n² pairs (a cylinder of 800,000 triangles took minutes).
+const HEAVY_RUN: usize = 1024;
+
+/// Members per leaf of a `PairTree`.
+const PAIR_TREE_LEAF: usize = 4;
+
+/// A binary hierarchy of boxes over one grid cell's triangles, for the pairs of them whose
+/// boxes meet. Each node knows the hub its triangles all have, if they do (a triangle's hub:
+/// its corner most shared in the cell): two nodes of one hub hold only pairs that share it,
+/// which need no test, so a fan's slivers are never paired with each other.
+struct PairTree {
+    nodes: Vec<PairNode>,
+    /// Member positions, each node's a range of it.
+    order: Vec<u32>,
+}
+
+struct PairNode {
+    bounds: Box3,
+    /// The hub every member below has, or `NO_HUB`.
+    hub: u32,
+    /// The node's range of `order`.
+    span: (u32, u32),
+    /// Children, or `None` for a leaf.
+    children: Option<[u32; 2]>,
+}
+
+const NO_HUB: u32 = u32::MAX;
+
+/// A search that ran out of its budget (`PairTree::first_meeting`).
+#[derive(Debug, PartialEq)]
+struct OverBudget;
+
+impl PairTree {
+    /// The hierarchy over `members` (box and corners each), split at the median of the
+    /// boxes' centres along the longest side.
+    fn of(members: &[(Box3, [u32; 3])]) -> PairTree {
+        let mut shared: FxHashMap<u32, u32> = FxHashMap::default();
+        for (_, corners) in members {
+            for &v in corners {
+                *shared.entry(v).or_default() += 1;
+            }
+        }
+        // The most shared corner, the least index among equals: the same every run.
+        let hubs: Vec<u32> = members
+            .iter()
+            .map(|(_, corners)| {
+                let mut best = corners[0];
+                for &v in &corners[1..] {
+                    if (shared[&v], std::cmp::Reverse(v)) > (shared[&best], std::cmp::Reverse(best))
+                    {
+                        best = v;
+                    }
+                }
+                best
+            })
+            .collect();
+        let mut tree = PairTree {
+            nodes: Vec::with_capacity(2 * members.len() / PAIR_TREE_LEAF + 1),
+            order: (0..members.len() as u32).collect(),
+        };
+        tree.build(members, &hubs, 0, members.len());
+        tree
+    }
+
+    /// Builds the node over `order[start..end]` (children after it) and returns its index.
+    fn build(
+        &mut self,
+        members: &[(Box3, [u32; 3])],
+        hubs: &[u32],
+        start: usize,
+        end: usize,
+    ) -> u32 {
+        let span = &mut self.order[start..end];
+        let bounds = span.iter().fold(
+            ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]),
+            |(lo, hi), &m| {
+                let (mlo, mhi) = members[m as usize].0;
+                (
+                    std::array::from_fn(|k| lo[k].min(mlo[k])),
+                    std::array::from_fn(|k| hi[k].max(mhi[k])),
+                )
+            },
+        );
+        let first_hub = hubs[span[0] as usize];
+        let hub = match span.iter().all(|&m| hubs[m as usize] == first_hub) {
+            true => first_hub,
+            false => NO_HUB,
+        };
+        let index = self.nodes.len() as u32;
+        self.nodes.push(PairNode {
+            bounds,
+            hub,
+            span: (start as u32, end as u32),
+            children: None,
+        });
+        if end - start <= PAIR_TREE_LEAF {
+            return index;
+        }
+        let axis = (0..3)
+            .max_by(|&a, &b| (bounds.1[a] - bounds.0[a]).total_cmp(&(bounds.1[b] - bounds.0[b])))
+            .expect("three axes");
+        let centre = |m: &u32| {
+            let (lo, hi) = members[*m as usize].0;
+            lo[axis] + hi[axis]
+        };
+        let middle = span.len() / 2;
+        span.select_nth_unstable_by(middle, |a, b| {
+            centre(a).total_cmp(&centre(b)).then(a.cmp(b))
+        });
+        let left = self.build(members, hubs, start, start + middle);
+        let right = self.build(members, hubs, start + middle, end);
+        self.nodes[index as usize].children = Some([left, right]);
+        index
+    }
+
+    /// The first member (in a fixed order) whose box may meet `triangle` that `test`
+    /// accepts: nodes the triangle misses by more than `triangles_cross`'s tolerance are
+    /// passed over (`triangle_misses_box`), so a cap's triangle over a large flat mesh opens
+    /// only the nodes along it. Each node and member looked at spends one of `budget`;
+    /// `Err(OverBudget)` once none is left.
+    fn first_meeting<T>(
+        &self,
+        triangle: [DVec3; 3],
+        budget: &mut u64,
+        mut test: impl FnMut(usize) -> Option<T>,
+    ) -> Result<Option<T>, OverBudget> {
+        let mut spend = |cost: u64| match budget.checked_sub(cost) {
+            Some(left) => {
+                *budget = left;
+                Ok(())
+            }
+            None => Err(OverBudget),
+        };
+        let mut stack = vec![0u32];
+        while let Some(node) = stack.pop() {
+            spend(1)?;
+            let node = &self.nodes[node as usize];
+            if triangle_misses_box(triangle, node.bounds) {
+                continue;
+            }
+            match node.children {
+                Some([l, r]) => stack.extend([r, l]),
+                None => {
+                    let members = &self.order[node.span.0 as usize..node.span.1 as usize];
+                    spend(members.len() as u64)?;
+                    if let Some(found) = members.iter().find_map(|&m| test(m as usize)) {
+                        return Ok(Some(found));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The first pair of member positions (the lower first) whose nodes' boxes meet, not of
+    /// one hub, that `test` accepts, in a fixed order.
+    fn first_pair<T>(&self, mut test: impl FnMut(usize, usize) -> Option<T>) -> Option<T> {
+        let meet = |a: &PairNode, b: &PairNode| {
+            (0..3).all(|k| a.bounds.0[k] <= b.bounds.1[k] && b.bounds.0[k] <= a.bounds.1[k])
+        };
+        let members = |node: &PairNode| &self.order[node.span.0 as usize..node.span.1 as usize];
+        let mut stack = vec![(0u32, 0u32)];
+        while let Some((a, b)) = stack.pop() {
+            let (na, nb) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+            if na.hub != NO_HUB && na.hub == nb.hub {
+                continue;
+            }
+            if a == b {
+                match na.children {
+                    Some([l, r]) => stack.extend([(l, r), (r, r), (l, l)]),
+                    None => {
+                        let own = members(na);
+                        for (i, &m) in own.iter().enumerate() {
+                            for &n in &own[i + 1..] {
+                                if let Some(found) = test(m.min(n) as usize, m.max(n) as usize) {
+                                    return Some(found);
+                                }
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            if !meet(na, nb) {
+                continue;
+            }
+            // The larger node is opened; two leaves are paired member by member.
+            let larger_a = na.span.1 - na.span.0 >= nb.span.1 - nb.span.0;
+            match (na.children, nb.children) {
+                (Some([l, r]), _) if larger_a || nb.children.is_none() => {
+                    stack.extend([(r, b), (l, b)]);
+                }
+                (_, Some([l, r])) => stack.extend([(a, r), (a, l)]),
+                _ => {
+                    for &m in members(na) {
+                        for &n in members(nb) {
+                            if let Some(found) = test(m.min(n) as usize, m.max(n) as usize) {
+                                return Some(found);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Whether `triangle` and the box lie apart along some separating axis (the box's axes, the
+/// triangle's normal, the nine crosses of the two's edges) by more than `FLAT_RELATIVE` of
+/// their sizes, twice over: `triangles_cross` cannot find a triangle in the box meeting it.
+fn triangle_misses_box(triangle: [DVec3; 3], (lo, hi): Box3) -> bool {
+    let (lo, hi) = (DVec3::from_array(lo), DVec3::from_array(hi));
+    let (centre, half) = ((lo + hi) * 0.5, (hi - lo) * 0.5);
+    let [a, b, c] = triangle.map(|p| p - centre);
+    let edges = [b - a, c - b, a - c];
+    let size = a.length().max(b.length()).max(c.length()) + half.length();
+    let apart = |axis: DVec3, tolerance: f64| {
+        let (pa, pb, pc) = (axis.dot(a), axis.dot(b), axis.dot(c));
+        let reach = half.x * axis.x.abs() + half.y * axis.y.abs() + half.z * axis.z.abs();
+        let margin = reach + 2.0 * tolerance * size;
+        pa.min(pb).min(pc) > margin || pa.max(pb).max(pc) < -margin
+    };
+    let box_axes = [DVec3::X, DVec3::Y, DVec3::Z];
+    // Along the normal, `triangles_cross` counts a point flat within FLAT_RELATIVE of the
+    // product of the two edges' lengths, more than of their cross's on a sliver.
+    let normal = edges[0].cross(edges[2]);
+    box_axes.iter().any(|&axis| apart(axis, FLAT_RELATIVE))
+        || apart(
+            normal,
+            FLAT_RELATIVE * edges[0].length() * edges[2].length(),
+        )
+        || edges.iter().any(|edge| {
+            box_axes.iter().any(|axis| {
+                let cross = edge.cross(*axis);
+                apart(cross, FLAT_RELATIVE * cross.length())
+            })
+        })
 }
 
 /// A grid cell's key: its coordinates mixed into 64 bits. Cells whose keys collide are
@@ -1575,6 +1864,208 @@ mod tests {
             let found = crossing_triangles(&mesh, &corners).is_some();
             assert_eq!(found, every_pair, "reach {reach}");
         }
+    }
+
+    /// A cylinder whose caps are fans from their centres: `segments` slivers a cap.
+    fn fan_capped_cylinder(segments: u32) -> Mesh {
+        let mut vertices = vec![DVec3::new(0.0, 0.0, 0.0), DVec3::new(0.0, 0.0, 1.0)];
+        for z in [0.0, 1.0] {
+            vertices.extend((0..segments).map(|k| {
+                let angle = std::f64::consts::TAU * k as f64 / segments as f64;
+                DVec3::new(angle.cos(), angle.sin(), z)
+            }));
+        }
+        let (bottom, top) = (
+            |k: u32| 2 + k % segments,
+            |k: u32| 2 + segments + k % segments,
+        );
+        let triangles = (0..segments)
+            .flat_map(|k| {
+                [
+                    [0, bottom(k + 1), bottom(k)],
+                    [1, top(k), top(k + 1)],
+                    [bottom(k), bottom(k + 1), top(k + 1)],
+                    [bottom(k), top(k + 1), top(k)],
+                ]
+            })
+            .collect();
+        Mesh::new(vertices, triangles, "a fan-capped cylinder").unwrap()
+    }
+
+    /// The pair tree meets every pair of members whose boxes meet and that have different
+    /// hubs exactly once, and any other pair at most once (brute force over every pair, no
+    /// twin): random boxes with fans among them, where many members share one corner.
+    #[test]
+    fn the_pair_tree_meets_every_pair_of_meeting_boxes_once() {
+        let mut random = crate::math::SplitMix64(48);
+        for case in 0..20 {
+            let count = 50 + 150 * case;
+            // About two meeting boxes a member, at any count.
+            let spread = 0.4 * (count as f64).cbrt();
+            let members: Vec<(Box3, [u32; 3])> = (0..count as u32)
+                .map(|m| {
+                    let lo: [f64; 3] = std::array::from_fn(|_| random.unit() * spread);
+                    let size = if m % 7 == 0 { 5.0 } else { 0.5 };
+                    let hi = lo.map(|x| x + random.unit() * size);
+                    // A third of them about hub 0 or 1 (fans), the rest on corners of their own.
+                    let corners = match m % 6 {
+                        0 | 1 => [m % 2, 1000 + 2 * m, 1001 + 2 * m],
+                        _ => [1000 + 2 * m, 1001 + 2 * m, 1_000_000 + m],
+                    };
+                    ((lo, hi), corners)
+                })
+                .collect();
+            let tree = PairTree::of(&members);
+            let mut met = vec![0u32; count * count];
+            let none: Option<()> = tree.first_pair(|n, m| {
+                assert!(n < m, "case {case}: pair ({n}, {m}) not ordered");
+                met[n * count + m] += 1;
+                None
+            });
+            assert!(none.is_none());
+            let hub = |m: usize| match m % 6 {
+                0 | 1 => Some(m % 2),
+                _ => None,
+            };
+            let mut needed = 0;
+            for n in 0..count {
+                for m in n + 1..count {
+                    let ((alo, ahi), (blo, bhi)) = (members[n].0, members[m].0);
+                    let meet = (0..3).all(|k| alo[k] <= bhi[k] && blo[k] <= ahi[k]);
+                    let same_hub = hub(n).is_some() && hub(n) == hub(m);
+                    let times = met[n * count + m];
+                    if meet && !same_hub {
+                        needed += 1;
+                        assert_eq!(times, 1, "case {case}: pair ({n}, {m}) met {times} times");
+                    } else {
+                        // Leaves' members are paired without a box test, whatever their hubs.
+                        assert!(times <= 1, "case {case}: pair ({n}, {m}) met {times} times");
+                    }
+                }
+            }
+            assert!(needed > count / 4, "case {case}: only {needed} pairs meet");
+        }
+    }
+
+    /// Cells of more than `HEAVY_RUN` triangles answer as every pair does: 1,500 triangles
+    /// over one another, each in a plane of its own (none cross), then with one of them tilted
+    /// through others, far from the origin.
+    #[test]
+    fn heavy_cells_find_a_crossing_pair_exactly_when_some_pair_crosses() {
+        let mut random = crate::math::SplitMix64(11);
+        for tilted in [false, true] {
+            let count = 1500u32;
+            let mut vertices = Vec::new();
+            for t in 0..count {
+                let z = t as f64 * 1e-4;
+                let base = DVec3::new(random.unit() * 0.3, random.unit() * 0.3, z);
+                let lift = |k: u32| match tilted && t == 700 && k == 2 {
+                    true => 0.5,
+                    false => 0.0,
+                };
+                for k in 0..3 {
+                    let offset = DVec3::new(random.unit(), random.unit(), lift(k)) * 0.3;
+                    vertices.push(base + offset + DVec3::new(-2e4, 5e3, 1e4));
+                }
+            }
+            let triangles = (0..count).map(|t| [3 * t, 3 * t + 1, 3 * t + 2]).collect();
+            let mesh = Mesh::new(vertices, triangles, "a stack").unwrap();
+            let (_, corners) = welded(&mesh);
+            let count = count as usize;
+            let every_pair = (0..count)
+                .any(|a| (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b))));
+            assert_eq!(every_pair, tilted, "the case as built");
+            let found = crossing_triangles(&mesh, &corners);
+            assert_eq!(found.is_some(), every_pair, "tilted: {tilted}");
+            if let Some((a, b)) = found {
+                assert!(a < b && triangles_cross(mesh.corners(a), mesh.corners(b)));
+            }
+        }
+    }
+
+    /// `triangle_misses_box` never misses a box that a point of the triangle lies in (points
+    /// sampled over random triangles, slivers among them, far from the origin, boxes about
+    /// them from tiny to large), and does miss most boxes well apart from the triangle.
+    #[test]
+    fn a_triangle_never_misses_a_box_it_meets() {
+        let mut random = crate::math::SplitMix64(31);
+        let corner = |r: &mut crate::math::SplitMix64| {
+            DVec3::new(r.unit(), r.unit(), r.unit()) - DVec3::new(0.5, 0.5, 0.5)
+        };
+        let (mut apart, mut missed) = (0, 0);
+        for case in 0..4000 {
+            let far = DVec3::new(3e4, -1e3, 7e2);
+            let mut triangle = [(); 3].map(|_| corner(&mut random) + far);
+            if case % 3 == 0 {
+                // A sliver: its third corner on the first edge, nudged off it.
+                triangle[2] =
+                    triangle[0] + (triangle[1] - triangle[0]) * 0.7 + corner(&mut random) * 1e-5;
+            }
+            let (u, v) = (random.unit(), random.unit());
+            let (u, v) = if u + v > 1.0 {
+                (1.0 - u, 1.0 - v)
+            } else {
+                (u, v)
+            };
+            let on =
+                triangle[0] + (triangle[1] - triangle[0]) * u + (triangle[2] - triangle[0]) * v;
+            let size = 10f64.powf(-6.0 * random.unit());
+            let half = (corner(&mut random) + DVec3::new(0.5, 0.5, 0.5)) * size;
+            let shift = corner(&mut random) * 3.0 * (case % 2) as f64;
+            let centre = on + shift;
+            let bounds = ((centre - half).to_array(), (centre + half).to_array());
+            let holds =
+                (0..3).all(|k| bounds.0[k] <= on.to_array()[k] && on.to_array()[k] <= bounds.1[k]);
+            let misses = triangle_misses_box(triangle, bounds);
+            assert!(
+                !(holds && misses),
+                "case {case}: a box holding {on:?} missed"
+            );
+            if !holds && shift.length() > 1.0 {
+                apart += 1;
+                missed += usize::from(misses);
+            }
+        }
+        assert!(missed * 2 > apart, "{missed} of {apart} boxes apart missed");
+    }
+
+    /// A closed cylinder with caps of 50,000 slivers each (200,000 triangles, most in one grid
+    /// cell) is searched in a pass of its own hierarchy, and a triangle through one cap found.
+    #[test]
+    fn fans_of_slivers_are_searched_for_crossings_without_meeting_every_pair() {
+        let mesh = fan_capped_cylinder(50_000);
+        let (_, corners) = welded(&mesh);
+        assert_eq!(crossing_triangles(&mesh, &corners), None);
+        let members: Vec<(Box3, [u32; 3])> = (0..mesh.triangles.len())
+            .map(|t| (box_of(mesh.corners(t)), corners[t].unwrap()))
+            .collect();
+        let mut tested = 0u64;
+        let _: Option<()> = PairTree::of(&members).first_pair(|_, _| {
+            tested += 1;
+            None
+        });
+        assert!(
+            tested < 40 * members.len() as u64,
+            "{tested} pairs tested for {} triangles",
+            members.len()
+        );
+        let mut pierced = mesh.clone();
+        let mut vertices = match &mesh.vertices {
+            crate::mesh::Vertices::F64(v) => v.clone(),
+            _ => unreachable!("built in f64"),
+        };
+        let first = vertices.len() as u32;
+        vertices.extend([
+            DVec3::new(0.3, 0.3, -0.2),
+            DVec3::new(0.31, 0.3, 0.2),
+            DVec3::new(0.3, 0.31, 0.2),
+        ]);
+        pierced.vertices = crate::mesh::Vertices::F64(vertices);
+        pierced.triangles.push([first, first + 1, first + 2]);
+        let (_, corners) = welded(&pierced);
+        let (a, b) = crossing_triangles(&pierced, &corners).expect("the piercing triangle found");
+        assert_eq!(b, pierced.triangles.len() - 1);
+        assert!(triangles_cross(pierced.corners(a), pierced.corners(b)));
     }
 
     #[test]

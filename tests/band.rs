@@ -346,8 +346,11 @@ fn a_walk_start_holds_every_triangle_within_its_radius() {
     let mut built = closest::bvh::build_with(count, &item, closest::bvh::TRIANGLE_LEAF_SIZE, 0, 0);
     built.orient(&|members: &[u32]| {
         let [a, b, c] = mesh.corners(members[0] as usize);
-        let corners = members.iter().flat_map(|&t| mesh.corners(t as usize));
-        closest::bvh::fit_oriented_box(corners, (b - a).cross(c - a))
+        let corners: Vec<_> = members
+            .iter()
+            .flat_map(|&t| mesh.corners(t as usize))
+            .collect();
+        closest::bvh::fit_oriented_box(&corners, (b - a).cross(c - a))
     });
     let top = TopNodes::of(&built.nodes);
     let mut position = vec![0; count];

@@ -868,3 +868,55 @@ fn walks_that_outgrow_their_stack_are_reported_never_answered() {
         }
     }
 }
+
+/// A wedge of slivers meeting at a point (a slice of a fan, as a cylinder's cap triangulated
+/// from its centre) gets a box along the wedge, whatever the wedge's direction: no wider than
+/// twice the wedge across it and no taller than the plane's thickness, holding every corner.
+/// Boxes at fixed angles about the normal left it a fifth of its length wide, and every walk
+/// near a fan opened most of its leaves.
+#[test]
+fn a_wedge_of_slivers_gets_a_box_along_it() {
+    let mut rng = Rng::new(48);
+    for case in 0..200 {
+        let rotation = rng.quaternion();
+        let [u, v, w] = Shape::axes(rotation);
+        let centre = rng.vec(-1e3, 1e3);
+        let length = 10f64.powf(rng.range(-3.0, 3.0));
+        let (first, slivers) = (rng.range(0.0, std::f64::consts::TAU), 1 + case % 6);
+        let step = std::f64::consts::TAU / 20_000.0;
+        let rim = |k: usize| {
+            let angle = first + k as f64 * step;
+            centre + (u * angle.cos() + v * angle.sin()) * length
+        };
+        let corners: Vec<DVec3> = (0..slivers)
+            .flat_map(|k| [centre, rim(k), rim(k + 1)])
+            .collect();
+        let fitted = bvh::fit_oriented_box(&corners, w).expect("a box");
+        let axes = Shape::axes(fitted.rotation);
+        for p in &corners {
+            for (k, axis) in axes.iter().enumerate() {
+                let reach = axis.dot(*p - fitted.centre).abs();
+                assert!(
+                    reach <= fitted.half.get(k) + 1e-12 * (length + centre.max_abs()),
+                    "case {case}: corner {p:?} outside the box along axis {k}"
+                );
+            }
+        }
+        let wedge_width = length * (slivers as f64 * step);
+        let mut halves = [fitted.half.x, fitted.half.y, fitted.half.z];
+        halves.sort_by(f64::total_cmp);
+        assert!(
+            halves[0] <= 1e-9 * (length + centre.max_abs()),
+            "case {case}: {halves:?} thick across the plane"
+        );
+        assert!(
+            2.0 * halves[1] <= 2.0 * wedge_width + 1e-9 * (length + centre.max_abs()),
+            "case {case}: {} wide for a wedge {wedge_width} wide",
+            2.0 * halves[1]
+        );
+        assert!(
+            2.0 * halves[2] <= length * 1.01,
+            "case {case}: {halves:?} long"
+        );
+    }
+}

@@ -244,6 +244,55 @@ fn fandisk_distances_and_signs_match_the_f64_references() {
     );
 }
 
+/// A closed cylinder whose caps are fans of slivers from their centres (CAD exports
+/// triangulate caps so), turned at random and far from the origin: distances exact and signs
+/// the winding number's, through the wedge-shaped boxes such fans get.
+#[test]
+fn cylinders_with_fan_caps_match_the_f64_references() {
+    let mut rng = Rng::new(48);
+    let segments = 3000u32;
+    let axes = Shape::axes(rng.quaternion());
+    let origin = DVec3::new(-700.0, 1200.0, 300.0);
+    let at = |x: f64, y: f64, z: f64| origin + axes[0] * x + axes[1] * y + axes[2] * z;
+    let mut vertices = vec![at(0.0, 0.0, 0.0), at(0.0, 0.0, 2.0)];
+    for z in [0.0, 2.0] {
+        vertices.extend((0..segments).map(|k| {
+            let angle = std::f64::consts::TAU * k as f64 / segments as f64;
+            at(angle.cos(), angle.sin(), z)
+        }));
+    }
+    let (bottom, top) = (
+        |k: u32| 2 + k % segments,
+        |k: u32| 2 + segments + k % segments,
+    );
+    let triangles = (0..segments)
+        .flat_map(|k| {
+            [
+                [0, bottom(k + 1), bottom(k)],
+                [1, top(k), top(k + 1)],
+                [bottom(k), bottom(k + 1), top(k + 1)],
+                [bottom(k), top(k + 1), top(k)],
+            ]
+        })
+        .collect();
+    let mesh = Mesh::new(vertices, triangles, "fan-capped cylinder").unwrap();
+    let mut points = probe_points(&mut rng, &mesh, 600);
+    // Near the caps' centres, where every sliver meets.
+    for _ in 0..200 {
+        let near = at(0.0, 0.0, [0.0, 2.0][rng.next_u64() as usize % 2]);
+        points.push(near + rng.unit() * 10f64.powf(rng.range(-4.0, -1.0)));
+    }
+    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    check(
+        &mesh,
+        &points,
+        &hits,
+        Some(&|p| winding_number(&mesh, p) > 0.5),
+    );
+}
+
 #[test]
 fn bunny_distances_match_the_brute_force() {
     // The bunny has holes: distances are exact all the same (signs are the winding number's job).

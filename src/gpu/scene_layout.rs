@@ -470,7 +470,7 @@ fn fit_triangles_box(
         normal += (b - a).cross(c - a);
         points.extend_from_slice(&[a, b, c]);
     }
-    bvh::fit_oriented_box(points.into_iter(), normal)
+    bvh::fit_oriented_box(&points, normal)
 }
 
 /// A hierarchy pays once a scene has more bounded shapes than this many per bounded kind: each
