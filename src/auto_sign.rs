@@ -1866,32 +1866,6 @@ mod tests {
         }
     }
 
-    /// A cylinder whose caps are fans from their centres: `segments` slivers a cap.
-    fn fan_capped_cylinder(segments: u32) -> Mesh {
-        let mut vertices = vec![DVec3::new(0.0, 0.0, 0.0), DVec3::new(0.0, 0.0, 1.0)];
-        for z in [0.0, 1.0] {
-            vertices.extend((0..segments).map(|k| {
-                let angle = std::f64::consts::TAU * k as f64 / segments as f64;
-                DVec3::new(angle.cos(), angle.sin(), z)
-            }));
-        }
-        let (bottom, top) = (
-            |k: u32| 2 + k % segments,
-            |k: u32| 2 + segments + k % segments,
-        );
-        let triangles = (0..segments)
-            .flat_map(|k| {
-                [
-                    [0, bottom(k + 1), bottom(k)],
-                    [1, top(k), top(k + 1)],
-                    [bottom(k), bottom(k + 1), top(k + 1)],
-                    [bottom(k), top(k + 1), top(k)],
-                ]
-            })
-            .collect();
-        Mesh::new(vertices, triangles, "a fan-capped cylinder").unwrap()
-    }
-
     /// The pair tree meets every pair of members whose boxes meet and that have different
     /// hubs exactly once, and any other pair at most once (brute force over every pair, no
     /// twin): random boxes with fans among them, where many members share one corner.
@@ -2033,7 +2007,7 @@ mod tests {
     /// cell) is searched in a pass of its own hierarchy, and a triangle through one cap found.
     #[test]
     fn fans_of_slivers_are_searched_for_crossings_without_meeting_every_pair() {
-        let mesh = fan_capped_cylinder(50_000);
+        let mesh = crate::bench::fan_capped_cylinder(50_000, |p| p);
         let (_, corners) = welded(&mesh);
         assert_eq!(crossing_triangles(&mesh, &corners), None);
         let members: Vec<(Box3, [u32; 3])> = (0..mesh.triangles.len())

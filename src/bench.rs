@@ -356,6 +356,35 @@ fn segment_pairs_row(
     })
 }
 
+/// A closed cylinder of radius 1 from z = 0 to 1, its caps fans of `segments` slivers from
+/// their centres (as CAD exports triangulate them) and its side `segments` quads, outward
+/// wound, each vertex moved by `place`: an input whose slivers meet at a point.
+pub fn fan_capped_cylinder(segments: u32, place: impl Fn(DVec3) -> DVec3) -> crate::mesh::Mesh {
+    let mut vertices = vec![place(DVec3::ZERO), place(DVec3::new(0.0, 0.0, 1.0))];
+    for z in [0.0, 1.0] {
+        vertices.extend((0..segments).map(|k| {
+            let angle = std::f64::consts::TAU * k as f64 / segments as f64;
+            place(DVec3::new(angle.cos(), angle.sin(), z))
+        }));
+    }
+    let (bottom, top) = (
+        |k: u32| 2 + k % segments,
+        |k: u32| 2 + segments + k % segments,
+    );
+    let triangles = (0..segments)
+        .flat_map(|k| {
+            [
+                [0, bottom(k + 1), bottom(k)],
+                [1, top(k), top(k + 1)],
+                [bottom(k), bottom(k + 1), top(k + 1)],
+                [bottom(k), top(k + 1), top(k)],
+            ]
+        })
+        .collect();
+    crate::mesh::Mesh::new(vertices, triangles, "a fan-capped cylinder")
+        .expect("a cylinder of finite vertices")
+}
+
 /// A random mixed scene of bounded shapes (spheres, boxes, capsules, triangles) in
 /// [-100, 100]³, the same for every run.
 pub fn sample_scene(count: usize) -> Vec<Shape> {

@@ -81,6 +81,13 @@ fn check(
     );
 }
 
+/// `points`' hits on `mesh`, uploaded to the shared engine, signed by `sign`.
+fn answered(mesh: &Mesh, points: &[DVec3], sign: Sign) -> Vec<GpuHit> {
+    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
+    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
+    engine().mesh_hits(&gpu, &raw, sign).unwrap()
+}
+
 /// An axis-aligned box as 12 outward-wound triangles.
 fn box_mesh(centre: DVec3, h: DVec3) -> Mesh {
     let v: Vec<DVec3> = (0..8)
@@ -154,9 +161,7 @@ fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
     ] {
         let mesh = box_mesh(centre, h);
         let points = probe_points(&mut rng, &mesh, 2000);
-        let gpu = engine().upload_mesh(mesh.clone()).unwrap();
-        let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-        let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
+        let hits = answered(&mesh, &points, Sign::Pseudonormal);
         check(
             &mesh,
             &points,
@@ -172,7 +177,7 @@ fn box_mesh_matches_the_exact_sdf_and_the_brute_force() {
                 hit.distance
             );
         }
-        let unsigned = engine().mesh_hits(&gpu, &raw, Sign::None).unwrap();
+        let unsigned = answered(&mesh, &points, Sign::None);
         assert!(unsigned.iter().all(|h| h.distance >= 0.0));
     }
 }
@@ -250,41 +255,17 @@ fn fandisk_distances_and_signs_match_the_f64_references() {
 #[test]
 fn cylinders_with_fan_caps_match_the_f64_references() {
     let mut rng = Rng::new(48);
-    let segments = 3000u32;
     let axes = Shape::axes(rng.quaternion());
     let origin = DVec3::new(-700.0, 1200.0, 300.0);
     let at = |x: f64, y: f64, z: f64| origin + axes[0] * x + axes[1] * y + axes[2] * z;
-    let mut vertices = vec![at(0.0, 0.0, 0.0), at(0.0, 0.0, 2.0)];
-    for z in [0.0, 2.0] {
-        vertices.extend((0..segments).map(|k| {
-            let angle = std::f64::consts::TAU * k as f64 / segments as f64;
-            at(angle.cos(), angle.sin(), z)
-        }));
-    }
-    let (bottom, top) = (
-        |k: u32| 2 + k % segments,
-        |k: u32| 2 + segments + k % segments,
-    );
-    let triangles = (0..segments)
-        .flat_map(|k| {
-            [
-                [0, bottom(k + 1), bottom(k)],
-                [1, top(k), top(k + 1)],
-                [bottom(k), bottom(k + 1), top(k + 1)],
-                [bottom(k), top(k + 1), top(k)],
-            ]
-        })
-        .collect();
-    let mesh = Mesh::new(vertices, triangles, "fan-capped cylinder").unwrap();
+    let mesh = closest::bench::fan_capped_cylinder(3000, |p| at(p.x, p.y, 2.0 * p.z));
     let mut points = probe_points(&mut rng, &mesh, 600);
     // Near the caps' centres, where every sliver meets.
     for _ in 0..200 {
         let near = at(0.0, 0.0, [0.0, 2.0][rng.next_u64() as usize % 2]);
         points.push(near + rng.unit() * 10f64.powf(rng.range(-4.0, -1.0)));
     }
-    let gpu = engine().upload_mesh(mesh.clone()).unwrap();
-    let raw: Vec<[f64; 3]> = points.iter().map(|p| [p.x, p.y, p.z]).collect();
-    let hits = engine().mesh_hits(&gpu, &raw, Sign::Pseudonormal).unwrap();
+    let hits = answered(&mesh, &points, Sign::Pseudonormal);
     check(
         &mesh,
         &points,
