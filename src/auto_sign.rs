@@ -1192,6 +1192,15 @@ fn folded_flat(u: DVec3, v: DVec3, a: DVec3, b: DVec3) -> bool {
 
 /// Two triangles sharing no vertex that meet, if any (the lower indices first).
 fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usize, usize)> {
+    crossing_triangles_with(mesh, corners, LARGE_TRIANGLES_SCAN_PAIRS)
+}
+
+/// [`crossing_triangles`], the large triangles scanning every box up to `scan_pairs` pairs.
+fn crossing_triangles_with(
+    mesh: &Mesh,
+    corners: &[Option<[u32; 3]>],
+    scan_pairs: u64,
+) -> Option<(usize, usize)> {
     let boxes: Vec<Option<Box3>> = (0..mesh.triangles.len())
         .into_par_iter()
         .map(|t| corners[t].map(|_| box_of(mesh.corners(t))))
@@ -1303,12 +1312,18 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
         .find_first(Option::is_some)
         .flatten();
     in_cells.or_else(|| {
-        if large.is_empty() {
-            return None;
+        // A few large triangles meet every box (no more memory than the boxes).
+        if large.len() as u64 * boxes.len() as u64 <= scan_pairs {
+            return large.par_iter().find_map_first(|&a| {
+                (0..boxes.len())
+                    .filter(|&b| b != a as usize && boxes[b].is_some() && overlap(a as usize, b))
+                    .find(|&b| crossing(a as usize, b))
+                    .map(|b| ordered(a as usize, b))
+            });
         }
-        // Each large triangle through a hierarchy of every box, passing over the nodes its
-        // plane or sides miss: a cone capping a terrain's hole (thousands of triangles across
-        // it) met each of its millions of boxes.
+        // Many search a hierarchy of every box (about 100 bytes a triangle), passing over the
+        // nodes their planes or sides miss: a cone capping a terrain's hole (thousands of
+        // triangles across it) met each of its millions of boxes.
         let (members, triangle_of): (Vec<(Box3, [u32; 3])>, Vec<usize>) = (0..boxes.len())
             .filter_map(|t| Some(((boxes[t]?, corners[t]?), t)))
             .unzip();
@@ -1324,6 +1339,10 @@ fn crossing_triangles(mesh: &Mesh, corners: &[Option<[u32; 3]>]) -> Option<(usiz
         })
     })
 }
+
+/// Pairs of (large triangle, box) up to which the large triangles scan every box, a fraction
+/// of a second: past it they search a hierarchy.
+const LARGE_TRIANGLES_SCAN_PAIRS: u64 = 1 << 26;
 
 /// Cells of more members than this are searched through a hierarchy of their own
 /// (`PairTree`), not swept along x: slivers meeting at a vertex (a disk or a cylinder's cap
@@ -1798,6 +1817,9 @@ mod tests {
             let (_, corners) = welded(&mesh);
             let every_pair = (0..count)
                 .any(|a| (a + 1..count).any(|b| triangles_cross(mesh.corners(a), mesh.corners(b))));
+            // The large triangles through the hierarchy of every box answer alike.
+            let through_hierarchy = crossing_triangles_with(&mesh, &corners, 0);
+            assert_eq!(through_hierarchy.is_some(), every_pair, "soup {soup}");
             let found = crossing_triangles(&mesh, &corners);
             assert_eq!(found.is_some(), every_pair, "soup {soup}");
             if let Some((a, b)) = found {
@@ -1861,8 +1883,18 @@ mod tests {
             if let Some(crosses) = crosses {
                 assert_eq!(every_pair, crosses, "reach {reach}: the case as built");
             }
-            let found = crossing_triangles(&mesh, &corners).is_some();
-            assert_eq!(found, every_pair, "reach {reach}");
+            // Scanning every box, and through the hierarchy of them.
+            for scan_pairs in [LARGE_TRIANGLES_SCAN_PAIRS, 0] {
+                let found = crossing_triangles_with(&mesh, &corners, scan_pairs);
+                assert_eq!(
+                    found.is_some(),
+                    every_pair,
+                    "reach {reach}, scan {scan_pairs}"
+                );
+                if let Some((a, b)) = found {
+                    assert!(a < b && triangles_cross(mesh.corners(a), mesh.corners(b)));
+                }
+            }
         }
     }
 
