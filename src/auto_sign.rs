@@ -1430,7 +1430,7 @@ impl PairTree {
                 )
             },
         );
-        let first_hub = hubs[span[0] as usize];
+        let first_hub = span.first().map_or(NO_HUB, |&m| hubs[m as usize]);
         let hub = match span.iter().all(|&m| hubs[m as usize] == first_hub) {
             true => first_hub,
             false => NO_HUB,
@@ -1903,6 +1903,14 @@ mod tests {
     /// twin): random boxes with fans among them, where many members share one corner.
     #[test]
     fn the_pair_tree_meets_every_pair_of_meeting_boxes_once() {
+        // None at all (a hole with no triangle near it to search).
+        let empty = PairTree::of(&[]);
+        assert_eq!(empty.first_pair(|_, _| Some(())), None);
+        let triangle = [DVec3::ZERO, DVec3::X, DVec3::Y];
+        assert_eq!(
+            empty.first_meeting(triangle, &mut 10, |_| Some(())),
+            Ok(None)
+        );
         let mut random = crate::math::SplitMix64(48);
         for case in 0..20 {
             let count = 50 + 150 * case;
