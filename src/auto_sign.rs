@@ -1380,8 +1380,7 @@ const NO_HUB: u32 = u32::MAX;
 struct OverBudget;
 
 impl PairTree {
-    /// The hierarchy over `members` (box and corners each), split at the median of the
-    /// boxes' centres along the longest side.
+    /// The hierarchy over `members` (box and corners each).
     fn of(members: &[(Box3, [u32; 3])]) -> PairTree {
         let mut shared: FxHashMap<u32, u32> = FxHashMap::default();
         for (_, corners) in members {
@@ -1404,61 +1403,87 @@ impl PairTree {
             })
             .collect();
         let mut tree = PairTree {
-            nodes: Vec::with_capacity(2 * members.len() / PAIR_TREE_LEAF + 1),
+            nodes: Vec::new(),
             order: (0..members.len() as u32).collect(),
         };
-        tree.build(members, &hubs, 0, members.len());
+        let hub_of = |span: &[u32]| {
+            let first = span.first().map_or(NO_HUB, |&m| hubs[m as usize]);
+            match span.iter().all(|&m| hubs[m as usize] == first) {
+                true => first,
+                false => NO_HUB,
+            }
+        };
+        if members.len() < 2 {
+            let bounds = members.first().map_or(
+                ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]),
+                |&(bounds, _)| bounds,
+            );
+            let hub = hub_of(&tree.order);
+            tree.nodes.push(PairNode {
+                bounds,
+                hub,
+                span: (0, members.len() as u32),
+                children: None,
+            });
+            return tree;
+        }
+        // The scenes' hierarchy builder (binned SAH, boxes rounded outward to f32, which only
+        // opens more), its inner nodes and leaf children as this tree's nodes.
+        let item = |m: usize| {
+            let (lo, hi) = members[m].0;
+            crate::bvh::Item {
+                bounds: crate::bvh::Bounds {
+                    min: DVec3::from_array(lo),
+                    max: DVec3::from_array(hi),
+                },
+                kind: 0,
+            }
+        };
+        let built = crate::bvh::build_with(members.len(), &item, PAIR_TREE_LEAF, 0, 0);
+        tree.order = built.order.clone();
+        tree.add_node(&built, 0, &hub_of);
         tree
     }
 
-    /// Builds the node over `order[start..end]` (children after it) and returns its index.
-    fn build(
+    /// Adds `built`'s node `node` and everything below it, returning its index here.
+    fn add_node(
         &mut self,
-        members: &[(Box3, [u32; 3])],
-        hubs: &[u32],
-        start: usize,
-        end: usize,
+        built: &crate::bvh::Bvh,
+        node: usize,
+        hub_of: &dyn Fn(&[u32]) -> u32,
     ) -> u32 {
-        let span = &mut self.order[start..end];
-        let bounds = span.iter().fold(
-            ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]),
-            |(lo, hi), &m| {
-                let (mlo, mhi) = members[m as usize].0;
-                (
-                    std::array::from_fn(|k| lo[k].min(mlo[k])),
-                    std::array::from_fn(|k| hi[k].max(mhi[k])),
-                )
-            },
-        );
-        let first_hub = span.first().map_or(NO_HUB, |&m| hubs[m as usize]);
-        let hub = match span.iter().all(|&m| hubs[m as usize] == first_hub) {
-            true => first_hub,
-            false => NO_HUB,
+        let sides = built.nodes[node].children;
+        let [(start, _), (_, end)] = built.spans[node];
+        let box_of_side = |side: usize| {
+            let child = &sides[side];
+            (child.min.map(f64::from), child.max.map(f64::from))
         };
+        let ((lo0, hi0), (lo1, hi1)) = (box_of_side(0), box_of_side(1));
         let index = self.nodes.len() as u32;
         self.nodes.push(PairNode {
-            bounds,
-            hub,
+            bounds: (
+                std::array::from_fn(|k| lo0[k].min(lo1[k])),
+                std::array::from_fn(|k| hi0[k].max(hi1[k])),
+            ),
+            hub: hub_of(&built.order[start..end]),
             span: (start as u32, end as u32),
             children: None,
         });
-        if end - start <= PAIR_TREE_LEAF {
-            return index;
-        }
-        let axis = (0..3)
-            .max_by(|&a, &b| (bounds.1[a] - bounds.0[a]).total_cmp(&(bounds.1[b] - bounds.0[b])))
-            .expect("three axes");
-        let centre = |m: &u32| {
-            let (lo, hi) = members[*m as usize].0;
-            lo[axis] + hi[axis]
-        };
-        let middle = span.len() / 2;
-        span.select_nth_unstable_by(middle, |a, b| {
-            centre(a).total_cmp(&centre(b)).then(a.cmp(b))
+        let children = [0, 1].map(|side| {
+            let child = &sides[side];
+            if child.count == 0 {
+                return self.add_node(built, child.first as usize, hub_of);
+            }
+            let (start, end) = built.spans[node][side];
+            self.nodes.push(PairNode {
+                bounds: box_of_side(side),
+                hub: hub_of(&built.order[start..end]),
+                span: (start as u32, end as u32),
+                children: None,
+            });
+            self.nodes.len() as u32 - 1
         });
-        let left = self.build(members, hubs, start, start + middle);
-        let right = self.build(members, hubs, start + middle, end);
-        self.nodes[index as usize].children = Some([left, right]);
+        self.nodes[index as usize].children = Some(children);
         index
     }
 
