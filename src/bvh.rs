@@ -313,7 +313,13 @@ const FIT_ANGLES: usize = 4;
 /// is tried at four angles about it and along the points' principal direction in the plane
 /// across `normal` (which fits a wedge of slivers, as in a fan, that the fixed angles leave
 /// up to a fifth of its length wide). For nearly flat sets of triangles this box is thin where
-/// an axis-aligned one is not. One pass over the points measures every angle.
+/// an axis-aligned one is not.
+///
+/// The fit is most of a mesh layout's host time (a pass over every corner below each child of
+/// up to `ORIENTED_MAX_TRIANGLES` triangles), so the points are projected once onto the plane
+/// (coordinates from the first point, which keeps the moments free of cancellation however
+/// far the mesh lies from the origin), and each direction's extent is then two multiplies a
+/// point over those coordinates.
 pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> {
     let w = normal.normalize_or_zero();
     if w == DVec3::ZERO || points.is_empty() {
@@ -321,56 +327,45 @@ pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> 
     }
     let u0 = crate::math::any_perpendicular(w);
     let v0 = w.cross(u0);
-    let principal = principal_angle(points, u0, v0);
-    let frames: [[DVec3; 3]; FIT_ANGLES + 1] = std::array::from_fn(|step| {
+    let origin = points[0];
+    let mut plane = PlanePoints {
+        x: vec![0.0; points.len()],
+        y: vec![0.0; points.len()],
+    };
+    let (mut w_lo, mut w_hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for ((&p, x), y) in points.iter().zip(&mut plane.x).zip(&mut plane.y) {
+        let d = p - origin;
+        let t = w.dot(d);
+        // Plain comparisons, not `f64::min`'s NaN handling: the points are finite.
+        lower(&mut w_lo, t);
+        raise(&mut w_hi, t);
+        (*x, *y) = (u0.dot(d), v0.dot(d));
+    }
+    let principal = plane.principal_angle();
+    let mut best: Option<(f64, OrientedBox)> = None;
+    for step in 0..=FIT_ANGLES {
         let angle = match step {
             FIT_ANGLES => principal,
             _ => step as f64 * std::f64::consts::FRAC_PI_8,
         };
-        let u = u0 * angle.cos() + v0 * angle.sin();
-        [u, w.cross(u), w]
-    });
-    // Extents along w (shared by every frame) and along each frame's u and v; plain
-    // comparisons, not `f64::min`'s NaN handling (the points are finite): the loop is the
-    // fit's whole cost, a pass over every corner below the child.
-    let (mut w_lo, mut w_hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    let mut uv_lo = [[f64::INFINITY; 2]; FIT_ANGLES + 1];
-    let mut uv_hi = [[f64::NEG_INFINITY; 2]; FIT_ANGLES + 1];
-    for &p in points {
-        let t = w.dot(p);
-        if t < w_lo {
-            w_lo = t;
-        }
-        if t > w_hi {
-            w_hi = t;
-        }
-        for (axes, (lo, hi)) in frames.iter().zip(uv_lo.iter_mut().zip(uv_hi.iter_mut())) {
-            for k in 0..2 {
-                let t = axes[k].dot(p);
-                if t < lo[k] {
-                    lo[k] = t;
-                }
-                if t > hi[k] {
-                    hi[k] = t;
-                }
-            }
-        }
-    }
-    let lo = uv_lo.map(|[u, v]| [u, v, w_lo]);
-    let hi = uv_hi.map(|[u, v]| [u, v, w_hi]);
-    let mut best: Option<(f64, OrientedBox)> = None;
-    for (axes, (lo, hi)) in frames.iter().zip(lo.iter().zip(&hi)) {
-        let [u, v, w] = *axes;
-        let half = DVec3::new(hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]) * 0.5;
-        let centre =
-            u * ((lo[0] + hi[0]) * 0.5) + v * ((lo[1] + hi[1]) * 0.5) + w * ((lo[2] + hi[2]) * 0.5);
+        let (sin, cos) = angle.sin_cos();
+        // u = u0·cos + v0·sin; v = w × u = v0·cos − u0·sin.
+        let (u_lo, u_hi) = plane.extent(cos, sin);
+        let (v_lo, v_hi) = plane.extent(-sin, cos);
+        let u = u0 * cos + v0 * sin;
+        let axes = [u, w.cross(u), w];
+        let half = DVec3::new(u_hi - u_lo, v_hi - v_lo, w_hi - w_lo) * 0.5;
         let volume = (half.x + 1e-12) * (half.y + 1e-12) * (half.z + 1e-12);
         if best.is_none_or(|(b, _)| volume < b) {
+            let centre = origin
+                + axes[0] * ((u_lo + u_hi) * 0.5)
+                + axes[1] * ((v_lo + v_hi) * 0.5)
+                + w * ((w_lo + w_hi) * 0.5);
             best = Some((
                 volume,
                 OrientedBox {
                     centre,
-                    rotation: crate::math::matrix_to_quaternion(*axes),
+                    rotation: crate::math::matrix_to_quaternion(axes),
                     half,
                 },
             ));
@@ -379,19 +374,83 @@ pub fn fit_oriented_box(points: &[DVec3], normal: DVec3) -> Option<OrientedBox> 
     best.map(|(_, b)| b)
 }
 
-/// The angle from `u` (towards `v`) of the major axis of `points`' spread in the plane of
-/// `u` and `v`: half the angle of the covariance's (cxx - cyy, 2 cxy).
-fn principal_angle(points: &[DVec3], u: DVec3, v: DVec3) -> f64 {
-    let n = points.len() as f64;
-    let mean = points.iter().fold(DVec3::ZERO, |m, p| m + *p) * (1.0 / n);
-    let (mut cxx, mut cyy, mut cxy) = (0.0, 0.0, 0.0);
-    for p in points {
-        let (x, y) = (u.dot(*p - mean), v.dot(*p - mean));
-        cxx += x * x;
-        cyy += y * y;
-        cxy += x * y;
+/// Points' coordinates in a plane (from one of them), as columns.
+struct PlanePoints {
+    x: Vec<f64>,
+    y: Vec<f64>,
+}
+
+impl PlanePoints {
+    /// The least and greatest of `a·x + b·y` over the points.
+    fn extent(&self, a: f64, b: f64) -> (f64, f64) {
+        let pairs = self.x.len() / 2 * 2;
+        let (xs, ys) = (&self.x[..pairs], &self.y[..pairs]);
+        // SAFETY: SSE2, which `extent_of_pairs` enables on x86-64, is part of every x86-64
+        // processor (elsewhere the function is plain code).
+        #[allow(unused_unsafe)]
+        let (mut lo, mut hi) = unsafe { extent_of_pairs(xs, ys, a, b) };
+        for (x, y) in self.x[pairs..].iter().zip(&self.y[pairs..]) {
+            let t = a * x + b * y;
+            lower(&mut lo, t);
+            raise(&mut hi, t);
+        }
+        (lo, hi)
     }
-    0.5 * (2.0 * cxy).atan2(cxx - cyy)
+
+    /// The angle from the x axis (towards y) of the major axis of the points' spread: half
+    /// the angle of the covariance's (cxx - cyy, 2 cxy).
+    fn principal_angle(&self) -> f64 {
+        let n = self.x.len() as f64;
+        let mean_x = self.x.iter().sum::<f64>() / n;
+        let mean_y = self.y.iter().sum::<f64>() / n;
+        let (mut cxx, mut cyy, mut cxy) = (0.0, 0.0, 0.0);
+        for (x, y) in self.x.iter().zip(&self.y) {
+            let (x, y) = (x - mean_x, y - mean_y);
+            cxx += x * x;
+            cyy += y * y;
+            cxy += x * y;
+        }
+        0.5 * (2.0 * cxy).atan2(cxx - cyy)
+    }
+}
+
+/// [`PlanePoints::extent`] over an even number of points, two at a time in SSE2's lanes (part
+/// of every x86-64 processor): the fit's inner loop, run ten times over each child's corners.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn extent_of_pairs(xs: &[f64], ys: &[f64], a: f64, b: f64) -> (f64, f64) {
+    use std::arch::x86_64::*;
+    let (a2, b2) = (_mm_set1_pd(a), _mm_set1_pd(b));
+    let (mut lo, mut hi) = (_mm_set1_pd(f64::INFINITY), _mm_set1_pd(f64::NEG_INFINITY));
+    for (x, y) in xs.chunks_exact(2).zip(ys.chunks_exact(2)) {
+        let t = _mm_add_pd(
+            _mm_mul_pd(a2, _mm_set_pd(x[1], x[0])),
+            _mm_mul_pd(b2, _mm_set_pd(y[1], y[0])),
+        );
+        lo = _mm_min_pd(t, lo);
+        hi = _mm_max_pd(t, hi);
+    }
+    let (mut l, mut h) = ([0.0; 2], [0.0; 2]);
+    // SAFETY: each array holds the two f64s stored.
+    unsafe {
+        _mm_storeu_pd(l.as_mut_ptr(), lo);
+        _mm_storeu_pd(h.as_mut_ptr(), hi);
+    }
+    (l[0].min(l[1]), h[0].max(h[1]))
+}
+
+/// [`PlanePoints::extent`] over an even number of points, two at a time.
+#[cfg(not(target_arch = "x86_64"))]
+fn extent_of_pairs(xs: &[f64], ys: &[f64], a: f64, b: f64) -> (f64, f64) {
+    let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+    for (x, y) in xs.chunks_exact(2).zip(ys.chunks_exact(2)) {
+        for k in 0..2 {
+            let t = a * x[k] + b * y[k];
+            lower(&mut lo[k], t);
+            raise(&mut hi[k], t);
+        }
+    }
+    (lo[0].min(lo[1]), hi[0].max(hi[1]))
 }
 
 /// One shape to build over: its bounds and its kind (leaves hold one kind).
@@ -816,23 +875,26 @@ impl Bin {
         count: 0,
     };
 
+    /// Plain comparisons, not `f32::min`'s NaN handling, which costs the binning pass (the
+    /// build's hottest loop) a third of its time; the same answers, since a bin's bounds start
+    /// infinite and a comparison with NaN leaves them as they are either way.
     fn add(&mut self, e: &Entry) {
         for k in 0..3 {
-            self.min[k] = self.min[k].min(e.min[k]);
-            self.max[k] = self.max[k].max(e.max[k]);
+            lower(&mut self.min[k], e.min[k]);
+            raise(&mut self.max[k], e.max[k]);
             let c = centre_along(e, k);
-            self.centre_min[k] = self.centre_min[k].min(c);
-            self.centre_max[k] = self.centre_max[k].max(c);
+            lower(&mut self.centre_min[k], c);
+            raise(&mut self.centre_max[k], c);
         }
         self.count += 1;
     }
 
     fn join(mut self, other: &Bin) -> Bin {
         for k in 0..3 {
-            self.min[k] = self.min[k].min(other.min[k]);
-            self.max[k] = self.max[k].max(other.max[k]);
-            self.centre_min[k] = self.centre_min[k].min(other.centre_min[k]);
-            self.centre_max[k] = self.centre_max[k].max(other.centre_max[k]);
+            lower(&mut self.min[k], other.min[k]);
+            raise(&mut self.max[k], other.max[k]);
+            lower(&mut self.centre_min[k], other.centre_min[k]);
+            raise(&mut self.centre_max[k], other.centre_max[k]);
         }
         self.count += other.count;
         self
@@ -851,6 +913,17 @@ impl Bin {
             },
         }
     }
+}
+
+/// `*bound = min(*bound, value)`, leaving `bound` where `value` is NaN. A select, not a
+/// branch: one instruction (`minsd`), where a branch on data is mispredicted half the time.
+fn lower<T: PartialOrd + Copy>(bound: &mut T, value: T) {
+    *bound = if value < *bound { value } else { *bound };
+}
+
+/// `*bound = max(*bound, value)`, leaving `bound` where `value` is NaN.
+fn raise<T: PartialOrd + Copy>(bound: &mut T, value: T) {
+    *bound = if value > *bound { value } else { *bound };
 }
 
 /// Partition `span` (its bounds `measured`) and return the size of the left part (never 0 or
@@ -874,8 +947,12 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     let per_width = BINS as f64 / width;
     let bin_of = |e: &Entry| (((centre_along(e, axis) - lo) * per_width) as usize).min(BINS - 1);
     let mut bins = [Bin::EMPTY; BINS];
+    // Each entry's bin, kept for the partition below (the binning is most of a split's time).
+    let mut bin_of_entry: Vec<u8> = Vec::with_capacity(span.len());
     for e in span.iter() {
-        bins[bin_of(e)].add(e);
+        let bin = bin_of(e);
+        bins[bin].add(e);
+        bin_of_entry.push(bin as u8);
     }
     // Cost of splitting after bin k: area·count of each side, the sides swept once from each
     // end. A side holding an empty bin is passed over (with no such split, the
@@ -913,8 +990,9 @@ fn split(span: &mut [Entry], measured: Measured, level: usize) -> (usize, [Optio
     }
     let mut left = 0;
     for i in 0..span.len() {
-        if bin_of(&span[i]) <= best.1 {
+        if bin_of_entry[i] as usize <= best.1 {
             span.swap(i, left);
+            bin_of_entry.swap(i, left);
             left += 1;
         }
     }

@@ -920,3 +920,51 @@ fn a_wedge_of_slivers_gets_a_box_along_it() {
         );
     }
 }
+
+/// The fit projects the points once onto the plane and measures each direction two points at a
+/// time: every point of a set of any size (odd sizes leave one point out of the pairs), near or
+/// far from the origin, tiny or huge, lies in the box, and the box is no larger than the one
+/// measured directly with the fit's first fixed frame.
+#[test]
+fn an_oriented_fit_holds_every_point_of_sets_of_any_size() {
+    let mut rng = Rng::new(49);
+    for case in 0..600usize {
+        let count = 1 + case % 33;
+        let centre = rng.vec(-1e3, 1e3) * 10f64.powi((case % 3) as i32 - 1);
+        let size = 10f64.powf(rng.range(-4.0, 3.0));
+        let points: Vec<DVec3> = (0..count).map(|_| centre + rng.vec(-size, size)).collect();
+        let normal = rng.vec(-1.0, 1.0);
+        let Some(fitted) = bvh::fit_oriented_box(&points, normal) else {
+            panic!("case {case}: no box for {count} points");
+        };
+        let scale = size + centre.max_abs();
+        let axes = Shape::axes(fitted.rotation);
+        for p in &points {
+            for (k, axis) in axes.iter().enumerate() {
+                let reach = axis.dot(*p - fitted.centre).abs();
+                assert!(
+                    reach <= fitted.half.get(k) + 1e-12 * scale,
+                    "case {case}: {count} points, {p:?} outside the box along axis {k}"
+                );
+            }
+        }
+        // The first fixed frame (angle 0), measured point by point.
+        let w = normal.normalize_or_zero();
+        let u = closest::math::any_perpendicular(w);
+        let frame = [u, w.cross(u), w];
+        let volume = |half: [f64; 3]| half.iter().map(|h| h + 1e-12).product::<f64>();
+        let direct = frame.map(|axis| {
+            let (lo, hi) = points
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+                    (lo.min(axis.dot(*p)), hi.max(axis.dot(*p)))
+                });
+            (hi - lo) * 0.5
+        });
+        let fitted_half = [fitted.half.x, fitted.half.y, fitted.half.z];
+        assert!(
+            volume(fitted_half) <= volume(direct.map(|h| h + 1e-12 * scale)),
+            "case {case}: {fitted_half:?} larger than the first frame's {direct:?}"
+        );
+    }
+}
